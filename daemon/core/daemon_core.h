@@ -1,0 +1,91 @@
+#ifndef GPUCTL_DAEMON_CORE_DAEMON_CORE_H_
+#define GPUCTL_DAEMON_CORE_DAEMON_CORE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/task_runner.h"
+#include "daemon/core/peer_channel.h"
+#include "daemon/core/trace_store.h"
+#include "gpuctl/v1/ipc.pb.h"
+#include "gpuctl/v1/service.pb.h"
+
+namespace gpuctl::daemon {
+
+struct CoreOptions {
+  std::string hostname;
+  std::string daemon_version;
+  absl::Duration max_duration = absl::Minutes(10);
+  // Time allowed after the window closes for a result to arrive.
+  absl::Duration result_grace = absl::Seconds(10);
+  // Delay between the request and the window opening, so every process
+  // opens together.
+  absl::Duration start_delay = absl::Milliseconds(100);
+  // Largest payload accepted from one process.
+  uint64_t max_payload_bytes = 256ull << 20;
+  // Record buffer cap sent to processes.
+  uint64_t max_buffer_bytes = 128ull << 20;
+  // Reported by GetStatus only.
+  std::string listen_address;
+  std::string socket_path;
+};
+
+// Receives a trace's progress. Called on the event-loop thread. After
+// OnDone no further call is made. A caller that goes away first calls
+// DaemonCore::CancelTrace; the core then still calls OnDone (with
+// CANCELLED), so the observer must stay alive until OnDone.
+class TraceObserver {
+ public:
+  virtual ~TraceObserver() = default;
+  virtual void OnEvent(const v1::TraceEvent& event) = 0;
+  virtual void OnDone(const absl::Status& status) = 0;
+};
+
+// The daemon's transport-free logic: registry of attached processes, trace
+// sessions, result validation, conversion and storage. Every method runs on
+// the event-loop thread (`loop`); blocking work goes to `worker`.
+class DaemonCore {
+ public:
+  struct Deps {
+    Clock* clock;
+    TaskRunner* loop;
+    Executor* worker;
+    TraceStore* store;
+    PeerChannel* peers;
+  };
+  static std::unique_ptr<DaemonCore> Create(const CoreOptions& options, const Deps& deps);
+  virtual ~DaemonCore() = default;
+
+  // --- IPC side ---
+  // A peer completed its Hello. A non-OK status means: refuse (the IPC
+  // server sends nothing more and disconnects, logging the message).
+  virtual absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds,
+                                   const v1::ipc::Hello& hello) = 0;
+  virtual void OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) = 0;
+  // `payload` is null for PAYLOAD_TRANSPORT_NONE. The IPC server has already
+  // checked that the payload's size equals result.payload_size.
+  virtual void OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
+                               std::unique_ptr<Payload> payload) = 0;
+  // The connection is gone (closed, broken, dropped for bad input).
+  // `clean` is true when the peer closed it in an orderly way (process exit).
+  virtual void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) = 0;
+
+  // --- RPC side ---
+  // Validates the request (INVALID_ARGUMENT with the reason), selects
+  // processes (NOT_FOUND naming the host and what is attached when nothing
+  // matches), sends StartCapture to each and returns the trace id. Progress
+  // and results then flow to `observer`.
+  virtual absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
+                                                 std::shared_ptr<TraceObserver> observer) = 0;
+  virtual void CancelTrace(absl::string_view trace_id) = 0;
+  virtual v1::ListProcessesResponse ListProcesses(const v1::ListProcessesRequest& request) = 0;
+  virtual v1::GetStatusResponse GetStatus() = 0;
+};
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_CORE_DAEMON_CORE_H_
