@@ -24,6 +24,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+if [ -n "${GPUCTL_SKIP_VENV:-}" ]; then
+  exit 0
+fi
 if [ ! -x .venv/bin/pytest ] || ! cmp -s scripts/requirements.txt .venv/.requirements; then
   echo "install_deps: preparing .venv"
   python3 -m venv .venv

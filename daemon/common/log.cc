@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+
 #include <atomic>
 #include <utility>
 
@@ -110,7 +112,7 @@ std::string FormatLogLine(absl::Time ts, LogLevel level, absl::string_view msg,
   std::string line = "ts=";
   line += absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", ts, absl::UTCTimeZone());
   line += " level=";
-  line += LevelName(level);
+  absl::StrAppend(&line, LevelName(level));
   line += " msg=";
   // msg is always quoted so that a one-word message reads like the others.
   std::string quoted;
@@ -139,6 +141,7 @@ void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> 
   size_t done = 0;
   while (done < line.size()) {
     ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }

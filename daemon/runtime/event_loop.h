@@ -75,7 +75,7 @@ class EventLoop final : public TaskRunner {
   static absl::Time MonotonicNow();
   void Wake();
   int NextTimeoutMs() const;
-  void RunPostedTasks();
+  void RunPostedTasks(bool drain_wake_fd);
   void RunDueTimers();
   void DispatchFdEvent(uint64_t watch_id, uint32_t events);
   void AssertOwnerThread() const;
@@ -85,7 +85,7 @@ class EventLoop final : public TaskRunner {
   std::atomic<bool> quit_{false};
   std::atomic<std::thread::id> loop_thread_{};
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<Task> posted_ ABSL_GUARDED_BY(mu_);
 
   // Owner-thread state.

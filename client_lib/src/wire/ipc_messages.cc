@@ -154,85 +154,152 @@ bool AddString(const WireField& f, std::vector<std::string>* values) {
 
 bool MergeField(const WireField& f, Hello* m) {
   switch (f.field_number) {
-    case 1: SetUint32(f, &m->protocol_major); break;
-    case 2: SetUint32(f, &m->protocol_minor); break;
-    case 3: return SetString(f, &m->library_version);
-    case 4: SetInt32(f, &m->pid); break;
-    case 5: SetInt32(f, &m->ppid); break;
-    case 6: return SetString(f, &m->job_id);
-    case 7: SetInt32(f, &m->rank); break;
-    case 8: SetInt32(f, &m->local_rank); break;
-    case 9: SetInt32(f, &m->world_size); break;
-    case 10: return SetString(f, &m->hostname);
-    case 11: return AddString(f, &m->cmdline);
-    case 12: SetUint64(f, &m->capabilities); break;
-    default: break;
+    case 1:
+      SetUint32(f, &m->protocol_major);
+      break;
+    case 2:
+      SetUint32(f, &m->protocol_minor);
+      break;
+    case 3:
+      return SetString(f, &m->library_version);
+    case 4:
+      SetInt32(f, &m->pid);
+      break;
+    case 5:
+      SetInt32(f, &m->ppid);
+      break;
+    case 6:
+      return SetString(f, &m->job_id);
+    case 7:
+      SetInt32(f, &m->rank);
+      break;
+    case 8:
+      SetInt32(f, &m->local_rank);
+      break;
+    case 9:
+      SetInt32(f, &m->world_size);
+      break;
+    case 10:
+      return SetString(f, &m->hostname);
+    case 11:
+      return AddString(f, &m->cmdline);
+    case 12:
+      SetUint64(f, &m->capabilities);
+      break;
+    default:
+      break;
   }
   return true;
 }
 
 bool MergeField(const WireField& f, HelloAck* m) {
   switch (f.field_number) {
-    case 1: SetUint32(f, &m->protocol_major); break;
-    case 2: SetUint32(f, &m->protocol_minor); break;
-    case 3: return SetString(f, &m->daemon_version);
-    case 4: SetUint64(f, &m->max_payload_bytes); break;
-    default: break;
+    case 1:
+      SetUint32(f, &m->protocol_major);
+      break;
+    case 2:
+      SetUint32(f, &m->protocol_minor);
+      break;
+    case 3:
+      return SetString(f, &m->daemon_version);
+    case 4:
+      SetUint64(f, &m->max_payload_bytes);
+      break;
+    default:
+      break;
   }
   return true;
 }
 
 bool MergeField(const WireField& f, StartCapture* m) {
   switch (f.field_number) {
-    case 1: return SetString(f, &m->trace_id);
-    case 2: SetInt64(f, &m->start_time_unix_ns); break;
-    case 3: SetInt64(f, &m->duration_ns); break;
-    case 4: SetUint64(f, &m->max_buffer_bytes); break;
-    default: break;
+    case 1:
+      return SetString(f, &m->trace_id);
+    case 2:
+      SetInt64(f, &m->start_time_unix_ns);
+      break;
+    case 3:
+      SetInt64(f, &m->duration_ns);
+      break;
+    case 4:
+      SetUint64(f, &m->max_buffer_bytes);
+      break;
+    default:
+      break;
   }
   return true;
 }
 
 bool MergeField(const WireField& f, CancelCapture* m) {
   switch (f.field_number) {
-    case 1: return SetString(f, &m->trace_id);
-    case 2: return SetString(f, &m->reason);
-    default: break;
+    case 1:
+      return SetString(f, &m->trace_id);
+    case 2:
+      return SetString(f, &m->reason);
+    default:
+      break;
   }
   return true;
 }
 
 bool MergeField(const WireField& f, CaptureStarted* m) {
   switch (f.field_number) {
-    case 1: return SetString(f, &m->trace_id);
-    case 2: SetInt64(f, &m->opened_at_unix_ns); break;
-    default: break;
+    case 1:
+      return SetString(f, &m->trace_id);
+    case 2:
+      SetInt64(f, &m->opened_at_unix_ns);
+      break;
+    default:
+      break;
   }
   return true;
 }
 
 bool MergeField(const WireField& f, CaptureResult* m) {
   switch (f.field_number) {
-    case 1: return SetString(f, &m->trace_id);
-    case 2: SetInt32(f, &m->status); break;
-    case 3: return SetString(f, &m->message);
-    case 4: SetInt32(f, &m->transport); break;
-    case 5: SetUint64(f, &m->payload_size); break;
-    case 6: SetUint64(f, &m->event_count); break;
-    case 7: SetUint64(f, &m->dropped_events); break;
-    case 8: SetInt64(f, &m->window_start_unix_ns); break;
-    case 9: SetInt64(f, &m->window_end_unix_ns); break;
-    default: break;
+    case 1:
+      return SetString(f, &m->trace_id);
+    case 2:
+      SetInt32(f, &m->status);
+      break;
+    case 3:
+      return SetString(f, &m->message);
+    case 4:
+      SetInt32(f, &m->transport);
+      break;
+    case 5:
+      SetUint64(f, &m->payload_size);
+      break;
+    case 6:
+      SetUint64(f, &m->event_count);
+      break;
+    case 7:
+      SetUint64(f, &m->dropped_events);
+      break;
+    case 8:
+      SetInt64(f, &m->window_start_unix_ns);
+      break;
+    case 9:
+      SetInt64(f, &m->window_end_unix_ns);
+      break;
+    default:
+      break;
   }
   return true;
 }
 
 bool MergeField(const WireField& f, PayloadChunk* m) {
   switch (f.field_number) {
-    case 1: return SetString(f, &m->trace_id);
-    case 2: SetUint64(f, &m->offset); break;
-    case 3: SetBytes(f, &m->data); break;
-    default: break;
+    case 1:
+      return SetString(f, &m->trace_id);
+    case 2:
+      SetUint64(f, &m->offset);
+      break;
+    case 3:
+      SetBytes(f, &m->data);
+      break;
+    default:
+      break;
   }
   return true;
 }
@@ -273,9 +340,9 @@ bool DecodeOneof(std::string_view bytes, Variant* out) {
   WireReader reader(bytes);
   WireField field;
   while (!reader.AtEnd()) {
-    const bool ok = reader.ReadField(&field) &&
-                    (field.type != WireType::kLengthDelimited ||
-                     MergeOneofMember(field.field_number, field.bytes, out));
+    const bool ok =
+        reader.ReadField(&field) && (field.type != WireType::kLengthDelimited ||
+                                     MergeOneofMember(field.field_number, field.bytes, out));
     if (!ok) {
       *out = std::monostate{};
       return false;

@@ -120,9 +120,11 @@ void Encode(const ClientMessage& message, std::string* out);
 void Encode(const DaemonMessage& message, std::string* out);
 
 // Decodes one whole message. Returns false on malformed input (truncated
-// varints or lengths, bad wire types, lengths past the end, invalid nesting);
-// unknown fields are skipped; for a repeated oneof member the last one wins,
-// as in protobuf. Never reads outside `bytes`.
+// varints or lengths, bad wire types, lengths past the end, invalid nesting,
+// a string field that is not valid UTF-8); unknown fields are skipped; as in
+// protobuf, a oneof member that appears again is merged into the one already
+// decoded and a different member replaces it. On false, *out is
+// std::monostate. Never reads outside `bytes`.
 bool Decode(std::string_view bytes, ClientMessage* out);
 bool Decode(std::string_view bytes, DaemonMessage* out);
 

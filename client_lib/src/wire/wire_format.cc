@@ -123,7 +123,8 @@ bool WireReader::ReadLength(size_t* length) {
 bool WireReader::ReadLengthDelimited(std::string_view* bytes) {
   size_t length = 0;
   if (!ReadLength(&length)) return false;
-  *bytes = input_.substr(pos_, length);
+  // ReadLength checked pos_ + length <= size.
+  *bytes = std::string_view(input_.data() + pos_, length);
   pos_ += length;
   return true;
 }

@@ -108,6 +108,8 @@ struct WireField {
 class WireReader {
  public:
   explicit WireReader(std::string_view input) : input_(input) {}
+  // The reader keeps a view: it must not outlive the bytes it reads.
+  explicit WireReader(std::string&&) = delete;
 
   bool AtEnd() const { return pos_ == input_.size(); }
   size_t position() const { return pos_; }

@@ -1,0 +1,217 @@
+#include "cli/cli.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "cli/connection.h"
+#include "cli/download.h"
+#include "cli/duration.h"
+#include "cli/exit_codes.h"
+#include "cli/list_commands.h"
+#include "cli/trace_command.h"
+
+#ifndef GPUCTL_VERSION
+#define GPUCTL_VERSION "unknown"
+#endif
+
+namespace gpuctl::cli {
+namespace {
+
+constexpr char kUsageHint[] = "Run 'gpuctl help' or 'gpuctl COMMAND --help' for usage.\n";
+
+// Flags as parsed, before validation.
+struct Flags {
+  std::string host;
+  bool json = false;
+  std::string job_id;
+  std::vector<int32_t> pids;
+  std::string duration;
+  std::string trace_id;
+  std::string output_root = kDefaultOutputRoot;
+  bool no_download = false;
+  int limit = 0;
+  std::vector<std::string> files;
+};
+
+void AddHostFlags(CLI::App* cmd, Flags& flags, bool with_json) {
+  cmd->add_option("--host", flags.host,
+                  "gpuctld address, HOST[:PORT] (default $GPUCTL_HOST, else 127.0.0.1:7070)");
+  if (with_json) cmd->add_flag("--json", flags.json, "Print machine-readable JSON");
+}
+
+// Thrown out of a subcommand's validation as a usage error.
+CLI::ValidationError UsageError(const std::string& message) {
+  return CLI::ValidationError(message);
+}
+
+std::string ResolveTarget(const Flags& flags, const CliEnv& env) {
+  std::string host = !flags.host.empty() ? flags.host
+                     : !env.env_host.empty() ? env.env_host
+                                             : std::string(kDefaultHost);
+  absl::StatusOr<std::string> target = NormalizeHost(host);
+  if (!target.ok()) throw UsageError(std::string(target.status().message()));
+  return *target;
+}
+
+TraceOptions ValidateTrace(const Flags& flags, const CliEnv& env) {
+  TraceOptions options;
+  options.target = ResolveTarget(flags, env);
+  if (flags.job_id.empty() && flags.pids.empty()) {
+    throw UsageError("trace: select processes with --job ID and/or --pid N");
+  }
+  absl::StatusOr<absl::Duration> duration = ParseUserDuration(flags.duration);
+  if (!duration.ok()) throw UsageError(absl::StrCat("--duration: ", duration.status().message()));
+  if (!flags.trace_id.empty() && !IsSafeName(flags.trace_id)) {
+    throw UsageError("--trace-id: use 1-255 characters of A-Z a-z 0-9 . _ - not starting with '.'");
+  }
+  if (flags.output_root.empty()) throw UsageError("-o: empty directory");
+  options.job_id = flags.job_id;
+  options.pids = flags.pids;
+  options.duration = *duration;
+  options.trace_id = flags.trace_id;
+  options.output_root = flags.output_root;
+  options.download = !flags.no_download;
+  options.json = flags.json;
+  return options;
+}
+
+// The parser; `run` is set by the chosen subcommand's callback.
+struct Parser {
+  CLI::App app{"gpuctl: trigger and collect GPU traces from gpuctld", "gpuctl"};
+  Flags flags;
+  std::function<int()> run;
+};
+
+void DefineCommands(Parser& p, const CliEnv& env) {
+  Flags& f = p.flags;
+  p.app.set_version_flag("--version", absl::StrCat("gpuctl ", GPUCTL_VERSION));
+  p.app.require_subcommand(1);
+  p.app.fallthrough(false);
+
+  CLI::App* trace = p.app.add_subcommand("trace", "Capture a trace of the selected processes");
+  AddHostFlags(trace, f, true);
+  trace->add_option("--job", f.job_id, "Job id of the processes to trace");
+  trace->add_option("--pid", f.pids, "Process id to trace (repeatable)")
+      ->check(CLI::PositiveNumber)
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  trace->add_option("--duration", f.duration, "Capture window, e.g. 5s, 500ms, 1m30s")
+      ->required();
+  trace->add_option("-o,--output", f.output_root, "Download directory")->capture_default_str();
+  trace->add_option("--trace-id", f.trace_id, "Trace id to use (default: chosen by the daemon)");
+  trace->add_flag("--no-download", f.no_download, "Leave the trace on the daemon's host");
+  trace->callback([&p, &env] {
+    TraceOptions options = ValidateTrace(p.flags, env);
+    p.run = [options, &env] { return RunTrace(options, env); };
+  });
+
+  CLI::App* ps = p.app.add_subcommand("ps", "List the processes attached to gpuctld");
+  AddHostFlags(ps, f, true);
+  ps->add_option("--job", f.job_id, "Only processes of this job");
+  ps->callback([&p, &env] {
+    std::string target = ResolveTarget(p.flags, env);
+    p.run = [target, &p, &env] { return RunPs(target, p.flags.job_id, p.flags.json, env); };
+  });
+
+  CLI::App* traces = p.app.add_subcommand("traces", "List stored traces, newest first");
+  AddHostFlags(traces, f, true);
+  traces->add_option("--job", f.job_id, "Only traces of this job");
+  traces->add_option("--limit", f.limit, "At most this many traces")->check(CLI::PositiveNumber);
+  traces->callback([&p, &env] {
+    std::string target = ResolveTarget(p.flags, env);
+    p.run = [target, &p, &env] {
+      return RunTraces(target, p.flags.job_id, p.flags.limit, p.flags.json, env);
+    };
+  });
+
+  CLI::App* get = p.app.add_subcommand("get", "Download a stored trace");
+  AddHostFlags(get, f, false);
+  get->add_option("trace_id", f.trace_id, "Trace id")->required();
+  get->add_option("-o,--output", f.output_root, "Download directory")->capture_default_str();
+  get->add_option("--file", f.files, "Only this file of the trace (repeatable)")
+      ->allow_extra_args(false);
+  get->callback([&p, &env] {
+    std::string target = ResolveTarget(p.flags, env);
+    if (!IsSafeName(p.flags.trace_id)) throw UsageError("get: invalid trace id");
+    for (const std::string& name : p.flags.files) {
+      if (!IsSafeName(name)) throw UsageError(absl::StrCat("--file: invalid file name \"", name, "\""));
+    }
+    if (p.flags.output_root.empty()) throw UsageError("-o: empty directory");
+    p.run = [target, &p, &env] {
+      return RunGet(target, p.flags.trace_id, p.flags.files, p.flags.output_root, env);
+    };
+  });
+
+  CLI::App* status = p.app.add_subcommand("status", "Show gpuctld's status");
+  AddHostFlags(status, f, true);
+  status->callback([&p, &env] {
+    std::string target = ResolveTarget(p.flags, env);
+    p.run = [target, &p, &env] { return RunStatus(target, p.flags.json, env); };
+  });
+
+  CLI::App* help = p.app.add_subcommand("help", "Show this help");
+  help->callback([&p, &env] {
+    p.run = [&p, &env] {
+      // App::help() would describe the selected subcommand, "help" itself.
+      *env.out << p.app.get_formatter()->make_help(&p.app, "gpuctl", CLI::AppFormatMode::Normal);
+      return kExitOk;
+    };
+  });
+}
+
+}  // namespace
+
+int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
+  Parser parser;
+  DefineCommands(parser, env);
+  // CLI11 would only say "A subcommand is required".
+  if (!args.empty() && !args[0].empty() && args[0][0] != '-') {
+    try {
+      parser.app.get_subcommand(args[0]);
+    } catch (const CLI::OptionNotFound&) {
+      *env.err << "gpuctl: unknown command \"" << args[0] << "\"\n" << kUsageHint;
+      return kExitUsage;
+    }
+  }
+  try {
+    // CLI11 consumes a vector from the back.
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    parser.app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return parser.app.exit(e, *env.out, *env.err);
+  } catch (const CLI::CallForAllHelp& e) {
+    return parser.app.exit(e, *env.out, *env.err);
+  } catch (const CLI::CallForVersion& e) {
+    return parser.app.exit(e, *env.out, *env.err);
+  } catch (const CLI::ParseError& e) {
+    *env.err << "gpuctl: " << e.what() << "\n";
+    *env.err << kUsageHint;
+    return kExitUsage;
+  }
+  if (!parser.run) return kExitUsage;
+  return parser.run();
+}
+
+int Main(int argc, char** argv) {
+  CliEnv env;
+  env.err_is_terminal = isatty(STDERR_FILENO) == 1;
+  if (winsize ws{}; env.err_is_terminal && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 &&
+                    ws.ws_col > 0) {
+    env.terminal_columns = ws.ws_col;
+  }
+  if (const char* host = std::getenv("GPUCTL_HOST"); host != nullptr) env.env_host = host;
+  env.time_zone = absl::LocalTimeZone();
+  absl::StatusOr<std::unique_ptr<SignalInterruptSource>> interrupts = SignalInterruptSource::Create();
+  if (interrupts.ok()) env.interrupts = interrupts->get();
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  return RunCli(args, env);
+}
+
+}  // namespace gpuctl::cli

@@ -1,0 +1,47 @@
+#ifndef GPUCTL_CLI_COMMAND_ENV_H_
+#define GPUCTL_CLI_COMMAND_ENV_H_
+
+#include <cstddef>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cli/interrupt.h"
+#include "gpuctl/v1/service.grpc.pb.h"
+
+namespace gpuctl::cli {
+
+// Everything a command takes from the outside world. main() fills it from
+// the real process; tests inject streams and short timeouts.
+struct CliEnv {
+  std::ostream* out = &std::cout;
+  std::ostream* err = &std::cerr;
+  // Selects the live progress display on stderr.
+  bool err_is_terminal = false;
+  size_t terminal_columns = 80;
+  // $GPUCTL_HOST; empty when unset.
+  std::string env_host;
+  // For timestamps in tables.
+  absl::TimeZone time_zone = absl::UTCTimeZone();
+  // How long to wait for the daemon to accept the connection.
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Trace call deadline = window + this (the daemon's grace, conversion and
+  // storage).
+  absl::Duration trace_margin = absl::Seconds(60);
+  // Deadline of the short calls (ps, traces, status).
+  absl::Duration rpc_timeout = absl::Seconds(30);
+  // Deadline of one GetTrace transfer.
+  absl::Duration download_timeout = absl::Minutes(30);
+  // Optional; Ctrl-C cancels a running trace or download.
+  InterruptSource* interrupts = nullptr;
+};
+
+// Connects to `target` within env.connect_timeout (see Connect).
+absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> OpenStub(const std::string& target,
+                                                          const CliEnv& env);
+
+}  // namespace gpuctl::cli
+
+#endif  // GPUCTL_CLI_COMMAND_ENV_H_

@@ -1,0 +1,116 @@
+#include "cli/connection.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cli/exit_codes.h"
+#include "cli/format.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "gpuctl/v1/service.grpc.pb.h"
+
+namespace gpuctl::cli {
+namespace {
+
+constexpr absl::string_view kRpcErrorPayload = "type.gpuctl.dev/cli.RpcError";
+
+bool ValidPort(absl::string_view port) {
+  int value = 0;
+  return !port.empty() && absl::SimpleAtoi(port, &value) && value > 0 && value <= 65535 &&
+         port.find_first_not_of("0123456789") == absl::string_view::npos;
+}
+
+std::chrono::system_clock::time_point ToChrono(absl::Time t) { return absl::ToChronoTime(t); }
+
+}  // namespace
+
+absl::StatusOr<std::string> NormalizeHost(absl::string_view host) {
+  if (host.empty()) return absl::InvalidArgumentError("empty --host");
+  if (absl::StrContains(host, ":/") || absl::StartsWith(host, "unix:")) return std::string(host);
+  auto bad_port = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid --host \"", host, "\": expected HOST or HOST:PORT"));
+  };
+  if (host[0] == '[') {
+    size_t close = host.find(']');
+    if (close == absl::string_view::npos || close == 1) return bad_port();
+    absl::string_view rest = host.substr(close + 1);
+    if (rest.empty()) return absl::StrCat(host, ":", kDefaultPort);
+    if (rest[0] != ':' || !ValidPort(rest.substr(1))) return bad_port();
+    return std::string(host);
+  }
+  size_t colons = std::count(host.begin(), host.end(), ':');
+  if (colons == 0) return absl::StrCat(host, ":", kDefaultPort);
+  if (colons > 1) return absl::StrCat("[", host, "]:", kDefaultPort);
+  size_t colon = host.find(':');
+  if (colon == 0 || !ValidPort(host.substr(colon + 1))) return bad_port();
+  return std::string(host);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target,
+                                                       absl::Duration timeout) {
+  grpc::ChannelArguments args;
+  // Bounds a single connection attempt so a silent host fails within the
+  // timeout rather than gRPC's 20 s default.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  const absl::Time deadline = absl::Now() + timeout;
+  grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) break;
+    if (!channel->WaitForStateChange(state, ToChrono(deadline))) break;
+    state = channel->GetState(/*try_to_connect=*/true);
+  }
+  if (state == GRPC_CHANNEL_READY) return channel;
+  // gRPC keeps the reason of the last failed attempt; a fail-fast call on
+  // the broken channel returns it.
+  grpc::ClientContext context;
+  context.set_deadline(ToChrono(absl::Now() + absl::Seconds(1)));
+  v1::GetStatusResponse ignored;
+  grpc::Status probe = v1::Gpuctl::NewStub(channel)->GetStatus(&context, {}, &ignored);
+  std::string reason = probe.ok() || probe.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
+                           ? absl::StrCat("no connection within ", absl::FormatDuration(timeout))
+                           : probe.error_message();
+  return FromRpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, reason));
+}
+
+absl::Status FromRpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  out.SetPayload(kRpcErrorPayload, absl::Cord("1"));
+  return out;
+}
+
+bool IsRpcError(const absl::Status& status) {
+  return status.GetPayload(kRpcErrorPayload).has_value();
+}
+
+int ReportError(const absl::Status& status, absl::string_view host, std::ostream& err) {
+  const std::string message = Printable(status.message());
+  if (!IsRpcError(status)) {
+    err << "gpuctl: " << message << "\n";
+    return kExitPartialFailure;
+  }
+  switch (status.code()) {
+    case absl::StatusCode::kNotFound:
+      err << "gpuctl: " << message << "\n";
+      return kExitNothingMatched;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      err << "gpuctl: cannot reach gpuctld at " << host << ": " << message << "\n";
+      return kExitDaemonError;
+    default:
+      err << "gpuctl: gpuctld at " << host << " refused the request: " << message << "\n";
+      return kExitDaemonError;
+  }
+}
+
+}  // namespace gpuctl::cli

@@ -1,0 +1,47 @@
+#ifndef GPUCTL_CLI_CONNECTION_H_
+#define GPUCTL_CLI_CONNECTION_H_
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/support/status.h"
+
+namespace gpuctl::cli {
+
+inline constexpr absl::string_view kDefaultHost = "127.0.0.1:7070";
+inline constexpr int kDefaultPort = 7070;
+
+// Turns what a user typed into a gRPC target: "node7" -> "node7:7070",
+// "::1" -> "[::1]:7070"; "HOST:PORT", "[v6]:PORT" and URIs ("dns:///...",
+// "unix:...") pass through. INVALID_ARGUMENT for an empty host or a bad
+// port.
+absl::StatusOr<std::string> NormalizeHost(absl::string_view host);
+
+// Opens a channel to `target` and waits until it is connected, at most
+// `timeout`. A refused connection fails at once (no retry loop), an absent
+// host after `timeout`; both as UNAVAILABLE carrying gRPC's reason, marked
+// as an RPC error (see IsRpcError).
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target,
+                                                       absl::Duration timeout);
+
+// Converts a status returned by the daemon (or by gRPC on its behalf) and
+// marks it so callers can tell it from a local failure.
+absl::Status FromRpcStatus(const grpc::Status& status);
+bool IsRpcError(const absl::Status& status);
+
+// Prints what went wrong, for a user, and returns the exit code:
+// NOT_FOUND from the daemon -> kExitNothingMatched; unreachable (UNAVAILABLE,
+// DEADLINE_EXCEEDED) -> "cannot reach gpuctld at HOST: ..." and
+// kExitDaemonError; any other daemon error -> "gpuctld at HOST refused the
+// request: ..." and kExitDaemonError; a local failure -> kExitPartialFailure.
+int ReportError(const absl::Status& status, absl::string_view host, std::ostream& err);
+
+}  // namespace gpuctl::cli
+
+#endif  // GPUCTL_CLI_CONNECTION_H_

@@ -1,0 +1,55 @@
+#ifndef GPUCTL_CLI_DOWNLOAD_H_
+#define GPUCTL_CLI_DOWNLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "cli/interrupt.h"
+#include "gpuctl/v1/service.grpc.pb.h"
+
+namespace gpuctl::cli {
+
+// A name that is safe as one path component on every host: 1-255 characters
+// of [A-Za-z0-9._-], not starting with '.'. Trace ids and file names from
+// the daemon must pass before they touch the filesystem.
+bool IsSafeName(absl::string_view name);
+
+struct DownloadedFile {
+  std::string name;
+  uint64_t size = 0;
+};
+
+struct DownloadResult {
+  std::string directory;  // <output_root>/<trace_id>
+  std::vector<DownloadedFile> files;
+};
+
+struct DownloadOptions {
+  std::string trace_id;
+  // Empty: every file of the trace, manifest.json included.
+  std::vector<std::string> files;
+  std::string output_root;
+  absl::Duration timeout = absl::Minutes(30);
+  // Optional; an interrupt cancels the transfer.
+  InterruptSource* interrupts = nullptr;
+};
+
+// Streams the trace's files with GetTrace into <output_root>/<trace_id>/.
+// Every file is written to a hidden temporary beside its final name and
+// renamed once complete, so a reader never sees half a file. Chunks are
+// checked: safe names, requested names only, contiguous offsets, a size that
+// does not change, nothing past the announced size, every file complete.
+// Daemon errors come back marked by FromRpcStatus (NOT_FOUND for an unknown
+// trace); local and validation failures are plain statuses, after which no
+// temporary is left behind (files completed before the failure stay).
+// CANCELLED when interrupted.
+absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
+                                             const DownloadOptions& options);
+
+}  // namespace gpuctl::cli
+
+#endif  // GPUCTL_CLI_DOWNLOAD_H_

@@ -1,0 +1,187 @@
+#include "cli/list_commands.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cli/connection.h"
+#include "cli/download.h"
+#include "cli/duration.h"
+#include "cli/exit_codes.h"
+#include "cli/format.h"
+#include "google/protobuf/util/time_util.h"
+#include "grpcpp/client_context.h"
+
+namespace gpuctl::cli {
+namespace {
+
+// Wide enough for a launcher line, short enough to keep a row on one line.
+constexpr size_t kCommandColumnChars = 60;
+// ListTraces' largest page.
+constexpr int kMaxPageSize = 1000;
+
+void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+std::string DurationText(const google::protobuf::Duration& d) {
+  return FormatUserDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
+}
+
+}  // namespace
+
+int RunPs(const std::string& target, const std::string& job_id, bool json, const CliEnv& env) {
+  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
+  if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
+  v1::ListProcessesRequest request;
+  request.mutable_selector()->set_job_id(job_id);
+  v1::ListProcessesResponse response;
+  grpc::ClientContext context;
+  SetDeadline(context, env.rpc_timeout);
+  grpc::Status status = (*stub)->ListProcesses(&context, request, &response);
+  if (!status.ok()) return ReportError(FromRpcStatus(status), target, *env.err);
+
+  if (json) {
+    *env.out << ToJson(response) << "\n";
+    return kExitOk;
+  }
+  Table table({"PID", "PPID", "JOB", "RANK", "LOCAL", "WORLD", "STATE", "HOST", "VERSION",
+               "COMMAND"},
+              {true, true, false, true, true, true, false, false, false, false});
+  for (const v1::ProcessInfo& p : response.processes()) {
+    table.AddRow({absl::StrCat(p.pid()), absl::StrCat(p.ppid()),
+                  p.job_id().empty() ? "-" : Printable(p.job_id()), RankText(p.rank()),
+                  RankText(p.local_rank()), RankText(p.world_size()),
+                  CaptureStateWord(p.capture_state()),
+                  Printable(p.hostname().empty() ? response.host() : p.hostname()),
+                  p.library_version().empty() ? "-" : Printable(p.library_version()),
+                  CommandText(p.cmdline(), kCommandColumnChars)});
+  }
+  if (table.rows() == 0) {
+    *env.err << "no processes" << (job_id.empty() ? "" : absl::StrCat(" of job ", job_id))
+             << " attached to gpuctld on " << Printable(response.host()) << "\n";
+    return kExitOk;
+  }
+  table.Render(*env.out);
+  return kExitOk;
+}
+
+int RunTraces(const std::string& target, const std::string& job_id, int limit, bool json,
+              const CliEnv& env) {
+  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
+  if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
+  v1::ListTracesResponse all;
+  std::set<std::string> seen_tokens;
+  std::string token;
+  do {
+    v1::ListTracesRequest request;
+    request.set_job_id(job_id);
+    request.set_page_token(token);
+    if (limit > 0) request.set_page_size(std::min(limit - all.traces_size(), kMaxPageSize));
+    v1::ListTracesResponse page;
+    grpc::ClientContext context;
+    SetDeadline(context, env.rpc_timeout);
+    grpc::Status status = (*stub)->ListTraces(&context, request, &page);
+    if (!status.ok()) return ReportError(FromRpcStatus(status), target, *env.err);
+    for (v1::TraceManifest& trace : *page.mutable_traces()) {
+      if (limit > 0 && all.traces_size() >= limit) break;
+      *all.add_traces() = std::move(trace);
+    }
+    token = page.next_page_token();
+    // A token seen before would page forever.
+    if (!token.empty() && !seen_tokens.insert(token).second) {
+      *env.err << "gpuctl: gpuctld at " << target << " repeated a page token; listing stopped\n";
+      return kExitDaemonError;
+    }
+  } while (!token.empty() && (limit <= 0 || all.traces_size() < limit));
+
+  if (json) {
+    *env.out << ToJson(all) << "\n";
+    return kExitOk;
+  }
+  if (all.traces_size() == 0) {
+    *env.err << "no traces" << (job_id.empty() ? "" : absl::StrCat(" of job ", job_id))
+             << " stored by gpuctld at " << target << "\n";
+    return kExitOk;
+  }
+  Table table({"TRACE ID", "CREATED", "JOB", "PROCESSES", "SIZE", "LOCATION"},
+              {false, false, false, true, true, false});
+  for (const v1::TraceManifest& t : all.traces()) {
+    uint64_t bytes = 0;
+    int ok = 0;
+    for (const v1::ProcessResult& r : t.results()) {
+      bytes += r.stored_bytes();
+      ok += r.status() == v1::CAPTURE_STATUS_OK ? 1 : 0;
+    }
+    table.AddRow({Printable(t.trace_id()), TimestampText(t.created_at(), env.time_zone),
+                  t.job_id().empty() ? "-" : Printable(t.job_id()),
+                  absl::StrCat(ok, "/", t.results_size()), HumanBytes(bytes),
+                  t.location().empty() ? "-" : Printable(t.location())});
+  }
+  table.Render(*env.out);
+  return kExitOk;
+}
+
+int RunStatus(const std::string& target, bool json, const CliEnv& env) {
+  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
+  if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
+  v1::GetStatusResponse s;
+  grpc::ClientContext context;
+  SetDeadline(context, env.rpc_timeout);
+  grpc::Status status = (*stub)->GetStatus(&context, {}, &s);
+  if (!status.ok()) return ReportError(FromRpcStatus(status), target, *env.err);
+  if (json) {
+    *env.out << ToJson(s) << "\n";
+    return kExitOk;
+  }
+  Table table({"FIELD", "VALUE"});
+  auto row = [&](absl::string_view name, std::string value) {
+    table.AddRow({std::string(name), value.empty() ? "-" : Printable(value)});
+  };
+  row("host", s.host());
+  row("version", s.daemon_version());
+  row("started", TimestampText(s.started_at(), env.time_zone));
+  row("listening on", s.listen_address());
+  row("socket", s.socket_path());
+  row("store", s.store_location());
+  row("attached processes", absl::StrCat(s.attached_processes()));
+  row("active traces", absl::StrCat(s.active_traces()));
+  row("ipc protocol", absl::StrCat(s.ipc_protocol_major(), ".", s.ipc_protocol_minor()));
+  row("max duration", s.has_max_duration() ? DurationText(s.max_duration()) : "");
+  // A key/value listing reads better without the header row.
+  std::ostringstream rendered;
+  table.Render(rendered);
+  std::string text = rendered.str();
+  *env.out << text.substr(text.find('\n') + 1);
+  return kExitOk;
+}
+
+int RunGet(const std::string& target, const std::string& trace_id,
+           const std::vector<std::string>& files, const std::string& output_root,
+           const CliEnv& env) {
+  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
+  if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
+  DownloadOptions options;
+  options.trace_id = trace_id;
+  options.files = files;
+  options.output_root = output_root;
+  options.timeout = env.download_timeout;
+  options.interrupts = env.interrupts;
+  absl::StatusOr<DownloadResult> result = DownloadTrace(**stub, options);
+  if (!result.ok()) {
+    if (absl::IsCancelled(result.status()) && !IsRpcError(result.status())) {
+      *env.err << "gpuctl: download of trace " << trace_id << " cancelled\n";
+      return kExitInterrupted;
+    }
+    return ReportError(result.status(), target, *env.err);
+  }
+  Table table({"FILE", "BYTES"}, {false, true});
+  for (const DownloadedFile& f : result->files) table.AddRow({f.name, HumanBytes(f.size)});
+  table.Render(*env.out);
+  *env.out << "trace " << trace_id << " saved to " << result->directory << "\n";
+  return kExitOk;
+}
+
+}  // namespace gpuctl::cli

@@ -1,0 +1,48 @@
+// A producer of capture records (host annotations now, CUPTI next).
+//
+// Lifecycle, all on the agent thread, one capture at a time:
+//   Prepare -> Start -> Stop -> Collect      (a completed window)
+//   Prepare [-> Start] -> Abort              (cancelled or disconnected)
+// Prepare may allocate and may fail (the capture then fails with its
+// message). Start opens the window: from then on the source records until
+// Stop returns; after Stop returns no new record is added. Collect appends
+// the records to the writer and frees them. Abort frees everything without
+// collecting. Any method may be called again for the next capture.
+#ifndef GPUCTL_CLIENT_LIB_SRC_ACTIVITY_SOURCE_H_
+#define GPUCTL_CLIENT_LIB_SRC_ACTIVITY_SOURCE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "client_lib/src/record_writer.h"
+
+namespace gpuctl::client {
+
+struct CaptureRequest {
+  std::string trace_id;
+  // Cap on the record bytes this source may keep; past it records are
+  // dropped and counted.
+  uint64_t max_buffer_bytes = 0;
+};
+
+struct CollectStats {
+  uint64_t dropped_events = 0;
+};
+
+class ActivitySource {
+ public:
+  virtual ~ActivitySource() = default;
+
+  // Returns false with `error` set when the source cannot capture.
+  virtual bool Prepare(const CaptureRequest& request, std::string* error) = 0;
+  // `window_start_ns` is the CLOCK_REALTIME instant the window opened.
+  virtual void Start(int64_t window_start_ns) = 0;
+  // `window_end_ns`: records still open are closed at this instant.
+  virtual void Stop(int64_t window_end_ns) = 0;
+  virtual CollectStats Collect(RecordWriter& writer) = 0;
+  virtual void Abort() = 0;
+};
+
+}  // namespace gpuctl::client
+
+#endif  // GPUCTL_CLIENT_LIB_SRC_ACTIVITY_SOURCE_H_

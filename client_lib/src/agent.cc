@@ -1,0 +1,252 @@
+#include "client_lib/src/agent.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <system_error>
+#include <utility>
+
+#include "client_lib/src/payload_sender.h"
+
+namespace gpuctl::client {
+namespace {
+
+constexpr int kGoodbyeTimeoutMs = 200;
+// Datagrams handled per wake-up before timers get a look.
+constexpr int kMaxMessagesPerWake = 64;
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, Clock* clock, HelloFactory hello,
+             std::vector<ActivitySource*> sources)
+    : options_(std::move(options)),
+      clock_(clock),
+      hello_(std::move(hello)),
+      session_(clock, std::move(sources), this),
+      backoff_(options_.backoff_initial_ms, options_.backoff_max_ms,
+               static_cast<uint64_t>(clock->MonotonicNs()) ^
+                   (static_cast<uint64_t>(getpid()) << 32)) {}
+
+Agent::~Agent() {
+  if (thread_.joinable()) {
+    RequestStop("shutdown");
+    Join();
+  }
+  session_.Abort();
+  conn_.Close();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+bool Agent::Start(std::string* error) {
+  {
+    std::lock_guard lock(fd_mu_);
+    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  }
+  if (wake_fd_ < 0) {
+    *error = "eventfd failed";
+    return false;
+  }
+  // The application's signals must never be delivered to this thread.
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  bool started = true;
+  try {
+    thread_ = std::thread(&Agent::Run, this);
+  } catch (const std::system_error&) {
+    started = false;
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (!started) *error = "cannot create the agent thread";
+  return started;
+}
+
+void Agent::RequestStop(const std::string& reason) {
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_reason_ = reason;
+  }
+  stop_.store(true, std::memory_order_release);
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+bool Agent::WaitStopped(int timeout_ms) {
+  std::unique_lock lock(stop_mu_);
+  return stopped_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                              [this] { return stopped_; });
+}
+
+void Agent::Join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Agent::AbandonInForkChild() {
+  conn_.Close();
+  if (wake_fd_ >= 0) close(wake_fd_);
+  wake_fd_ = -1;
+  connected_.store(false, std::memory_order_release);
+}
+
+void Agent::Run() {
+  pthread_setname_np(pthread_self(), "gpuctl-agent");
+  try {
+    while (!stop_.load(std::memory_order_acquire)) {
+      if (!conn_.is_open() && !Connect()) {
+        Sleep(backoff_.NextDelayMs());
+        continue;
+      }
+      pollfd fds[2] = {{conn_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      const int rc = poll(fds, 2, PollTimeoutMs());
+      if (rc < 0 && errno != EINTR) {
+        Disconnect("poll failed");
+      } else if ((fds[1].revents & POLLIN) != 0) {
+        DrainWake();
+      }
+      if (stop_.load(std::memory_order_acquire)) break;
+      bool ok = conn_.is_open();
+      if (ok && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) ok = ReadMessages();
+      if (ok && awaiting_ack_ && clock_->MonotonicNs() >= ack_deadline_ns_) {
+        Disconnect("no HelloAck from the daemon in time");
+        ok = false;
+      }
+      if (ok && !session_.OnTimer()) {
+        Disconnect("sending a capture message failed");
+        ok = false;
+      }
+      if (!ok) Sleep(backoff_.NextDelayMs());
+    }
+    SayGoodbye();
+  } catch (...) {
+    // Out of memory inside the library: give up quietly, the host goes on.
+    session_.Abort();
+  }
+  std::lock_guard lock(stop_mu_);
+  stopped_ = true;
+  stopped_cv_.notify_all();
+}
+
+bool Agent::Connect() {
+  std::string error;
+  {
+    std::lock_guard lock(fd_mu_);
+    if (!conn_.Connect(options_.socket_path, &error)) return false;
+  }
+  if (SendClientMessage(conn_, hello_(), -1, options_.send_timeout_ms) != IoResult::kOk) {
+    Disconnect("sending Hello failed");
+    return false;
+  }
+  awaiting_ack_ = true;
+  ack_deadline_ns_ = clock_->MonotonicNs() + int64_t{options_.hello_timeout_ms} * 1'000'000;
+  return true;
+}
+
+void Agent::Disconnect(const char* why) {
+  (void)why;
+  session_.Abort();
+  connected_.store(false, std::memory_order_release);
+  awaiting_ack_ = false;
+  std::lock_guard lock(fd_mu_);
+  conn_.Close();
+}
+
+void Agent::Sleep(int64_t delay_ms) {
+  pollfd pfd{wake_fd_, POLLIN, 0};
+  if (poll(&pfd, 1, static_cast<int>(std::min<int64_t>(delay_ms, 60'000))) > 0) DrainWake();
+}
+
+void Agent::DrainWake() {
+  uint64_t value;
+  while (read(wake_fd_, &value, sizeof(value)) == sizeof(value)) {
+  }
+}
+
+int Agent::PollTimeoutMs() {
+  int timeout = session_.TimeoutMs();
+  if (awaiting_ack_) {
+    const int64_t left_ns = std::max<int64_t>(0, ack_deadline_ns_ - clock_->MonotonicNs());
+    const int ack_ms = static_cast<int>((left_ns + 999'999) / 1'000'000);
+    timeout = timeout < 0 ? ack_ms : std::min(timeout, ack_ms);
+  }
+  return timeout;
+}
+
+bool Agent::ReadMessages() {
+  std::string datagram;
+  for (int i = 0; i < kMaxMessagesPerWake; ++i) {
+    const IoResult received = conn_.Receive(&datagram);
+    if (received == IoResult::kWouldBlock) return true;
+    if (received != IoResult::kOk) {
+      Disconnect(received == IoResult::kClosed ? "daemon closed the connection"
+                                               : "receive failed");
+      return false;
+    }
+    wire::DaemonMessage message;
+    if (!wire::Decode(datagram, &message)) {
+      Disconnect("malformed message from the daemon");
+      return false;
+    }
+    if (!HandleMessage(message)) {
+      Disconnect("protocol error");
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Agent::HandleMessage(const wire::DaemonMessage& message) {
+  if (const auto* ack = std::get_if<wire::HelloAck>(&message)) {
+    if (!awaiting_ack_ || ack->protocol_major != wire::kProtocolMajor) return false;
+    awaiting_ack_ = false;
+    session_.set_max_payload_bytes(ack->max_payload_bytes);
+    backoff_.Reset();
+    handshakes_.fetch_add(1, std::memory_order_acq_rel);
+    connected_.store(true, std::memory_order_release);
+    return true;
+  }
+  // Nothing but HelloAck is valid before the handshake completes.
+  if (awaiting_ack_) return false;
+  if (const auto* start = std::get_if<wire::StartCapture>(&message)) {
+    return session_.OnStartCapture(*start);
+  }
+  if (const auto* cancel = std::get_if<wire::CancelCapture>(&message)) {
+    return session_.OnCancelCapture(*cancel);
+  }
+  // A message kind from a newer daemon: ignored.
+  return true;
+}
+
+void Agent::SayGoodbye() {
+  session_.Abort();
+  if (conn_.is_open()) {
+    wire::Goodbye goodbye;
+    {
+      std::lock_guard lock(stop_mu_);
+      goodbye.reason = stop_reason_;
+    }
+    SendClientMessage(conn_, goodbye, -1, kGoodbyeTimeoutMs);
+  }
+  connected_.store(false, std::memory_order_release);
+  std::lock_guard lock(fd_mu_);
+  conn_.Close();
+}
+
+bool Agent::SendStarted(const wire::CaptureStarted& started) {
+  return SendClientMessage(conn_, started, -1, options_.send_timeout_ms) == IoResult::kOk;
+}
+
+bool Agent::SendResult(const wire::CaptureResult& result, const std::string* payload) {
+  if (payload == nullptr) {
+    return SendClientMessage(conn_, result, -1, options_.send_timeout_ms) == IoResult::kOk;
+  }
+  return SendCaptureResultWithPayload(conn_, result, *payload, options_.force_inline,
+                                      options_.send_timeout_ms) == IoResult::kOk;
+}
+
+}  // namespace gpuctl::client

@@ -1,0 +1,113 @@
+// The agent thread: keeps one connection to the daemon (reconnecting with
+// backoff), registers with Hello, and runs captures for it.
+//
+// Idle and connected, the thread is blocked in poll() on the socket and a
+// wake eventfd with no timeout. Timers exist only while disconnected
+// (backoff), while waiting for HelloAck, and during a capture.
+//
+// Threads: Start/RequestStop/Join/WaitStopped are called by the owner
+// (Runtime) under its lock; connected() from anywhere; everything else
+// runs on the agent thread.
+#ifndef GPUCTL_CLIENT_LIB_SRC_AGENT_H_
+#define GPUCTL_CLIENT_LIB_SRC_AGENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client_lib/src/activity_source.h"
+#include "client_lib/src/backoff.h"
+#include "client_lib/src/capture_session.h"
+#include "client_lib/src/clock.h"
+#include "client_lib/src/ipc_client.h"
+#include "client_lib/src/wire/ipc_messages.h"
+
+namespace gpuctl::client {
+
+struct AgentOptions {
+  std::string socket_path = "/run/gpuctl/gpuctl.sock";
+  bool force_inline = false;  // GPUCTL_FORCE_INLINE=1: no memfd
+  int64_t backoff_initial_ms = 100;
+  int64_t backoff_max_ms = 30'000;
+  int hello_timeout_ms = 5'000;
+  int send_timeout_ms = 2'000;
+};
+
+class Agent final : private CaptureOutput {
+ public:
+  using HelloFactory = std::function<wire::Hello()>;
+
+  // `clock` and `sources` must outlive the agent.
+  Agent(AgentOptions options, Clock* clock, HelloFactory hello,
+        std::vector<ActivitySource*> sources);
+  ~Agent() override;
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Creates the wake eventfd and the thread. False with `error` on failure.
+  bool Start(std::string* error);
+  // Asks the thread to send Goodbye{reason} (when connected) and exit.
+  void RequestStop(const std::string& reason);
+  // Waits up to `timeout_ms` for the thread to finish; true when it did.
+  bool WaitStopped(int timeout_ms);
+  void Join();
+
+  // True between HelloAck and the connection's end.
+  bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // Handshakes completed so far (tests).
+  uint64_t handshakes() const { return handshakes_.load(std::memory_order_acquire); }
+
+  // fork(): the prepare handler holds this lock so the child never sees a
+  // descriptor half-created or half-closed.
+  void LockForFork() { fd_mu_.lock(); }
+  void UnlockForFork() { fd_mu_.unlock(); }
+  // In a fork child (lock held): closes the child's copies of the socket
+  // and eventfd. The thread does not exist there; never join or destroy.
+  void AbandonInForkChild();
+
+ private:
+  void Run();
+  bool Connect();
+  void Disconnect(const char* why);
+  // Waits `delay_ms` or until woken.
+  void Sleep(int64_t delay_ms);
+  void DrainWake();
+  // Reads every queued datagram; false when the connection must be dropped.
+  bool ReadMessages();
+  bool HandleMessage(const wire::DaemonMessage& message);
+  int PollTimeoutMs();
+  void SayGoodbye();
+
+  bool SendStarted(const wire::CaptureStarted& started) override;
+  bool SendResult(const wire::CaptureResult& result, const std::string* payload) override;
+
+  const AgentOptions options_;
+  Clock* const clock_;
+  const HelloFactory hello_;
+  CaptureSession session_;
+  Backoff backoff_;
+
+  std::mutex fd_mu_;  // around creating/closing conn_ and wake_fd_
+  IpcConnection conn_;
+  int wake_fd_ = -1;
+  bool awaiting_ack_ = false;
+  int64_t ack_deadline_ns_ = 0;  // monotonic
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> connected_{false};
+  std::atomic<uint64_t> handshakes_{0};
+  std::mutex stop_mu_;
+  std::string stop_reason_;
+  std::condition_variable stopped_cv_;
+  bool stopped_ = false;
+};
+
+}  // namespace gpuctl::client
+
+#endif  // GPUCTL_CLIENT_LIB_SRC_AGENT_H_

@@ -1,0 +1,307 @@
+// The agent against a fake daemon on a real socket in a temp dir.
+#include "client_lib/src/agent.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "client_lib/src/fake_daemon_for_test.h"
+#include "client_lib/src/host_source.h"
+#include "client_lib/src/payload_decoder_for_test.h"
+#include "client_lib/src/process_identity.h"
+
+namespace gpuctl::client {
+namespace {
+
+using testing::DecodePayload;
+using testing::FakeDaemon;
+using testing::kWaitMs;
+using testing::TempDir;
+
+template <typename Pred>
+bool WaitFor(Pred pred, int timeout_ms = kWaitMs) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+std::string ReadAll(int fd, size_t size) {
+  std::string out(size, '\0');
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = pread(fd, out.data() + done, size - done, static_cast<off_t>(done));
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  out.resize(done);
+  return out;
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void StartAgent(bool force_inline = false) {
+    AgentOptions options;
+    options.socket_path = path_;
+    options.force_inline = force_inline;
+    options.backoff_initial_ms = 5;
+    options.backoff_max_ms = 100;
+    EnvLookup env = [](const char* name) -> std::optional<std::string> {
+      static const std::map<std::string, std::string> kEnv = {
+          {"SLURM_JOB_ID", "slurm-9"}, {"GPUCTL_JOB_ID", "job-7"}, {"RANK", "3"},
+          {"LOCAL_RANK", "x1"}};
+      auto it = kEnv.find(name);
+      if (it == kEnv.end()) return std::nullopt;
+      return it->second;
+    };
+    agent_ = std::make_unique<Agent>(options, &clock_, [env] { return BuildHello(env, "/proc"); },
+                                     std::vector<ActivitySource*>{&host_});
+    std::string error;
+    ASSERT_TRUE(agent_->Start(&error)) << error;
+  }
+  void TearDown() override {
+    if (agent_ != nullptr) {
+      agent_->RequestStop("test end");
+      agent_->Join();
+    }
+  }
+  void Connect(bool force_inline = false) {
+    StartAgent(force_inline);
+    ASSERT_TRUE(daemon_->Handshake());
+    ASSERT_TRUE(WaitFor([&] { return agent_->connected(); }));
+  }
+  wire::StartCapture StartNow(const std::string& id, int64_t duration_ms) {
+    wire::StartCapture start;
+    start.trace_id = id;
+    start.start_time_unix_ns = clock_.RealtimeNs();
+    start.duration_ns = duration_ms * 1'000'000;
+    return start;
+  }
+
+  TempDir dir_;
+  std::string path_ = dir_.path() + "/gpuctl.sock";
+  std::unique_ptr<FakeDaemon> daemon_ = std::make_unique<FakeDaemon>(path_);
+  RealClock clock_;
+  AnnotationState state_;
+  HostSource host_{&state_, &clock_};
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentTest, HelloCarriesTheProcessIdentity) {
+  Connect();
+  const wire::Hello& hello = daemon_->hello();
+  EXPECT_EQ(hello.protocol_major, wire::kProtocolMajor);
+  EXPECT_EQ(hello.protocol_minor, wire::kProtocolMinor);
+  EXPECT_EQ(hello.library_version, "0.1.0");
+  EXPECT_EQ(hello.pid, getpid());
+  EXPECT_EQ(hello.ppid, getppid());
+  EXPECT_EQ(hello.job_id, "job-7");  // GPUCTL_JOB_ID wins over SLURM_JOB_ID
+  EXPECT_EQ(hello.rank, 3);
+  EXPECT_EQ(hello.local_rank, -1);  // unparsable
+  EXPECT_EQ(hello.world_size, -1);  // absent
+  EXPECT_FALSE(hello.hostname.empty());
+  ASSERT_FALSE(hello.cmdline.empty());
+  EXPECT_NE(hello.cmdline[0].find("client_lib_agent_test"), std::string::npos);
+  EXPECT_EQ(hello.capabilities, wire::kCapabilityMemfd | wire::kCapabilityHostRanges);
+}
+
+TEST_F(AgentTest, CaptureIsHandedOverAsASealedMemfd) {
+  Connect();
+  ASSERT_TRUE(daemon_->Send(StartNow("trace-1", 1500)));
+  std::optional<wire::CaptureStarted> started = daemon_->ReceiveA<wire::CaptureStarted>();
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->trace_id, "trace-1");
+  host_.StepN(41);
+  host_.Push("forward");
+  host_.Pop();
+  host_.Push("open-at-end");
+
+  int fd = -1;
+  std::optional<wire::CaptureResult> result = daemon_->ReceiveA<wire::CaptureResult>(kWaitMs, &fd);
+  ASSERT_TRUE(result.has_value());
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(result->trace_id, "trace-1");
+  EXPECT_EQ(result->status, static_cast<int32_t>(wire::CaptureStatus::kOk));
+  EXPECT_EQ(result->transport, static_cast<int32_t>(wire::PayloadTransport::kMemfd));
+  EXPECT_EQ(result->window_start_unix_ns, started->opened_at_unix_ns);
+  EXPECT_GE(result->window_end_unix_ns - result->window_start_unix_ns, 1'500'000'000);
+
+  const int seals = fcntl(fd, F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), result->payload_size);
+  EXPECT_LT(write(fd, "x", 1), 0);  // sealed
+  const std::string payload = ReadAll(fd, result->payload_size);
+  close(fd);
+  std::optional<testing::DecodedPayload> p = DecodePayload(payload);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->pid, getpid());
+  EXPECT_EQ(p->window_start_ns, result->window_start_unix_ns);
+  EXPECT_EQ(p->events.size(), result->event_count);
+  ASSERT_EQ(p->Ranges("forward").size(), 1u);
+  ASSERT_EQ(p->Ranges("open-at-end").size(), 1u);
+  EXPECT_EQ(p->Ranges("open-at-end")[0].end_ns, result->window_end_unix_ns);
+  ASSERT_EQ(p->OfKind(2).size(), 1u);
+  EXPECT_EQ(p->OfKind(2)[0].step, 41u);
+  EXPECT_EQ(state_.gate.load(), 0u);
+}
+
+TEST_F(AgentTest, InlineTransportSendsOrderedChunks) {
+  Connect(/*force_inline=*/true);
+  ASSERT_TRUE(daemon_->Send(StartNow("trace-inline", 1500)));
+  ASSERT_TRUE(daemon_->ReceiveA<wire::CaptureStarted>().has_value());
+  for (int i = 0; i < 4000; ++i) {  // > 2 chunks of records
+    host_.Push("r");
+    host_.Pop();
+  }
+  int fd = -1;
+  std::optional<wire::CaptureResult> result = daemon_->ReceiveA<wire::CaptureResult>(kWaitMs, &fd);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(fd, -1);
+  EXPECT_EQ(result->transport, static_cast<int32_t>(wire::PayloadTransport::kInline));
+  ASSERT_GT(result->payload_size, 2 * 60000u);
+  std::string payload;
+  while (payload.size() < result->payload_size) {
+    std::optional<wire::PayloadChunk> chunk = daemon_->ReceiveA<wire::PayloadChunk>();
+    ASSERT_TRUE(chunk.has_value());
+    EXPECT_EQ(chunk->trace_id, "trace-inline");
+    EXPECT_EQ(chunk->offset, payload.size());
+    EXPECT_LE(chunk->data.size(), 60000u);
+    payload += chunk->data;
+  }
+  EXPECT_EQ(payload.size(), result->payload_size);
+  std::optional<testing::DecodedPayload> p = DecodePayload(payload);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->Ranges("r").size(), 4000u);
+}
+
+TEST_F(AgentTest, SecondStartWhileCapturingIsBusyAndCancelEndsTheFirst) {
+  Connect();
+  ASSERT_TRUE(daemon_->Send(StartNow("first", 600'000)));
+  ASSERT_TRUE(daemon_->ReceiveA<wire::CaptureStarted>().has_value());
+  ASSERT_TRUE(daemon_->Send(StartNow("second", 1000)));
+  std::optional<wire::CaptureResult> busy = daemon_->ReceiveA<wire::CaptureResult>();
+  ASSERT_TRUE(busy.has_value());
+  EXPECT_EQ(busy->trace_id, "second");
+  EXPECT_EQ(busy->status, static_cast<int32_t>(wire::CaptureStatus::kBusy));
+  EXPECT_NE(busy->message.find("first"), std::string::npos);
+
+  wire::CancelCapture cancel;
+  cancel.trace_id = "first";
+  cancel.reason = "operator";
+  ASSERT_TRUE(daemon_->Send(cancel));
+  std::optional<wire::CaptureResult> cancelled = daemon_->ReceiveA<wire::CaptureResult>();
+  ASSERT_TRUE(cancelled.has_value());
+  EXPECT_EQ(cancelled->trace_id, "first");
+  EXPECT_EQ(cancelled->status, static_cast<int32_t>(wire::CaptureStatus::kFailed));
+  EXPECT_EQ(cancelled->message, "cancelled: operator");
+  EXPECT_EQ(state_.gate.load(), 0u);
+
+  // The agent is free again.
+  ASSERT_TRUE(daemon_->Send(StartNow("third", 10)));
+  std::optional<wire::CaptureStarted> third = daemon_->ReceiveA<wire::CaptureStarted>();
+  ASSERT_TRUE(third.has_value());
+  EXPECT_EQ(third->trace_id, "third");
+}
+
+TEST_F(AgentTest, StartInTheFutureWaitsForItsInstant) {
+  Connect();
+  wire::StartCapture start = StartNow("later", 10);
+  start.start_time_unix_ns += 300'000'000;
+  ASSERT_TRUE(daemon_->Send(start));
+  std::optional<wire::CaptureStarted> started = daemon_->ReceiveA<wire::CaptureStarted>();
+  ASSERT_TRUE(started.has_value());
+  EXPECT_GE(started->opened_at_unix_ns, start.start_time_unix_ns);
+}
+
+TEST_F(AgentTest, InvalidRequestIsRejected) {
+  Connect();
+  wire::StartCapture start = StartNow("bad", 10);
+  start.duration_ns = -1;
+  ASSERT_TRUE(daemon_->Send(start));
+  std::optional<wire::CaptureResult> result = daemon_->ReceiveA<wire::CaptureResult>();
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, static_cast<int32_t>(wire::CaptureStatus::kRejected));
+}
+
+TEST_F(AgentTest, MalformedDaemonMessageDropsAndReconnects) {
+  Connect();
+  ASSERT_TRUE(daemon_->SendRaw(std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11)));
+  EXPECT_TRUE(daemon_->WaitPeerClosed());
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(WaitFor([&] { return agent_->handshakes() == 2 && agent_->connected(); }));
+}
+
+TEST_F(AgentTest, MessageBeforeHelloAckIsAProtocolError) {
+  StartAgent();
+  ASSERT_TRUE(daemon_->Accept());
+  ASSERT_TRUE(daemon_->ReceiveA<wire::Hello>().has_value());
+  ASSERT_TRUE(daemon_->Send(StartNow("early", 10)));
+  EXPECT_TRUE(daemon_->WaitPeerClosed());
+  EXPECT_FALSE(agent_->connected());
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(WaitFor([&] { return agent_->connected(); }));
+}
+
+TEST_F(AgentTest, DaemonRestartReconnectsAndRegistersAgain) {
+  Connect();
+  daemon_.reset();  // daemon dies
+  EXPECT_TRUE(WaitFor([&] { return !agent_->connected(); }));
+  daemon_ = std::make_unique<FakeDaemon>(path_);
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_EQ(daemon_->hello().pid, getpid());
+  EXPECT_TRUE(WaitFor([&] { return agent_->connected() && agent_->handshakes() == 2; }));
+}
+
+TEST_F(AgentTest, ConnectionLostMidCaptureStopsTheCapture) {
+  Connect();
+  ASSERT_TRUE(daemon_->Send(StartNow("doomed", 600'000)));
+  ASSERT_TRUE(daemon_->ReceiveA<wire::CaptureStarted>().has_value());
+  EXPECT_EQ(state_.gate.load(), kGateCapturing);
+  daemon_->CloseConnection();
+  EXPECT_TRUE(WaitFor([&] { return state_.gate.load() == 0; }));
+  ASSERT_TRUE(daemon_->Handshake());
+  // A new capture works on the new connection.
+  ASSERT_TRUE(daemon_->Send(StartNow("next", 10)));
+  std::optional<wire::CaptureStarted> started = daemon_->ReceiveA<wire::CaptureStarted>();
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->trace_id, "next");
+}
+
+TEST_F(AgentTest, NoDaemonThenDaemonAppears) {
+  daemon_.reset();
+  StartAgent();
+  EXPECT_FALSE(agent_->connected());
+  daemon_ = std::make_unique<FakeDaemon>(path_);
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(WaitFor([&] { return agent_->connected(); }));
+}
+
+TEST_F(AgentTest, StopSendsGoodbyeAndIsPromptWithoutADaemon) {
+  Connect();
+  agent_->RequestStop("bye now");
+  std::optional<wire::Goodbye> goodbye = daemon_->ReceiveA<wire::Goodbye>();
+  ASSERT_TRUE(goodbye.has_value());
+  EXPECT_EQ(goodbye->reason, "bye now");
+  EXPECT_TRUE(agent_->WaitStopped(kWaitMs));
+  agent_->Join();
+  agent_.reset();
+
+  daemon_.reset();
+  StartAgent();
+  agent_->RequestStop("no daemon");
+  EXPECT_TRUE(agent_->WaitStopped(kWaitMs));
+}
+
+}  // namespace
+}  // namespace gpuctl::client

@@ -1,0 +1,106 @@
+// The exported C API (gpuctl/gpuctl.h), the load-time constructor that
+// starts the agent under LD_PRELOAD, the exit hook and the fork handlers.
+#include <pthread.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "client_lib/src/annotation_state.h"
+#include "client_lib/src/runtime.h"
+#include "gpuctl/gpuctl.h"
+
+namespace gpuctl::client {
+namespace {
+
+// Constant-initialized: valid before any constructor runs.
+AnnotationState g_state;
+std::atomic<Runtime*> g_runtime{nullptr};
+
+void ForkPrepare() {
+  if (Runtime* r = g_runtime.load(std::memory_order_acquire)) r->PrepareFork();
+}
+void ForkParent() {
+  if (Runtime* r = g_runtime.load(std::memory_order_acquire)) r->ParentAfterFork();
+}
+void ForkChild() {
+  if (Runtime* r = g_runtime.load(std::memory_order_acquire)) r->ChildAfterFork();
+}
+
+Runtime& GetRuntime() {
+  // Never destroyed: the agent thread may outlive static destruction.
+  static Runtime* const runtime = [] {
+    auto* r = new Runtime(Runtime::OptionsFromEnv(ProcessEnv()), &g_state, ProcessEnv());
+    g_runtime.store(r, std::memory_order_release);
+    pthread_atfork(&ForkPrepare, &ForkParent, &ForkChild);
+    return r;
+  }();
+  return *runtime;
+}
+
+// Every API call but the annotation fast paths passes here.
+Runtime& RuntimeForCall() {
+  Runtime& runtime = GetRuntime();
+  runtime.MaybeRestartAfterFork();
+  return runtime;
+}
+
+__attribute__((noinline)) void SlowPush(const char* name) { RuntimeForCall().host().Push(name); }
+__attribute__((noinline)) void SlowPop() { RuntimeForCall().host().Pop(); }
+__attribute__((noinline)) void SlowStep() { RuntimeForCall().host().Step(); }
+__attribute__((noinline)) void SlowStepN(uint64_t step) { RuntimeForCall().host().StepN(step); }
+
+__attribute__((constructor)) void OnLoad() {
+  const char* disable = getenv("GPUCTL_DISABLE");
+  if (disable != nullptr && std::strcmp(disable, "1") == 0) return;
+  GetRuntime().Init();
+}
+
+__attribute__((destructor)) void OnUnload() {
+  if (Runtime* r = g_runtime.load(std::memory_order_acquire)) r->OnProcessExit();
+}
+
+}  // namespace
+}  // namespace gpuctl::client
+
+using gpuctl::client::g_state;
+
+extern "C" {
+
+int gpuctl_init(void) { return gpuctl::client::RuntimeForCall().Init(); }
+
+void gpuctl_shutdown(void) { gpuctl::client::RuntimeForCall().Shutdown(); }
+
+void gpuctl_range_push(const char* name) {
+  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) return;
+  gpuctl::client::SlowPush(name);
+}
+
+void gpuctl_range_pop(void) {
+  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) return;
+  gpuctl::client::SlowPop();
+}
+
+void gpuctl_step(void) {
+  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) {
+    g_state.step.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  gpuctl::client::SlowStep();
+}
+
+void gpuctl_step_n(uint64_t step) {
+  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) {
+    g_state.step.store(step + 1, std::memory_order_relaxed);
+    return;
+  }
+  gpuctl::client::SlowStepN(step);
+}
+
+const char* gpuctl_version(void) {
+  gpuctl::client::RuntimeForCall();
+  return GPUCTL_VERSION;
+}
+
+int gpuctl_connected(void) { return gpuctl::client::RuntimeForCall().connected() ? 1 : 0; }
+
+}  // extern "C"

@@ -1,0 +1,114 @@
+// Host annotations (gpuctl_range_push/pop, gpuctl_step) as an
+// ActivitySource.
+//
+// Threads: Push/Pop/Step/StepN are called from any application thread, and
+// only while the gate's kGateCapturing bit is set (the API checks it first).
+// Each thread records into its own thread_local buffer, registered with the
+// open window under a process-wide mutex at its first event in that window;
+// no lock is taken per event. The ActivitySource methods run on the agent
+// thread. Stop() closes the window and waits for threads caught mid-event
+// (a few instructions) before it takes their records.
+#ifndef GPUCTL_CLIENT_LIB_SRC_HOST_SOURCE_H_
+#define GPUCTL_CLIENT_LIB_SRC_HOST_SOURCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "client_lib/src/activity_source.h"
+#include "client_lib/src/annotation_state.h"
+#include "client_lib/src/clock.h"
+
+namespace gpuctl::client {
+
+struct ThreadBuffer;
+
+// One recorded host event, before encoding.
+struct HostEvent {
+  bool is_range = false;
+  uint32_t depth = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;        // ranges only
+  uint64_t value = 0;        // range id, or step number
+  std::string name;          // ranges only
+};
+
+// The records one thread made in one window.
+struct ThreadRecords {
+  uint32_t tid = 0;
+  std::string thread_name;
+  std::vector<HostEvent> events;
+};
+
+class HostSource final : public ActivitySource {
+ public:
+  // Deepest range nesting recorded per thread; deeper pushes are dropped
+  // and counted, and their pops matched.
+  static constexpr uint32_t kMaxDepth = 256;
+  // Used when a request carries no cap.
+  static constexpr uint64_t kDefaultMaxBufferBytes = 64ull << 20;
+
+  // `state` and `clock` must outlive this source.
+  HostSource(AnnotationState* state, Clock* clock);
+  ~HostSource() override;
+  HostSource(const HostSource&) = delete;
+  HostSource& operator=(const HostSource&) = delete;
+
+  void Push(const char* name);
+  void Pop();
+  // Increments the step counter and records the new value.
+  void Step();
+  // Sets the step counter to `step` and records it.
+  void StepN(uint64_t step);
+
+  bool Prepare(const CaptureRequest& request, std::string* error) override;
+  void Start(int64_t window_start_ns) override;
+  void Stop(int64_t window_end_ns) override;
+  CollectStats Collect(RecordWriter& writer) override;
+  void Abort() override;
+
+  // Fork child: the window (if any) and all parent threads' buffers are
+  // forgotten without touching them. Called with the registry lock held
+  // (see LockRegistryForFork).
+  void ResetInForkChild();
+
+  // The process-wide registry mutex, taken around fork() so no child is
+  // born with it held.
+  static void LockRegistryForFork();
+  static void UnlockRegistryForFork();
+
+  // Thread-exit hook (registry lock held): keeps the records of a thread
+  // that exits inside the window.
+  void OnThreadExitLocked(ThreadBuffer* buffer);
+
+ private:
+  // Returns the calling thread's buffer registered with the open window, and
+  // marks it as being written; nullptr when no window is open. Pair with
+  // EndWrite.
+  ThreadBuffer* BeginWrite();
+  void EndWrite(ThreadBuffer* buffer);
+  bool RegisterLocked(ThreadBuffer* buffer, uint64_t window);
+  // Reserves `bytes` of the window's cap for the calling thread.
+  bool Reserve(ThreadBuffer* buffer, uint64_t bytes);
+  void RecordStep(uint64_t step);
+  // Moves a buffer's records (open ranges closed at `end_ns`) into
+  // collected_. Registry lock held.
+  void TakeLocked(ThreadBuffer* buffer, int64_t end_ns);
+
+  AnnotationState* const state_;
+  Clock* const clock_;
+  // Id of the open window, 0 when closed. Ids are unique process-wide.
+  std::atomic<uint64_t> window_{0};
+  std::atomic<uint64_t> bytes_left_{0};
+  uint64_t max_buffer_bytes_ = kDefaultMaxBufferBytes;
+  int64_t window_end_ns_ = 0;
+  // Guarded by the registry mutex.
+  std::vector<ThreadBuffer*> registered_;
+  std::vector<ThreadRecords> collected_;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace gpuctl::client
+
+#endif  // GPUCTL_CLIENT_LIB_SRC_HOST_SOURCE_H_

@@ -1,0 +1,52 @@
+// One SOCK_SEQPACKET connection to the daemon: whole datagrams, optional
+// SCM_RIGHTS, never SIGPIPE, EINTR retried. Owned and used by one thread
+// (the agent); not thread-safe.
+#ifndef GPUCTL_CLIENT_LIB_SRC_IPC_CLIENT_H_
+#define GPUCTL_CLIENT_LIB_SRC_IPC_CLIENT_H_
+
+#include <string>
+#include <string_view>
+
+namespace gpuctl::client {
+
+enum class IoResult {
+  kOk,
+  kWouldBlock,  // Receive: nothing queued
+  kClosed,      // peer closed the connection
+  kTimedOut,    // Send: no room within the timeout
+  kError,       // any other failure, including an oversized datagram
+};
+
+class IpcConnection {
+ public:
+  IpcConnection() = default;
+  ~IpcConnection() { Close(); }
+  IpcConnection(const IpcConnection&) = delete;
+  IpcConnection& operator=(const IpcConnection&) = delete;
+
+  // Opens a non-blocking, close-on-exec SOCK_SEQPACKET socket connected to
+  // `path`. Returns false with `error` set (daemon absent, path too long...).
+  bool Connect(const std::string& path, std::string* error);
+  bool is_open() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+
+  // Sends one datagram (at most wire::kMaxIpcMessageBytes), passing
+  // `pass_fd` with SCM_RIGHTS when it is >= 0. Waits at most `timeout_ms`
+  // for socket buffer room.
+  IoResult Send(std::string_view datagram, int pass_fd, int timeout_ms);
+
+  // Receives one queued datagram without blocking. File descriptors sent
+  // along are closed; a datagram longer than kMaxIpcMessageBytes is kError.
+  IoResult Receive(std::string* datagram);
+
+  void Close();
+  // Forgets the descriptor without closing it (the caller closed it).
+  void Release() { fd_ = -1; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace gpuctl::client
+
+#endif  // GPUCTL_CLIENT_LIB_SRC_IPC_CLIENT_H_

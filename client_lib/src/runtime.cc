@@ -1,0 +1,105 @@
+#include "client_lib/src/runtime.h"
+
+#include <utility>
+
+namespace gpuctl::client {
+
+AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
+  AgentOptions options;
+  if (std::optional<std::string> socket = env("GPUCTL_SOCKET"); socket && !socket->empty()) {
+    options.socket_path = *socket;
+  }
+  options.force_inline = env("GPUCTL_FORCE_INLINE").value_or("") == "1";
+  return options;
+}
+
+Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env)
+    : options_(std::move(options)), state_(state), env_(std::move(env)), host_(state, &clock_) {}
+
+Runtime::~Runtime() { Shutdown(); }
+
+int Runtime::Init() {
+  std::lock_guard lock(mu_);
+  return InitLocked();
+}
+
+int Runtime::InitLocked() {
+  if (agent_ != nullptr || exiting_) return agent_ != nullptr ? 0 : -1;
+  EnvLookup env = env_;
+  auto agent = std::make_unique<Agent>(
+      options_, &clock_, [env] { return BuildHello(env, "/proc"); },
+      std::vector<ActivitySource*>{&host_});
+  std::string error;
+  if (!agent->Start(&error)) return -1;
+  agent_ = std::move(agent);
+  return 0;
+}
+
+void Runtime::Shutdown() {
+  std::lock_guard lock(mu_);
+  if (agent_ == nullptr) return;
+  agent_->RequestStop("shutdown");
+  agent_->Join();
+  agent_.reset();
+}
+
+void Runtime::OnProcessExit() {
+  std::lock_guard lock(mu_);
+  exiting_ = true;
+  if (agent_ == nullptr) return;
+  agent_->RequestStop("process exit");
+  if (agent_->WaitStopped(kExitWaitMs)) {
+    agent_->Join();
+    agent_.reset();
+  } else {
+    // Still mid-send: leave it. The process is exiting, and the object must
+    // stay alive for as long as the thread might run.
+    (void)agent_.release();
+  }
+}
+
+bool Runtime::connected() {
+  std::lock_guard lock(mu_);
+  return agent_ != nullptr && agent_->connected();
+}
+
+uint64_t Runtime::handshakes() {
+  std::lock_guard lock(mu_);
+  return agent_ != nullptr ? agent_->handshakes() : 0;
+}
+
+void Runtime::MaybeRestartAfterFork() {
+  if ((state_->gate.load(std::memory_order_relaxed) & kGateRestartAfterFork) == 0) return;
+  std::lock_guard lock(mu_);
+  if ((state_->gate.fetch_and(~kGateRestartAfterFork) & kGateRestartAfterFork) == 0) return;
+  InitLocked();
+}
+
+void Runtime::PrepareFork() {
+  mu_.lock();
+  if (agent_ != nullptr) agent_->LockForFork();
+  HostSource::LockRegistryForFork();
+}
+
+void Runtime::ParentAfterFork() {
+  HostSource::UnlockRegistryForFork();
+  if (agent_ != nullptr) agent_->UnlockForFork();
+  mu_.unlock();
+}
+
+void Runtime::ChildAfterFork() {
+  host_.ResetInForkChild();
+  HostSource::UnlockRegistryForFork();
+  const bool had_agent = agent_ != nullptr;
+  if (had_agent) {
+    agent_->AbandonInForkChild();
+    agent_->UnlockForFork();
+    // The parent's agent object: its thread does not exist here, so it is
+    // neither joined nor destroyed.
+    (void)agent_.release();
+  }
+  if (had_agent) state_->gate.fetch_or(kGateRestartAfterFork, std::memory_order_relaxed);
+  mu_.unlock();
+}
+
+}  // namespace gpuctl::client

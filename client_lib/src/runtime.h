@@ -1,0 +1,72 @@
+// Everything one process's library instance owns: the annotation state, the
+// host source and the agent. api.cc holds one, created on first use and
+// never destroyed (threads may still run during exit); tests make their own.
+//
+// Threads: every method may be called from any thread. Fork handlers must
+// be wired to pthread_atfork by the owner (api.cc does).
+#ifndef GPUCTL_CLIENT_LIB_SRC_RUNTIME_H_
+#define GPUCTL_CLIENT_LIB_SRC_RUNTIME_H_
+
+#include <memory>
+#include <mutex>
+
+#include "client_lib/src/agent.h"
+#include "client_lib/src/annotation_state.h"
+#include "client_lib/src/clock.h"
+#include "client_lib/src/host_source.h"
+#include "client_lib/src/process_identity.h"
+
+namespace gpuctl::client {
+
+class Runtime {
+ public:
+  // How long process exit waits for the agent to say Goodbye.
+  static constexpr int kExitWaitMs = 250;
+
+  // Reads GPUCTL_SOCKET and GPUCTL_FORCE_INLINE from `env`.
+  static AgentOptions OptionsFromEnv(const EnvLookup& env);
+
+  // `state` must outlive the runtime.
+  Runtime(AgentOptions options, AnnotationState* state, EnvLookup env);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  // Starts the agent (idempotent). Returns 0, or -1 when it cannot start.
+  int Init();
+  // Stops the agent: Goodbye, close, join (idempotent).
+  void Shutdown();
+  // Process exit: Goodbye if connected, waiting at most kExitWaitMs; the
+  // thread is left running (never joined) if it does not finish in time.
+  void OnProcessExit();
+  bool connected();
+
+  // Slow path of every API call: in a fork child whose parent ran an agent,
+  // the first call starts the child's own.
+  void MaybeRestartAfterFork();
+
+  HostSource& host() { return host_; }
+  AnnotationState& state() { return *state_; }
+  // Handshakes of the current agent (tests); 0 when none.
+  uint64_t handshakes();
+
+  void PrepareFork();
+  void ParentAfterFork();
+  void ChildAfterFork();
+
+ private:
+  int InitLocked();
+
+  const AgentOptions options_;
+  AnnotationState* const state_;
+  const EnvLookup env_;
+  RealClock clock_;
+  HostSource host_;
+  std::mutex mu_;
+  std::unique_ptr<Agent> agent_;  // guarded by mu_
+  bool exiting_ = false;          // guarded by mu_
+};
+
+}  // namespace gpuctl::client
+
+#endif  // GPUCTL_CLIENT_LIB_SRC_RUNTIME_H_

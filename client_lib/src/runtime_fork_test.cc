@@ -1,0 +1,168 @@
+// fork(): the child registers as itself on its first API call; the parent's
+// connection is untouched.
+#include "client_lib/src/runtime.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "client_lib/src/fake_daemon_for_test.h"
+
+namespace gpuctl::client {
+namespace {
+
+using testing::FakeDaemon;
+using testing::kWaitMs;
+using testing::TempDir;
+
+// pthread_atfork cannot be undone: the handlers follow whichever runtime
+// the running test installed, as api.cc does for the real one.
+std::atomic<Runtime*> g_runtime{nullptr};
+
+void InstallForkHandlers() {
+  static const bool installed = [] {
+    pthread_atfork(
+        [] {
+          if (Runtime* r = g_runtime.load()) r->PrepareFork();
+        },
+        [] {
+          if (Runtime* r = g_runtime.load()) r->ParentAfterFork();
+        },
+        [] {
+          if (Runtime* r = g_runtime.load()) r->ChildAfterFork();
+        });
+    return true;
+  }();
+  (void)installed;
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, int timeout_ms = kWaitMs) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// What gpuctl_range_push does: fast path on the gate, else the slow path.
+void ApiRangePush(Runtime& runtime, const char* name) {
+  if (runtime.state().gate.load(std::memory_order_relaxed) == 0) return;
+  runtime.MaybeRestartAfterFork();
+  runtime.host().Push(name);
+}
+
+class RuntimeForkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    InstallForkHandlers();
+    AgentOptions options;
+    options.socket_path = path_;
+    options.backoff_initial_ms = 5;
+    options.backoff_max_ms = 100;
+    runtime_ = std::make_unique<Runtime>(options, &state_, ProcessEnv());
+    g_runtime.store(runtime_.get());
+  }
+  void TearDown() override {
+    runtime_->Shutdown();
+    g_runtime.store(nullptr);
+  }
+
+  TempDir dir_;
+  std::string path_ = dir_.path() + "/gpuctl.sock";
+  FakeDaemon daemon_{path_};
+  AnnotationState state_;
+  std::unique_ptr<Runtime> runtime_;
+};
+
+TEST_F(RuntimeForkTest, InitIsIdempotentAndShutdownSaysGoodbye) {
+  ASSERT_EQ(runtime_->Init(), 0);
+  ASSERT_EQ(runtime_->Init(), 0);
+  ASSERT_TRUE(daemon_.Handshake());
+  ASSERT_TRUE(WaitFor([&] { return runtime_->connected(); }));
+  runtime_->Shutdown();
+  std::optional<wire::Goodbye> goodbye = daemon_.ReceiveA<wire::Goodbye>();
+  ASSERT_TRUE(goodbye.has_value());
+  EXPECT_EQ(goodbye->reason, "shutdown");
+  EXPECT_FALSE(runtime_->connected());
+  runtime_->Shutdown();  // idempotent
+}
+
+TEST_F(RuntimeForkTest, ChildRegistersAsItselfAndParentIsUnaffected) {
+  ASSERT_EQ(runtime_->Init(), 0);
+  ASSERT_TRUE(daemon_.Handshake());
+  ASSERT_TRUE(WaitFor([&] { return runtime_->connected(); }));
+  const int parent_conn = daemon_.conn_fd();
+  const int parent_conn_dup = dup(parent_conn);  // survives Accept()'s close below
+
+  const pid_t child = fork();
+  if (child == 0) {
+    // Only async-signal-safe-ish work and exit codes here: no gtest.
+    if (runtime_->connected()) _exit(10);  // the parent's agent is not ours
+    if ((state_.gate.load() & kGateRestartAfterFork) == 0) _exit(11);
+    ApiRangePush(*runtime_, "first call");  // starts the child's agent
+    if (!WaitFor([&] { return runtime_->connected(); })) _exit(12);
+    runtime_->Shutdown();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+
+  // The child's own connection, with its own pid.
+  FakeDaemon& d = daemon_;
+  ASSERT_TRUE(d.Handshake());
+  EXPECT_EQ(d.hello().pid, child);
+  EXPECT_EQ(d.hello().ppid, getpid());
+  EXPECT_TRUE(d.ReceiveA<wire::Goodbye>().has_value());
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+
+  // The parent is still connected on its original connection, which the
+  // child never wrote to and whose close did not end it.
+  EXPECT_TRUE(runtime_->connected());
+  EXPECT_EQ(state_.gate.load() & kGateRestartAfterFork, 0u);
+  pollfd pfd{parent_conn_dup, POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 200), 0) << "unexpected data or EOF on the parent connection";
+  wire::StartCapture start;
+  start.trace_id = "parent";
+  start.start_time_unix_ns = 0;
+  start.duration_ns = 1'000'000;
+  std::string bytes;
+  wire::Encode(wire::DaemonMessage(start), &bytes);
+  ASSERT_EQ(send(parent_conn_dup, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+  ASSERT_EQ(poll(&pfd, 1, kWaitMs), 1);
+  std::string reply(wire::kMaxIpcMessageBytes, '\0');
+  const ssize_t n = recv(parent_conn_dup, reply.data(), reply.size(), 0);
+  ASSERT_GT(n, 0);
+  reply.resize(static_cast<size_t>(n));
+  wire::ClientMessage message;
+  ASSERT_TRUE(wire::Decode(reply, &message));
+  ASSERT_TRUE(std::holds_alternative<wire::CaptureStarted>(message));
+  EXPECT_EQ(std::get<wire::CaptureStarted>(message).trace_id, "parent");
+  close(parent_conn_dup);
+}
+
+TEST_F(RuntimeForkTest, ChildOfAProcessWithoutAgentStartsNothing) {
+  const pid_t child = fork();
+  if (child == 0) {
+    if (state_.gate.load() != 0) _exit(20);
+    ApiRangePush(*runtime_, "x");
+    _exit(runtime_->connected() ? 21 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_FALSE(daemon_.Accept(200));
+}
+
+}  // namespace
+}  // namespace gpuctl::client

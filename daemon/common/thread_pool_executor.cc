@@ -1,0 +1,59 @@
+#include "daemon/common/thread_pool_executor.h"
+
+#include <utility>
+
+#include "daemon/common/log.h"
+
+namespace gpuctl {
+
+ThreadPoolExecutor::ThreadPoolExecutor(int num_threads) {
+  if (num_threads < 1) num_threads = 1;
+  threads_.reserve(num_threads);
+  for (int i = 0; i < num_threads; ++i) {
+    threads_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+ThreadPoolExecutor::~ThreadPoolExecutor() { Shutdown(); }
+
+void ThreadPoolExecutor::Run(Task task) {
+  absl::MutexLock lock(&mu_);
+  if (stopped_) {
+    LogWarning("executor task dropped after shutdown");
+    return;
+  }
+  queue_.push_back(std::move(task));
+}
+
+void ThreadPoolExecutor::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  for (std::thread& thread : threads_) thread.join();
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  // Tasks queued after the last worker left (possible only from other
+  // threads racing Shutdown) are dropped with the queue.
+  if (!queue_.empty()) LogWarning("executor tasks dropped at shutdown", {{"count", queue_.size()}});
+  queue_.clear();
+}
+
+bool ThreadPoolExecutor::HasWorkOrStopping() const { return !queue_.empty() || stopping_; }
+
+void ThreadPoolExecutor::WorkerLoop() {
+  while (true) {
+    Task task;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ThreadPoolExecutor::HasWorkOrStopping));
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::move(task)();
+  }
+}
+
+}  // namespace gpuctl

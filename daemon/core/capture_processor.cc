@@ -1,0 +1,85 @@
+#include "daemon/core/capture_processor.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/chrome_trace.h"
+#include "daemon/core/gzip.h"
+#include "daemon/core/record_reader.h"
+
+namespace gpuctl::daemon {
+namespace {
+
+constexpr size_t kMaxHostInFileName = 128;
+
+// Streams JSON text straight into the compressor.
+class GzipSink final : public ByteSink {
+ public:
+  explicit GzipSink(GzipEncoder* encoder) : encoder_(encoder) {}
+  absl::Status Append(absl::string_view data) override { return encoder_->Append(data); }
+
+ private:
+  GzipEncoder* encoder_;
+};
+
+v1::ProcessResult Failure(v1::CaptureStatus status, std::string message) {
+  v1::ProcessResult result;
+  result.set_status(status);
+  result.set_message(std::move(message));
+  return result;
+}
+
+}  // namespace
+
+std::string TraceFileName(absl::string_view host, int32_t rank, int32_t pid) {
+  std::string clean;
+  for (char c : host.substr(0, kMaxHostInFileName)) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '-';
+    clean.push_back(ok ? c : '-');
+  }
+  if (clean.empty()) clean = "unknown";
+  if (clean.front() == '.') clean.front() = '-';
+  return absl::StrCat(clean, "-rank", rank, "-pid", pid, ".json.gz");
+}
+
+v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
+  absl::Span<const uint8_t> bytes = job.payload->bytes();
+  const uint64_t payload_bytes = bytes.size();
+  RecordReaderOptions reader_options;
+  reader_options.expected_pid = job.process.pid();
+  reader_options.timestamp_slack = job.timestamp_slack;
+  auto records = ReadRecords(bytes, reader_options);
+  if (!records.ok()) {
+    auto result = Failure(v1::CAPTURE_STATUS_REJECTED,
+                          absl::StrCat("invalid trace data: ", records.status().message()));
+    result.set_payload_bytes(payload_bytes);
+    return result;
+  }
+
+  auto encoder = GzipEncoder::Create(job.gzip_level);
+  if (!encoder.ok()) return Failure(v1::CAPTURE_STATUS_FAILED, encoder.status().ToString());
+  GzipSink sink(encoder->get());
+  ChromeTraceMeta meta{job.trace_id, job.host, job.file_name, job.process};
+  absl::Status st = WriteChromeTrace(*records, meta, &sink);
+  if (st.ok()) st = (*encoder)->Finish();
+  if (!st.ok()) {
+    return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("converting the trace: ", st.message()));
+  }
+  // The payload (possibly a large mapping) is no longer needed.
+  job.payload.reset();
+
+  const std::string& stored = (*encoder)->output();
+  st = store->PutFile(job.trace_id, job.file_name, stored);
+  if (!st.ok()) {
+    return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("storing the trace: ", st.message()));
+  }
+  v1::ProcessResult result;
+  result.set_status(v1::CAPTURE_STATUS_OK);
+  result.set_event_count(records->event_count);
+  result.set_dropped_events(records->dropped_events);
+  result.set_payload_bytes(payload_bytes);
+  result.set_stored_bytes(stored.size());
+  result.set_file(job.file_name);
+  return result;
+}
+
+}  // namespace gpuctl::daemon

@@ -1,0 +1,42 @@
+#ifndef GPUCTL_DAEMON_CORE_CAPTURE_PROCESSOR_H_
+#define GPUCTL_DAEMON_CORE_CAPTURE_PROCESSOR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/core/peer_channel.h"
+#include "daemon/core/trace_store.h"
+#include "gpuctl/v1/manifest.pb.h"
+#include "gpuctl/v1/service.pb.h"
+
+namespace gpuctl::daemon {
+
+// "<host>-rank<r>-pid<p>.json.gz" with r = -1 when the rank is unknown.
+// The host is reduced to [A-Za-z0-9.-] (other bytes become '-', a leading
+// dot too, at most 128 bytes; "unknown" when empty) so the result is always
+// a valid store file name.
+std::string TraceFileName(absl::string_view host, int32_t rank, int32_t pid);
+
+struct CaptureJob {
+  std::string trace_id;
+  std::string host;
+  std::string file_name;
+  v1::ProcessInfo process;
+  std::unique_ptr<Payload> payload;
+  absl::Duration timestamp_slack = absl::Seconds(5);
+  int gzip_level = 6;
+};
+
+// The blocking part of a result: validate the records, convert them to
+// Chrome trace JSON, gzip and store. Runs on a worker thread. Returns a
+// ProcessResult with status OK (and the counts, sizes and file name),
+// REJECTED (invalid records, with the reader's message) or FAILED
+// (conversion or storage error). Identity fields (pid, rank, host, job) are
+// left for the caller.
+v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store);
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_CORE_CAPTURE_PROCESSOR_H_

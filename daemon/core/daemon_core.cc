@@ -1,0 +1,214 @@
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/common/trace_id.h"
+#include "daemon/core/capture_processor.h"
+#include "daemon/core/daemon_core_impl.h"
+#include "daemon/core/proto_time.h"
+#include "daemon/core/registry.h"
+#include "daemon/core/trace_session.h"
+
+namespace gpuctl::daemon {
+
+DaemonCoreImpl::~DaemonCoreImpl() {
+  alive_.reset();
+  for (auto& [id, session] : sessions_) {
+    if (session->deadline_timer != 0) deps_.loop->Cancel(session->deadline_timer);
+    session->observer->OnDone(absl::UnavailableError("the daemon is shutting down"));
+  }
+}
+
+absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& creds,
+                                         const v1::ipc::Hello& hello) {
+  absl::Status status = registry_.Add(peer, creds, hello, deps_.clock->Now());
+  if (!status.ok()) {
+    LogWarning("refused process", {{"peer", peer}, {"pid", creds.pid}, {"error", status.ToString()}});
+    return status;
+  }
+  LogInfo("process attached", {{"peer", peer},
+                               {"pid", creds.pid},
+                               {"job_id", hello.job_id()},
+                               {"rank", hello.rank()},
+                               {"library_version", hello.library_version()}});
+  return absl::OkStatus();
+}
+
+TraceSession* DaemonCoreImpl::FindSession(absl::string_view id) {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+TraceSlot* DaemonCoreImpl::ActiveSlot(PeerId peer, absl::string_view trace_id,
+                                      TraceSession** session) {
+  AttachedProcess* process = registry_.Find(peer);
+  if (process == nullptr || trace_id.empty() || process->info.current_trace_id() != trace_id) {
+    return nullptr;
+  }
+  *session = FindSession(trace_id);
+  if (*session == nullptr) return nullptr;
+  TraceSlot* slot = (*session)->FindSlot(peer);
+  return slot != nullptr && !slot->done && !slot->processing ? slot : nullptr;
+}
+
+void DaemonCoreImpl::OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) {
+  TraceSession* session = nullptr;
+  TraceSlot* slot = ActiveSlot(peer, started.trace_id(), &session);
+  if (slot == nullptr) {
+    LogWarning("ignoring CaptureStarted for no active capture",
+               {{"peer", peer}, {"trace_id", started.trace_id()}});
+    return;
+  }
+  registry_.Find(peer)->info.set_capture_state(v1::CAPTURE_STATE_CAPTURING);
+  session->Emit(ProgressEvent(slot->info.pid(), v1::PROCESS_PHASE_CAPTURING));
+}
+
+void DaemonCoreImpl::OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
+                                     std::unique_ptr<Payload> payload) {
+  TraceSession* session = nullptr;
+  TraceSlot* slot = ActiveSlot(peer, result.trace_id(), &session);
+  if (slot == nullptr) {
+    LogWarning("ignoring CaptureResult for no active capture",
+               {{"peer", peer}, {"trace_id", result.trace_id()}});
+    return;
+  }
+  ReleaseProcess(peer, session->id);
+  v1::ProcessResult out;
+  if (result.window_start_unix_ns() != 0 || result.window_end_unix_ns() != 0) {
+    *out.mutable_window_start() = TimestampFromUnixNanos(result.window_start_unix_ns());
+    *out.mutable_window_end() = TimestampFromUnixNanos(result.window_end_unix_ns());
+  }
+  if (result.status() != v1::CAPTURE_STATUS_OK) {
+    v1::CaptureStatus status = result.status() == v1::CAPTURE_STATUS_UNSPECIFIED ||
+                                       !v1::CaptureStatus_IsValid(result.status())
+                                   ? v1::CAPTURE_STATUS_FAILED
+                                   : result.status();
+    out.set_status(status);
+    out.set_message(result.message().empty()
+                        ? absl::StrCat("process reported ", v1::CaptureStatus_Name(status))
+                        : result.message());
+    out.set_dropped_events(result.dropped_events());
+    FinishSlot(*session, *slot, std::move(out));
+    return;
+  }
+  if (payload == nullptr) {
+    out.set_status(v1::CAPTURE_STATUS_FAILED);
+    out.set_message("process reported success without sending trace data");
+    FinishSlot(*session, *slot, std::move(out));
+    return;
+  }
+  uint64_t size = payload->bytes().size();
+  if (size > options_.max_payload_bytes) {
+    out.set_status(v1::CAPTURE_STATUS_REJECTED);
+    out.set_message(absl::StrCat("trace data of ", size, " bytes exceeds the limit of ",
+                                 options_.max_payload_bytes, " bytes"));
+    out.set_payload_bytes(size);
+    FinishSlot(*session, *slot, std::move(out));
+    return;
+  }
+  ProcessPayload(*session, *slot, result, std::move(payload));
+}
+
+void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
+                                    const v1::ipc::CaptureResult& result,
+                                    std::unique_ptr<Payload> payload) {
+  slot.processing = true;
+  session.Emit(ProgressEvent(slot.info.pid(), v1::PROCESS_PHASE_PROCESSING));
+  CaptureJob job;
+  job.trace_id = session.id;
+  job.host = options_.hostname;
+  job.file_name = TraceFileName(options_.hostname, slot.info.rank(), slot.info.pid());
+  job.process = slot.info;
+  job.payload = std::move(payload);
+  v1::ProcessResult window;
+  if (result.window_start_unix_ns() != 0 || result.window_end_unix_ns() != 0) {
+    *window.mutable_window_start() = TimestampFromUnixNanos(result.window_start_unix_ns());
+    *window.mutable_window_end() = TimestampFromUnixNanos(result.window_end_unix_ns());
+  }
+  // The worker touches neither `this` nor the session: the core may be gone
+  // by the time it finishes. `this` is used on the loop once `weak` says it
+  // is still alive (both live on the loop thread).
+  deps_.worker->Run([this, store = deps_.store, loop = deps_.loop, job = std::move(job),
+                     window = std::move(window), peer = slot.peer,
+                     weak = std::weak_ptr<bool>(alive_)]() mutable {
+    std::string trace_id = job.trace_id;
+    v1::ProcessResult processed = ProcessCapture(std::move(job), store);
+    processed.MergeFrom(window);
+    loop->Post([this, weak = std::move(weak), trace_id = std::move(trace_id), peer,
+                processed = std::move(processed)]() mutable {
+      if (!weak.expired()) OnProcessed(trace_id, peer, std::move(processed));
+    });
+  });
+}
+
+void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer,
+                                 v1::ProcessResult result) {
+  TraceSession* session = FindSession(trace_id);
+  TraceSlot* slot = session == nullptr ? nullptr : session->FindSlot(peer);
+  if (slot == nullptr || slot->done) return;  // cancelled meanwhile
+  slot->processing = false;
+  if (result.status() == v1::CAPTURE_STATUS_OK) {
+    LogInfo("trace stored", {{"trace_id", trace_id},
+                             {"pid", slot->info.pid()},
+                             {"file", result.file()},
+                             {"events", result.event_count()},
+                             {"stored_bytes", result.stored_bytes()}});
+  } else {
+    LogWarning("trace data not stored",
+               {{"trace_id", trace_id}, {"pid", slot->info.pid()}, {"error", result.message()}});
+  }
+  FinishSlot(*session, *slot, std::move(result));
+}
+
+void DaemonCoreImpl::OnPeerGone(PeerId peer, bool clean, absl::string_view reason) {
+  AttachedProcess* process = registry_.Find(peer);
+  if (process == nullptr) return;
+  std::string trace_id = process->info.current_trace_id();
+  TraceSession* session = nullptr;
+  TraceSlot* slot = ActiveSlot(peer, trace_id, &session);
+  LogInfo("process detached", {{"peer", peer},
+                               {"pid", process->info.pid()},
+                               {"clean", clean ? "true" : "false"},
+                               {"reason", reason}});
+  registry_.Remove(peer);
+  if (slot == nullptr) return;
+  v1::ProcessResult result;
+  if (clean) {
+    result.set_status(v1::CAPTURE_STATUS_EXITED);
+    result.set_message("the process exited during the capture");
+  } else {
+    result.set_status(v1::CAPTURE_STATUS_LOST);
+    result.set_message(absl::StrCat("lost the connection to the process: ", reason));
+  }
+  FinishSlot(*session, *slot, std::move(result));
+}
+
+void DaemonCoreImpl::ReleaseProcess(PeerId peer, absl::string_view trace_id) {
+  AttachedProcess* process = registry_.Find(peer);
+  if (process == nullptr || process->info.current_trace_id() != trace_id) return;
+  process->info.set_capture_state(v1::CAPTURE_STATE_IDLE);
+  process->info.clear_current_trace_id();
+}
+
+void DaemonCoreImpl::FinishSlot(TraceSession& session, TraceSlot& slot, v1::ProcessResult result) {
+  if (slot.done) return;
+  ReleaseProcess(slot.peer, session.id);
+  result.set_pid(slot.info.pid());
+  result.set_rank(slot.info.rank());
+  result.set_host(options_.hostname);
+  result.set_job_id(slot.info.job_id());
+  if (!result.has_window_start()) {
+    *result.mutable_window_start() = ToProtoTimestamp(session.start);
+    *result.mutable_window_end() = ToProtoTimestamp(session.end);
+  }
+  slot.done = true;
+  slot.processing = false;
+  slot.result = std::move(result);
+  --session.pending;
+  v1::TraceEvent event;
+  *event.mutable_result() = slot.result;
+  session.Emit(event);
+  if (session.pending == 0) Complete(session);
+}
+
+}  // namespace gpuctl::daemon

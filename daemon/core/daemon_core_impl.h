@@ -1,0 +1,80 @@
+#ifndef GPUCTL_DAEMON_CORE_DAEMON_CORE_IMPL_H_
+#define GPUCTL_DAEMON_CORE_DAEMON_CORE_IMPL_H_
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/random/random.h"
+#include "daemon/core/daemon_core.h"
+#include "daemon/core/registry.h"
+#include "daemon/core/trace_session.h"
+
+namespace gpuctl::daemon {
+
+// Internal to the core: daemon_core.cc holds the IPC side and result
+// handling, trace_control.cc the RPC side and trace life cycle.
+class DaemonCoreImpl final : public DaemonCore {
+ public:
+  DaemonCoreImpl(const CoreOptions& options, const Deps& deps)
+      : options_(options), deps_(deps), started_at_(deps.clock->Now()) {}
+  ~DaemonCoreImpl() override;
+
+  absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds,
+                           const v1::ipc::Hello& hello) override;
+  void OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) override;
+  void OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
+                       std::unique_ptr<Payload> payload) override;
+  void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) override;
+
+  absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
+                                         std::shared_ptr<TraceObserver> observer) override;
+  void CancelTrace(absl::string_view trace_id) override;
+  v1::ListProcessesResponse ListProcesses(const v1::ListProcessesRequest& request) override;
+  v1::GetStatusResponse GetStatus() override;
+
+ private:
+  absl::Status ValidateRequest(const v1::TraceRequest& request, absl::Duration* duration);
+  absl::StatusOr<std::string> ChooseTraceId(const v1::TraceRequest& request);
+  TraceSession* FindSession(absl::string_view id);
+  // The session and slot `peer` is capturing for `trace_id`, if it is
+  // still waiting for that peer's result.
+  TraceSlot* ActiveSlot(PeerId peer, absl::string_view trace_id, TraceSession** session);
+  void SendStart(TraceSession& session, TraceSlot& slot);
+  void SendCancel(const TraceSession& session, PeerId peer, absl::string_view reason);
+  void FinishSlot(TraceSession& session, TraceSlot& slot, v1::ProcessResult result);
+  void ReleaseProcess(PeerId peer, absl::string_view trace_id);
+  void ProcessPayload(TraceSession& session, TraceSlot& slot, const v1::ipc::CaptureResult& result,
+                      std::unique_ptr<Payload> payload);
+  void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result);
+  void OnDeadline(const std::string& trace_id);
+  void Complete(TraceSession& session);
+  void OnManifestWritten(const std::string& trace_id, absl::Status status);
+  void RememberTraceId(const std::string& id);
+  // Runs `fn` on the loop later unless this core is gone by then.
+  template <typename Fn>
+  void PostToLoop(Fn fn) {
+    deps_.loop->Post([weak = std::weak_ptr<bool>(alive_), fn = std::move(fn)]() mutable {
+      if (!weak.expired()) fn();
+    });
+  }
+
+  const CoreOptions options_;
+  const Deps deps_;
+  const absl::Time started_at_;
+  Registry registry_;
+  absl::flat_hash_map<std::string, std::unique_ptr<TraceSession>> sessions_;
+  // Ids of finished traces, so a caller cannot reuse one.
+  std::deque<std::string> recent_ids_;
+  absl::flat_hash_set<std::string> recent_set_;
+  absl::BitGen random_;
+  // Tasks coming back from the worker check this before touching `this`.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_CORE_DAEMON_CORE_IMPL_H_

@@ -1,0 +1,45 @@
+#include "daemon/core/proto_time.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpuctl::daemon {
+namespace {
+constexpr int64_t kNanosPerSecond = 1000000000;
+}  // namespace
+
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
+  return TimestampFromUnixNanos(absl::ToUnixNanos(t));
+}
+
+google::protobuf::Timestamp TimestampFromUnixNanos(int64_t ns) {
+  int64_t seconds = ns / kNanosPerSecond;
+  int64_t nanos = ns % kNanosPerSecond;
+  if (nanos < 0) {
+    --seconds;
+    nanos += kNanosPerSecond;
+  }
+  google::protobuf::Timestamp ts;
+  ts.set_seconds(seconds);
+  ts.set_nanos(static_cast<int32_t>(nanos));
+  return ts;
+}
+
+google::protobuf::Duration ToProtoDuration(absl::Duration d) {
+  google::protobuf::Duration out;
+  int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &d);
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d)));
+  return out;
+}
+
+absl::StatusOr<absl::Duration> FromProtoDuration(const google::protobuf::Duration& d) {
+  if (d.nanos() <= -kNanosPerSecond || d.nanos() >= kNanosPerSecond ||
+      (d.seconds() > 0 && d.nanos() < 0) || (d.seconds() < 0 && d.nanos() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed duration (", d.seconds(), "s, ", d.nanos(), "ns)"));
+  }
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+}  // namespace gpuctl::daemon

@@ -1,0 +1,125 @@
+#ifndef GPUCTL_DAEMON_IPC_IPC_SERVER_H_
+#define GPUCTL_DAEMON_IPC_IPC_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/core/daemon_core.h"
+#include "daemon/core/peer_channel.h"
+#include "daemon/ipc/unix_socket.h"
+#include "daemon/runtime/event_loop.h"
+#include "gpuctl/v1/ipc.pb.h"
+
+namespace gpuctl::daemon {
+
+struct IpcServerOptions {
+  std::string socket_path;
+  std::string daemon_version;
+  // Largest capture payload accepted (announced in HelloAck).
+  uint64_t max_payload_bytes = 256ull << 20;
+  // A connection that has not sent Hello by then is dropped.
+  absl::Duration hello_timeout = absl::Seconds(5);
+  // Connections beyond this are accepted and closed at once.
+  size_t max_peers = 4096;
+};
+
+// Largest datagram either side sends (see proto/gpuctl/v1/ipc.proto).
+inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
+inline constexpr uint32_t kIpcProtocolMajor = 1;
+inline constexpr uint32_t kIpcProtocolMinor = 0;
+
+// The IPC adapter: accepts libgpuctl connections on a SOCK_SEQPACKET Unix
+// socket, validates every datagram and descriptor, and turns them into
+// DaemonCore calls; implements PeerChannel for the core's replies.
+//
+// Threading: everything runs on `loop`'s thread (Create may run on any
+// thread before the loop starts). The core is never called re-entrantly
+// from inside one of its own calls into PeerChannel: OnPeerGone caused by
+// Send or Disconnect is posted to the loop.
+//
+// OnPeerGone is reported only for peers whose Hello the core accepted.
+// A peer that breaks the protocol (oversize or malformed datagram, an
+// unexpected or invalid descriptor, a payload that does not add up) is
+// dropped with a log line `msg="dropping peer" pid=... reason="..."`; other
+// peers are unaffected.
+class IpcServer final : public PeerChannel {
+ public:
+  // Binds and listens (see ListenSeqpacket); accepts nothing until Start().
+  static absl::StatusOr<std::unique_ptr<IpcServer>> Create(const IpcServerOptions& options,
+                                                           EventLoop* loop);
+  // Closes every connection without notifying the core.
+  ~IpcServer() override;
+  IpcServer(const IpcServer&) = delete;
+  IpcServer& operator=(const IpcServer&) = delete;
+
+  // Starts accepting. `core` must outlive this server or Stop() must run
+  // before it goes.
+  absl::Status Start(DaemonCore* core);
+  // Stops accepting, closes every connection and removes the socket file.
+  // The core is not notified. Idempotent.
+  void Stop();
+
+  absl::Status Send(PeerId peer, const v1::ipc::DaemonMessage& message) override;
+  void Disconnect(PeerId peer, absl::string_view reason) override;
+
+  size_t peer_count() const { return peers_.size(); }
+  const std::string& socket_path() const { return options_.socket_path; }
+
+ private:
+  struct InlineAssembly {
+    v1::ipc::CaptureResult result;
+    std::vector<uint8_t> buffer;
+  };
+  struct Peer {
+    PeerId id = 0;
+    UniqueFd fd;
+    PeerCredentials creds;
+    bool accepted = false;  // the core accepted its Hello
+    bool clean = false;     // Goodbye received
+    bool closed = false;
+    TaskRunner::TimerId hello_timer = 0;
+    std::unique_ptr<InlineAssembly> pending;
+  };
+  enum class Notify { kNow, kPosted };
+
+  IpcServer(const IpcServerOptions& options, EventLoop* loop, UniqueFd listen_fd);
+  void OnListenReadable();
+  void PauseAccepting();
+  void AcceptOne(UniqueFd fd);
+  void OnPeerEvent(PeerId id, uint32_t events);
+  // Handles one datagram; returns false once the peer is closed.
+  bool HandleDatagram(const std::shared_ptr<Peer>& peer, absl::Span<const uint8_t> data,
+                      std::vector<UniqueFd> fds);
+  bool HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::Hello& hello);
+  bool HandleResult(const std::shared_ptr<Peer>& peer, const v1::ipc::CaptureResult& result,
+                    std::vector<UniqueFd> fds);
+  bool HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk);
+  // Closes the connection and tells the core (if it knew the peer).
+  void ClosePeer(const std::shared_ptr<Peer>& peer, bool clean, absl::string_view reason,
+                 Notify notify);
+  void DropPeer(const std::shared_ptr<Peer>& peer, absl::string_view reason, Notify notify);
+  absl::Status SendTo(Peer& peer, const v1::ipc::DaemonMessage& message);
+
+  const IpcServerOptions options_;
+  EventLoop* const loop_;
+  UniqueFd listen_fd_;
+  DaemonCore* core_ = nullptr;
+  bool listening_ = false;
+  PeerId next_peer_id_ = 1;
+  absl::flat_hash_map<PeerId, std::shared_ptr<Peer>> peers_;
+  std::vector<uint8_t> recv_buffer_;
+  // Tasks posted to the loop hold a weak reference and do nothing once the
+  // server is gone.
+  std::shared_ptr<IpcServer*> self_;
+};
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_IPC_IPC_SERVER_H_

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds gpuctl and runs the whole test suite (unit and end-to-end) twice:
+# first under AddressSanitizer + UBSan (build-asan/), then a normal build
+# (build/), whose CTest summary is the last thing printed. Exits non-zero if
+# anything fails to build or any test fails.
+#
+#   ./scripts/test.sh            both passes
+#   GPUCTL_SKIP_ASAN=1 ./scripts/test.sh   normal pass only
+#   GPUCTL_JOBS=N                build and test parallelism (default: 2)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs="${GPUCTL_JOBS:-2}"
+started=$(date +%s)
+log_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpuctl-test.XXXXXX")"
+trap 'rm -rf "$log_dir"' EXIT
+
+elapsed() { local s=$(( $(date +%s) - $1 )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
+step() { printf '\n==> %s\n' "$*"; }
+
+./scripts/install_deps.sh
+
+# configure_and_build DIR [cmake args...]
+configure_and_build() {
+  local dir="$1"; shift
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$log_dir/cmake.log" 2>&1 \
+    || { cat "$log_dir/cmake.log"; return 1; }
+  ninja -C "$dir" -j "$jobs"
+}
+
+asan_rc=0
+asan_time="skipped"
+if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
+  step "ASan+UBSan build (build-asan/)"
+  asan_start=$(date +%s)
+  configure_and_build build-asan -DGPUCTL_SANITIZE=ON
+  step "ASan+UBSan tests"
+  # Any report fails the test whose process printed it (e2e fixtures scan
+  # the daemon's and workloads' output for reports).
+  ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1}" \
+  UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" >"$log_dir/asan.log" 2>&1 \
+    || asan_rc=$?
+  # The sanitizer pass's own summary; its failures are printed in full.
+  sed -n '/tests passed,/,$p' "$log_dir/asan.log"
+  if [ "$asan_rc" -ne 0 ]; then
+    cat "$log_dir/asan.log"
+  fi
+  asan_time="$(elapsed "$asan_start")"
+fi
+
+step "Release build (build/)"
+normal_start=$(date +%s)
+configure_and_build build
+step "Tests"
+normal_rc=0
+ctest --test-dir build --output-on-failure -j "$jobs" 2>&1 | tee "$log_dir/normal.log" \
+  || normal_rc=${PIPESTATUS[0]}
+
+echo
+echo "test.sh: total $(elapsed "$started") (asan pass: $asan_time, normal pass: $(elapsed "$normal_start"))"
+# CTest summaries last: a failed sanitizer pass's after the normal one, so
+# the final lines never read "100% passed" when something failed.
+sed -n '/tests passed,/,$p' "$log_dir/normal.log"
+if [ "$asan_rc" -ne 0 ]; then
+  echo
+  echo "test.sh: the ASan+UBSan pass FAILED (details above):"
+  sed -n '/tests passed,/,$p' "$log_dir/asan.log"
+fi
+if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ]; then
+  exit 1
+fi

@@ -1,0 +1,202 @@
+"""Helpers shared by the end-to-end tests: waiting, parsing CLI output,
+reading downloaded traces, and hand-encoding the IPC protobuf messages."""
+
+import gzip
+import json
+import time
+from pathlib import Path
+
+# Generous: the suite also runs under ASan/UBSan on a loaded 2-core machine.
+DEFAULT_DEADLINE_S = 30.0
+
+
+def wait_until(predicate, timeout=DEFAULT_DEADLINE_S, interval=0.02, what="condition"):
+    """Polls predicate() until it returns a truthy value; fails after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def parse_processes(text):
+    """Processes from `gpuctl ps --json`: a list, {"processes": [...]} or a
+    per-host list of such objects; pids normalised to int."""
+    doc = json.loads(text)
+    found = []
+
+    def visit(node):
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            if "pid" in node and not isinstance(node["pid"], (dict, list)):
+                item = dict(node)
+                item["pid"] = int(item["pid"])
+                found.append(item)
+                return
+            for value in node.values():
+                if isinstance(value, (list, dict)):
+                    visit(value)
+
+    visit(doc)
+    return found
+
+
+class TraceDir:
+    """One downloaded trace: DIR/<trace-id>/{manifest.json, *.json.gz}."""
+
+    def __init__(self, path):
+        self.path = path
+        self.trace_id = path.name
+        self.manifest = json.loads((path / "manifest.json").read_text())
+
+    @staticmethod
+    def find(out):
+        dirs = [d for d in out.iterdir() if d.is_dir()] if out.exists() else []
+        assert len(dirs) <= 1, f"more than one trace downloaded into {out}: {dirs}"
+        if not dirs or not (dirs[0] / "manifest.json").exists():
+            return None
+        return TraceDir(dirs[0])
+
+    @property
+    def results(self):
+        return self.manifest.get("results", [])
+
+    def result_for(self, pid):
+        matches = [r for r in self.results if int(r["pid"]) == pid]
+        assert len(matches) == 1, f"expected one result for pid {pid}: {self.results}"
+        return matches[0]
+
+    def files(self):
+        return sorted(p for p in self.path.iterdir() if p.name.endswith(".json.gz"))
+
+
+
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "WARNING: ThreadSanitizer", "ERROR: ThreadSanitizer")
+
+
+def sanitizer_report(text):
+    return any(marker in text for marker in SANITIZER_MARKERS)
+
+
+def load_trace(path):
+    """Parses one stored trace (.json.gz); returns (raw_text, document)."""
+    raw = Path(path).read_bytes()
+    assert raw[:2] == b"\x1f\x8b", f"{path} is not gzip"
+    text = gzip.decompress(raw).decode("utf-8")
+    return text, json.loads(text)
+
+
+def check_workload_trace(path, pid, rank):
+    """Asserts what the sample workload's trace must hold; returns the document."""
+    text, doc = load_trace(path)
+    events = doc["traceEvents"]
+    assert isinstance(events, list) and events, f"{path}: no traceEvents"
+    # Holistic Trace Analysis reads the rank with the regex "rank":\s+(\d+).
+    assert f'"rank": {rank}' in text, f'{path}: no "rank": {rank}'
+    assert doc["distributedInfo"]["rank"] == rank
+    assert "baseTimeNanoseconds" in doc
+    assert int(doc["gpuctl"]["pid"]) == pid
+
+    ranges = [e for e in events
+              if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    names = {e["name"] for e in ranges}
+    for name in ("forward", "backward", "optimizer"):
+        assert name in names, f"{path}: no {name!r} range among {sorted(names)[:20]}"
+    steps = [e for e in ranges if e["name"].startswith("ProfilerStep#")]
+    assert steps, f"{path}: no ProfilerStep# annotation"
+    for e in ranges:
+        assert e["pid"] == pid, f"{path}: event of pid {e['pid']}, expected {pid}: {e}"
+        assert e["dur"] >= 0 and e["ts"] >= 0, e
+    meta = {e["name"] for e in events if e.get("ph") == "M"}
+    assert "process_name" in meta and "thread_name" in meta, meta
+    return doc
+
+
+# --- Hand-made protobuf encoding of the IPC messages (proto/gpuctl/v1/ipc.proto)
+# Only what the tests send: varints, length-delimited fields, nesting.
+
+def varint(value):
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def field_varint(number, value):
+    return varint(number << 3) + varint(value)
+
+
+def field_bytes(number, data):
+    if isinstance(data, str):
+        data = data.encode()
+    return varint(number << 3 | 2) + varint(len(data)) + data
+
+
+def encode_hello(pid, job_id, rank=0, world_size=1, major=1, minor=0, capabilities=3):
+    hello = (field_varint(1, major) + field_varint(2, minor) + field_bytes(3, "0.1.0")
+             + field_varint(4, pid) + field_varint(5, 1) + field_bytes(6, job_id)
+             + field_varint(7, rank) + field_varint(8, rank) + field_varint(9, world_size)
+             + field_bytes(10, "e2e-host") + field_bytes(11, "fake-client")
+             + field_varint(12, capabilities))
+    return field_bytes(1, hello)  # ClientMessage.hello
+
+
+def encode_capture_result(trace_id, status, transport, payload_size, event_count=1):
+    result = (field_bytes(1, trace_id) + field_varint(2, status) + field_varint(4, transport)
+              + field_varint(5, payload_size) + field_varint(6, event_count))
+    return field_bytes(3, result)  # ClientMessage.capture_result
+
+
+def encode_payload_chunk(trace_id, offset, data):
+    chunk = field_bytes(1, trace_id) + field_varint(2, offset) + field_bytes(3, data)
+    return field_bytes(4, chunk)  # ClientMessage.payload_chunk
+
+
+def decode_fields(data):
+    """{field number: [values]}: ints for varints, bytes for length-delimited."""
+    fields = {}
+    pos = 0
+
+    def read_varint():
+        nonlocal pos
+        shift = result = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return result
+
+    while pos < len(data):
+        tag = read_varint()
+        number, wire_type = tag >> 3, tag & 7
+        if wire_type == 0:
+            value = read_varint()
+        elif wire_type == 2:
+            length = read_varint()
+            value = bytes(data[pos:pos + length])
+            pos += length
+        elif wire_type == 1:
+            value = bytes(data[pos:pos + 8])
+            pos += 8
+        elif wire_type == 5:
+            value = bytes(data[pos:pos + 4])
+            pos += 4
+        else:
+            raise ValueError(f"wire type {wire_type}")
+        fields.setdefault(number, []).append(value)
+    return fields
