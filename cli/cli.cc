@@ -52,7 +52,7 @@ CLI::ValidationError UsageError(const std::string& message) {
 }
 
 std::string ResolveTarget(const Flags& flags, const CliEnv& env) {
-  std::string host = !flags.host.empty() ? flags.host
+  std::string host = !flags.host.empty()     ? flags.host
                      : !env.env_host.empty() ? env.env_host
                                              : std::string(kDefaultHost);
   absl::StatusOr<std::string> target = NormalizeHost(host);
@@ -102,8 +102,7 @@ void DefineCommands(Parser& p, const CliEnv& env) {
       ->check(CLI::PositiveNumber)
       ->allow_extra_args(false)
       ->delimiter(',');
-  trace->add_option("--duration", f.duration, "Capture window, e.g. 5s, 500ms, 1m30s")
-      ->required();
+  trace->add_option("--duration", f.duration, "Capture window, e.g. 5s, 500ms, 1m30s")->required();
   trace->add_option("-o,--output", f.output_root, "Download directory")->capture_default_str();
   trace->add_option("--trace-id", f.trace_id, "Trace id to use (default: chosen by the daemon)");
   trace->add_flag("--no-download", f.no_download, "Leave the trace on the daemon's host");
@@ -141,7 +140,8 @@ void DefineCommands(Parser& p, const CliEnv& env) {
     std::string target = ResolveTarget(p.flags, env);
     if (!IsSafeName(p.flags.trace_id)) throw UsageError("get: invalid trace id");
     for (const std::string& name : p.flags.files) {
-      if (!IsSafeName(name)) throw UsageError(absl::StrCat("--file: invalid file name \"", name, "\""));
+      if (!IsSafeName(name))
+        throw UsageError(absl::StrCat("--file: invalid file name \"", name, "\""));
     }
     if (p.flags.output_root.empty()) throw UsageError("-o: empty directory");
     p.run = [target, &p, &env] {
@@ -202,13 +202,14 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
 int Main(int argc, char** argv) {
   CliEnv env;
   env.err_is_terminal = isatty(STDERR_FILENO) == 1;
-  if (winsize ws{}; env.err_is_terminal && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 &&
-                    ws.ws_col > 0) {
+  if (winsize ws{};
+      env.err_is_terminal && ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
     env.terminal_columns = ws.ws_col;
   }
   if (const char* host = std::getenv("GPUCTL_HOST"); host != nullptr) env.env_host = host;
   env.time_zone = absl::LocalTimeZone();
-  absl::StatusOr<std::unique_ptr<SignalInterruptSource>> interrupts = SignalInterruptSource::Create();
+  absl::StatusOr<std::unique_ptr<SignalInterruptSource>> interrupts =
+      SignalInterruptSource::Create();
   if (interrupts.ok()) env.interrupts = interrupts->get();
   std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
   return RunCli(args, env);

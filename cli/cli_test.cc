@@ -1,5 +1,7 @@
 // `gpuctl trace` and usage handling, against a fake gpuctld over a real
 // socket.
+#include "cli/cli.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,7 +10,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
-#include "cli/cli.h"
 #include "cli/exit_codes.h"
 #include "cli/fake_gpuctl_service_test_util.h"
 #include "gmock/gmock.h"
@@ -79,8 +80,8 @@ v1::ProcessResult Result(int pid, int rank, v1::CaptureStatus status, std::strin
 // A daemon that selects `processes`, reports each as capturing and then
 // `results`, and completes.
 testing::FakeGpuctlService::TraceFn Script(std::vector<v1::ProcessInfo> processes,
-                                    std::vector<v1::ProcessResult> results,
-                                    bool complete = true) {
+                                           std::vector<v1::ProcessResult> results,
+                                           bool complete = true) {
   return [=](grpc::ServerContext*, const v1::TraceRequest& request,
              grpc::ServerWriter<v1::TraceEvent>* writer) {
     std::string id = request.trace_id().empty() ? "T1" : request.trace_id();
@@ -116,7 +117,7 @@ testing::FakeGpuctlService::TraceFn Script(std::vector<v1::ProcessInfo> processe
   };
 }
 
-class TraceCommandTest : public ::testing::Test {
+class CliTraceCommandTest : public ::testing::Test {
  protected:
   int Run(std::vector<std::string> args) {
     CliEnv env = console_.env();
@@ -124,7 +125,7 @@ class TraceCommandTest : public ::testing::Test {
     return RunCli(args, env);
   }
   std::vector<std::string> TraceArgs(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"trace", "--job",  "42", "--duration", "2s",
+    std::vector<std::string> args = {"trace",  "--job",          "42", "--duration", "2s",
                                      "--host", server_.target(), "-o", dir_.path()};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
@@ -145,17 +146,18 @@ class TraceCommandTest : public ::testing::Test {
   std::map<std::string, std::string> files_;
 };
 
-TEST_F(TraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
-  server_.service().trace = Script(
-      {Process(100, 0), Process(101, 1)},
-      {Result(101, 1, v1::CAPTURE_STATUS_OK), Result(100, 0, v1::CAPTURE_STATUS_OK)});
+TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
+  server_.service().trace =
+      Script({Process(100, 0), Process(101, 1)},
+             {Result(101, 1, v1::CAPTURE_STATUS_OK), Result(100, 0, v1::CAPTURE_STATUS_OK)});
   StoreFiles();
 
   ASSERT_EQ(Run(TraceArgs()), kExitOk) << console_.err.str();
 
   const std::string out = console_.out.str();
   EXPECT_THAT(out, HasSubstr("HOST   PID  RANK  STATUS  EVENTS     BYTES  FILE\n"));
-  EXPECT_THAT(out, HasSubstr("node1  100     0  ok        1100  12.3 KiB  node1-rank0-pid100.json.gz"));
+  EXPECT_THAT(out,
+              HasSubstr("node1  100     0  ok        1100  12.3 KiB  node1-rank0-pid100.json.gz"));
   EXPECT_LT(out.find("pid100"), out.find("pid101"));  // rank order
   const fs::path saved = fs::path(dir_.path()) / "T1";
   EXPECT_THAT(out, HasSubstr(absl::StrCat("trace T1 saved to ", saved.string())));
@@ -177,7 +179,7 @@ TEST_F(TraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   EXPECT_EQ(server_.service().get_requests()[0].files_size(), 0);
 }
 
-TEST_F(TraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
+TEST_F(CliTraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
   ASSERT_EQ(Run({"trace", "--pid", "7,8", "--pid", "9", "--duration", "1.5s", "--trace-id",
                  "my-trace_1", "--host", server_.target(), "--no-download"}),
@@ -195,7 +197,7 @@ TEST_F(TraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   EXPECT_THAT(console_.out.str(), HasSubstr("node1    7     -  ok"));
 }
 
-TEST_F(TraceCommandTest, HostFromEnvironment) {
+TEST_F(CliTraceCommandTest, HostFromEnvironment) {
   server_.service().trace = Script({Process(7, 0)}, {Result(7, 0, v1::CAPTURE_STATUS_OK)});
   CliEnv env = console_.env();
   env.env_host = server_.target();
@@ -204,7 +206,7 @@ TEST_F(TraceCommandTest, HostFromEnvironment) {
   EXPECT_EQ(server_.service().trace_requests().size(), 1u);
 }
 
-TEST_F(TraceCommandTest, OneBusyProcessExitsOneAndShowsMessage) {
+TEST_F(CliTraceCommandTest, OneBusyProcessExitsOneAndShowsMessage) {
   server_.service().trace =
       Script({Process(100, 0), Process(101, 1)},
              {Result(100, 0, v1::CAPTURE_STATUS_OK),
@@ -216,25 +218,26 @@ TEST_F(TraceCommandTest, OneBusyProcessExitsOneAndShowsMessage) {
   EXPECT_THAT(console_.out.str(), HasSubstr("trace T1 saved to"));
 }
 
-TEST_F(TraceCommandTest, ProcessWithoutResultIsAFailure) {
-  server_.service().trace = Script({Process(100, 0), Process(101, 1)},
-                                   {Result(100, 0, v1::CAPTURE_STATUS_OK)});
+TEST_F(CliTraceCommandTest, ProcessWithoutResultIsAFailure) {
+  server_.service().trace =
+      Script({Process(100, 0), Process(101, 1)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)});
   StoreFiles();
   EXPECT_EQ(Run(TraceArgs()), kExitPartialFailure);
   EXPECT_THAT(console_.out.str(), HasSubstr("no result"));
 }
 
-TEST_F(TraceCommandTest, NotFoundExitsThreeWithDaemonMessage) {
+TEST_F(CliTraceCommandTest, NotFoundExitsThreeWithDaemonMessage) {
   server_.service().trace = [](auto*, const auto&, auto*) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "no process of job 42 on node1 (3 attached: jobs 7, 8)");
   };
   EXPECT_EQ(Run(TraceArgs()), kExitNothingMatched);
-  EXPECT_THAT(console_.err.str(), HasSubstr("no process of job 42 on node1 (3 attached: jobs 7, 8)"));
+  EXPECT_THAT(console_.err.str(),
+              HasSubstr("no process of job 42 on node1 (3 attached: jobs 7, 8)"));
   EXPECT_EQ(console_.out.str(), "");
 }
 
-TEST_F(TraceCommandTest, InvalidArgumentExitsFourAsRefused) {
+TEST_F(CliTraceCommandTest, InvalidArgumentExitsFourAsRefused) {
   server_.service().trace = [](auto*, const auto&, auto*) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "duration above the 10m maximum");
   };
@@ -244,7 +247,7 @@ TEST_F(TraceCommandTest, InvalidArgumentExitsFourAsRefused) {
                                      " refused the request: duration above the 10m maximum")));
 }
 
-TEST_F(TraceCommandTest, PermissionDeniedExitsFour) {
+TEST_F(CliTraceCommandTest, PermissionDeniedExitsFour) {
   server_.service().trace = [](auto*, const auto&, auto*) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "uid 1000 may not trace");
   };
@@ -252,7 +255,7 @@ TEST_F(TraceCommandTest, PermissionDeniedExitsFour) {
   EXPECT_THAT(console_.err.str(), HasSubstr("refused the request: uid 1000 may not trace"));
 }
 
-TEST_F(TraceCommandTest, UnreachableDaemonExitsFour) {
+TEST_F(CliTraceCommandTest, UnreachableDaemonExitsFour) {
   // A port that was just free: nothing listens there.
   std::string target;
   {
@@ -262,10 +265,11 @@ TEST_F(TraceCommandTest, UnreachableDaemonExitsFour) {
   CliEnv env = console_.env();
   EXPECT_EQ(RunCli({"trace", "--job", "1", "--duration", "1s", "--host", target}, env),
             kExitDaemonError);
-  EXPECT_THAT(console_.err.str(), HasSubstr(absl::StrCat("cannot reach gpuctld at ", target, ": ")));
+  EXPECT_THAT(console_.err.str(),
+              HasSubstr(absl::StrCat("cannot reach gpuctld at ", target, ": ")));
 }
 
-TEST_F(TraceCommandTest, StreamWithoutCompletionExitsFour) {
+TEST_F(CliTraceCommandTest, StreamWithoutCompletionExitsFour) {
   server_.service().trace =
       Script({Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)}, /*complete=*/false);
   EXPECT_EQ(Run(TraceArgs()), kExitDaemonError);
@@ -273,7 +277,7 @@ TEST_F(TraceCommandTest, StreamWithoutCompletionExitsFour) {
   EXPECT_TRUE(server_.service().get_requests().empty());
 }
 
-TEST_F(TraceCommandTest, MaliciousFileNameIsRefused) {
+TEST_F(CliTraceCommandTest, MaliciousFileNameIsRefused) {
   server_.service().trace = Script({Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)});
   for (std::string evil : {"../escape.json.gz", "/etc/passwd", ".hidden", "a/b", ""}) {
     SCOPED_TRACE(evil);
@@ -294,7 +298,7 @@ TEST_F(TraceCommandTest, MaliciousFileNameIsRefused) {
   }
 }
 
-TEST_F(TraceCommandTest, JsonOutput) {
+TEST_F(CliTraceCommandTest, JsonOutput) {
   server_.service().trace =
       Script({Process(100, 0), Process(101, 1)},
              {Result(100, 0, v1::CAPTURE_STATUS_OK),
@@ -313,7 +317,7 @@ TEST_F(TraceCommandTest, JsonOutput) {
   EXPECT_EQ(json["files"].size(), 3u);
 }
 
-TEST_F(TraceCommandTest, TerminalProgressRedrawsAndClears) {
+TEST_F(CliTraceCommandTest, TerminalProgressRedrawsAndClears) {
   server_.service().trace = Script({Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)});
   CliEnv env = console_.env();
   env.err_is_terminal = true;
@@ -327,7 +331,7 @@ TEST_F(TraceCommandTest, TerminalProgressRedrawsAndClears) {
   EXPECT_THAT(console_.out.str(), HasSubstr("node1  100     0  ok"));
 }
 
-TEST_F(TraceCommandTest, InterruptCancelsTheTrace) {
+TEST_F(CliTraceCommandTest, InterruptCancelsTheTrace) {
   server_.service().trace = [&](grpc::ServerContext* context, const v1::TraceRequest&,
                                 grpc::ServerWriter<v1::TraceEvent>* writer) {
     v1::TraceEvent started;
@@ -349,7 +353,7 @@ TEST_F(TraceCommandTest, InterruptCancelsTheTrace) {
   EXPECT_EQ(console_.out.str(), "");
 }
 
-TEST(UsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
+TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
   FakeServer server;
   const std::string host = server.target();
   struct Case {
@@ -385,7 +389,7 @@ TEST(UsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
   EXPECT_EQ(server.service().calls(), 0);
 }
 
-TEST(UsageTest, VersionAndHelp) {
+TEST(CliUsageTest, VersionAndHelp) {
   TestConsole console;
   EXPECT_EQ(RunCli({"--version"}, console.env()), kExitOk);
   EXPECT_THAT(console.out.str(), HasSubstr("gpuctl "));

@@ -40,7 +40,7 @@ struct CliEnv {
 
 // Connects to `target` within env.connect_timeout (see Connect).
 absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> OpenStub(const std::string& target,
-                                                          const CliEnv& env);
+                                                           const CliEnv& env);
 
 }  // namespace gpuctl::cli
 

@@ -10,10 +10,10 @@
 #include "absl/time/clock.h"
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
-#include "gpuctl/v1/service.grpc.pb.h"
 
 namespace gpuctl::cli {
 namespace {

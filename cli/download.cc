@@ -87,8 +87,8 @@ class PartialFile {
 };
 
 absl::Status BadChunk(const v1::TraceChunk& chunk, absl::string_view why) {
-  return absl::DataLossError(
-      absl::StrCat("refusing file \"", Printable(chunk.file().substr(0, 64)), "\" from the daemon: ", why));
+  return absl::DataLossError(absl::StrCat("refusing file \"", Printable(chunk.file().substr(0, 64)),
+                                          "\" from the daemon: ", why));
 }
 
 // Applies the chunk stream to the directory; see DownloadTrace.
@@ -179,7 +179,8 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
   std::error_code ec;
   std::filesystem::create_directories(result.directory, ec);
   if (ec) {
-    return absl::InternalError(absl::StrCat("cannot create ", result.directory, ": ", ec.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create ", result.directory, ": ", ec.message()));
   }
 
   v1::GetTraceRequest request;

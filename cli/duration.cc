@@ -60,8 +60,8 @@ absl::StatusOr<absl::Duration> ParseUserDuration(absl::string_view text) {
   }
   if (d <= absl::ZeroDuration()) return fail("must be greater than zero");
   if (d > kMaxUserDuration) {
-    return fail(absl::StrCat("longer than the ", absl::FormatDuration(kMaxUserDuration),
-                             " maximum"));
+    return fail(
+        absl::StrCat("longer than the ", absl::FormatDuration(kMaxUserDuration), " maximum"));
   }
   return d;
 }

@@ -9,37 +9,47 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(ParseUserDurationTest, AcceptsHumanForms) {
+TEST(CliParseUserDurationTest, AcceptsHumanForms) {
   struct Case {
     const char* text;
     absl::Duration want;
   };
   for (const Case& c : {Case{"5s", absl::Seconds(5)}, Case{"500ms", absl::Milliseconds(500)},
                         Case{"2m", absl::Minutes(2)}, Case{"1m30s", absl::Seconds(90)},
-                        Case{"1.5s", absl::Milliseconds(1500)}, Case{"100us", absl::Microseconds(100)},
-                        Case{"1h", absl::Hours(1)}, Case{"1h2m3s", absl::Seconds(3723)},
-                        Case{"0.25s", absl::Milliseconds(250)}, Case{"24h", absl::Hours(24)},
-                        Case{"750ns", absl::Nanoseconds(750)}}) {
+                        Case{"1.5s", absl::Milliseconds(1500)},
+                        Case{"100us", absl::Microseconds(100)}, Case{"1h", absl::Hours(1)},
+                        Case{"1h2m3s", absl::Seconds(3723)}, Case{"0.25s", absl::Milliseconds(250)},
+                        Case{"24h", absl::Hours(24)}, Case{"750ns", absl::Nanoseconds(750)}}) {
     absl::StatusOr<absl::Duration> d = ParseUserDuration(c.text);
     ASSERT_TRUE(d.ok()) << c.text << ": " << d.status();
     EXPECT_EQ(*d, c.want) << c.text;
   }
 }
 
-TEST(ParseUserDurationTest, RejectsWithReason) {
+TEST(CliParseUserDurationTest, RejectsWithReason) {
   struct Case {
     const char* text;
     const char* reason;
   };
-  for (const Case& c : {Case{"", "empty"}, Case{"5", "unit is required"}, Case{"0", "unit is required"},
-                        Case{"0s", "greater than zero"}, Case{"0ms0s", "greater than zero"},
-                        Case{"-5s", "must be positive"}, Case{"+5s", "no sign"},
-                        Case{"abc", "expected a number"}, Case{"5x", "unknown unit"},
-                        Case{"5 s", "unknown unit"}, Case{" 5s", "expected a number"},
-                        Case{"5s ", "expected a number"}, Case{"inf", "expected a number"},
-                        Case{".5s", "expected a number"}, Case{"5.s", "digits after"},
-                        Case{"1m30", "unit is required"}, Case{"25h", "maximum"},
-                        Case{"99999999999999999999h", "out of range"}, Case{"5sec", "expected a number"},
+  for (const Case& c : {Case{"", "empty"},
+                        Case{"5", "unit is required"},
+                        Case{"0", "unit is required"},
+                        Case{"0s", "greater than zero"},
+                        Case{"0ms0s", "greater than zero"},
+                        Case{"-5s", "must be positive"},
+                        Case{"+5s", "no sign"},
+                        Case{"abc", "expected a number"},
+                        Case{"5x", "unknown unit"},
+                        Case{"5 s", "unknown unit"},
+                        Case{" 5s", "expected a number"},
+                        Case{"5s ", "expected a number"},
+                        Case{"inf", "expected a number"},
+                        Case{".5s", "expected a number"},
+                        Case{"5.s", "digits after"},
+                        Case{"1m30", "unit is required"},
+                        Case{"25h", "maximum"},
+                        Case{"99999999999999999999h", "out of range"},
+                        Case{"5sec", "expected a number"},
                         Case{"s", "expected a number"}}) {
     absl::StatusOr<absl::Duration> d = ParseUserDuration(c.text);
     ASSERT_FALSE(d.ok()) << "accepted \"" << c.text << "\"";
@@ -50,7 +60,7 @@ TEST(ParseUserDurationTest, RejectsWithReason) {
   }
 }
 
-TEST(FormatUserDurationTest, Compact) {
+TEST(CliFormatUserDurationTest, Compact) {
   EXPECT_EQ(FormatUserDuration(absl::Seconds(90)), "1m30s");
   EXPECT_EQ(FormatUserDuration(absl::Milliseconds(500)), "500ms");
   EXPECT_EQ(FormatUserDuration(absl::Minutes(10)), "10m");

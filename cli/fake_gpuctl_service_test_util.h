@@ -27,12 +27,12 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
  public:
   using TraceFn = std::function<grpc::Status(grpc::ServerContext*, const v1::TraceRequest&,
                                              grpc::ServerWriter<v1::TraceEvent>*)>;
-  using GetTraceFn = std::function<grpc::Status(const v1::GetTraceRequest&,
-                                                grpc::ServerWriter<v1::TraceChunk>*)>;
+  using GetTraceFn =
+      std::function<grpc::Status(const v1::GetTraceRequest&, grpc::ServerWriter<v1::TraceChunk>*)>;
 
   // Scripts; set before the first call.
   TraceFn trace;
-  GetTraceFn get_trace;  // default: serves `files`
+  GetTraceFn get_trace;                                             // default: serves `files`
   std::map<std::string, std::map<std::string, std::string>> files;  // trace id -> name -> bytes
   size_t chunk_size = 7;
   v1::ListProcessesResponse processes;
@@ -78,9 +78,8 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
                           absl::StrCat("no trace ", request->trace_id()));
     }
     for (const auto& [name, data] : it->second) {
-      if (request->files_size() > 0 &&
-          std::find(request->files().begin(), request->files().end(), name) ==
-              request->files().end()) {
+      if (request->files_size() > 0 && std::find(request->files().begin(), request->files().end(),
+                                                 name) == request->files().end()) {
         continue;
       }
       size_t offset = 0;

@@ -25,34 +25,52 @@ std::string HumanBytes(uint64_t bytes) {
 
 std::string StatusWord(v1::CaptureStatus status) {
   switch (status) {
-    case v1::CAPTURE_STATUS_OK: return "ok";
-    case v1::CAPTURE_STATUS_BUSY: return "busy";
-    case v1::CAPTURE_STATUS_UNAVAILABLE: return "unavailable";
-    case v1::CAPTURE_STATUS_FAILED: return "failed";
-    case v1::CAPTURE_STATUS_TIMED_OUT: return "timed out";
-    case v1::CAPTURE_STATUS_EXITED: return "exited";
-    case v1::CAPTURE_STATUS_LOST: return "lost";
-    case v1::CAPTURE_STATUS_REJECTED: return "rejected";
-    default: return absl::StrCat("unknown (", static_cast<int>(status), ")");
+    case v1::CAPTURE_STATUS_OK:
+      return "ok";
+    case v1::CAPTURE_STATUS_BUSY:
+      return "busy";
+    case v1::CAPTURE_STATUS_UNAVAILABLE:
+      return "unavailable";
+    case v1::CAPTURE_STATUS_FAILED:
+      return "failed";
+    case v1::CAPTURE_STATUS_TIMED_OUT:
+      return "timed out";
+    case v1::CAPTURE_STATUS_EXITED:
+      return "exited";
+    case v1::CAPTURE_STATUS_LOST:
+      return "lost";
+    case v1::CAPTURE_STATUS_REJECTED:
+      return "rejected";
+    default:
+      return absl::StrCat("unknown (", static_cast<int>(status), ")");
   }
 }
 
 std::string PhaseWord(v1::ProcessPhase phase) {
   switch (phase) {
-    case v1::PROCESS_PHASE_REQUESTED: return "requested";
-    case v1::PROCESS_PHASE_CAPTURING: return "capturing";
-    case v1::PROCESS_PHASE_PROCESSING: return "processing";
-    default: return "waiting";
+    case v1::PROCESS_PHASE_REQUESTED:
+      return "requested";
+    case v1::PROCESS_PHASE_CAPTURING:
+      return "capturing";
+    case v1::PROCESS_PHASE_PROCESSING:
+      return "processing";
+    default:
+      return "waiting";
   }
 }
 
 std::string CaptureStateWord(v1::CaptureState state) {
   switch (state) {
-    case v1::CAPTURE_STATE_IDLE: return "idle";
-    case v1::CAPTURE_STATE_ARMED: return "armed";
-    case v1::CAPTURE_STATE_CAPTURING: return "capturing";
-    case v1::CAPTURE_STATE_COLLECTING: return "collecting";
-    default: return "-";
+    case v1::CAPTURE_STATE_IDLE:
+      return "idle";
+    case v1::CAPTURE_STATE_ARMED:
+      return "armed";
+    case v1::CAPTURE_STATE_CAPTURING:
+      return "capturing";
+    case v1::CAPTURE_STATE_COLLECTING:
+      return "collecting";
+    default:
+      return "-";
   }
 }
 
@@ -106,7 +124,8 @@ void Table::Render(std::ostream& out) const {
   std::vector<size_t> width(headers_.size());
   for (size_t c = 0; c < headers_.size(); ++c) width[c] = headers_[c].size();
   for (const Row& row : rows_) {
-    for (size_t c = 0; c < row.cells.size(); ++c) width[c] = std::max(width[c], row.cells[c].size());
+    for (size_t c = 0; c < row.cells.size(); ++c)
+      width[c] = std::max(width[c], row.cells[c].size());
   }
   auto print_line = [&](const std::vector<std::string>& cells) {
     std::string line;

@@ -47,9 +47,9 @@ int RunPs(const std::string& target, const std::string& job_id, bool json, const
     *env.out << ToJson(response) << "\n";
     return kExitOk;
   }
-  Table table({"PID", "PPID", "JOB", "RANK", "LOCAL", "WORLD", "STATE", "HOST", "VERSION",
-               "COMMAND"},
-              {true, true, false, true, true, true, false, false, false, false});
+  Table table(
+      {"PID", "PPID", "JOB", "RANK", "LOCAL", "WORLD", "STATE", "HOST", "VERSION", "COMMAND"},
+      {true, true, false, true, true, true, false, false, false, false});
   for (const v1::ProcessInfo& p : response.processes()) {
     table.AddRow({absl::StrCat(p.pid()), absl::StrCat(p.ppid()),
                   p.job_id().empty() ? "-" : Printable(p.job_id()), RankText(p.rank()),

@@ -1,0 +1,227 @@
+// ps, traces, status and get against a fake gpuctld over a real socket.
+#include "cli/list_commands.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+#include "cli/cli.h"
+#include "cli/exit_codes.h"
+#include "cli/fake_gpuctl_service_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuctl::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::gpuctl::cli::testing::FakeServer;
+using ::gpuctl::cli::testing::TestConsole;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::ProcessInfo Info(int pid, int rank, std::vector<std::string> argv) {
+  v1::ProcessInfo p;
+  p.set_pid(pid);
+  p.set_ppid(1);
+  p.set_job_id("42");
+  p.set_rank(rank);
+  p.set_local_rank(rank);
+  p.set_world_size(rank < 0 ? -1 : 2);
+  p.set_hostname("node1");
+  p.set_library_version("0.1.0");
+  p.set_capture_state(v1::CAPTURE_STATE_IDLE);
+  for (auto& a : argv) p.add_cmdline(a);
+  return p;
+}
+
+v1::TraceManifest Manifest(std::string id, int ok, int failed) {
+  v1::TraceManifest m;
+  m.set_trace_id(id);
+  m.set_job_id("42");
+  m.mutable_created_at()->set_seconds(1714566896);  // 2024-05-01 12:34:56 UTC
+  m.set_location(absl::StrCat("/var/lib/gpuctl/traces/", id));
+  for (int i = 0; i < ok + failed; ++i) {
+    v1::ProcessResult* r = m.add_results();
+    r->set_status(i < ok ? v1::CAPTURE_STATUS_OK : v1::CAPTURE_STATUS_FAILED);
+    r->set_stored_bytes(i < ok ? 1024 : 0);
+  }
+  return m;
+}
+
+class CliListCommandsTest : public ::testing::Test {
+ protected:
+  int Run(std::vector<std::string> args) {
+    args.push_back("--host");
+    args.push_back(server_.target());
+    return RunCli(args, console_.env());
+  }
+  FakeServer server_;
+  TestConsole console_;
+};
+
+TEST_F(CliListCommandsTest, PsTable) {
+  std::string long_arg(100, 'x');
+  server_.service().processes.set_host("node1");
+  *server_.service().processes.add_processes() = Info(100, 0, {"python", "train.py", long_arg});
+  *server_.service().processes.add_processes() = Info(2345, -1, {"torchrun", "\x1b[31mred"});
+  ASSERT_EQ(Run({"ps", "--job", "42"}), kExitOk) << console_.err.str();
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out,
+              HasSubstr("PID  PPID  JOB  RANK  LOCAL  WORLD  STATE  HOST   VERSION  COMMAND\n"));
+  EXPECT_THAT(
+      out,
+      HasSubstr(" 100     1  42      0      0      2  idle   node1  0.1.0    python train.py xxx"));
+  EXPECT_THAT(out, HasSubstr("xxx...\n"));
+  EXPECT_THAT(out, Not(HasSubstr(long_arg)));
+  EXPECT_THAT(out, HasSubstr("2345     1  42      -      -      -  idle"));
+  EXPECT_THAT(out, HasSubstr("torchrun ?[31mred"));  // no escape reaches the terminal
+  ASSERT_EQ(server_.service().list_processes_requests().size(), 1u);
+  EXPECT_EQ(server_.service().list_processes_requests()[0].selector().job_id(), "42");
+}
+
+TEST_F(CliListCommandsTest, PsEmptyAndJson) {
+  server_.service().processes.set_host("node1");
+  EXPECT_EQ(Run({"ps"}), kExitOk);
+  EXPECT_EQ(console_.out.str(), "");
+  EXPECT_THAT(console_.err.str(), HasSubstr("no processes attached to gpuctld on node1"));
+
+  *server_.service().processes.add_processes() = Info(100, 0, {"python"});
+  TestConsole json_console;
+  EXPECT_EQ(RunCli({"ps", "--json", "--host", server_.target()}, json_console.env()), kExitOk);
+  nlohmann::json json = nlohmann::json::parse(json_console.out.str());
+  EXPECT_EQ(json["host"], "node1");
+  EXPECT_EQ(json["processes"][0]["pid"], 100);
+  EXPECT_EQ(json["processes"][0]["rank"], 0);  // zero values printed too
+}
+
+TEST_F(CliListCommandsTest, TracesFollowsPageTokens) {
+  auto& pages = server_.service().trace_pages;
+  *pages[""].add_traces() = Manifest("t3", 2, 0);
+  pages[""].set_next_page_token("p2");
+  *pages["p2"].add_traces() = Manifest("t2", 1, 1);
+  pages["p2"].set_next_page_token("p3");
+  *pages["p3"].add_traces() = Manifest("t1", 0, 1);
+  ASSERT_EQ(Run({"traces", "--job", "42"}), kExitOk) << console_.err.str();
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, HasSubstr("TRACE ID  CREATED              JOB  PROCESSES     SIZE  LOCATION\n"));
+  EXPECT_THAT(
+      out,
+      HasSubstr(
+          "t3        2024-05-01 12:34:56  42         2/2  2.0 KiB  /var/lib/gpuctl/traces/t3\n"));
+  EXPECT_THAT(out, HasSubstr("t2        2024-05-01 12:34:56  42         1/2"));
+  EXPECT_THAT(out, HasSubstr("t1        2024-05-01 12:34:56  42         0/1      0 B"));
+  std::vector<v1::ListTracesRequest> requests = server_.service().list_traces_requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_EQ(requests[1].page_token(), "p2");
+  EXPECT_EQ(requests[2].page_token(), "p3");
+  EXPECT_EQ(requests[2].job_id(), "42");
+}
+
+TEST_F(CliListCommandsTest, TracesLimitStopsPaging) {
+  auto& pages = server_.service().trace_pages;
+  *pages[""].add_traces() = Manifest("t4", 1, 0);
+  *pages[""].add_traces() = Manifest("t3", 1, 0);
+  pages[""].set_next_page_token("p2");
+  *pages["p2"].add_traces() = Manifest("t2", 1, 0);
+  *pages["p2"].add_traces() = Manifest("t1", 1, 0);
+  pages["p2"].set_next_page_token("p3");
+  ASSERT_EQ(Run({"traces", "--limit", "3", "--json"}), kExitOk) << console_.err.str();
+  nlohmann::json json = nlohmann::json::parse(console_.out.str());
+  ASSERT_EQ(json["traces"].size(), 3u);
+  EXPECT_EQ(json["traces"][2]["traceId"], "t2");
+  std::vector<v1::ListTracesRequest> requests = server_.service().list_traces_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].page_size(), 3);
+  EXPECT_EQ(requests[1].page_size(), 1);
+}
+
+TEST_F(CliListCommandsTest, TracesRepeatedTokenStops) {
+  auto& pages = server_.service().trace_pages;
+  *pages[""].add_traces() = Manifest("t1", 1, 0);
+  pages[""].set_next_page_token("loop");
+  *pages["loop"].add_traces() = Manifest("t0", 1, 0);
+  pages["loop"].set_next_page_token("loop");
+  EXPECT_EQ(Run({"traces"}), kExitDaemonError);
+  EXPECT_THAT(console_.err.str(), HasSubstr("repeated a page token"));
+}
+
+TEST_F(CliListCommandsTest, Status) {
+  v1::GetStatusResponse& s = server_.service().status;
+  s.set_host("node1");
+  s.set_daemon_version("0.1.0");
+  s.set_listen_address("127.0.0.1:7070");
+  s.set_socket_path("/run/gpuctl/gpuctl.sock");
+  s.set_attached_processes(8);
+  s.set_ipc_protocol_major(1);
+  s.mutable_max_duration()->set_seconds(600);
+  ASSERT_EQ(Run({"status"}), kExitOk);
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, Not(HasSubstr("FIELD")));
+  EXPECT_THAT(out, HasSubstr("host                node1\n"));
+  EXPECT_THAT(out, HasSubstr("attached processes  8\n"));
+  EXPECT_THAT(out, HasSubstr("ipc protocol        1.0\n"));
+  EXPECT_THAT(out, HasSubstr("max duration        10m\n"));
+  EXPECT_THAT(out, HasSubstr("store               -\n"));
+
+  TestConsole json_console;
+  EXPECT_EQ(RunCli({"status", "--json", "--host", server_.target()}, json_console.env()), kExitOk);
+  EXPECT_EQ(nlohmann::json::parse(json_console.out.str())["maxDuration"], "600s");
+}
+
+TEST_F(CliListCommandsTest, ErrorsMapToExitCodes) {
+  server_.service().unary_error = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "token required");
+  EXPECT_EQ(Run({"ps"}), kExitDaemonError);
+  EXPECT_THAT(console_.err.str(), HasSubstr("refused the request: token required"));
+  EXPECT_EQ(Run({"status"}), kExitDaemonError);
+  EXPECT_EQ(Run({"traces"}), kExitDaemonError);
+}
+
+class CliGetCommandTest : public CliListCommandsTest {
+ protected:
+  CliGetCommandTest() {
+    std::string tmpl = (fs::temp_directory_path() / "gpuctl-get-test-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+  }
+  ~CliGetCommandTest() override { fs::remove_all(dir_); }
+  std::string ReadFile(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  std::string dir_;
+};
+
+TEST_F(CliGetCommandTest, DownloadsSelectedFiles) {
+  server_.service().files["T1"] = {
+      {"a.json.gz", std::string(1000, 'a')}, {"b.json.gz", "bbb"}, {"manifest.json", "{}"}};
+  ASSERT_EQ(Run({"get", "T1", "-o", dir_, "--file", "b.json.gz", "--file", "manifest.json"}),
+            kExitOk)
+      << console_.err.str();
+  const fs::path saved = fs::path(dir_) / "T1";
+  EXPECT_EQ(ReadFile(saved / "b.json.gz"), "bbb");
+  EXPECT_EQ(ReadFile(saved / "manifest.json"), "{}");
+  EXPECT_FALSE(fs::exists(saved / "a.json.gz"));
+  EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat("trace T1 saved to ", saved.string())));
+  ASSERT_EQ(server_.service().get_requests().size(), 1u);
+  EXPECT_EQ(server_.service().get_requests()[0].files_size(), 2);
+}
+
+TEST_F(CliGetCommandTest, UnknownTraceExitsThree) {
+  EXPECT_EQ(Run({"get", "nope", "-o", dir_}), kExitNothingMatched);
+  EXPECT_THAT(console_.err.str(), HasSubstr("no trace nope"));
+}
+
+TEST_F(CliGetCommandTest, UnreachableExitsFour) {
+  std::string target;
+  {
+    FakeServer gone;
+    target = gone.target();
+  }
+  EXPECT_EQ(RunCli({"get", "T1", "-o", dir_, "--host", target}, console_.env()), kExitDaemonError);
+  EXPECT_THAT(console_.err.str(), HasSubstr("cannot reach gpuctld at"));
+}
+
+}  // namespace
+}  // namespace gpuctl::cli

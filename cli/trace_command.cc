@@ -123,11 +123,11 @@ void PrintTable(const TraceOutcome& outcome, std::ostream& out) {
                       " events dropped (capture buffers full)");
     }
     bool ok = r->status() == v1::CAPTURE_STATUS_OK;
-    table.AddRow({Printable(r->host()), absl::StrCat(r->pid()), RankText(r->rank()),
-                  StatusWord(r->status()), ok ? absl::StrCat(r->event_count()) : "-",
-                  ok ? HumanBytes(r->stored_bytes()) : "-",
-                  r->file().empty() ? "-" : Printable(r->file())},
-                 std::move(note));
+    table.AddRow(
+        {Printable(r->host()), absl::StrCat(r->pid()), RankText(r->rank()), StatusWord(r->status()),
+         ok ? absl::StrCat(r->event_count()) : "-", ok ? HumanBytes(r->stored_bytes()) : "-",
+         r->file().empty() ? "-" : Printable(r->file())},
+        std::move(note));
   }
   for (const v1::ProcessInfo* p : outcome.Missing()) {
     table.AddRow({Printable(p->hostname()), absl::StrCat(p->pid()), RankText(p->rank()),
@@ -152,7 +152,8 @@ std::string OutcomeJson(const TraceOutcome& outcome, const DownloadResult* downl
   google::protobuf::ListValue* results = fields["results"].mutable_list_value();
   for (const v1::ProcessResult* r : SortedResults(outcome)) AddJson(results->add_values(), *r);
   google::protobuf::ListValue* missing = fields["missingPids"].mutable_list_value();
-  for (const v1::ProcessInfo* p : outcome.Missing()) missing->add_values()->set_number_value(p->pid());
+  for (const v1::ProcessInfo* p : outcome.Missing())
+    missing->add_values()->set_number_value(p->pid());
   if (download != nullptr) {
     fields["savedTo"].set_string_value(download->directory);
     google::protobuf::ListValue* files = fields["files"].mutable_list_value();

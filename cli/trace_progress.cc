@@ -27,13 +27,15 @@ std::string ResultText(const v1::ProcessResult& result) {
 }
 
 std::string StartedText(const v1::TraceStarted& started) {
-  absl::Duration window = absl::Milliseconds(google::protobuf::util::TimeUtil::DurationToMilliseconds(
-      started.end_time() - started.start_time()));
-  std::string text = absl::StrCat("trace ", Printable(started.trace_id()), ": ",
-                                  started.processes_size(),
-                                  started.processes_size() == 1 ? " process" : " processes",
-                                  " selected on ", Printable(started.host()));
-  if (window > absl::ZeroDuration()) absl::StrAppend(&text, ", window ", FormatUserDuration(window));
+  absl::Duration window =
+      absl::Milliseconds(google::protobuf::util::TimeUtil::DurationToMilliseconds(
+          started.end_time() - started.start_time()));
+  std::string text =
+      absl::StrCat("trace ", Printable(started.trace_id()), ": ", started.processes_size(),
+                   started.processes_size() == 1 ? " process" : " processes", " selected on ",
+                   Printable(started.host()));
+  if (window > absl::ZeroDuration())
+    absl::StrAppend(&text, ", window ", FormatUserDuration(window));
   return text;
 }
 
@@ -99,7 +101,8 @@ class TerminalProgress final : public TraceProgress {
     std::vector<std::string> out;
     if (!header_.empty()) out.push_back(header_);
     if (lines_.size() <= kMaxLiveLines) {
-      for (const auto& [pid, line] : lines_) out.push_back(absl::StrCat("  pid ", pid, ": ", line.text));
+      for (const auto& [pid, line] : lines_)
+        out.push_back(absl::StrCat("  pid ", pid, ": ", line.text));
     } else {
       size_t done = 0;
       for (const auto& [pid, line] : lines_) done += line.done ? 1 : 0;

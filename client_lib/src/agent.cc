@@ -136,7 +136,10 @@ bool Agent::Connect() {
   std::string error;
   {
     std::lock_guard lock(fd_mu_);
-    if (!conn_.Connect(options_.socket_path, &error)) return false;
+    if (!conn_.Connect(options_.socket_path, &error)) {
+      SetLastError(error);
+      return false;
+    }
   }
   if (SendClientMessage(conn_, hello_(), -1, options_.send_timeout_ms) != IoResult::kOk) {
     Disconnect("sending Hello failed");
@@ -147,8 +150,18 @@ bool Agent::Connect() {
   return true;
 }
 
-void Agent::Disconnect(const char* why) {
-  (void)why;
+std::string Agent::last_error() const {
+  std::lock_guard lock(stop_mu_);
+  return last_error_;
+}
+
+void Agent::SetLastError(const std::string& error) {
+  std::lock_guard lock(stop_mu_);
+  last_error_ = error;
+}
+
+void Agent::Disconnect(const std::string& why) {
+  SetLastError(why);
   session_.Abort();
   connected_.store(false, std::memory_order_release);
   awaiting_ack_ = false;

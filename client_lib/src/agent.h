@@ -59,6 +59,9 @@ class Agent final : private CaptureOutput {
 
   // True between HelloAck and the connection's end.
   bool connected() const { return connected_.load(std::memory_order_acquire); }
+  // Why the last connection attempt or connection ended ("" if none): the
+  // library's internal status, for diagnostics and tests.
+  std::string last_error() const;
   // Handshakes completed so far (tests).
   uint64_t handshakes() const { return handshakes_.load(std::memory_order_acquire); }
 
@@ -73,7 +76,8 @@ class Agent final : private CaptureOutput {
  private:
   void Run();
   bool Connect();
-  void Disconnect(const char* why);
+  void Disconnect(const std::string& why);
+  void SetLastError(const std::string& error);
   // Waits `delay_ms` or until woken.
   void Sleep(int64_t delay_ms);
   void DrainWake();
@@ -102,8 +106,9 @@ class Agent final : private CaptureOutput {
   std::atomic<bool> stop_{false};
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> handshakes_{0};
-  std::mutex stop_mu_;
+  mutable std::mutex stop_mu_;
   std::string stop_reason_;
+  std::string last_error_;  // guarded by stop_mu_
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
 };

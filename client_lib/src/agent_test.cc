@@ -238,6 +238,7 @@ TEST_F(AgentTest, MalformedDaemonMessageDropsAndReconnects) {
   Connect();
   ASSERT_TRUE(daemon_->SendRaw(std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11)));
   EXPECT_TRUE(daemon_->WaitPeerClosed());
+  EXPECT_TRUE(WaitFor([&] { return agent_->last_error() == "malformed message from the daemon"; }));
   ASSERT_TRUE(daemon_->Handshake());
   EXPECT_TRUE(WaitFor([&] { return agent_->handshakes() == 2 && agent_->connected(); }));
 }
@@ -282,6 +283,7 @@ TEST_F(AgentTest, NoDaemonThenDaemonAppears) {
   daemon_.reset();
   StartAgent();
   EXPECT_FALSE(agent_->connected());
+  EXPECT_TRUE(WaitFor([&] { return agent_->last_error().find("connect") == 0; }));
   daemon_ = std::make_unique<FakeDaemon>(path_);
   ASSERT_TRUE(daemon_->Handshake());
   EXPECT_TRUE(WaitFor([&] { return agent_->connected(); }));

@@ -68,7 +68,7 @@ extern "C" {
 
 int gpuctl_init(void) { return gpuctl::client::RuntimeForCall().Init(); }
 
-void gpuctl_shutdown(void) { gpuctl::client::RuntimeForCall().Shutdown(); }
+void gpuctl_shutdown(void) { gpuctl::client::GetRuntime().Shutdown(); }
 
 void gpuctl_range_push(const char* name) {
   if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) return;

@@ -93,7 +93,6 @@ int CaptureSession::TimeoutMs() {
 bool CaptureSession::OpenWindow(int64_t now) {
   opened_ns_ = now;
   for (ActivitySource* source : sources_) source->Start(now);
-  started_sources_ = sources_.size();
   state_ = State::kOpen;
   wire::CaptureStarted started;
   started.trace_id = trace_id_;
@@ -115,7 +114,6 @@ bool CaptureSession::CloseWindow(int64_t now) {
   const std::string trace_id = trace_id_;
   state_ = State::kIdle;
   trace_id_.clear();
-  started_sources_ = 0;
   if (max_payload_bytes_ != 0 && payload.size() > max_payload_bytes_) {
     return output_->SendResult(
         MakeResult(trace_id, wire::CaptureStatus::kFailed,
@@ -136,7 +134,6 @@ void CaptureSession::Abort() {
   for (ActivitySource* source : sources_) source->Abort();
   state_ = State::kIdle;
   trace_id_.clear();
-  started_sources_ = 0;
 }
 
 }  // namespace gpuctl::client

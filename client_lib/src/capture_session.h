@@ -70,7 +70,6 @@ class CaptureSession {
   int64_t start_ns_ = 0;     // requested start
   int64_t duration_ns_ = 0;
   int64_t opened_ns_ = 0;    // actual open instant
-  size_t started_sources_ = 0;
 };
 
 }  // namespace gpuctl::client

@@ -58,6 +58,11 @@ class FakeDaemon {
   // True when the client closed the connection (EOF) within the timeout.
   bool WaitPeerClosed(int timeout_ms = kWaitMs);
   void CloseConnection();
+  // Makes `fd` (owned from now on) the current connection.
+  void UseConnection(int fd) {
+    CloseConnection();
+    conn_fd_ = fd;
+  }
 
  private:
   std::string path_;

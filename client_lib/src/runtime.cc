@@ -37,6 +37,8 @@ int Runtime::InitLocked() {
 
 void Runtime::Shutdown() {
   std::lock_guard lock(mu_);
+  // A fork child that shuts down before its first call never starts one.
+  state_->gate.fetch_and(~kGateRestartAfterFork, std::memory_order_relaxed);
   if (agent_ == nullptr) return;
   agent_->RequestStop("shutdown");
   agent_->Join();

@@ -32,7 +32,8 @@ TEST(ThreadPoolExecutorTest, UsesSeveralThreads) {
       absl::MutexLock lock(&mu);
       ++arrived;
       ids.insert(std::this_thread::get_id());
-      EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(+[](int* n) { return *n == 2; }, &arrived),
+      EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                          +[](int* n) { return *n == 2; }, &arrived),
                                       absl::Seconds(30)));
     });
   }

@@ -58,8 +58,8 @@ TEST(TraceIdTest, ValidatorRejectsEverythingElse) {
       "../x",
       "..",
       "/",
-      "018CC251-F47B-7C4D-9A2B-3C4D5E6F7A8B",  // uppercase
-      "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8",   // short
+      "018CC251-F47B-7C4D-9A2B-3C4D5E6F7A8B",   // uppercase
+      "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8",    // short
       "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8bb",  // long
       "018cc251f47b7c4d9a2b3c4d5e6f7a8b",       // no hyphens
       "018cc251-f47b-4c4d-9a2b-3c4d5e6f7a8b",   // version 4

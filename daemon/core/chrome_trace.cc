@@ -119,10 +119,9 @@ class TraceBuilder {
 
   void WriteMetadata() {
     Meta("process_name", 0, "name", ProcessName());
-    std::string labels = meta_.process.rank() >= 0
-                             ? absl::StrCat("job ", meta_.process.job_id(), ", rank ",
-                                            meta_.process.rank())
-                             : absl::StrCat("job ", meta_.process.job_id());
+    std::string labels = meta_.process.rank() >= 0 ? absl::StrCat("job ", meta_.process.job_id(),
+                                                                  ", rank ", meta_.process.rank())
+                                                   : absl::StrCat("job ", meta_.process.job_id());
     Meta("process_labels", 0, "labels", labels);
     MetaIndex("process_sort_index", 0, pid_);
     absl::flat_hash_map<uint32_t, absl::string_view> names;
@@ -168,8 +167,9 @@ class TraceBuilder {
     std::map<uint32_t, std::vector<const StepRecord*>> by_tid;
     for (const StepRecord& step : r_.steps) by_tid[step.tid].push_back(&step);
     for (auto& [tid, steps] : by_tid) {
-      std::stable_sort(steps.begin(), steps.end(),
-                       [](const StepRecord* a, const StepRecord* b) { return a->ts_ns < b->ts_ns; });
+      std::stable_sort(steps.begin(), steps.end(), [](const StepRecord* a, const StepRecord* b) {
+        return a->ts_ns < b->ts_ns;
+      });
       for (size_t i = 0; i < steps.size(); ++i) {
         int64_t start = steps[i]->ts_ns;
         int64_t end = i + 1 < steps.size() ? steps[i + 1]->ts_ns : r_.window_end_ns;

@@ -23,7 +23,8 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
                                          const v1::ipc::Hello& hello) {
   absl::Status status = registry_.Add(peer, creds, hello, deps_.clock->Now());
   if (!status.ok()) {
-    LogWarning("refused process", {{"peer", peer}, {"pid", creds.pid}, {"error", status.ToString()}});
+    LogWarning("refused process",
+               {{"peer", peer}, {"pid", creds.pid}, {"error", status.ToString()}});
     return status;
   }
   LogInfo("process attached", {{"peer", peer},

@@ -24,7 +24,7 @@ size_t ValidUtf8Length(absl::string_view s, size_t i) {
   }
   if (c >= 0xf0 && c <= 0xf4) {
     if (left < 4 || !cont(i + 1) || !cont(i + 2) || !cont(i + 3)) return 0;
-    if (c == 0xf0 && byte(i + 1) < 0x90) return 0;  // overlong
+    if (c == 0xf0 && byte(i + 1) < 0x90) return 0;   // overlong
     if (c == 0xf4 && byte(i + 1) >= 0x90) return 0;  // > U+10FFFF
     return 4;
   }

@@ -24,12 +24,13 @@ TEST(JsonWriterTest, EscapesSpecialCharacters) {
 }
 
 TEST(JsonWriterTest, KeepsValidUtf8AndReplacesInvalid) {
-  EXPECT_EQ(Json("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"), "\"h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80\"");
+  EXPECT_EQ(Json("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "\"h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80\"");
   EXPECT_EQ(Json("\xff"), R"("\ufffd")");
-  EXPECT_EQ(Json("a\xc3"), R"("a\ufffd")");                // truncated
-  EXPECT_EQ(Json("\xc0\xaf"), R"("\ufffd\ufffd")");        // overlong
-  EXPECT_EQ(Json("\xe0\x80\xaf"), R"("\ufffd\ufffd\ufffd")");  // overlong
-  EXPECT_EQ(Json("\xed\xa0\x80"), R"("\ufffd\ufffd\ufffd")");  // surrogate
+  EXPECT_EQ(Json("a\xc3"), R"("a\ufffd")");                              // truncated
+  EXPECT_EQ(Json("\xc0\xaf"), R"("\ufffd\ufffd")");                      // overlong
+  EXPECT_EQ(Json("\xe0\x80\xaf"), R"("\ufffd\ufffd\ufffd")");            // overlong
+  EXPECT_EQ(Json("\xed\xa0\x80"), R"("\ufffd\ufffd\ufffd")");            // surrogate
   EXPECT_EQ(Json("\xf4\x90\x80\x80"), R"("\ufffd\ufffd\ufffd\ufffd")");  // > U+10FFFF
   // Every byte value parses as JSON.
   std::string all;

@@ -62,7 +62,8 @@ absl::Status MakeDirs(const std::string& path) {
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, "checking", path);
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " is not a directory"));
+  if (!S_ISDIR(st.st_mode))
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a directory"));
   return absl::OkStatus();
 }
 
@@ -185,8 +186,10 @@ absl::Status LocalTraceStore::WriteAtomically(const std::string& dir, absl::stri
   while (status.ok() && done < data.size()) {
     ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) status = ErrnoError(errno, "writing", temp);
-    else done += static_cast<size_t>(n);
+    if (n < 0)
+      status = ErrnoError(errno, "writing", temp);
+    else
+      done += static_cast<size_t>(n);
   }
   if (status.ok() && ::fsync(fd.get()) != 0) status = ErrnoError(errno, "syncing", temp);
   if (status.ok() && ::close(fd.release()) != 0) status = ErrnoError(errno, "closing", temp);
@@ -259,7 +262,8 @@ absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTrace
       // A trace still in progress has no manifest yet; a corrupt one must
       // not hide the others.
       if (!absl::IsNotFound(manifest.status())) {
-        LogWarning("skipping trace", {{"trace_id", ids[i]}, {"error", manifest.status().ToString()}});
+        LogWarning("skipping trace",
+                   {{"trace_id", ids[i]}, {"error", manifest.status().ToString()}});
       }
       continue;
     }

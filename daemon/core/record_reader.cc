@@ -40,8 +40,8 @@ absl::Status CheckSection(absl::string_view name, Section s, uint64_t header_siz
                    ") runs past the end of the payload of ", payload_size);
   }
   if (s.size > 0 && s.offset < header_size) {
-    return Invalid(name, " section at offset ", s.offset, " overlaps the header of ",
-                   header_size, " bytes");
+    return Invalid(name, " section at offset ", s.offset, " overlaps the header of ", header_size,
+                   " bytes");
   }
   return absl::OkStatus();
 }
@@ -105,8 +105,8 @@ absl::Status ReadRecord(uint64_t index, uint16_t kind, const uint8_t* p, uint16_
   switch (static_cast<rec::Kind>(kind)) {
     case rec::Kind::kRange: {
       if (size < rec::kRangeSize) return too_small(rec::kRangeSize);
-      RangeRecord r{Load32(p + 4), LoadI64(p + 8), LoadI64(p + 16), Load32(p + 24), Load32(p + 28),
-                    Load64(p + 32)};
+      RangeRecord r{Load32(p + 4),  LoadI64(p + 8), LoadI64(p + 16),
+                    Load32(p + 24), Load32(p + 28), Load64(p + 32)};
       if (auto st = CheckString(index, r.name, *out); !st.ok()) return st;
       if (r.end_ns < r.start_ns) {
         return Invalid("record ", index, ": range ends at ", r.end_ns, " ns before it starts at ",
@@ -143,11 +143,10 @@ absl::Status ReadRecord(uint64_t index, uint16_t kind, const uint8_t* p, uint16_
   return absl::OkStatus();
 }
 
-absl::Status ReadEvents(absl::Span<const uint8_t> payload, Section s, uint64_t count,
-                        Limits limits, DecodedRecords* out) {
+absl::Status ReadEvents(absl::Span<const uint8_t> payload, Section s, uint64_t count, Limits limits,
+                        DecodedRecords* out) {
   if (count > s.size / rec::kRecordPrefixSize) {
-    return Invalid("event count ", count, " does not fit the event section of ", s.size,
-                   " bytes");
+    return Invalid("event count ", count, " does not fit the event section of ", s.size, " bytes");
   }
   const uint8_t* base = payload.data() + s.offset;
   uint64_t pos = 0;
@@ -191,8 +190,7 @@ absl::StatusOr<DecodedRecords> ReadRecords(absl::Span<const uint8_t> payload,
   }
   uint32_t header_size = Load32(h + 8);
   if (header_size < rec::kHeaderSize || header_size > size) {
-    return Invalid("header size ", header_size, " is outside [", rec::kHeaderSize, ", ", size,
-                   "]");
+    return Invalid("header size ", header_size, " is outside [", rec::kHeaderSize, ", ", size, "]");
   }
   DecodedRecords out;
   out.version_minor = Load16(h + 6);
@@ -229,8 +227,8 @@ absl::StatusOr<DecodedRecords> ReadRecords(absl::Span<const uint8_t> payload,
   }
 
   // Clamped so the limits stay far from int64 overflow.
-  int64_t slack = std::clamp<int64_t>(absl::ToInt64Nanoseconds(options.timestamp_slack), 0,
-                                      kMaxWindowNs / 4);
+  int64_t slack =
+      std::clamp<int64_t>(absl::ToInt64Nanoseconds(options.timestamp_slack), 0, kMaxWindowNs / 4);
   Limits limits{out.window_start_ns - slack, out.window_end_ns + slack};
 
   if (auto st = ReadStrings(payload, strings, string_count, &out); !st.ok()) return st;

@@ -30,14 +30,13 @@ absl::Status CheckRankField(absl::string_view field, int32_t value) {
 
 absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& hello) {
   if (hello.protocol_major() != kIpcProtocolMajor) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("client speaks IPC protocol ", hello.protocol_major(), ".",
-                     hello.protocol_minor(), ", daemon speaks ", kIpcProtocolMajor, ".",
-                     kIpcProtocolMinor));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "client speaks IPC protocol ", hello.protocol_major(), ".", hello.protocol_minor(),
+        ", daemon speaks ", kIpcProtocolMajor, ".", kIpcProtocolMinor));
   }
   if (hello.pid() != creds.pid) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "Hello claims pid ", hello.pid(), " but the socket belongs to pid ", creds.pid));
+    return absl::PermissionDeniedError(absl::StrCat("Hello claims pid ", hello.pid(),
+                                                    " but the socket belongs to pid ", creds.pid));
   }
   if (auto st = CheckSize("job_id", hello.job_id(), kMaxJobIdBytes); !st.ok()) return st;
   if (auto st = CheckSize("hostname", hello.hostname(), kMaxHostnameBytes); !st.ok()) return st;
@@ -51,15 +50,15 @@ absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& h
   size_t cmdline_bytes = 0;
   for (const std::string& arg : hello.cmdline()) cmdline_bytes += arg.size();
   if (cmdline_bytes > kMaxCmdlineBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("Hello cmdline is ", cmdline_bytes,
-                                                   " bytes, more than ", kMaxCmdlineBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello cmdline is ", cmdline_bytes, " bytes, more than ", kMaxCmdlineBytes));
   }
   if (auto st = CheckRankField("rank", hello.rank()); !st.ok()) return st;
   if (auto st = CheckRankField("local_rank", hello.local_rank()); !st.ok()) return st;
   if (auto st = CheckRankField("world_size", hello.world_size()); !st.ok()) return st;
   if (hello.rank() >= 0 && hello.world_size() > 0 && hello.rank() >= hello.world_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("Hello rank ", hello.rank(),
-                                                   " is not below world_size ", hello.world_size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Hello rank ", hello.rank(), " is not below world_size ", hello.world_size()));
   }
   return absl::OkStatus();
 }
@@ -99,9 +98,8 @@ std::vector<AttachedProcess*> Registry::Select(const v1::ProcessSelector& select
   std::vector<AttachedProcess*> out;
   for (auto& [peer, process] : processes_) {
     if (!selector.job_id().empty() && process.info.job_id() != selector.job_id()) continue;
-    if (selector.pids_size() > 0 &&
-        std::find(selector.pids().begin(), selector.pids().end(), process.info.pid()) ==
-            selector.pids().end()) {
+    if (selector.pids_size() > 0 && std::find(selector.pids().begin(), selector.pids().end(),
+                                              process.info.pid()) == selector.pids().end()) {
       continue;
     }
     out.push_back(&process);

@@ -37,9 +37,9 @@ absl::Status DaemonCoreImpl::ValidateRequest(const v1::TraceRequest& request,
         absl::StrCat("duration must be positive, got ", absl::FormatDuration(*d)));
   }
   if (*d > options_.max_duration) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("duration ", absl::FormatDuration(*d), " exceeds this daemon's maximum of ",
-                     absl::FormatDuration(options_.max_duration)));
+    return absl::InvalidArgumentError(absl::StrCat("duration ", absl::FormatDuration(*d),
+                                                   " exceeds this daemon's maximum of ",
+                                                   absl::FormatDuration(options_.max_duration)));
   }
   const v1::ProcessSelector& selector = request.selector();
   if (selector.job_id().empty() && selector.pids_size() == 0) {
@@ -81,16 +81,16 @@ absl::StatusOr<std::string> DaemonCoreImpl::ChooseTraceId(const v1::TraceRequest
 
 absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& request,
                                                        std::shared_ptr<TraceObserver> observer) {
+  if (observer == nullptr) return absl::InvalidArgumentError("StartTrace needs an observer");
   absl::Duration duration;
   if (auto st = ValidateRequest(request, &duration); !st.ok()) return st;
   auto id = ChooseTraceId(request);
   if (!id.ok()) return id.status();
   std::vector<AttachedProcess*> selected = registry_.Select(request.selector());
   if (selected.empty()) {
-    return absl::NotFoundError(absl::StrCat("no attached process matches ",
-                                            DescribeSelector(request.selector()), " on host ",
-                                            options_.hostname, " (",
-                                            registry_.DescribeAttached(), ")"));
+    return absl::NotFoundError(
+        absl::StrCat("no attached process matches ", DescribeSelector(request.selector()),
+                     " on host ", options_.hostname, " (", registry_.DescribeAttached(), ")"));
   }
 
   auto owned = std::make_unique<TraceSession>();
@@ -126,9 +126,9 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
                             {"busy", busy.size()},
                             {"duration", absl::FormatDuration(duration)}});
 
-  session.deadline_timer = deps_.loop->PostDelayed(
-      options_.start_delay + duration + options_.result_grace,
-      [this, trace_id = session.id] { OnDeadline(trace_id); });
+  session.deadline_timer =
+      deps_.loop->PostDelayed(options_.start_delay + duration + options_.result_grace,
+                              [this, trace_id = session.id] { OnDeadline(trace_id); });
   size_t next_busy = 0;
   for (size_t i = 0; i < session.slots.size(); ++i) {
     if (next_busy < busy.size() && busy[next_busy].first == i) {
@@ -177,7 +177,8 @@ void DaemonCoreImpl::OnDeadline(const std::string& trace_id) {
   if (session == nullptr) return;
   session->deadline_timer = 0;
   std::string message = absl::StrCat(
-      "no result within ", absl::FormatDuration(session->end - session->start + options_.result_grace),
+      "no result within ",
+      absl::FormatDuration(session->end - session->start + options_.result_grace),
       " of the window start (window plus ", absl::FormatDuration(options_.result_grace), " grace)");
   // A slot whose data is being processed has delivered; it finishes on its own.
   for (TraceSlot& slot : session->slots) {
@@ -205,12 +206,11 @@ void DaemonCoreImpl::Complete(TraceSession& session) {
     deps_.loop->Cancel(session.deadline_timer);
     session.deadline_timer = 0;
   }
-  v1::TraceManifest manifest = BuildManifest(session, options_, deps_.store->Location(session.id),
-                                             deps_.clock->Now());
+  v1::TraceManifest manifest =
+      BuildManifest(session, options_, deps_.store->Location(session.id), deps_.clock->Now());
   // Storage blocks; the worker writes and the loop reports.
   deps_.worker->Run([this, store = deps_.store, loop = deps_.loop,
-                     weak = std::weak_ptr<bool>(alive_),
-                     manifest = std::move(manifest)]() mutable {
+                     weak = std::weak_ptr<bool>(alive_), manifest = std::move(manifest)]() mutable {
     absl::Status st = store->PutManifest(manifest);
     loop->Post([this, weak = std::move(weak), trace_id = manifest.trace_id(), st]() {
       if (!weak.expired()) OnManifestWritten(trace_id, st);
@@ -241,7 +241,8 @@ void DaemonCoreImpl::OnManifestWritten(const std::string& trace_id, absl::Status
                               {"failed", completed->processes_failed()},
                               {"location", completed->location()}});
   if (!status.ok()) {
-    LogError("could not store the manifest", {{"trace_id", trace_id}, {"error", status.ToString()}});
+    LogError("could not store the manifest",
+             {{"trace_id", trace_id}, {"error", status.ToString()}});
     status = absl::Status(status.code(), absl::StrCat("storing the manifest: ", status.message()));
   }
   session->Emit(event);

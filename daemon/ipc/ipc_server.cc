@@ -243,15 +243,15 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
   peer->accepted = true;
   v1::ipc::DaemonMessage reply;
   v1::ipc::HelloAck* ack = reply.mutable_hello_ack();
-  ack->set_protocol_major(kIpcProtocolMajor);
-  ack->set_protocol_minor(kIpcProtocolMinor);
+  ack->set_protocol_major(kProtocolMajor);
+  ack->set_protocol_minor(kProtocolMinor);
   ack->set_daemon_version(options_.daemon_version);
   ack->set_max_payload_bytes(options_.max_payload_bytes);
   if (absl::Status s = SendTo(*peer, reply); !s.ok()) {
     DropPeer(peer, s.message(), Notify::kNow);
     return false;
   }
-  LogInfo("process attached", {{"pid", peer->creds.pid},
+  LogDebug("IPC peer accepted", {{"pid", peer->creds.pid},
                                {"uid", peer->creds.uid},
                                {"job_id", hello.job_id()},
                                {"rank", hello.rank()}});
@@ -356,7 +356,7 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer, bool clean, absl::s
   peer->pending.reset();
   peers_.erase(peer->id);
   if (!peer->accepted || core_ == nullptr) return;
-  LogInfo("process detached",
+  LogDebug("IPC peer closed",
           {{"pid", peer->creds.pid}, {"clean", clean ? "true" : "false"}, {"reason", reason}});
   if (notify == Notify::kNow) {
     core_->OnPeerGone(peer->id, clean, reason);

@@ -32,8 +32,6 @@ struct IpcServerOptions {
 
 // Largest datagram either side sends (see proto/gpuctl/v1/ipc.proto).
 inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
-inline constexpr uint32_t kIpcProtocolMajor = 1;
-inline constexpr uint32_t kIpcProtocolMinor = 0;
 
 // The IPC adapter: accepts libgpuctl connections on a SOCK_SEQPACKET Unix
 // socket, validates every datagram and descriptor, and turns them into
@@ -51,6 +49,10 @@ inline constexpr uint32_t kIpcProtocolMinor = 0;
 // peers are unaffected.
 class IpcServer final : public PeerChannel {
  public:
+  // The IPC protocol version announced in HelloAck.
+  static constexpr uint32_t kProtocolMajor = 1;
+  static constexpr uint32_t kProtocolMinor = 0;
+
   // Binds and listens (see ListenSeqpacket); accepts nothing until Start().
   static absl::StatusOr<std::unique_ptr<IpcServer>> Create(const IpcServerOptions& options,
                                                            EventLoop* loop);

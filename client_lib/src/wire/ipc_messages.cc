@@ -28,7 +28,9 @@ void PutFields(Sink& s, const Hello& m) {
   PutVarintField(s, 8, Int32ToVarint(m.local_rank));
   PutVarintField(s, 9, Int32ToVarint(m.world_size));
   PutStringField(s, 10, m.hostname);
-  for (const std::string& arg : m.cmdline) PutLengthDelimitedAlways(s, 11, arg);
+  for (const std::string& arg : m.cmdline) {
+    PutLengthDelimitedAlways(s, 11, arg);
+  }
   PutVarintField(s, 12, m.capabilities);
 }
 
@@ -124,30 +126,48 @@ void EncodeOneof(const Variant& message, std::string* out) {
 // protobuf's parse fails: a proto3 string that is not valid UTF-8.
 
 void SetUint32(const WireField& f, uint32_t* value) {
-  if (f.type == WireType::kVarint) *value = static_cast<uint32_t>(f.number_value);
+  if (f.type == WireType::kVarint) {
+    *value = static_cast<uint32_t>(f.number_value);
+  }
 }
 void SetInt32(const WireField& f, int32_t* value) {
   // Truncation to the low 32 bits, as protobuf reads int32 and enums.
-  if (f.type == WireType::kVarint) *value = static_cast<int32_t>(f.number_value);
+  if (f.type == WireType::kVarint) {
+    *value = static_cast<int32_t>(f.number_value);
+  }
 }
 void SetUint64(const WireField& f, uint64_t* value) {
-  if (f.type == WireType::kVarint) *value = f.number_value;
+  if (f.type == WireType::kVarint) {
+    *value = f.number_value;
+  }
 }
 void SetInt64(const WireField& f, int64_t* value) {
-  if (f.type == WireType::kVarint) *value = static_cast<int64_t>(f.number_value);
+  if (f.type == WireType::kVarint) {
+    *value = static_cast<int64_t>(f.number_value);
+  }
 }
 bool SetString(const WireField& f, std::string* value) {
-  if (f.type != WireType::kLengthDelimited) return true;
-  if (!IsValidUtf8(f.bytes)) return false;
+  if (f.type != WireType::kLengthDelimited) {
+    return true;
+  }
+  if (!IsValidUtf8(f.bytes)) {
+    return false;
+  }
   value->assign(f.bytes);
   return true;
 }
 void SetBytes(const WireField& f, std::string* value) {
-  if (f.type == WireType::kLengthDelimited) value->assign(f.bytes);
+  if (f.type == WireType::kLengthDelimited) {
+    value->assign(f.bytes);
+  }
 }
 bool AddString(const WireField& f, std::vector<std::string>* values) {
-  if (f.type != WireType::kLengthDelimited) return true;
-  if (!IsValidUtf8(f.bytes)) return false;
+  if (f.type != WireType::kLengthDelimited) {
+    return true;
+  }
+  if (!IsValidUtf8(f.bytes)) {
+    return false;
+  }
   values->emplace_back(f.bytes);
   return true;
 }
@@ -305,7 +325,9 @@ bool MergeField(const WireField& f, PayloadChunk* m) {
 }
 
 bool MergeField(const WireField& f, Goodbye* m) {
-  if (f.field_number == 1) return SetString(f, &m->reason);
+  if (f.field_number == 1) {
+    return SetString(f, &m->reason);
+  }
   return true;
 }
 
@@ -316,7 +338,9 @@ bool MergeMessage(std::string_view bytes, Message* message) {
   WireReader reader(bytes);
   WireField field;
   while (!reader.AtEnd()) {
-    if (!reader.ReadField(&field) || !MergeField(field, message)) return false;
+    if (!reader.ReadField(&field) || !MergeField(field, message)) {
+      return false;
+    }
   }
   return true;
 }
@@ -329,7 +353,9 @@ bool MergeOneofMember(uint32_t field_number, std::string_view bytes, Variant* ou
     if (field_number != kIndex) {
       return MergeOneofMember<Variant, kIndex + 1>(field_number, bytes, out);
     }
-    if (out->index() != kIndex) out->template emplace<kIndex>();
+    if (out->index() != kIndex) {
+      out->template emplace<kIndex>();
+    }
     return MergeMessage(bytes, std::get_if<kIndex>(out));
   }
 }

@@ -16,7 +16,9 @@ void Fill(const Hello& in, pb::Hello* out) {
   out->set_local_rank(in.local_rank);
   out->set_world_size(in.world_size);
   out->set_hostname(in.hostname);
-  for (const std::string& arg : in.cmdline) out->add_cmdline(arg);
+  for (const std::string& arg : in.cmdline) {
+    out->add_cmdline(arg);
+  }
   out->set_capabilities(in.capabilities);
 }
 
@@ -125,20 +127,35 @@ CancelCapture Convert(const pb::CancelCapture& in) {
 
 pb::ClientMessage ToProto(const ClientMessage& message) {
   pb::ClientMessage out;
-  if (const auto* m = std::get_if<Hello>(&message)) Fill(*m, out.mutable_hello());
-  if (const auto* m = std::get_if<CaptureStarted>(&message))
+  if (const auto* m = std::get_if<Hello>(&message)) {
+    Fill(*m, out.mutable_hello());
+  }
+  if (const auto* m = std::get_if<CaptureStarted>(&message)) {
     Fill(*m, out.mutable_capture_started());
-  if (const auto* m = std::get_if<CaptureResult>(&message)) Fill(*m, out.mutable_capture_result());
-  if (const auto* m = std::get_if<PayloadChunk>(&message)) Fill(*m, out.mutable_payload_chunk());
-  if (const auto* m = std::get_if<Goodbye>(&message)) Fill(*m, out.mutable_goodbye());
+  }
+  if (const auto* m = std::get_if<CaptureResult>(&message)) {
+    Fill(*m, out.mutable_capture_result());
+  }
+  if (const auto* m = std::get_if<PayloadChunk>(&message)) {
+    Fill(*m, out.mutable_payload_chunk());
+  }
+  if (const auto* m = std::get_if<Goodbye>(&message)) {
+    Fill(*m, out.mutable_goodbye());
+  }
   return out;
 }
 
 pb::DaemonMessage ToProto(const DaemonMessage& message) {
   pb::DaemonMessage out;
-  if (const auto* m = std::get_if<HelloAck>(&message)) Fill(*m, out.mutable_hello_ack());
-  if (const auto* m = std::get_if<StartCapture>(&message)) Fill(*m, out.mutable_start_capture());
-  if (const auto* m = std::get_if<CancelCapture>(&message)) Fill(*m, out.mutable_cancel_capture());
+  if (const auto* m = std::get_if<HelloAck>(&message)) {
+    Fill(*m, out.mutable_hello_ack());
+  }
+  if (const auto* m = std::get_if<StartCapture>(&message)) {
+    Fill(*m, out.mutable_start_capture());
+  }
+  if (const auto* m = std::get_if<CancelCapture>(&message)) {
+    Fill(*m, out.mutable_cancel_capture());
+  }
   return out;
 }
 
@@ -253,7 +270,9 @@ uint32_t RandomMessages::CodePoint() {
 
 std::string RandomMessages::Utf8String() {
   std::string out;
-  if (OneIn(3)) return out;
+  if (OneIn(3)) {
+    return out;
+  }
   const uint64_t length = OneIn(10) ? Below(300) : Below(24);
   for (uint64_t i = 0; i < length; ++i) {
     const uint32_t cp = CodePoint();
@@ -278,9 +297,13 @@ std::string RandomMessages::Utf8String() {
 
 std::string RandomMessages::Binary() {
   std::string out;
-  if (OneIn(4)) return out;
+  if (OneIn(4)) {
+    return out;
+  }
   const uint64_t length = OneIn(8) ? Below(5000) : Below(64);
-  for (uint64_t i = 0; i < length; ++i) out.push_back(static_cast<char>(Below(256)));
+  for (uint64_t i = 0; i < length; ++i) {
+    out.push_back(static_cast<char>(Below(256)));
+  }
   return out;
 }
 
@@ -291,7 +314,9 @@ ClientMessage RandomMessages::Client(int alternative) {
       Hello m{Uint32(),     Uint32(), Utf8String(), Int32(), Int32(),
               Utf8String(), Int32(),  Int32(),      Int32(), Utf8String()};
       const uint64_t args = Below(6);
-      for (uint64_t i = 0; i < args; ++i) m.cmdline.push_back(Utf8String());
+      for (uint64_t i = 0; i < args; ++i) {
+        m.cmdline.push_back(Utf8String());
+      }
       m.capabilities = Uint64();
       return m;
     }

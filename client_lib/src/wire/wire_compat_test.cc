@@ -67,7 +67,9 @@ Message* MutableSetMember(Message* message) {
 
 bool HasGroup(const UnknownFieldSet& fields) {
   for (int i = 0; i < fields.field_count(); ++i) {
-    if (fields.field(i).type() == UnknownField::TYPE_GROUP) return true;
+    if (fields.field(i).type() == UnknownField::TYPE_GROUP) {
+      return true;
+    }
   }
   return false;
 }
@@ -75,7 +77,9 @@ bool HasGroup(const UnknownFieldSet& fields) {
 // Whether protobuf kept an unknown group anywhere: the one input shape
 // protobuf skips and this codec refuses by design.
 bool HasGroup(const Message& message) {
-  if (HasGroup(message.GetReflection()->GetUnknownFields(message))) return true;
+  if (HasGroup(message.GetReflection()->GetUnknownFields(message))) {
+    return true;
+  }
   const Message* member = SetMember(message);
   return member != nullptr && HasGroup(member->GetReflection()->GetUnknownFields(*member));
 }
@@ -178,7 +182,9 @@ TYPED_TEST(WireCompatTest, SkipsUnknownFieldsAndMismatchedWireTypes) {
       const TypeParam message = S::Random(random, alternative);
       typename S::Proto proto = ToProto(message);
       AddUnknownFields(&proto, random);
-      if (Message* member = MutableSetMember(&proto)) AddUnknownFields(member, random);
+      if (Message* member = MutableSetMember(&proto)) {
+        AddUnknownFields(member, random);
+      }
       const std::string bytes = proto.SerializeAsString();
       TypeParam decoded;
       ASSERT_TRUE(Decode(bytes, &decoded)) << "seed " << seed;
@@ -199,7 +205,9 @@ std::vector<std::string> FieldPieces(const Message& message) {
     std::unique_ptr<Message> only(message.New());
     only->CopyFrom(message);
     for (const auto* other : fields) {
-      if (other != keep) only->GetReflection()->ClearField(only.get(), other);
+      if (other != keep) {
+        only->GetReflection()->ClearField(only.get(), other);
+      }
     }
     pieces.push_back(only->SerializeAsString());
   }
@@ -221,7 +229,9 @@ TYPED_TEST(WireCompatTest, AcceptsFieldsInAnyOrder) {
     pieces.push_back(unknown_bytes);
     std::shuffle(pieces.begin(), pieces.end(), random.rng());
     std::string inner;
-    for (const std::string& piece : pieces) inner += piece;
+    for (const std::string& piece : pieces) {
+      inner += piece;
+    }
     std::string bytes;
     StringSink sink(&bytes);
     PutLengthDelimitedAlways(sink, static_cast<uint32_t>(alternative), inner);
@@ -279,8 +289,10 @@ TYPED_TEST(WireCompatTest, TruncationAtEveryByteAgreesWithProtobuf) {
     for (int alternative = 0; alternative < S::kAlternatives; ++alternative) {
       const std::string bytes = WireEncode(S::Random(random, alternative));
       for (size_t cut = 0; cut <= bytes.size(); ++cut) {
-        ExpectSameVerdict<TypeParam>(std::string_view(bytes).substr(0, cut), false);
-        if (::testing::Test::HasFailure()) FAIL() << "seed " << seed << " cut " << cut;
+        ExpectSameVerdict<TypeParam>(std::string_view{bytes}.substr(0, cut), false);
+        if (::testing::Test::HasFailure()) {
+          FAIL() << "seed " << seed << " cut " << cut;
+        }
       }
     }
   }
@@ -294,23 +306,31 @@ std::string Mutate(std::string bytes, RandomMessages& random) {
     const size_t pos = bytes.empty() ? 0 : random.Below(bytes.size());
     switch (random.Below(7)) {
       case 0:
-        if (!bytes.empty()) bytes[pos] = static_cast<char>(bytes[pos] ^ (1 << random.Below(8)));
+        if (!bytes.empty()) {
+          bytes[pos] = static_cast<char>(bytes[pos] ^ (1 << random.Below(8)));
+        }
         break;
       case 1:
-        if (!bytes.empty()) bytes[pos] = static_cast<char>(random.Below(256));
+        if (!bytes.empty()) {
+          bytes[pos] = static_cast<char>(random.Below(256));
+        }
         break;
       case 2:
         bytes.insert(pos, 1, static_cast<char>(random.Below(256)));
         break;
       case 3:
-        if (!bytes.empty()) bytes.erase(pos, 1 + random.Below(3));
+        if (!bytes.empty()) {
+          bytes.erase(pos, 1 + random.Below(3));
+        }
         break;
       case 4: {  // a tag with a random small field number and any wire type
         bytes.insert(pos, 1, static_cast<char>(8 * (1 + random.Below(15)) + random.Below(8)));
         break;
       }
       case 5:
-        if (!bytes.empty()) bytes[pos] = static_cast<char>(bytes[pos] ^ 0x80);
+        if (!bytes.empty()) {
+          bytes[pos] = static_cast<char>(bytes[pos] ^ 0x80);
+        }
         break;
       default:
         bytes.resize(random.Below(bytes.size() + 1));
@@ -327,7 +347,9 @@ TYPED_TEST(WireCompatTest, MutatedInputsAgreeWithProtobuf) {
     RandomMessages random(seed + 6'000'000);
     const std::string bytes = Mutate(WireEncode(S::Random(random, -1)), random);
     accepted += ExpectSameVerdict<TypeParam>(bytes, true);
-    if (::testing::Test::HasFailure()) FAIL() << "seed " << seed;
+    if (::testing::Test::HasFailure()) {
+      FAIL() << "seed " << seed;
+    }
   }
   // Both verdicts must have been exercised for the comparison to mean much.
   EXPECT_GT(accepted, kSeeds / 2);
@@ -376,7 +398,9 @@ TEST(WireCompatUtf8Test, ValidatorMatchesProtobufOnAllShortSequences) {
     const bool ours = IsValidUtf8(s);
     const bool theirs =
         google::protobuf::internal::IsStructurallyValidUTF8(s.data(), static_cast<int>(s.size()));
-    if (ours != theirs) ADD_FAILURE() << ::testing::PrintToString(s);
+    if (ours != theirs) {
+      ADD_FAILURE() << ::testing::PrintToString(s);
+    }
     return ours == theirs;
   };
   std::string s;
@@ -384,7 +408,9 @@ TEST(WireCompatUtf8Test, ValidatorMatchesProtobufOnAllShortSequences) {
     for (int b = 0; b < 256; ++b) {
       s.assign({static_cast<char>(a), static_cast<char>(b)});
       ASSERT_TRUE(expect_same(s.substr(0, 1)) && expect_same(s));
-      if (a < 0xc0) continue;  // three-byte sequences need a lead byte
+      if (a < 0xc0) {
+        continue;  // three-byte sequences need a lead byte
+      }
       for (int c = 0; c < 256; ++c) {
         s.assign({static_cast<char>(a), static_cast<char>(b), static_cast<char>(c)});
         ASSERT_TRUE(expect_same(s));

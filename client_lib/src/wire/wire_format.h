@@ -74,7 +74,9 @@ class SizeSink {
 // libprotobuf's.
 template <typename Sink>
 void PutVarintField(Sink& sink, uint32_t field_number, uint64_t value) {
-  if (value == 0) return;
+  if (value == 0) {
+    return;
+  }
   sink.PutVarint(MakeTag(field_number, WireType::kVarint));
   sink.PutVarint(value);
 }
@@ -90,7 +92,9 @@ void PutLengthDelimitedAlways(Sink& sink, uint32_t field_number, std::string_vie
 
 template <typename Sink>
 void PutStringField(Sink& sink, uint32_t field_number, std::string_view bytes) {
-  if (bytes.empty()) return;
+  if (bytes.empty()) {
+    return;
+  }
   PutLengthDelimitedAlways(sink, field_number, bytes);
 }
 

@@ -38,9 +38,7 @@ class FakeTaskRunner final : public TaskRunner {
   struct TimerKey {
     absl::Time due;
     TimerId id;
-    bool operator<(const TimerKey& o) const {
-      return due != o.due ? due < o.due : id < o.id;
-    }
+    bool operator<(const TimerKey& o) const { return due != o.due ? due < o.due : id < o.id; }
   };
   bool RunOne();
 

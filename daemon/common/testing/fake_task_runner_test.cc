@@ -27,7 +27,10 @@ TEST(FakeTaskRunnerTest, TimersFireWhenDueInOrder) {
   FakeTaskRunner runner(&clock);
   std::string order;
   absl::Time fired_b;
-  runner.PostDelayed(absl::Seconds(2), [&] { order += "b"; fired_b = clock.Now(); });
+  runner.PostDelayed(absl::Seconds(2), [&] {
+    order += "b";
+    fired_b = clock.Now();
+  });
   runner.PostDelayed(absl::Seconds(1), [&] {
     order += "a";
     runner.PostDelayed(absl::Milliseconds(500), [&] { order += "x"; });
@@ -49,7 +52,10 @@ TEST(FakeTaskRunnerTest, TimersFireWhenDueInOrder) {
 TEST(ManualExecutorTest, QueuesUntilRun) {
   ManualExecutor executor;
   int n = 0;
-  executor.Run([&] { ++n; executor.Run([&] { ++n; }); });
+  executor.Run([&] {
+    ++n;
+    executor.Run([&] { ++n; });
+  });
   EXPECT_EQ(n, 0);
   EXPECT_EQ(executor.RunAll(), 2u);
   EXPECT_EQ(n, 2);

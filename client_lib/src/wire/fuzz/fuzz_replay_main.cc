@@ -33,16 +33,22 @@ std::string Mutate(const std::vector<std::string>& corpus, std::mt19937_64& rng)
     const size_t pos = below(bytes.size());
     switch (below(6)) {
       case 0:
-        if (!bytes.empty()) bytes[pos] = static_cast<char>(bytes[pos] ^ (1u << below(8)));
+        if (!bytes.empty()) {
+          bytes[pos] = static_cast<char>(bytes[pos] ^ (1u << below(8)));
+        }
         break;
       case 1:
-        if (!bytes.empty()) bytes[pos] = static_cast<char>(below(256));
+        if (!bytes.empty()) {
+          bytes[pos] = static_cast<char>(below(256));
+        }
         break;
       case 2:
         bytes.insert(pos, 1, static_cast<char>(below(256)));
         break;
       case 3:
-        if (!bytes.empty()) bytes.erase(pos, 1 + below(4));
+        if (!bytes.empty()) {
+          bytes.erase(pos, 1 + below(4));
+        }
         break;
       case 4: {  // splice in a slice of another corpus entry
         const std::string& other = corpus[below(corpus.size())];
@@ -70,7 +76,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> corpus;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(argv[1], error)) {
-    if (!entry.is_regular_file()) continue;
+    if (!entry.is_regular_file()) {
+      continue;
+    }
     std::ifstream in(entry.path(), std::ios::binary);
     corpus.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
@@ -78,9 +86,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no corpus files in %s\n", argv[1]);
     return 2;
   }
-  for (const std::string& input : corpus) Run(input);
+  for (const std::string& input : corpus) {
+    Run(input);
+  }
   std::mt19937_64 rng(seed);
-  for (uint64_t i = 0; i < mutations; ++i) Run(Mutate(corpus, rng));
+  for (uint64_t i = 0; i < mutations; ++i) {
+    Run(Mutate(corpus, rng));
+  }
   std::printf("ran %zu corpus files and %llu mutations\n", corpus.size(),
               static_cast<unsigned long long>(mutations));
   return 0;

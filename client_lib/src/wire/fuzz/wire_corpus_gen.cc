@@ -37,7 +37,9 @@ std::string Member(uint32_t field_number, const std::string& body) {
 std::string Body(const std::string& encoded) {
   WireReader reader(encoded);
   WireField field;
-  if (!reader.ReadField(&field)) return {};
+  if (!reader.ReadField(&field)) {
+    return {};
+  }
   return std::string(field.bytes);
 }
 
@@ -60,7 +62,9 @@ struct Writer {
   void Write(const std::string& name, const std::string& bytes) {
     std::ofstream out(dir + "/" + name, std::ios::binary | std::ios::trunc);
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) ++failures;
+    if (!out) {
+      ++failures;
+    }
   }
 };
 

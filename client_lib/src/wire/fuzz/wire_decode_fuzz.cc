@@ -15,20 +15,28 @@ template <typename Message>
 void CheckRoundTrip(const std::string& input) {
   Message decoded;
   if (!gpuctl::wire::Decode(input, &decoded)) {
-    if (!std::holds_alternative<std::monostate>(decoded)) std::abort();
+    if (!std::holds_alternative<std::monostate>(decoded)) {
+      std::abort();
+    }
     return;
   }
   std::string encoded;
   gpuctl::wire::Encode(decoded, &encoded);
   Message again;
-  if (!gpuctl::wire::Decode(encoded, &again) || !(again == decoded)) std::abort();
+  if (!gpuctl::wire::Decode(encoded, &again) || !(again == decoded)) {
+    std::abort();
+  }
   std::string reencoded;
   gpuctl::wire::Encode(again, &reencoded);
-  if (reencoded != encoded) std::abort();
+  if (reencoded != encoded) {
+    std::abort();
+  }
   // Encode appends; it never touches what is already there.
   std::string appended = "prefix";
   gpuctl::wire::Encode(decoded, &appended);
-  if (appended != "prefix" + encoded) std::abort();
+  if (appended != "prefix" + encoded) {
+    std::abort();
+  }
 }
 
 }  // namespace

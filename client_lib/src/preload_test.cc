@@ -1,0 +1,109 @@
+// The real libgpuctl.so, attached with LD_PRELOAD to the sample workload
+// (which links only libc), against a fake daemon: the load-time constructor
+// starts the agent, the forked worker registers as itself on its first
+// annotation, and a capture from the worker comes back with its ranges.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "client_lib/src/fake_daemon_for_test.h"
+#include "client_lib/src/payload_decoder_for_test.h"
+
+extern char** environ;
+
+namespace gpuctl::client {
+namespace {
+
+using testing::FakeDaemon;
+using testing::kWaitMs;
+using testing::TempDir;
+
+int64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+pid_t SpawnWorkload(const std::string& socket_path) {
+  std::string preload = GPUCTL_TEST_LIBGPUCTL;
+  const std::string first = GPUCTL_TEST_PRELOAD_FIRST;
+  if (!first.empty()) preload = first + ":" + preload;
+  std::vector<std::string> env_strings = {"LD_PRELOAD=" + preload, "GPUCTL_SOCKET=" + socket_path,
+                                          "RANK=5", "ASAN_OPTIONS=detect_leaks=0"};
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string exe = GPUCTL_TEST_SAMPLE_WORKLOAD;
+  std::vector<std::string> args = {exe, "--steps", "1000000", "--step-ms", "2", "--fork"};
+  std::vector<char*> argv;
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data()) != 0) return -1;
+  return pid;
+}
+
+TEST(PreloadTest, WorkloadAndItsForkedWorkerRegisterAndCapture) {
+  TempDir dir;
+  const std::string path = dir.path() + "/gpuctl.sock";
+  FakeDaemon daemon(path);
+  const pid_t workload = SpawnWorkload(path);
+  ASSERT_GT(workload, 0);
+  pid_t worker = -1;
+
+  // Either process may connect first.
+  int parent_conn = -1;
+  int worker_conn = -1;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(daemon.Handshake());
+    if (daemon.hello().pid == workload) {
+      parent_conn = dup(daemon.conn_fd());
+      EXPECT_EQ(daemon.hello().rank, 5);
+      EXPECT_EQ(daemon.hello().library_version, "0.1.0");
+    } else {
+      EXPECT_EQ(daemon.hello().ppid, workload);
+      worker = daemon.hello().pid;
+      worker_conn = dup(daemon.conn_fd());
+    }
+  }
+  ASSERT_GE(parent_conn, 0);
+  ASSERT_GT(worker, 0);
+  daemon.UseConnection(worker_conn);
+
+  wire::StartCapture start;
+  start.trace_id = "preload";
+  start.start_time_unix_ns = RealtimeNs();
+  start.duration_ns = 500'000'000;
+  ASSERT_TRUE(daemon.Send(start));
+  ASSERT_TRUE(daemon.ReceiveA<wire::CaptureStarted>().has_value());
+  int fd = -1;
+  std::optional<wire::CaptureResult> result = daemon.ReceiveA<wire::CaptureResult>(kWaitMs, &fd);
+  ASSERT_TRUE(result.has_value());
+  ASSERT_GE(fd, 0);
+  std::string payload(result->payload_size, '\0');
+  ASSERT_EQ(pread(fd, payload.data(), payload.size(), 0), static_cast<ssize_t>(payload.size()));
+  close(fd);
+  std::optional<testing::DecodedPayload> p = testing::DecodePayload(payload);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->pid, worker);
+  EXPECT_FALSE(p->Ranges("dataloader.batch").empty());
+  EXPECT_FALSE(p->Ranges("forward").empty());
+  EXPECT_FALSE(p->OfKind(2).empty());  // steps
+
+  kill(worker, SIGKILL);
+  kill(workload, SIGKILL);
+  int status = 0;
+  waitpid(workload, &status, 0);
+  close(parent_conn);
+}
+
+}  // namespace
+}  // namespace gpuctl::client

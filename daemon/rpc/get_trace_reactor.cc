@@ -1,0 +1,119 @@
+#include "daemon/rpc/get_trace_reactor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "daemon/rpc/status_util.h"
+
+namespace gpuctl::daemon {
+
+absl::Status ValidateTraceFileName(absl::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
+      absl::StrContains(name, '/') || absl::StrContains(name, '\0')) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", name, "\""));
+  }
+  return absl::OkStatus();
+}
+
+GetTraceReactor::GetTraceReactor(TraceStore* store, Executor* io,
+                                 const v1::GetTraceRequest& request)
+    : store_(store), io_(io), request_(request) {
+  Schedule();
+}
+
+void GetTraceReactor::Schedule() {
+  if (io_ == nullptr) {
+    Step();
+    return;
+  }
+  io_->Run([this] { Step(); });
+}
+
+void GetTraceReactor::OnWriteDone(bool ok) {
+  if (!ok) {
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream closed by the client"));
+    return;
+  }
+  Schedule();
+}
+
+void GetTraceReactor::Step() {
+  if (cancelled_.load()) {
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+    return;
+  }
+  bool have_chunk = false;
+  absl::Status s = NextChunk(&have_chunk);
+  if (!s.ok()) {
+    Finish(ToGrpcStatus(s));
+  } else if (have_chunk) {
+    StartWrite(&chunk_);
+  } else {
+    Finish(grpc::Status::OK);
+  }
+}
+
+absl::Status GetTraceReactor::ResolveFiles() {
+  if (request_.trace_id().empty()) return absl::InvalidArgumentError("trace_id is required");
+  for (const std::string& name : request_.files()) {
+    if (absl::Status s = ValidateTraceFileName(name); !s.ok()) return s;
+    files_.push_back(name);
+  }
+  if (!files_.empty()) return absl::OkStatus();
+  absl::StatusOr<v1::TraceManifest> manifest = store_->GetManifest(request_.trace_id());
+  if (!manifest.ok()) return manifest.status();
+  files_.emplace_back(kManifestFileName);
+  for (const v1::ProcessResult& result : manifest->results()) {
+    if (result.file().empty()) continue;
+    if (absl::Status s = ValidateTraceFileName(result.file()); !s.ok()) {
+      return absl::InternalError(absl::StrCat("stored manifest lists an ", s.message()));
+    }
+    files_.push_back(result.file());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GetTraceReactor::NextChunk(bool* have_chunk) {
+  *have_chunk = false;
+  if (!resolved_) {
+    resolved_ = true;
+    if (absl::Status s = ResolveFiles(); !s.ok()) return s;
+  }
+  while (true) {
+    if (reader_ == nullptr) {
+      if (next_file_ >= files_.size()) return absl::OkStatus();
+      current_file_ = files_[next_file_++];
+      absl::StatusOr<std::unique_ptr<TraceFileReader>> reader =
+          store_->Open(request_.trace_id(), current_file_);
+      if (!reader.ok()) return reader.status();
+      reader_ = std::move(*reader);
+      offset_ = 0;
+      sent_any_of_current_ = false;
+    }
+    chunk_.Clear();
+    if (absl::Status s = reader_->Read(kTraceChunkBytes, chunk_.mutable_data()); !s.ok()) return s;
+    uint64_t size = reader_->size();
+    if (chunk_.data().empty()) {
+      reader_.reset();
+      if (offset_ != size) {
+        return absl::DataLossError(absl::StrCat(current_file_, " ended at ", offset_,
+                                                " bytes, expected ", size));
+      }
+      // An empty file still gets one chunk so that the client creates it.
+      if (sent_any_of_current_) continue;
+    }
+    if (chunk_.data().size() > kTraceChunkBytes || offset_ + chunk_.data().size() > size) {
+      return absl::DataLossError(absl::StrCat(current_file_, " grew past its size of ", size));
+    }
+    chunk_.set_file(current_file_);
+    chunk_.set_offset(offset_);
+    chunk_.set_file_size(size);
+    offset_ += chunk_.data().size();
+    sent_any_of_current_ = true;
+    *have_chunk = true;
+    return absl::OkStatus();
+  }
+}
+
+}  // namespace gpuctl::daemon

@@ -1,0 +1,67 @@
+#include "daemon/rpc/grpc_service.h"
+
+#include "daemon/rpc/get_trace_reactor.h"
+#include "daemon/rpc/status_util.h"
+#include "daemon/rpc/trace_reactor.h"
+
+namespace gpuctl::daemon {
+
+grpc::ServerWriteReactor<v1::TraceEvent>* GrpcService::Trace(grpc::CallbackServerContext* context,
+                                                             const v1::TraceRequest* request) {
+  std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
+  loop_->Post([this, reactor, request = *request] { reactor->StartOnLoop(core_, request); });
+  return reactor.get();
+}
+
+grpc::ServerUnaryReactor* GrpcService::ListProcesses(grpc::CallbackServerContext* context,
+                                                     const v1::ListProcessesRequest* request,
+                                                     v1::ListProcessesResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // request and response stay valid until Finish.
+  loop_->Post([this, reactor, request, response] {
+    *response = core_->ListProcesses(*request);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcService::GetStatus(grpc::CallbackServerContext* context,
+                                                 const v1::GetStatusRequest* request,
+                                                 v1::GetStatusResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  loop_->Post([this, reactor, response] {
+    *response = core_->GetStatus();
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* context,
+                                                  const v1::ListTracesRequest* request,
+                                                  v1::ListTracesResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->page_size() < 0 || request->page_size() > 1000) {
+    reactor->Finish(
+        grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "page_size must be between 0 and 1000"));
+    return reactor;
+  }
+  auto run = [store = store_, reactor, request, response] {
+    absl::StatusOr<v1::ListTracesResponse> listed = store->List(*request);
+    if (listed.ok()) *response = std::move(*listed);
+    reactor->Finish(ToGrpcStatus(listed.status()));
+  };
+  // Listing may touch the disk or object storage: not on gRPC's threads.
+  if (io_ != nullptr) {
+    io_->Run(std::move(run));
+  } else {
+    run();
+  }
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::TraceChunk>* GrpcService::GetTrace(
+    grpc::CallbackServerContext* context, const v1::GetTraceRequest* request) {
+  return new GetTraceReactor(store_, io_, *request);
+}
+
+}  // namespace gpuctl::daemon

@@ -1,0 +1,321 @@
+#include "daemon/rpc/grpc_service.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "daemon/common/thread_pool_executor.h"
+#include "daemon/rpc/get_trace_reactor.h"
+#include "daemon/rpc/testing/in_memory_trace_store.h"
+#include "daemon/runtime/event_loop.h"
+#include "daemon/runtime/testing/mock_daemon_core.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::daemon {
+namespace {
+
+using ::testing::_;
+using ::testing::ElementsAre;
+using ::testing::Property;
+
+constexpr absl::Duration kWait = absl::Seconds(30);
+
+class GrpcServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto loop = EventLoop::Create();
+    ASSERT_TRUE(loop.ok());
+    loop_ = std::move(*loop);
+    loop_thread_ = std::thread([this] { loop_->Run(); });
+    service_ = std::make_unique<GrpcService>(&core_, loop_.get(), &store_, &io_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(port_, 0);
+    stub_ = v1::Gpuctl::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
+                                                    grpc::InsecureChannelCredentials()));
+  }
+  void TearDown() override {
+    // In-flight calls complete through the loop, so it runs until here.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    server_.reset();
+    loop_->Quit();
+    loop_thread_.join();
+    io_.Shutdown();
+  }
+  void RunOnLoop(absl::AnyInvocable<void() &&> fn) {
+    absl::Notification done;
+    loop_->Post([&] {
+      std::move(fn)();
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitForNotificationWithTimeout(kWait));
+  }
+  // The core accepts the next trace as "t-1" and hands its observer over.
+  void ExpectStartTrace(absl::Notification* started) {
+    EXPECT_CALL(core_, StartTrace(_, _))
+        .WillOnce([this, started](const v1::TraceRequest&, std::shared_ptr<TraceObserver> o) {
+          EXPECT_TRUE(loop_->IsLoopThread());
+          observer_ = std::move(o);
+          started->Notify();
+          return std::string("t-1");
+        });
+  }
+  static v1::TraceEvent Progress(int pid) {
+    v1::TraceEvent event;
+    event.mutable_progress()->set_pid(pid);
+    event.mutable_progress()->set_phase(v1::PROCESS_PHASE_CAPTURING);
+    return event;
+  }
+  static grpc::ClientContext* WithDeadline(grpc::ClientContext* ctx) {
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return ctx;
+  }
+
+  ::testing::StrictMock<MockDaemonCore> core_;
+  testing::InMemoryTraceStore store_;
+  ThreadPoolExecutor io_{2};
+  std::unique_ptr<EventLoop> loop_;
+  std::thread loop_thread_;
+  std::unique_ptr<GrpcService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<v1::Gpuctl::Stub> stub_;
+  std::shared_ptr<TraceObserver> observer_;  // loop thread only
+};
+
+TEST_F(GrpcServiceTest, TraceStreamsEveryEventInOrderThenTheCoreStatus) {
+  absl::Notification started;
+  ExpectStartTrace(&started);
+  grpc::ClientContext ctx;
+  v1::TraceRequest request;
+  request.set_trace_id("t-1");
+  auto reader = stub_->Trace(WithDeadline(&ctx), request);
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(kWait));
+  constexpr int kEvents = 300;
+  RunOnLoop([&] {
+    for (int i = 0; i < kEvents; ++i) observer_->OnEvent(Progress(i));
+    observer_->OnDone(absl::OkStatus());
+    observer_.reset();
+  });
+  v1::TraceEvent event;
+  int next = 0;
+  while (reader->Read(&event)) EXPECT_EQ(event.progress().pid(), next++);
+  EXPECT_EQ(next, kEvents);
+  grpc::Status status = reader->Finish();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+}
+
+TEST_F(GrpcServiceTest, TraceEndsWithTheMappedStatusAfterQueuedEvents) {
+  absl::Notification started;
+  ExpectStartTrace(&started);
+  grpc::ClientContext ctx;
+  auto reader = stub_->Trace(WithDeadline(&ctx), v1::TraceRequest());
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(kWait));
+  RunOnLoop([&] {
+    observer_->OnEvent(Progress(1));
+    observer_->OnEvent(Progress(2));
+    observer_->OnDone(absl::DeadlineExceededError("no result from pid 2"));
+    observer_.reset();
+  });
+  std::vector<int> pids;
+  v1::TraceEvent event;
+  while (reader->Read(&event)) pids.push_back(event.progress().pid());
+  EXPECT_THAT(pids, ElementsAre(1, 2));
+  grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(status.error_message(), "no result from pid 2");
+}
+
+TEST_F(GrpcServiceTest, RefusedTraceFinishesWithTheMappedStatus) {
+  const std::pair<absl::Status, grpc::StatusCode> cases[] = {
+      {absl::InvalidArgumentError("duration is required"), grpc::StatusCode::INVALID_ARGUMENT},
+      {absl::NotFoundError("no process matches on host h1"), grpc::StatusCode::NOT_FOUND},
+      {absl::ResourceExhaustedError("too many traces"), grpc::StatusCode::RESOURCE_EXHAUSTED},
+  };
+  for (const auto& [error, code] : cases) {
+    EXPECT_CALL(core_, StartTrace(_, _)).WillOnce(::testing::Return(error));
+    grpc::ClientContext ctx;
+    auto reader = stub_->Trace(WithDeadline(&ctx), v1::TraceRequest());
+    v1::TraceEvent event;
+    EXPECT_FALSE(reader->Read(&event));
+    grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), code);
+    EXPECT_EQ(status.error_message(), error.message());
+  }
+}
+
+TEST_F(GrpcServiceTest, CancellingTheCallCancelsTheTraceInTheCore) {
+  absl::Notification started;
+  ExpectStartTrace(&started);
+  absl::Notification cancelled;
+  EXPECT_CALL(core_, CancelTrace(absl::string_view("t-1"))).WillOnce([&] {
+    EXPECT_TRUE(loop_->IsLoopThread());
+    // The core's contract: OnDone still follows a cancel.
+    observer_->OnEvent(Progress(99));
+    observer_->OnDone(absl::CancelledError("cancelled by the caller"));
+    observer_.reset();
+    cancelled.Notify();
+  });
+  grpc::ClientContext ctx;
+  auto reader = stub_->Trace(WithDeadline(&ctx), v1::TraceRequest());
+  ASSERT_TRUE(started.WaitForNotificationWithTimeout(kWait));
+  RunOnLoop([&] { observer_->OnEvent(Progress(1)); });
+  v1::TraceEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.progress().pid(), 1);
+  ctx.TryCancel();
+  ASSERT_TRUE(cancelled.WaitForNotificationWithTimeout(kWait));
+  while (reader->Read(&event)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+TEST_F(GrpcServiceTest, ListProcessesAndGetStatusRunOnTheLoop) {
+  EXPECT_CALL(core_, ListProcesses(Property(&v1::ListProcessesRequest::selector,
+                                            Property(&v1::ProcessSelector::job_id, "j1"))))
+      .WillOnce([this](const v1::ListProcessesRequest&) {
+        EXPECT_TRUE(loop_->IsLoopThread());
+        v1::ListProcessesResponse response;
+        response.set_host("h1");
+        response.add_processes()->set_pid(5);
+        return response;
+      });
+  EXPECT_CALL(core_, GetStatus()).WillOnce([this] {
+    EXPECT_TRUE(loop_->IsLoopThread());
+    v1::GetStatusResponse response;
+    response.set_daemon_version("1.2.3");
+    response.set_attached_processes(4);
+    return response;
+  });
+  grpc::ClientContext ctx1;
+  v1::ListProcessesRequest list_request;
+  list_request.mutable_selector()->set_job_id("j1");
+  v1::ListProcessesResponse processes;
+  ASSERT_TRUE(stub_->ListProcesses(WithDeadline(&ctx1), list_request, &processes).ok());
+  EXPECT_EQ(processes.host(), "h1");
+  ASSERT_EQ(processes.processes_size(), 1);
+  EXPECT_EQ(processes.processes(0).pid(), 5);
+  grpc::ClientContext ctx2;
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(stub_->GetStatus(WithDeadline(&ctx2), v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.daemon_version(), "1.2.3");
+  EXPECT_EQ(status.attached_processes(), 4u);
+}
+
+TEST_F(GrpcServiceTest, ListTracesReturnsTheStoreAnswerOrItsMappedError) {
+  v1::TraceManifest manifest;
+  manifest.set_trace_id("t-9");
+  ASSERT_TRUE(store_.PutManifest(manifest).ok());
+  grpc::ClientContext ctx1;
+  v1::ListTracesResponse response;
+  ASSERT_TRUE(stub_->ListTraces(WithDeadline(&ctx1), v1::ListTracesRequest(), &response).ok());
+  ASSERT_EQ(response.traces_size(), 1);
+  EXPECT_EQ(response.traces(0).trace_id(), "t-9");
+
+  store_.set_list_error(absl::UnavailableError("disk gone"));
+  grpc::ClientContext ctx2;
+  grpc::Status status = stub_->ListTraces(WithDeadline(&ctx2), v1::ListTracesRequest(), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(status.error_message(), "disk gone");
+
+  grpc::ClientContext ctx3;
+  v1::ListTracesRequest too_big;
+  too_big.set_page_size(5000);
+  EXPECT_EQ(stub_->ListTraces(WithDeadline(&ctx3), too_big, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+class GetTraceTest : public GrpcServiceTest {
+ protected:
+  // Downloads a trace; files by name, in arrival order.
+  grpc::Status Download(const v1::GetTraceRequest& request, std::map<std::string, std::string>* files,
+                        std::vector<std::string>* order) {
+    grpc::ClientContext ctx;
+    auto reader = stub_->GetTrace(WithDeadline(&ctx), request);
+    v1::TraceChunk chunk;
+    while (reader->Read(&chunk)) {
+      EXPECT_LE(chunk.data().size(), kTraceChunkBytes);
+      std::string& content = (*files)[chunk.file()];
+      if (order->empty() || order->back() != chunk.file()) order->push_back(chunk.file());
+      EXPECT_EQ(chunk.offset(), content.size()) << chunk.file();
+      content += chunk.data();
+      EXPECT_LE(content.size(), chunk.file_size());
+    }
+    return reader->Finish();
+  }
+  void PutTrace() {
+    big_.resize((3 << 20) + 12345);
+    for (size_t i = 0; i < big_.size(); ++i) big_[i] = static_cast<char>((i * 7919) >> 3);
+    v1::TraceManifest manifest;
+    manifest.set_trace_id("t-2");
+    manifest.add_results()->set_file("h1-rank0-pid10.json.gz");
+    manifest.add_results()->set_pid(11);  // failed process: nothing stored
+    manifest.add_results()->set_file("h1-rank1-pid12.json.gz");
+    ASSERT_TRUE(store_.PutManifest(manifest).ok());
+    ASSERT_TRUE(store_.PutFile("t-2", "h1-rank0-pid10.json.gz", big_).ok());
+    ASSERT_TRUE(store_.PutFile("t-2", "h1-rank1-pid12.json.gz", "").ok());
+  }
+  std::string big_;
+};
+
+TEST_F(GetTraceTest, DownloadsTheManifestAndEveryStoredFileByteExact) {
+  PutTrace();
+  v1::GetTraceRequest request;
+  request.set_trace_id("t-2");
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  grpc::Status status = Download(request, &files, &order);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_THAT(order, ElementsAre("manifest.json", "h1-rank0-pid10.json.gz",
+                                 "h1-rank1-pid12.json.gz"));
+  EXPECT_TRUE(files["h1-rank0-pid10.json.gz"] == big_);
+  EXPECT_EQ(files["h1-rank1-pid12.json.gz"], "");
+  EXPECT_NE(files["manifest.json"].find("t-2"), std::string::npos);
+}
+
+TEST_F(GetTraceTest, DownloadsOnlyTheNamedFiles) {
+  PutTrace();
+  v1::GetTraceRequest request;
+  request.set_trace_id("t-2");
+  request.add_files("h1-rank0-pid10.json.gz");
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  ASSERT_TRUE(Download(request, &files, &order).ok());
+  EXPECT_THAT(order, ElementsAre("h1-rank0-pid10.json.gz"));
+  EXPECT_TRUE(files["h1-rank0-pid10.json.gz"] == big_);
+}
+
+TEST_F(GetTraceTest, RejectsBadRequestsWithTheRightCode) {
+  PutTrace();
+  struct Case {
+    std::string trace_id;
+    std::vector<std::string> files;
+    grpc::StatusCode code;
+  };
+  const Case cases[] = {
+      {"", {}, grpc::StatusCode::INVALID_ARGUMENT},
+      {"t-2", {"../../etc/passwd"}, grpc::StatusCode::INVALID_ARGUMENT},
+      {"t-2", {".."}, grpc::StatusCode::INVALID_ARGUMENT},
+      {"t-2", {"missing.json.gz"}, grpc::StatusCode::NOT_FOUND},
+      {"t-404", {}, grpc::StatusCode::NOT_FOUND},
+  };
+  for (const Case& c : cases) {
+    v1::GetTraceRequest request;
+    request.set_trace_id(c.trace_id);
+    for (const std::string& f : c.files) request.add_files(f);
+    std::map<std::string, std::string> files;
+    std::vector<std::string> order;
+    EXPECT_EQ(Download(request, &files, &order).error_code(), c.code)
+        << c.trace_id << " " << (c.files.empty() ? "" : c.files[0]);
+  }
+}
+
+}  // namespace
+}  // namespace gpuctl::daemon

@@ -1,0 +1,202 @@
+#include "daemon/runtime/daemon_main.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/common/log.h"
+#include "daemon/core/local_store.h"
+
+#ifdef GPUCTL_HAVE_GRPC_REFLECTION
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#endif
+
+#ifndef GPUCTL_VERSION
+#define GPUCTL_VERSION "0.0.0-dev"
+#endif
+
+namespace gpuctl::daemon {
+namespace {
+
+constexpr int kWorkerThreads = 2;
+// Running Trace calls are cancelled after this; their results still land
+// in the store if the workers finish them.
+constexpr auto kGrpcShutdownGrace = std::chrono::seconds(2);
+
+std::string Hostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
+// Writes `content` to `path` so that readers see all of it or nothing.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << content;
+    f.flush();
+    if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+// "127.0.0.1:0" + 41234 -> "127.0.0.1:41234".
+std::string BoundAddress(const std::string& listen, int port) {
+  return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
+  std::unique_ptr<Daemon> daemon(new Daemon());
+  if (absl::Status s = daemon->Init(options); !s.ok()) {
+    daemon->Shutdown();
+    return s;
+  }
+  return daemon;
+}
+
+absl::Status Daemon::Init(const DaemonOptions& options) {
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) return loop.status();
+  loop_ = std::move(*loop);
+  absl::StatusOr<std::unique_ptr<LocalTraceStore>> store = LocalTraceStore::Create(options.store_dir);
+  if (!store.ok()) return store.status();
+  store_ = std::move(*store);
+  worker_ = std::make_unique<ThreadPoolExecutor>(kWorkerThreads);
+
+  CoreOptions core_options;
+  core_options.hostname = Hostname();
+  core_options.daemon_version = GPUCTL_VERSION;
+  core_options.max_duration = options.max_duration;
+  core_options.start_delay = options.start_delay;
+  core_options.result_grace = options.result_grace;
+  core_options.socket_path = options.socket_path;
+
+  IpcServerOptions ipc_options;
+  ipc_options.socket_path = options.socket_path;
+  ipc_options.daemon_version = GPUCTL_VERSION;
+  ipc_options.max_payload_bytes = core_options.max_payload_bytes;
+  absl::StatusOr<std::unique_ptr<IpcServer>> ipc = IpcServer::Create(ipc_options, loop_.get());
+  if (!ipc.ok()) return ipc.status();
+  ipc_ = std::move(*ipc);
+
+  // The listen address is reported by GetStatus, so bind before the core.
+  if (absl::Status s = StartGrpc(options); !s.ok()) return s;
+  core_options.listen_address = grpc_address_;
+  core_ = DaemonCore::Create(core_options, DaemonCore::Deps{&clock_, loop_.get(), worker_.get(),
+                                                            store_.get(), ipc_.get()});
+  service_->set_core(core_.get());
+  if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
+  // Calls that arrived since the gRPC server started waited in the loop's
+  // queue; they run from here on, with the core in place.
+  loop_thread_ = std::thread([this] { loop_->Run(); });
+
+  if (!options.ready_file.empty()) {
+    if (absl::Status s = WriteFileAtomically(options.ready_file, grpc_address_); !s.ok()) return s;
+  }
+  LogInfo("gpuctld ready", {{"grpc", grpc_address_},
+                            {"socket", options.socket_path},
+                            {"store", options.store_dir},
+                            {"version", GPUCTL_VERSION}});
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
+  // The core comes later (set_core): the service touches it only from the
+  // loop, which starts after the core exists.
+  service_ = std::make_unique<GrpcService>(nullptr, loop_.get(), store_.get(), worker_.get());
+  grpc::EnableDefaultHealthCheckService(true);
+#ifdef GPUCTL_HAVE_GRPC_REFLECTION
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+#endif
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service_.get());
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve gRPC on ", options.listen_address,
+                     " (address in use or not available?)"));
+  }
+  grpc_address_ = BoundAddress(options.listen_address, port);
+  return absl::OkStatus();
+}
+
+void Daemon::Shutdown() {
+  if (stopped_) return;
+  stopped_ = true;
+  // gRPC calls complete through the loop, so it must run while the gRPC
+  // server shuts down, even when Init failed before starting it.
+  if (!loop_thread_.joinable() && loop_ != nullptr && core_ != nullptr) {
+    loop_thread_ = std::thread([this] { loop_->Run(); });
+  }
+  if (grpc_server_ != nullptr) {
+    grpc_server_->Shutdown(std::chrono::system_clock::now() + kGrpcShutdownGrace);
+  }
+  if (loop_thread_.joinable()) {
+    loop_->Post([this] {
+      if (ipc_ != nullptr) ipc_->Stop();
+      loop_->Quit();
+    });
+    loop_thread_.join();
+  }
+  // Workers may still post to the (stopped) loop; the core must outlive
+  // them.
+  if (worker_ != nullptr) worker_->Shutdown();
+  grpc_server_.reset();
+  service_.reset();
+  core_.reset();
+  ipc_.reset();
+  store_.reset();
+  worker_.reset();
+  loop_.reset();
+  LogInfo("gpuctld stopped");
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+int RunDaemon(int argc, char** argv) {
+  ParsedFlags flags = ParseDaemonFlags(argc, argv, std::getenv("GPUCTL_SOCKET"), std::cout,
+                                       std::cerr);
+  if (!flags.options.has_value()) return flags.exit_code;
+  SetMinLogLevel(flags.options->log_level);
+
+  // Block the stop signals in every thread (threads inherit the mask) and
+  // take them synchronously below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(*flags.options);
+  if (!daemon.ok()) {
+    LogError("gpuctld cannot start", {{"error", daemon.status().ToString()}});
+    return 1;
+  }
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  LogInfo("gpuctld stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+  // A second signal during shutdown ends the process at once.
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+  (*daemon)->Shutdown();
+  return 0;
+}
+
+}  // namespace gpuctl::daemon

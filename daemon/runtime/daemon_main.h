@@ -1,0 +1,65 @@
+#ifndef GPUCTL_DAEMON_RUNTIME_DAEMON_MAIN_H_
+#define GPUCTL_DAEMON_RUNTIME_DAEMON_MAIN_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/thread_pool_executor.h"
+#include "daemon/core/daemon_core.h"
+#include "daemon/core/trace_store.h"
+#include "daemon/ipc/ipc_server.h"
+#include "daemon/rpc/grpc_service.h"
+#include "daemon/runtime/daemon_options.h"
+#include "daemon/runtime/event_loop.h"
+#include "grpcpp/grpcpp.h"
+
+namespace gpuctl::daemon {
+
+// A running gpuctld: the event loop on its own thread, the core, the IPC
+// server and the gRPC server, wired together. Start() returns once both
+// servers accept connections (and the ready file, if any, is written).
+class Daemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options);
+  // Shuts down if Shutdown() was not called.
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Graceful stop: ends the gRPC calls (cancelling running traces through
+  // the core), closes IPC connections, drains the workers. Idempotent; not
+  // from the loop thread.
+  void Shutdown();
+
+  // "127.0.0.1:41234": the address the gRPC server is bound to.
+  const std::string& grpc_address() const { return grpc_address_; }
+
+ private:
+  Daemon() = default;
+  absl::Status Init(const DaemonOptions& options);
+  absl::Status StartGrpc(const DaemonOptions& options);
+
+  RealClock clock_;
+  std::unique_ptr<EventLoop> loop_;
+  std::thread loop_thread_;
+  std::unique_ptr<ThreadPoolExecutor> worker_;
+  std::unique_ptr<TraceStore> store_;
+  std::unique_ptr<IpcServer> ipc_;
+  std::unique_ptr<DaemonCore> core_;
+  std::unique_ptr<GrpcService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::string grpc_address_;
+  bool stopped_ = false;
+};
+
+// gpuctld's entry point: parses flags, runs until SIGTERM or SIGINT, shuts
+// down gracefully. Returns the process exit code (2 for usage errors, 1 if
+// the daemon cannot start).
+int RunDaemon(int argc, char** argv);
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_RUNTIME_DAEMON_MAIN_H_

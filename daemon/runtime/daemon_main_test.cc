@@ -1,0 +1,142 @@
+#include "daemon/runtime/daemon_main.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "daemon/ipc/testing/ipc_test_client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace gpuctl::daemon {
+namespace {
+
+using ::gpuctl::daemon::testing::IpcTestClient;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpuctld-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    options_.listen_address = "127.0.0.1:0";
+    options_.socket_path = dir_ + "/run/gpuctl.sock";
+    options_.store_dir = dir_ + "/traces";
+    options_.ready_file = dir_ + "/ready";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string dir_;
+  DaemonOptions options_;
+};
+
+TEST_F(DaemonTest, ServesGrpcAndIpcThenStopsCleanly) {
+  auto daemon = Daemon::Start(options_);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  std::string address = (*daemon)->grpc_address();
+  EXPECT_THAT(address, ::testing::StartsWith("127.0.0.1:"));
+  EXPECT_NE(address, "127.0.0.1:0");
+  EXPECT_EQ(ReadFile(options_.ready_file), address);
+
+  // A process attaches over IPC and is then listed over gRPC.
+  auto client = IpcTestClient::Connect(options_.socket_path);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE(client->SendHello().ok());
+  auto ack = client->Receive();
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_EQ(ack->hello_ack().protocol_major(), 1u);
+
+  auto stub = v1::Gpuctl::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListProcessesResponse processes;
+  grpc::Status status = stub->ListProcesses(&ctx, v1::ListProcessesRequest(), &processes);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(processes.processes_size(), 1);
+  EXPECT_EQ(processes.processes(0).pid(), getpid());
+
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetStatusResponse daemon_status;
+  ASSERT_TRUE(stub->GetStatus(&ctx2, v1::GetStatusRequest(), &daemon_status).ok());
+  EXPECT_EQ(daemon_status.socket_path(), options_.socket_path);
+
+  (*daemon)->Shutdown();
+  EXPECT_TRUE(client->WaitForClose());
+  EXPECT_FALSE(std::filesystem::exists(options_.socket_path));
+}
+
+TEST_F(DaemonTest, RefusesASocketAnotherDaemonServes) {
+  auto first = Daemon::Start(options_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  DaemonOptions second_options = options_;
+  second_options.ready_file.clear();
+  auto second = Daemon::Start(second_options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(), ::testing::HasSubstr("already listening"));
+  // The first one is unaffected.
+  auto client = IpcTestClient::Connect(options_.socket_path);
+  ASSERT_TRUE(client.ok());
+  ASSERT_TRUE(client->SendHello().ok());
+  EXPECT_TRUE(client->Receive().ok());
+}
+
+pid_t Spawn(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  return pid;
+}
+
+int WaitExit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(DaemonTest, BinaryWritesReadyFileAndStopsOnSigterm) {
+  pid_t pid = Spawn({GPUCTLD_PATH, "--listen", "127.0.0.1:0", "--socket", options_.socket_path,
+                     "--store", options_.store_dir, "--ready-file", options_.ready_file});
+  ASSERT_GT(pid, 0);
+  // The ready file appears atomically once both servers accept connections.
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!std::filesystem::exists(options_.ready_file) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(options_.ready_file));
+  EXPECT_THAT(ReadFile(options_.ready_file), ::testing::MatchesRegex("127\\.0\\.0\\.1:[0-9]+"));
+  auto client = IpcTestClient::Connect(options_.socket_path);
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(pid), 0);
+  EXPECT_TRUE(client->WaitForClose());
+}
+
+TEST_F(DaemonTest, BinaryExitsWithTwoOnBadFlags) {
+  pid_t pid = Spawn({GPUCTLD_PATH, "--max-duration", "forever"});
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitExit(pid), 2);
+}
+
+}  // namespace
+}  // namespace gpuctl::daemon

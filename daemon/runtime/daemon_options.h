@@ -1,0 +1,53 @@
+#ifndef GPUCTL_DAEMON_RUNTIME_DAEMON_OPTIONS_H_
+#define GPUCTL_DAEMON_RUNTIME_DAEMON_OPTIONS_H_
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/common/log.h"
+
+namespace gpuctl::daemon {
+
+inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
+inline constexpr char kDefaultSocketPath[] = "/run/gpuctl/gpuctl.sock";
+inline constexpr char kDefaultStoreDir[] = "/var/lib/gpuctl/traces";
+
+// gpuctld's configuration, from its command line.
+struct DaemonOptions {
+  std::string listen_address = kDefaultListenAddress;
+  std::string socket_path = kDefaultSocketPath;
+  std::string store_dir = kDefaultStoreDir;
+  absl::Duration max_duration = absl::Minutes(10);
+  absl::Duration start_delay = absl::Milliseconds(100);
+  absl::Duration result_grace = absl::Seconds(10);
+  // After both servers are up, the bound gRPC address is written here.
+  std::string ready_file;
+  LogLevel log_level = LogLevel::kInfo;
+  // Serve a non-loopback address without transport security.
+  bool insecure = false;
+};
+
+// The outcome of parsing: options to run with, or an exit code (0 after
+// --help/--version, 2 for a usage error) with the text already printed.
+struct ParsedFlags {
+  std::optional<DaemonOptions> options;
+  int exit_code = 0;
+};
+
+// Parses gpuctld's flags. `socket_env` is $GPUCTL_SOCKET (null if unset),
+// the socket path's default when set.
+ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* socket_env,
+                             std::ostream& out, std::ostream& err);
+
+// A positive human duration: "500ms", "2s", "10m", "1h30m".
+absl::StatusOr<absl::Duration> ParseHumanDuration(const std::string& text);
+
+// Splits "host:port" / "[v6]:port"; the port must be 0-65535.
+absl::Status ValidateListenAddress(const std::string& address, bool insecure);
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_RUNTIME_DAEMON_OPTIONS_H_
