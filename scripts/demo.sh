@@ -11,7 +11,11 @@ repo="$(pwd)"
 build="${GPUCTL_DEMO_BUILD_DIR:-build}"
 jobs="${GPUCTL_JOBS:-2}"
 
-say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+if [ -t 1 ]; then
+  say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+else
+  say() { printf '\n==> %s\n' "$*"; }
+fi
 
 ./scripts/install_deps.sh
 
@@ -31,7 +35,7 @@ cleanup() {
   for pid in "${pids[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
-  # Keep the downloaded trace and the daemon's store; drop the rest.
+  # Keep the downloaded trace, the daemon's store and logs; drop the rest.
   rm -f "$tmp/gpuctl.sock" "$tmp/ready"
 }
 trap cleanup EXIT
@@ -107,4 +111,5 @@ Open a trace: https://ui.perfetto.dev -> "Open trace file" -> pick one of
 or chrome://tracing -> "Load" (both read .json.gz as is).
 
 EOF
+echo "Everything else the demo wrote (daemon log, workload logs) is under $tmp."
 say "Stopping gpuctld and the workloads"

@@ -1,4 +1,4 @@
-// A producer of capture records (host annotations now, CUPTI next).
+// A producer of capture records (host annotations, CUPTI).
 //
 // Lifecycle, all on the agent thread, one capture at a time:
 //   Prepare -> Start -> Stop -> Collect      (a completed window)
@@ -15,6 +15,7 @@
 #include <string>
 
 #include "client_lib/src/record_writer.h"
+#include "client_lib/src/wire/ipc_messages.h"
 
 namespace gpuctl::client {
 
@@ -23,10 +24,26 @@ struct CaptureRequest {
   // Cap on the record bytes this source may keep; past it records are
   // dropped and counted.
   uint64_t max_buffer_bytes = 0;
+  // records::kActivity* bits of the GPU activity asked for (0: none).
+  uint32_t activities = 0;
+  // Size of each CUPTI host buffer; 0: the source's default.
+  uint64_t activity_buffer_bytes = 0;
+};
+
+// Why a source cannot capture: the capture's result status and message.
+struct PrepareError {
+  wire::CaptureStatus status = wire::CaptureStatus::kFailed;
+  std::string message;
 };
 
 struct CollectStats {
   uint64_t dropped_events = 0;
+  // Of dropped_events, the records CUPTI reported lost.
+  uint64_t cupti_dropped = 0;
+  // GPU activity was asked for but the payload is host-only.
+  bool host_only = false;
+  // For the result's message: why host-only, or what failed ("" if none).
+  std::string message;
 };
 
 class ActivitySource {
@@ -34,7 +51,7 @@ class ActivitySource {
   virtual ~ActivitySource() = default;
 
   // Returns false with `error` set when the source cannot capture.
-  virtual bool Prepare(const CaptureRequest& request, std::string* error) = 0;
+  virtual bool Prepare(const CaptureRequest& request, PrepareError* error) = 0;
   // `window_start_ns` is the CLOCK_REALTIME instant the window opened.
   virtual void Start(int64_t window_start_ns) = 0;
   // `window_end_ns`: records still open are closed at this instant.

@@ -28,9 +28,9 @@ Agent::Agent(AgentOptions options, Clock* clock, HelloFactory hello,
       clock_(clock),
       hello_(std::move(hello)),
       session_(clock, std::move(sources), this),
-      backoff_(options_.backoff_initial_ms, options_.backoff_max_ms,
-               static_cast<uint64_t>(clock->MonotonicNs()) ^
-                   (static_cast<uint64_t>(getpid()) << 32)) {}
+      backoff_(
+          options_.backoff_initial_ms, options_.backoff_max_ms,
+          static_cast<uint64_t>(clock->MonotonicNs()) ^ (static_cast<uint64_t>(getpid()) << 32)) {}
 
 Agent::~Agent() {
   if (thread_.joinable()) {
@@ -196,8 +196,7 @@ bool Agent::ReadMessages() {
     const IoResult received = conn_.Receive(&datagram);
     if (received == IoResult::kWouldBlock) return true;
     if (received != IoResult::kOk) {
-      Disconnect(received == IoResult::kClosed ? "daemon closed the connection"
-                                               : "receive failed");
+      Disconnect(received == IoResult::kClosed ? "daemon closed the connection" : "receive failed");
       return false;
     }
     wire::DaemonMessage message;

@@ -55,15 +55,17 @@ class AgentTest : public ::testing::Test {
     options.backoff_initial_ms = 5;
     options.backoff_max_ms = 100;
     EnvLookup env = [](const char* name) -> std::optional<std::string> {
-      static const std::map<std::string, std::string> kEnv = {
-          {"SLURM_JOB_ID", "slurm-9"}, {"GPUCTL_JOB_ID", "job-7"}, {"RANK", "3"},
-          {"LOCAL_RANK", "x1"}};
+      static const std::map<std::string, std::string> kEnv = {{"SLURM_JOB_ID", "slurm-9"},
+                                                              {"GPUCTL_JOB_ID", "job-7"},
+                                                              {"RANK", "3"},
+                                                              {"LOCAL_RANK", "x1"}};
       auto it = kEnv.find(name);
       if (it == kEnv.end()) return std::nullopt;
       return it->second;
     };
-    agent_ = std::make_unique<Agent>(options, &clock_, [env] { return BuildHello(env, "/proc"); },
-                                     std::vector<ActivitySource*>{&host_});
+    agent_ = std::make_unique<Agent>(
+        options, &clock_, [env] { return BuildHello(env, "/proc"); },
+        std::vector<ActivitySource*>{&host_});
     std::string error;
     ASSERT_TRUE(agent_->Start(&error)) << error;
   }

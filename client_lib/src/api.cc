@@ -103,4 +103,14 @@ const char* gpuctl_version(void) {
 
 int gpuctl_connected(void) { return gpuctl::client::RuntimeForCall().connected() ? 1 : 0; }
 
+// CUDA_INJECTION64_PATH=libgpuctl.so: libcuda loads the library during
+// cuInit (its constructor has already started the agent) and calls this.
+// Returning 1 tells the driver the injection succeeded.
+__attribute__((visibility("default"))) int InitializeInjection(void) {
+  const char* disable = getenv("GPUCTL_DISABLE");
+  if (disable != nullptr && std::strcmp(disable, "1") == 0) return 1;
+  gpuctl::client::RuntimeForCall().Init();
+  return 1;
+}
+
 }  // extern "C"

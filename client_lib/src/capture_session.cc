@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "client_lib/src/activities.h"
+
 namespace gpuctl::client {
 namespace {
 
@@ -30,7 +32,8 @@ bool CaptureSession::Reject(const wire::StartCapture& request, wire::CaptureStat
 
 bool CaptureSession::OnStartCapture(const wire::StartCapture& request) {
   if (state_ != State::kIdle) {
-    return Reject(request, wire::CaptureStatus::kBusy, "busy: capture " + trace_id_ + " in progress");
+    return Reject(request, wire::CaptureStatus::kBusy,
+                  "busy: capture " + trace_id_ + " in progress");
   }
   const int64_t now = clock_->RealtimeNs();
   if (request.trace_id.empty() || request.trace_id.size() > kMaxTraceIdBytes) {
@@ -45,12 +48,21 @@ bool CaptureSession::OnStartCapture(const wire::StartCapture& request) {
   }
   uint64_t cap = request.max_buffer_bytes;
   if (max_payload_bytes_ != 0 && (cap == 0 || cap > max_payload_bytes_)) cap = max_payload_bytes_;
-  CaptureRequest prepared{request.trace_id, cap};
+  CaptureRequest prepared{request.trace_id, cap, 0, request.activity_buffer_bytes};
+  std::string unknown;
+  if (!ParseActivities(request.activities, &prepared.activities, &unknown)) {
+    return Reject(request, wire::CaptureStatus::kRejected,
+                  "unknown activity \"" + unknown + "\" (known: " + KnownActivityNames() + ")");
+  }
+  if (prepared.activity_buffer_bytes > kMaxActivityBufferBytes) {
+    return Reject(request, wire::CaptureStatus::kRejected,
+                  "activity_buffer_bytes above " + std::to_string(kMaxActivityBufferBytes));
+  }
   for (size_t i = 0; i < sources_.size(); ++i) {
-    std::string error;
+    PrepareError error;
     if (!sources_[i]->Prepare(prepared, &error)) {
       for (size_t j = 0; j <= i; ++j) sources_[j]->Abort();
-      return Reject(request, wire::CaptureStatus::kFailed, "prepare failed: " + error);
+      return Reject(request, error.status, error.message);
     }
   }
   trace_id_ = request.trace_id;
@@ -108,20 +120,31 @@ bool CaptureSession::CloseWindow(int64_t now) {
   for (ActivitySource* source : sources_) source->Stop(now);
   RecordWriter writer;
   uint64_t dropped = 0;
-  for (ActivitySource* source : sources_) dropped += source->Collect(writer).dropped_events;
+  uint64_t cupti_dropped = 0;
+  bool host_only = false;
+  std::string message;
+  for (ActivitySource* source : sources_) {
+    CollectStats stats = source->Collect(writer);
+    dropped += stats.dropped_events;
+    cupti_dropped += stats.cupti_dropped;
+    host_only = host_only || stats.host_only;
+    if (!stats.message.empty()) message += (message.empty() ? "" : "; ") + stats.message;
+  }
   const uint64_t events = writer.event_count();
   std::string payload = writer.Finish(PayloadHeaderInfo{dropped, opened_ns_, now, getpid()});
   const std::string trace_id = trace_id_;
   state_ = State::kIdle;
   trace_id_.clear();
   if (max_payload_bytes_ != 0 && payload.size() > max_payload_bytes_) {
-    return output_->SendResult(
-        MakeResult(trace_id, wire::CaptureStatus::kFailed,
-                   "payload of " + std::to_string(payload.size()) +
-                       " bytes exceeds the daemon's limit of " + std::to_string(max_payload_bytes_)),
-        nullptr);
+    return output_->SendResult(MakeResult(trace_id, wire::CaptureStatus::kFailed,
+                                          "payload of " + std::to_string(payload.size()) +
+                                              " bytes exceeds the daemon's limit of " +
+                                              std::to_string(max_payload_bytes_)),
+                               nullptr);
   }
-  wire::CaptureResult result = MakeResult(trace_id, wire::CaptureStatus::kOk, "");
+  wire::CaptureResult result = MakeResult(trace_id, wire::CaptureStatus::kOk, std::move(message));
+  result.host_only = host_only;
+  result.cupti_dropped_records = cupti_dropped;
   result.event_count = events;
   result.dropped_events = dropped;
   result.window_start_unix_ns = opened_ns_;

@@ -29,6 +29,7 @@ class CaptureSession {
   static constexpr size_t kMaxTraceIdBytes = 256;
   static constexpr int64_t kMaxDurationNs = 3600LL * 1'000'000'000;
   static constexpr int64_t kMaxStartAheadNs = 3600LL * 1'000'000'000;
+  static constexpr uint64_t kMaxActivityBufferBytes = 256ull << 20;
 
   // `sources` and everything else must outlive the session.
   CaptureSession(Clock* clock, std::vector<ActivitySource*> sources, CaptureOutput* output);
@@ -67,9 +68,9 @@ class CaptureSession {
 
   State state_ = State::kIdle;
   std::string trace_id_;
-  int64_t start_ns_ = 0;     // requested start
+  int64_t start_ns_ = 0;  // requested start
   int64_t duration_ns_ = 0;
-  int64_t opened_ns_ = 0;    // actual open instant
+  int64_t opened_ns_ = 0;  // actual open instant
 };
 
 }  // namespace gpuctl::client

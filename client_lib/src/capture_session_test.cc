@@ -36,9 +36,10 @@ class RecordingOutput final : public CaptureOutput {
 
 class FakeSource final : public ActivitySource {
  public:
-  bool Prepare(const CaptureRequest& r, std::string* error) override {
+  bool Prepare(const CaptureRequest& r, PrepareError* error) override {
     request = r;
-    *error = "no device";
+    error->status = prepare_status;
+    error->message = "no device";
     return prepare_ok;
   }
   void Start(int64_t ts) override { started_at = ts; }
@@ -49,6 +50,7 @@ class FakeSource final : public ActivitySource {
   }
   void Abort() override { ++aborts; }
   bool prepare_ok = true;
+  wire::CaptureStatus prepare_status = wire::CaptureStatus::kFailed;
   CaptureRequest request;
   int64_t started_at = 0, stopped_at = 0;
   int aborts = 0;

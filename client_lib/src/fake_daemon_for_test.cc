@@ -112,9 +112,8 @@ bool FakeDaemon::Send(const wire::DaemonMessage& message) {
 }
 
 bool FakeDaemon::SendRaw(const std::string& bytes) {
-  return conn_fd_ >= 0 &&
-         send(conn_fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-             static_cast<ssize_t>(bytes.size());
+  return conn_fd_ >= 0 && send(conn_fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+                              static_cast<ssize_t>(bytes.size());
 }
 
 bool FakeDaemon::WaitPeerClosed(int timeout_ms) {

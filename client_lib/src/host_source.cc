@@ -19,6 +19,7 @@ struct OpenRange {
   uint64_t id = 0;
   uint32_t depth = 0;
   bool kept = false;  // false: dropped at the cap; its pop emits nothing
+  bool correlated = false;  // the RangeListener took it
 };
 
 // Per-thread recording state. Written by its own thread while `writing` is
@@ -145,6 +146,7 @@ void HostSource::Push(const char* name) {
       range.start_ns = now;
       range.id = (static_cast<uint64_t>(buffer->tid) << 32) | buffer->next_range++;
       range.depth = static_cast<uint32_t>(buffer->stack.size());
+      range.correlated = listener_ != nullptr && listener_->OnRangePush(range.id);
     } else {
       ++buffer->dropped;
     }
@@ -161,6 +163,7 @@ void HostSource::Pop() {
     --buffer->overflow;
   } else if (!buffer->stack.empty()) {
     OpenRange& top = buffer->stack.back();
+    if (top.correlated) listener_->OnRangePop();
     if (top.kept) {
       buffer->events.push_back(HostEvent{.is_range = true,
                                          .depth = top.depth,
@@ -196,7 +199,7 @@ void HostSource::StepN(uint64_t step) {
   RecordStep(step);
 }
 
-bool HostSource::Prepare(const CaptureRequest& request, std::string* error) {
+bool HostSource::Prepare(const CaptureRequest& request, PrepareError* error) {
   Abort();
   max_buffer_bytes_ =
       request.max_buffer_bytes != 0 ? request.max_buffer_bytes : kDefaultMaxBufferBytes;

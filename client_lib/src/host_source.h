@@ -29,9 +29,9 @@ struct HostEvent {
   bool is_range = false;
   uint32_t depth = 0;
   int64_t start_ns = 0;
-  int64_t end_ns = 0;        // ranges only
-  uint64_t value = 0;        // range id, or step number
-  std::string name;          // ranges only
+  int64_t end_ns = 0;  // ranges only
+  uint64_t value = 0;  // range id, or step number
+  std::string name;    // ranges only
 };
 
 // The records one thread made in one window.
@@ -39,6 +39,18 @@ struct ThreadRecords {
   uint32_t tid = 0;
   std::string thread_name;
   std::vector<HostEvent> events;
+};
+
+// Told of each range a window records, so GPU work launched inside it can
+// be linked to it (CUPTI external correlation). Called on the annotating
+// thread; must be cheap and never block.
+class RangeListener {
+ public:
+  virtual ~RangeListener() = default;
+  // Returns true when it took the range; OnRangePop is then called at the
+  // matching pop on the same thread, and only then.
+  virtual bool OnRangePush(uint64_t range_id) = 0;
+  virtual void OnRangePop() = 0;
 };
 
 class HostSource final : public ActivitySource {
@@ -62,7 +74,10 @@ class HostSource final : public ActivitySource {
   // Sets the step counter to `step` and records it.
   void StepN(uint64_t step);
 
-  bool Prepare(const CaptureRequest& request, std::string* error) override;
+  // Set before any window opens; `listener` must outlive this source.
+  void set_range_listener(RangeListener* listener) { listener_ = listener; }
+
+  bool Prepare(const CaptureRequest& request, PrepareError* error) override;
   void Start(int64_t window_start_ns) override;
   void Stop(int64_t window_end_ns) override;
   CollectStats Collect(RecordWriter& writer) override;
@@ -98,6 +113,7 @@ class HostSource final : public ActivitySource {
 
   AnnotationState* const state_;
   Clock* const clock_;
+  RangeListener* listener_ = nullptr;
   // Id of the open window, 0 when closed. Ids are unique process-wide.
   std::atomic<uint64_t> window_{0};
   std::atomic<uint64_t> bytes_left_{0};

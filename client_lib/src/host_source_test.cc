@@ -34,7 +34,7 @@ class TickingClock final : public Clock {
 class HostSourceTest : public ::testing::Test {
  protected:
   void Open(uint64_t cap = 0) {
-    std::string error;
+    PrepareError error;
     ASSERT_TRUE(source_.Prepare({"t", cap}, &error));
     start_ = clock_.RealtimeNs();
     source_.Start(start_);
@@ -161,7 +161,7 @@ TEST_F(HostSourceTest, DroppedPushStillMatchesItsPop) {
 }
 
 TEST_F(HostSourceTest, StepsCountAndStepNSetsTheCounter) {
-  source_.Step();  // outside: counts but does not record
+  source_.Step();            // outside: counts but does not record
   state_.step.fetch_add(1);  // the API's fast path outside a window
   Open();
   source_.Step();

@@ -21,6 +21,36 @@ uint64_t LoadU64(std::string_view b, size_t off) {
   return v;
 }
 
+uint32_t DecodedEvent::U32(size_t off) const { return off + 4 <= raw.size() ? LoadU32(raw, off) : 0; }
+uint64_t DecodedEvent::U64(size_t off) const { return off + 8 <= raw.size() ? LoadU64(raw, off) : 0; }
+
+namespace {
+
+// Size, string fields and time fields of each GPU kind (records.h).
+struct GpuLayout {
+  records::Kind kind;
+  uint16_t size;
+  int name_off;    // -1: none
+  int domain_off;  // -1: none
+  int start_off;   // -1: untimed
+  int end_off;
+};
+
+constexpr GpuLayout kGpuLayouts[] = {
+    {records::Kind::kKernel, records::kKernelSize, 20, -1, 24, 32},
+    {records::Kind::kMemcpy, records::kMemcpySize, -1, -1, 24, 32},
+    {records::Kind::kMemset, records::kMemsetSize, -1, -1, 24, 32},
+    {records::Kind::kApiCall, records::kApiCallSize, 40, -1, 24, 32},
+    {records::Kind::kSync, records::kSyncSize, -1, -1, 24, 32},
+    {records::Kind::kMarker, records::kMarkerSize, 32, 36, 16, 24},
+    {records::Kind::kOverhead, records::kOverheadSize, -1, -1, 24, 32},
+    {records::Kind::kExternalCorrelation, records::kExternalCorrelationSize, -1, -1, -1, -1},
+    {records::Kind::kDeviceInfo, records::kDeviceInfoSize, 8, -1, -1, -1},
+    {records::Kind::kCaptureInfo, records::kCaptureInfoSize, 32, 36, -1, -1},
+};
+
+}  // namespace
+
 std::vector<DecodedEvent> DecodedPayload::Ranges(std::string_view name) const {
   std::vector<DecodedEvent> out;
   for (const DecodedEvent& e : events) {
@@ -101,8 +131,27 @@ std::optional<DecodedPayload> DecodePayload(std::string_view b) {
         e.tid = LoadU32(b, off + 4);
         name = string_at(LoadU32(b, off + 8));
         break;
-      default:
-        return std::nullopt;
+      default: {
+        const GpuLayout* layout = nullptr;
+        for (const GpuLayout& l : kGpuLayouts) {
+          if (static_cast<uint16_t>(l.kind) == e.kind) layout = &l;
+        }
+        if (layout == nullptr || size != layout->size) return std::nullopt;
+        e.raw = std::string(b.substr(off, size));
+        name = "";
+        if (layout->name_off >= 0) name = string_at(e.U32(layout->name_off));
+        if (layout->domain_off >= 0) {
+          std::optional<std::string> domain = string_at(e.U32(layout->domain_off));
+          if (!domain.has_value()) return std::nullopt;
+          e.domain = *domain;
+        }
+        if (layout->start_off >= 0) {
+          e.start_ns = e.I64(layout->start_off);
+          e.end_ns = e.I64(layout->end_off);
+          if (e.end_ns < e.start_ns) return std::nullopt;
+        }
+        break;
+      }
     }
     if (!name.has_value()) return std::nullopt;
     e.name = *name;

@@ -20,10 +20,18 @@ struct DecodedEvent {
   uint32_t tid = 0;
   int64_t start_ns = 0;  // ts for steps
   int64_t end_ns = 0;
-  std::string name;      // range or thread name
+  std::string name;  // range or thread name
   uint32_t depth = 0;
   uint64_t range_id = 0;
   uint64_t step = 0;
+  // GPU kinds: the whole record, read with U32/U64 at the offsets of
+  // records.h; `name` holds the kind's main string (kernel, API, marker,
+  // device name; kCaptureInfo message) and start_ns/end_ns its times.
+  std::string raw;
+  std::string domain;      // kMarker domain; kCaptureInfo cupti_path
+  uint32_t U32(size_t off) const;
+  uint64_t U64(size_t off) const;
+  int64_t I64(size_t off) const { return static_cast<int64_t>(U64(off)); }
 };
 
 struct DecodedPayload {

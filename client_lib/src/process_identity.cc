@@ -96,6 +96,9 @@ wire::Hello BuildHello(const EnvLookup& env, const std::string& proc_root) {
   hello.cmdline =
       SplitCmdline(ReadSmallFile(proc_root + "/self/cmdline", kMaxCmdlineBytes), kMaxCmdlineBytes);
   hello.capabilities = wire::kCapabilityMemfd | wire::kCapabilityHostRanges;
+#ifdef GPUCTL_HAVE_CUPTI
+  hello.capabilities |= wire::kCapabilityCupti;
+#endif
   return hello;
 }
 

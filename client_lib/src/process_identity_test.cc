@@ -40,9 +40,9 @@ TEST(ProcessIdentityTest, SplitsCmdline) {
 }
 
 TEST(ProcessIdentityTest, JobIdFallsBackInOrder) {
-  EXPECT_EQ(BuildHello(FakeEnv({{"SLURM_JOB_ID", "s"}, {"TORCHELASTIC_RUN_ID", "t"}}), "/proc")
-                .job_id,
-            "s");
+  EXPECT_EQ(
+      BuildHello(FakeEnv({{"SLURM_JOB_ID", "s"}, {"TORCHELASTIC_RUN_ID", "t"}}), "/proc").job_id,
+      "s");
   EXPECT_EQ(BuildHello(FakeEnv({{"TORCHELASTIC_RUN_ID", "t"}}), "/proc").job_id, "t");
   EXPECT_EQ(BuildHello(FakeEnv({}), "/proc").job_id, "");
   const wire::Hello hello =

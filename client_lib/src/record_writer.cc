@@ -73,6 +73,12 @@ void RecordWriter::AddThreadName(uint32_t tid, uint32_t name) {
   ++event_count_;
 }
 
+void RecordWriter::BeginRecord(uint16_t kind, uint16_t size) {
+  AppendU16(&events_, kind);
+  AppendU16(&events_, size);
+  ++event_count_;
+}
+
 uint64_t RecordWriter::PayloadSize() const {
   return records::kHeaderSize + events_.size() + strings_.size();
 }

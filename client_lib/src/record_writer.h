@@ -11,6 +11,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "client_lib/src/gpu_records.h"
+
 namespace gpuctl::client {
 
 struct PayloadHeaderInfo {
@@ -35,6 +37,19 @@ class RecordWriter {
   void AddStep(uint32_t tid, int64_t ts_ns, uint64_t step);
   void AddThreadName(uint32_t tid, uint32_t name);
 
+  // GPU kinds (record_writer_gpu.cc). String fields are indexes returned by
+  // this writer's InternString.
+  void Add(const KernelRecord& r);
+  void Add(const MemcpyRecord& r);
+  void Add(const MemsetRecord& r);
+  void Add(const ApiCallRecord& r);
+  void Add(const SyncRecord& r);
+  void Add(const MarkerRecord& r);
+  void Add(const OverheadRecord& r);
+  void Add(const ExternalCorrelationRecord& r);
+  void Add(const DeviceInfoRecord& r);
+  void Add(const CaptureInfoRecord& r);
+
   uint64_t event_count() const { return event_count_; }
   // Bytes the finished payload will have.
   uint64_t PayloadSize() const;
@@ -43,6 +58,9 @@ class RecordWriter {
   std::string Finish(const PayloadHeaderInfo& info);
 
  private:
+  // Starts a record and counts it; the caller appends exactly size - 4 bytes.
+  void BeginRecord(uint16_t kind, uint16_t size);
+
   std::string events_;
   std::string strings_;
   std::unordered_map<std::string, uint32_t> string_index_;

@@ -8,7 +8,8 @@ namespace gpuctl::client {
 namespace {
 
 uint16_t U16(const std::string& b, size_t off) {
-  return static_cast<uint16_t>(static_cast<uint8_t>(b[off]) | static_cast<uint8_t>(b[off + 1]) << 8);
+  return static_cast<uint16_t>(static_cast<uint8_t>(b[off]) | static_cast<uint8_t>(b[off + 1])
+                                                                  << 8);
 }
 uint32_t U32(const std::string& b, size_t off) {
   return static_cast<uint32_t>(U16(b, off)) | static_cast<uint32_t>(U16(b, off + 2)) << 16;
@@ -19,10 +20,8 @@ uint64_t U64(const std::string& b, size_t off) {
 
 TEST(RecordWriterTest, EmptyPayloadIsHeaderOnly) {
   RecordWriter writer;
-  const std::string p = writer.Finish({.dropped_events = 7,
-                                       .window_start_ns = 100,
-                                       .window_end_ns = 200,
-                                       .pid = 4242});
+  const std::string p = writer.Finish(
+      {.dropped_events = 7, .window_start_ns = 100, .window_end_ns = 200, .pid = 4242});
   ASSERT_EQ(p.size(), records::kHeaderSize);
   // "GPCR" in byte order, whatever the host.
   EXPECT_EQ(p.substr(0, 4), "GPCR");

@@ -3,6 +3,23 @@
 #include <utility>
 
 namespace gpuctl::client {
+#ifdef GPUCTL_HAVE_CUPTI
+namespace {
+
+cupti::CuptiSource::Deps CuptiDeps(Clock* clock, const EnvLookup& env) {
+  cupti::CuptiSource::Deps deps;
+  deps.clock = clock;
+  deps.load = [](std::string* error) {
+    return cupti::LoadCuptiApi(cupti::ProcessLoaderEnvironment(), error);
+  };
+  deps.process_has_cuda = [] { return cupti::ProcessHasCuda(cupti::ProcessLoaderEnvironment()); };
+  // An explicit CUPTI is loaded even before the process has loaded CUDA.
+  deps.force_load = !env("GPUCTL_CUPTI_PATH").value_or("").empty();
+  return deps;
+}
+
+}  // namespace
+#endif
 
 AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
   AgentOptions options;
@@ -14,7 +31,19 @@ AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
 }
 
 Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env)
-    : options_(std::move(options)), state_(state), env_(std::move(env)), host_(state, &clock_) {}
+    : options_(std::move(options)),
+      state_(state),
+      env_(std::move(env)),
+      host_(state, &clock_)
+#ifdef GPUCTL_HAVE_CUPTI
+      ,
+      cupti_(CuptiDeps(&clock_, env_))
+#endif
+{
+#ifdef GPUCTL_HAVE_CUPTI
+  host_.set_range_listener(&cupti_);
+#endif
+}
 
 Runtime::~Runtime() { Shutdown(); }
 
@@ -28,7 +57,12 @@ int Runtime::InitLocked() {
   EnvLookup env = env_;
   auto agent = std::make_unique<Agent>(
       options_, &clock_, [env] { return BuildHello(env, "/proc"); },
-      std::vector<ActivitySource*>{&host_});
+      std::vector<ActivitySource*> {
+        &host_,
+#ifdef GPUCTL_HAVE_CUPTI
+            &cupti_,
+#endif
+      });
   std::string error;
   if (!agent->Start(&error)) return -1;
   agent_ = std::move(agent);

@@ -1,5 +1,5 @@
 // Everything one process's library instance owns: the annotation state, the
-// host source and the agent. api.cc holds one, created on first use and
+// host and CUPTI sources and the agent. api.cc holds one, created on first use and
 // never destroyed (threads may still run during exit); tests make their own.
 //
 // Threads: every method may be called from any thread. Fork handlers must
@@ -15,6 +15,9 @@
 #include "client_lib/src/clock.h"
 #include "client_lib/src/host_source.h"
 #include "client_lib/src/process_identity.h"
+#ifdef GPUCTL_HAVE_CUPTI
+#include "client_lib/src/cupti/cupti_source.h"
+#endif
 
 namespace gpuctl::client {
 
@@ -62,6 +65,9 @@ class Runtime {
   const EnvLookup env_;
   RealClock clock_;
   HostSource host_;
+#ifdef GPUCTL_HAVE_CUPTI
+  cupti::CuptiSource cupti_;
+#endif
   std::mutex mu_;
   std::unique_ptr<Agent> agent_;  // guarded by mu_
   bool exiting_ = false;          // guarded by mu_

@@ -1,7 +1,5 @@
 // fork(): the child registers as itself on its first API call; the parent's
 // connection is untouched.
-#include "client_lib/src/runtime.h"
-
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pthread.h>
@@ -13,6 +11,7 @@
 #include <thread>
 
 #include "client_lib/src/fake_daemon_for_test.h"
+#include "client_lib/src/runtime.h"
 
 namespace gpuctl::client {
 namespace {

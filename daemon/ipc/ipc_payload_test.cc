@@ -72,8 +72,9 @@ class IpcPayloadTest : public testing::IpcServerFixture {
   void ExpectDropped(const v1::ipc::ClientMessage& msg, std::vector<int> fds,
                      absl::string_view reason) {
     absl::Notification gone;
-    EXPECT_CALL(core_, OnPeerGone(id_, false, HasSubstr(std::string(reason))))
-        .WillOnce([&] { gone.Notify(); });
+    EXPECT_CALL(core_, OnPeerGone(id_, false, HasSubstr(std::string(reason)))).WillOnce([&] {
+      gone.Notify();
+    });
     ASSERT_TRUE(client_->Send(msg, std::move(fds)).ok());
     EXPECT_TRUE(client_->WaitForClose());
     ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
@@ -90,9 +91,9 @@ class IpcPayloadTest : public testing::IpcServerFixture {
 TEST_F(IpcPayloadTest, SealedMemfdIsDeliveredWithItsBytes) {
   std::string bytes = Pattern(300000);
   ExpectResult();
-  ASSERT_TRUE(client_->Send(Result(v1::ipc::PAYLOAD_TRANSPORT_MEMFD, bytes.size()),
-                            {MakeMemfd(bytes)})
-                  .ok());
+  ASSERT_TRUE(
+      client_->Send(Result(v1::ipc::PAYLOAD_TRANSPORT_MEMFD, bytes.size()), {MakeMemfd(bytes)})
+          .ok());
   ASSERT_TRUE(delivered_.WaitForNotificationWithTimeout(kTestDeadline));
   EXPECT_TRUE(had_payload_);
   EXPECT_EQ(received_, bytes);
@@ -145,6 +146,12 @@ TEST_F(IpcPayloadTest, MemfdResultWithoutDescriptorIsRefused) {
 
 TEST_F(IpcPayloadTest, TwoDescriptorsAreRefused) {
   ExpectDropped(Result(v1::ipc::PAYLOAD_TRANSPORT_MEMFD, 1), {MakeMemfd("a"), MakeMemfd("b")},
+                "more than one file descriptor");
+}
+
+TEST_F(IpcPayloadTest, ManyDescriptorsAreRefusedAndNoneLeaks) {
+  ExpectDropped(Result(v1::ipc::PAYLOAD_TRANSPORT_MEMFD, 1),
+                {MakeMemfd("a"), MakeMemfd("b"), MakeMemfd("c"), MakeMemfd("d")},
                 "more than one file descriptor");
 }
 

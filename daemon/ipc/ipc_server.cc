@@ -31,12 +31,18 @@ constexpr size_t kInlineInitialReserve = 16u << 20;
 
 absl::string_view MessageName(const ClientMessage& msg) {
   switch (msg.msg_case()) {
-    case ClientMessage::kHello: return "Hello";
-    case ClientMessage::kCaptureStarted: return "CaptureStarted";
-    case ClientMessage::kCaptureResult: return "CaptureResult";
-    case ClientMessage::kPayloadChunk: return "PayloadChunk";
-    case ClientMessage::kGoodbye: return "Goodbye";
-    case ClientMessage::MSG_NOT_SET: break;
+    case ClientMessage::kHello:
+      return "Hello";
+    case ClientMessage::kCaptureStarted:
+      return "CaptureStarted";
+    case ClientMessage::kCaptureResult:
+      return "CaptureResult";
+    case ClientMessage::kPayloadChunk:
+      return "PayloadChunk";
+    case ClientMessage::kGoodbye:
+      return "Goodbye";
+    case ClientMessage::MSG_NOT_SET:
+      break;
   }
   return "unknown message";
 }
@@ -252,9 +258,9 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
     return false;
   }
   LogDebug("IPC peer accepted", {{"pid", peer->creds.pid},
-                               {"uid", peer->creds.uid},
-                               {"job_id", hello.job_id()},
-                               {"rank", hello.rank()}});
+                                 {"uid", peer->creds.uid},
+                                 {"job_id", hello.job_id()},
+                                 {"rank", hello.rank()}});
   return true;
 }
 
@@ -357,7 +363,7 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer, bool clean, absl::s
   peers_.erase(peer->id);
   if (!peer->accepted || core_ == nullptr) return;
   LogDebug("IPC peer closed",
-          {{"pid", peer->creds.pid}, {"clean", clean ? "true" : "false"}, {"reason", reason}});
+           {{"pid", peer->creds.pid}, {"clean", clean ? "true" : "false"}, {"reason", reason}});
   if (notify == Notify::kNow) {
     core_->OnPeerGone(peer->id, clean, reason);
     return;

@@ -37,8 +37,9 @@ class IpcServerTest : public testing::IpcServerFixture {
   // Expects the peer to be dropped with a reason containing `reason`.
   template <typename IdMatcher>
   void ExpectGone(IdMatcher id, bool clean, absl::string_view reason, absl::Notification* gone) {
-    EXPECT_CALL(core_, OnPeerGone(id, clean, HasSubstr(std::string(reason))))
-        .WillOnce([gone] { gone->Notify(); });
+    EXPECT_CALL(core_, OnPeerGone(id, clean, HasSubstr(std::string(reason)))).WillOnce([gone] {
+      gone->Notify();
+    });
   }
   // The test ends with the client still connected; whether the server sees
   // its close before tear-down is a race the test does not care about.
@@ -47,13 +48,12 @@ class IpcServerTest : public testing::IpcServerFixture {
 
 TEST_F(IpcServerTest, HelloIsRoutedWithKernelCredentialsAndAcknowledged) {
   IpcTestClient client = Connect();
-  EXPECT_CALL(core_,
-              OnPeerHello(_,
-                          AllOf(Field(&PeerCredentials::pid, getpid()),
-                                Field(&PeerCredentials::uid, getuid()),
-                                Field(&PeerCredentials::gid, getgid())),
-                          AllOf(Property(&v1::ipc::Hello::pid, getpid()),
-                                Property(&v1::ipc::Hello::job_id, "job-7"))))
+  EXPECT_CALL(core_, OnPeerHello(_,
+                                 AllOf(Field(&PeerCredentials::pid, getpid()),
+                                       Field(&PeerCredentials::uid, getuid()),
+                                       Field(&PeerCredentials::gid, getgid())),
+                                 AllOf(Property(&v1::ipc::Hello::pid, getpid()),
+                                       Property(&v1::ipc::Hello::job_id, "job-7"))))
       .WillOnce(Return(absl::OkStatus()));
   ASSERT_TRUE(client.SendHello().ok());
   auto ack = client.Receive();

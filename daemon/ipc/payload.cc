@@ -78,7 +78,8 @@ absl::StatusOr<std::unique_ptr<Payload>> MapSealedMemfd(int fd, uint64_t expecte
   if (expected_size == 0) return std::make_unique<MappedPayload>(nullptr, 0);
   void* addr = mmap(nullptr, expected_size, PROT_READ, MAP_SHARED, fd, 0);
   if (addr == MAP_FAILED) {
-    return absl::InvalidArgumentError(absl::StrCat("mmap of payload memfd: ", std::strerror(errno)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("mmap of payload memfd: ", std::strerror(errno)));
   }
   return std::make_unique<MappedPayload>(addr, expected_size);
 }

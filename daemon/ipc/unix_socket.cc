@@ -41,9 +41,8 @@ absl::StatusOr<sockaddr_un> MakeAddress(const std::string& path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path must be 1 to ",
-                                                   sizeof(addr.sun_path) - 1,
-                                                   " bytes long: \"", path, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "socket path must be 1 to ", sizeof(addr.sun_path) - 1, " bytes long: \"", path, "\""));
   }
   std::memcpy(addr.sun_path, path.data(), path.size());
   return addr;
@@ -65,8 +64,8 @@ absl::Status RemoveStaleSocket(const std::string& path, const sockaddr_un& addr)
   if (!probe.valid()) return Errno("socket() for probing", path, errno);
   if (connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0 ||
       errno == EAGAIN || errno == EINPROGRESS) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "another gpuctld is already listening on ", path, "; stop it or pick another --socket"));
+    return absl::FailedPreconditionError(absl::StrCat("another gpuctld is already listening on ",
+                                                      path, "; stop it or pick another --socket"));
   }
   if (errno != ECONNREFUSED) return Errno("cannot probe existing socket", path, errno);
   if (unlink(path.c_str()) != 0 && errno != ENOENT) {

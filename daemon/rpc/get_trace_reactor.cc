@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "daemon/rpc/status_util.h"
 
 namespace gpuctl::daemon {
@@ -97,8 +97,8 @@ absl::Status GetTraceReactor::NextChunk(bool* have_chunk) {
     if (chunk_.data().empty()) {
       reader_.reset();
       if (offset_ != size) {
-        return absl::DataLossError(absl::StrCat(current_file_, " ended at ", offset_,
-                                                " bytes, expected ", size));
+        return absl::DataLossError(
+            absl::StrCat(current_file_, " ended at ", offset_, " bytes, expected ", size));
       }
       // An empty file still gets one chunk so that the client creates it.
       if (sent_any_of_current_) continue;

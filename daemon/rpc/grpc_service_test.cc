@@ -38,8 +38,8 @@ class GrpcServiceTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
-    stub_ = v1::Gpuctl::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_),
-                                                    grpc::InsecureChannelCredentials()));
+    stub_ = v1::Gpuctl::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
     // In-flight calls complete through the loop, so it runs until here.
@@ -235,7 +235,8 @@ TEST_F(GrpcServiceTest, ListTracesReturnsTheStoreAnswerOrItsMappedError) {
 class GetTraceTest : public GrpcServiceTest {
  protected:
   // Downloads a trace; files by name, in arrival order.
-  grpc::Status Download(const v1::GetTraceRequest& request, std::map<std::string, std::string>* files,
+  grpc::Status Download(const v1::GetTraceRequest& request,
+                        std::map<std::string, std::string>* files,
                         std::vector<std::string>* order) {
     grpc::ClientContext ctx;
     auto reader = stub_->GetTrace(WithDeadline(&ctx), request);
@@ -273,8 +274,8 @@ TEST_F(GetTraceTest, DownloadsTheManifestAndEveryStoredFileByteExact) {
   std::vector<std::string> order;
   grpc::Status status = Download(request, &files, &order);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  EXPECT_THAT(order, ElementsAre("manifest.json", "h1-rank0-pid10.json.gz",
-                                 "h1-rank1-pid12.json.gz"));
+  EXPECT_THAT(order,
+              ElementsAre("manifest.json", "h1-rank0-pid10.json.gz", "h1-rank1-pid12.json.gz"));
   EXPECT_TRUE(files["h1-rank0-pid10.json.gz"] == big_);
   EXPECT_EQ(files["h1-rank1-pid12.json.gz"], "");
   EXPECT_NE(files["manifest.json"].find("t-2"), std::string::npos);

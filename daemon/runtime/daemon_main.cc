@@ -72,7 +72,8 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   loop_ = std::move(*loop);
-  absl::StatusOr<std::unique_ptr<LocalTraceStore>> store = LocalTraceStore::Create(options.store_dir);
+  absl::StatusOr<std::unique_ptr<LocalTraceStore>> store =
+      LocalTraceStore::Create(options.store_dir);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
   worker_ = std::make_unique<ThreadPoolExecutor>(kWorkerThreads);
@@ -128,9 +129,8 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
   builder.RegisterService(service_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve gRPC on ", options.listen_address,
-                     " (address in use or not available?)"));
+    return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", options.listen_address,
+                                               " (address in use or not available?)"));
   }
   grpc_address_ = BoundAddress(options.listen_address, port);
   return absl::OkStatus();
@@ -170,8 +170,8 @@ void Daemon::Shutdown() {
 Daemon::~Daemon() { Shutdown(); }
 
 int RunDaemon(int argc, char** argv) {
-  ParsedFlags flags = ParseDaemonFlags(argc, argv, std::getenv("GPUCTL_SOCKET"), std::cout,
-                                       std::cerr);
+  ParsedFlags flags =
+      ParseDaemonFlags(argc, argv, std::getenv("GPUCTL_SOCKET"), std::cout, std::cerr);
   if (!flags.options.has_value()) return flags.exit_code;
   SetMinLogLevel(flags.options->log_level);
 

@@ -79,17 +79,16 @@ ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* sock
   CLI::App app("gpuctld: GPU profiling daemon", "gpuctld");
   app.add_option("--listen", options.listen_address, "gRPC address HOST:PORT (port 0: any)")
       ->capture_default_str();
-  app.add_option("--socket", options.socket_path,
-                 "IPC socket path (default $GPUCTL_SOCKET or " + std::string(kDefaultSocketPath) +
-                     ")");
+  app.add_option(
+      "--socket", options.socket_path,
+      "IPC socket path (default $GPUCTL_SOCKET or " + std::string(kDefaultSocketPath) + ")");
   app.add_option("--store", options.store_dir, "trace store directory")->capture_default_str();
   app.add_option("--max-duration", max_duration, "longest capture window (default 10m)");
   app.add_option("--start-delay", start_delay, "delay before windows open (default 100ms)");
   app.add_option("--result-grace", result_grace, "wait for results after a window (default 10s)");
   app.add_option("--ready-file", options.ready_file,
                  "write the bound gRPC address here once serving");
-  app.add_option("--log-level", log_level, "debug, info, warning or error")
-      ->capture_default_str();
+  app.add_option("--log-level", log_level, "debug, info, warning or error")->capture_default_str();
   app.add_flag("--insecure", options.insecure,
                "allow a non-loopback --listen without transport security");
   app.add_flag("--version", version, "print the version and exit");
@@ -109,8 +108,8 @@ ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* sock
     status = ApplyDuration("--result-grace", result_grace, false, &options.result_grace);
   }
   if (status.ok() && !ParseLogLevel(log_level, &options.log_level)) {
-    status = absl::InvalidArgumentError(absl::StrCat(
-        "--log-level: unknown level \"", log_level, "\" (debug, info, warning, error)"));
+    status = absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level \"", log_level,
+                                                     "\" (debug, info, warning, error)"));
   }
   if (status.ok()) status = ValidateListenAddress(options.listen_address, options.insecure);
   if (status.ok() && options.socket_path.empty()) {

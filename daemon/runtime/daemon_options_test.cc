@@ -23,7 +23,8 @@ Parsed Parse(std::vector<std::string> args, const char* socket_env = nullptr) {
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
   std::ostringstream out, err;
-  Parsed p{ParseDaemonFlags(static_cast<int>(argv.size()), argv.data(), socket_env, out, err)};
+  Parsed p;
+  p.flags = ParseDaemonFlags(static_cast<int>(argv.size()), argv.data(), socket_env, out, err);
   p.out = out.str();
   p.err = err.str();
   return p;

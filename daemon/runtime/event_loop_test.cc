@@ -117,10 +117,11 @@ TEST_F(EventLoopTest, TimersWithEqualDeadlinesRunInPostingOrder) {
   std::vector<int> order;
   absl::Notification done;
   RunOnLoop([&] {
-    for (int i = 0; i < 5; ++i) loop_->PostDelayed(absl::ZeroDuration(), [&, i] {
-      order.push_back(i);
-      if (i == 4) done.Notify();
-    });
+    for (int i = 0; i < 5; ++i)
+      loop_->PostDelayed(absl::ZeroDuration(), [&, i] {
+        order.push_back(i);
+        if (i == 4) done.Notify();
+      });
   });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kWait));
   RunOnLoop([&] { EXPECT_THAT(order, ElementsAre(0, 1, 2, 3, 4)); });
@@ -132,9 +133,8 @@ TEST_F(EventLoopTest, TimerIdsAreNonZeroAndCancelFromTimerWorks) {
   bool second_ran = false;
   TaskRunner::TimerId second = 0;
   RunOnLoop([&] {
-    TaskRunner::TimerId first = loop_->PostDelayed(absl::Milliseconds(5), [&] {
-      loop_->Cancel(second);
-    });
+    TaskRunner::TimerId first =
+        loop_->PostDelayed(absl::Milliseconds(5), [&] { loop_->Cancel(second); });
     second = loop_->PostDelayed(absl::Milliseconds(30), [&] { second_ran = true; });
     loop_->PostDelayed(absl::Milliseconds(60), [&] { done.Notify(); });
     EXPECT_NE(first, 0u);
@@ -150,17 +150,21 @@ TEST_F(EventLoopTest, FdReadinessDeliversEventsAndModifyChangesThem) {
   std::atomic<int> readable{0};
   absl::Notification got_read;
   absl::Notification got_write;
-  ASSERT_TRUE(loop_->AddFd(sv[0], EPOLLIN, [&](uint32_t events) {
-    if (events & EPOLLIN) {
-      char buf[16];
-      while (read(sv[0], buf, sizeof(buf)) > 0) ++readable;
-      got_read.Notify();
-    }
-    if (events & EPOLLOUT) {
-      loop_->RemoveFd(sv[0]);  // level-triggered: stop after the first report
-      got_write.Notify();
-    }
-  }).ok());
+  ASSERT_TRUE(loop_
+                  ->AddFd(sv[0], EPOLLIN,
+                          [&](uint32_t events) {
+                            if (events & EPOLLIN) {
+                              char buf[16];
+                              while (read(sv[0], buf, sizeof(buf)) > 0) ++readable;
+                              got_read.Notify();
+                            }
+                            if (events & EPOLLOUT) {
+                              loop_->RemoveFd(
+                                  sv[0]);  // level-triggered: stop after the first report
+                              got_write.Notify();
+                            }
+                          })
+                  .ok());
   EXPECT_FALSE(loop_->AddFd(sv[0], EPOLLIN, [](uint32_t) {}).ok());
   StartThread();
   ASSERT_EQ(write(sv[1], "x", 1), 1);
@@ -186,16 +190,19 @@ TEST_F(EventLoopTest, RemovingAnotherFdInsideCallbackSuppressesItsPendingEvent) 
   absl::Notification done;
   int* fds[2] = {&a[0], &b[0]};
   for (int i = 0; i < 2; ++i) {
-    ASSERT_TRUE(loop_->AddFd(*fds[i], EPOLLIN, [&, i](uint32_t) {
-      ++calls;
-      int other = *fds[1 - i];
-      int self = *fds[i];
-      loop_->RemoveFd(other);
-      close(other);
-      loop_->RemoveFd(self);  // removing itself while running is safe
-      close(self);
-      loop_->PostDelayed(absl::Milliseconds(20), [&] { done.Notify(); });
-    }).ok());
+    ASSERT_TRUE(loop_
+                    ->AddFd(*fds[i], EPOLLIN,
+                            [&, i](uint32_t) {
+                              ++calls;
+                              int other = *fds[1 - i];
+                              int self = *fds[i];
+                              loop_->RemoveFd(other);
+                              close(other);
+                              loop_->RemoveFd(self);  // removing itself while running is safe
+                              close(self);
+                              loop_->PostDelayed(absl::Milliseconds(20), [&] { done.Notify(); });
+                            })
+                    .ok());
   }
   StartThread();
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kWait));

@@ -3,6 +3,7 @@ reading downloaded traces, and hand-encoding the IPC protobuf messages."""
 
 import gzip
 import json
+import re
 import time
 from pathlib import Path
 
@@ -22,10 +23,22 @@ def wait_until(predicate, timeout=DEFAULT_DEADLINE_S, interval=0.02, what="condi
         time.sleep(interval)
 
 
+def snake_keys(node):
+    """A protobuf JSON document with every key in its proto (snake_case) form:
+    parsers accept both the lowerCamelCase and the original names, so
+    producers may use either."""
+    if isinstance(node, list):
+        return [snake_keys(item) for item in node]
+    if isinstance(node, dict):
+        return {re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), key):
+                snake_keys(value) for key, value in node.items()}
+    return node
+
+
 def parse_processes(text):
     """Processes from `gpuctl ps --json`: a list, {"processes": [...]} or a
     per-host list of such objects; pids normalised to int."""
-    doc = json.loads(text)
+    doc = snake_keys(json.loads(text))
     found = []
 
     def visit(node):
@@ -52,7 +65,7 @@ class TraceDir:
     def __init__(self, path):
         self.path = path
         self.trace_id = path.name
-        self.manifest = json.loads((path / "manifest.json").read_text())
+        self.manifest = snake_keys(json.loads((path / "manifest.json").read_text()))
 
     @staticmethod
     def find(out):

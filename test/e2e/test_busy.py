@@ -4,8 +4,8 @@ from e2e_util import wait_until
 
 
 def _capturing(process):
-    state = str(process.get("captureState", process.get("capture_state", "")))
-    trace = process.get("currentTraceId", process.get("current_trace_id", ""))
+    state = str(process.get("capture_state", ""))
+    trace = process.get("current_trace_id", "")
     return bool(trace) or state.endswith(("ARMED", "CAPTURING"))
 
 

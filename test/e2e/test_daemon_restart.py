@@ -28,7 +28,7 @@ def test_daemon_killed_during_capture_workload_survives_and_reattaches(
     trace = cli.popen("trace", "--job", "42", "--duration", "5s", "-o", str(cli.workdir / "lost"))
     try:
         wait_until(lambda: any(p["pid"] == workload.pid and
-                               (p.get("currentTraceId") or p.get("current_trace_id"))
+                               p.get("current_trace_id")
                                for p in cli.processes()),
                    what="the capture to start")
         daemon.kill()

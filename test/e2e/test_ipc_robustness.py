@@ -166,7 +166,7 @@ def test_refused_hello(cli, daemon, real_workload, hello):
     client = FakeClient(daemon.socket)
     client.send(hello())
     client.expect_closed()
-    assert not [p for p in cli.processes() if str(p.get("jobId", p.get("job_id"))) == "liar"]
+    assert not [p for p in cli.processes() if str(p.get("job_id")) == "liar"]
     assert_real_workload_traced(cli, real_workload)
 
 
@@ -273,4 +273,7 @@ def test_untrusted_payload_is_refused(cli, daemon, real_workload, workdir, kind)
     assert not list(trace.path.glob(f"*pid{os.getpid()}*")), list(trace.path.iterdir())
     assert trace.result_for(real_workload.pid)["status"] == "CAPTURE_STATUS_OK"
     assert daemon.alive()
+    # The fake client (if still attached) would be selected again and never answer.
+    client.close()
+    wait_until(lambda: os.getpid() not in cli.attached_pids(), what="the fake client to detach")
     assert_real_workload_traced(cli, real_workload)

@@ -1,6 +1,7 @@
 """Tracing real workloads through gpuctld and the gpuctl CLI."""
 
 import re
+import socket
 
 from e2e_util import check_workload_trace, wait_until
 
@@ -16,14 +17,14 @@ def test_trace_job_traces_only_its_ranks_and_is_listed_and_fetchable(cli, start_
     assert trace is not None, "no trace downloaded:\n" + result.stdout + result.stderr
 
     manifest = trace.manifest
-    assert manifest["traceId"] == trace.trace_id
+    assert manifest["trace_id"] == trace.trace_id
     assert len(trace.results) == 2, trace.results
     assert {int(r["pid"]) for r in trace.results} == {rank0.pid, rank1.pid}
     for workload, rank in ((rank0, 0), (rank1, 1)):
         res = trace.result_for(workload.pid)
         assert res["status"] == "CAPTURE_STATUS_OK", res
         assert int(res.get("rank", 0)) == rank
-        assert int(res["eventCount"]) > 0
+        assert int(res["event_count"]) > 0
         assert res["file"] == f"{res['host']}-rank{rank}-pid{workload.pid}.json.gz", res
         check_workload_trace(trace.path / res["file"], workload.pid, rank)
 
@@ -32,7 +33,7 @@ def test_trace_job_traces_only_its_ranks_and_is_listed_and_fetchable(cli, start_
     assert len(files) == 2, files
     assert not any(f"pid{other.pid}" in f.name for f in files)
     assert all(f.stat().st_size == int(trace.result_for(
-        int(re.search(r"pid(\d+)", f.name).group(1)))["storedBytes"]) for f in files)
+        int(re.search(r"pid(\d+)", f.name).group(1)))["stored_bytes"]) for f in files)
 
     listed = cli.run("traces")
     assert listed.returncode == 0, listed.stderr
@@ -61,10 +62,9 @@ def test_no_matching_process_exits_3_and_says_what_is_attached(cli, start_worklo
     assert result.returncode == 3, result.stdout + result.stderr
     assert trace is None
     message = result.stdout + result.stderr
-    host, port = daemon.address.rsplit(":", 1)
-    assert host in message or daemon.address in message, message
-    assert re.search(r"\b2\b.*process", message), message
-    assert "42" in message and "7" in message, message
+    assert socket.gethostname() in message or daemon.address in message, message
+    assert re.search(r"\b2 (attached|process)", message), message
+    assert '"42"' in message and '"7"' in message, message
 
 
 def test_inline_payload_fallback_is_traced(cli, start_workload):
@@ -85,7 +85,7 @@ def test_forked_child_registers_as_itself_and_parent_stays_traceable(cli, start_
 
     def child_pid():
         others = [p for p in cli.processes()
-                  if p["pid"] != parent.pid and str(p.get("jobId", p.get("job_id"))) == "fork"]
+                  if p["pid"] != parent.pid and str(p.get("job_id")) == "fork"]
         return others[0]["pid"] if others else None
 
     child = wait_until(child_pid, what="the forked child in gpuctl ps")

@@ -1,6 +1,7 @@
-# cmake -DLIB=<libgpuctl.so> -DHEADER=<gpuctl.h> -P check_exports.cmake
+# cmake -DLIB=<libgpuctl.so> -DHEADER=<gpuctl.h> [-DEXTRA=a;b] -P check_exports.cmake
 # Fails unless the defined dynamic symbols of LIB are exactly the functions
-# declared GPUCTL_EXPORT in HEADER.
+# declared GPUCTL_EXPORT in HEADER plus the EXTRA entry points (symbols
+# other tools look up by name: InitializeInjection for CUDA_INJECTION64_PATH).
 find_program(NM NAMES nm REQUIRED)
 file(READ "${HEADER}" header)
 string(REGEX MATCHALL "GPUCTL_EXPORT[^;(]*[ *](gpuctl_[a-z0-9_]+)[ ]*\\(" decls "${header}")
@@ -9,6 +10,7 @@ foreach(decl IN LISTS decls)
   string(REGEX REPLACE ".*[ *](gpuctl_[a-z0-9_]+)[ ]*\\($" "\\1" name "${decl}")
   list(APPEND expected "${name}")
 endforeach()
+list(APPEND expected ${EXTRA})
 list(LENGTH expected n_expected)
 if(n_expected EQUAL 0)
   message(FATAL_ERROR "no GPUCTL_EXPORT declarations found in ${HEADER}")

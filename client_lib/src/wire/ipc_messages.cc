@@ -48,6 +48,10 @@ void PutFields(Sink& s, const StartCapture& m) {
   PutVarintField(s, 2, static_cast<uint64_t>(m.start_time_unix_ns));
   PutVarintField(s, 3, static_cast<uint64_t>(m.duration_ns));
   PutVarintField(s, 4, m.max_buffer_bytes);
+  for (const std::string& activity : m.activities) {
+    PutLengthDelimitedAlways(s, 5, activity);
+  }
+  PutVarintField(s, 6, m.activity_buffer_bytes);
 }
 
 template <typename Sink>
@@ -73,6 +77,8 @@ void PutFields(Sink& s, const CaptureResult& m) {
   PutVarintField(s, 7, m.dropped_events);
   PutVarintField(s, 8, static_cast<uint64_t>(m.window_start_unix_ns));
   PutVarintField(s, 9, static_cast<uint64_t>(m.window_end_unix_ns));
+  PutVarintField(s, 10, m.host_only ? 1 : 0);
+  PutVarintField(s, 11, m.cupti_dropped_records);
 }
 
 template <typename Sink>
@@ -134,6 +140,11 @@ void SetInt32(const WireField& f, int32_t* value) {
   // Truncation to the low 32 bits, as protobuf reads int32 and enums.
   if (f.type == WireType::kVarint) {
     *value = static_cast<int32_t>(f.number_value);
+  }
+}
+void SetBool(const WireField& f, bool* value) {
+  if (f.type == WireType::kVarint) {
+    *value = f.number_value != 0;
   }
 }
 void SetUint64(const WireField& f, uint64_t* value) {
@@ -244,6 +255,11 @@ bool MergeField(const WireField& f, StartCapture* m) {
     case 4:
       SetUint64(f, &m->max_buffer_bytes);
       break;
+    case 5:
+      return AddString(f, &m->activities);
+    case 6:
+      SetUint64(f, &m->activity_buffer_bytes);
+      break;
     default:
       break;
   }
@@ -301,6 +317,12 @@ bool MergeField(const WireField& f, CaptureResult* m) {
       break;
     case 9:
       SetInt64(f, &m->window_end_unix_ns);
+      break;
+    case 10:
+      SetBool(f, &m->host_only);
+      break;
+    case 11:
+      SetUint64(f, &m->cupti_dropped_records);
       break;
     default:
       break;

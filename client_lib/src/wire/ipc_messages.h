@@ -69,6 +69,8 @@ struct StartCapture {
   int64_t start_time_unix_ns = 0;
   int64_t duration_ns = 0;
   uint64_t max_buffer_bytes = 0;
+  std::vector<std::string> activities;
+  uint64_t activity_buffer_bytes = 0;
   bool operator==(const StartCapture&) const = default;
 };
 
@@ -95,6 +97,8 @@ struct CaptureResult {
   uint64_t dropped_events = 0;
   int64_t window_start_unix_ns = 0;
   int64_t window_end_unix_ns = 0;
+  bool host_only = false;
+  uint64_t cupti_dropped_records = 0;
   bool operator==(const CaptureResult&) const = default;
 };
 

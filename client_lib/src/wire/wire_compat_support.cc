@@ -37,6 +37,8 @@ void Fill(const CaptureResult& in, pb::CaptureResult* out) {
   out->set_dropped_events(in.dropped_events);
   out->set_window_start_unix_ns(in.window_start_unix_ns);
   out->set_window_end_unix_ns(in.window_end_unix_ns);
+  out->set_host_only(in.host_only);
+  out->set_cupti_dropped_records(in.cupti_dropped_records);
 }
 
 void Fill(const PayloadChunk& in, pb::PayloadChunk* out) {
@@ -59,6 +61,10 @@ void Fill(const StartCapture& in, pb::StartCapture* out) {
   out->set_start_time_unix_ns(in.start_time_unix_ns);
   out->set_duration_ns(in.duration_ns);
   out->set_max_buffer_bytes(in.max_buffer_bytes);
+  for (const std::string& activity : in.activities) {
+    out->add_activities(activity);
+  }
+  out->set_activity_buffer_bytes(in.activity_buffer_bytes);
 }
 
 void Fill(const CancelCapture& in, pb::CancelCapture* out) {
@@ -96,7 +102,9 @@ CaptureResult Convert(const pb::CaptureResult& in) {
                        .event_count = in.event_count(),
                        .dropped_events = in.dropped_events(),
                        .window_start_unix_ns = in.window_start_unix_ns(),
-                       .window_end_unix_ns = in.window_end_unix_ns()};
+                       .window_end_unix_ns = in.window_end_unix_ns(),
+                       .host_only = in.host_only(),
+                       .cupti_dropped_records = in.cupti_dropped_records()};
 }
 
 PayloadChunk Convert(const pb::PayloadChunk& in) {
@@ -116,7 +124,9 @@ StartCapture Convert(const pb::StartCapture& in) {
   return StartCapture{.trace_id = in.trace_id(),
                       .start_time_unix_ns = in.start_time_unix_ns(),
                       .duration_ns = in.duration_ns(),
-                      .max_buffer_bytes = in.max_buffer_bytes()};
+                      .max_buffer_bytes = in.max_buffer_bytes(),
+                      .activities = {in.activities().begin(), in.activities().end()},
+                      .activity_buffer_bytes = in.activity_buffer_bytes()};
 }
 
 CancelCapture Convert(const pb::CancelCapture& in) {
@@ -322,9 +332,13 @@ ClientMessage RandomMessages::Client(int alternative) {
     }
     case 2:
       return CaptureStarted{Utf8String(), Int64()};
-    case 3:
-      return CaptureResult{Utf8String(), Int32(),  Utf8String(), Int32(), Uint64(),
-                           Uint64(),     Uint64(), Int64(),      Int64()};
+    case 3: {
+      CaptureResult m{Utf8String(), Int32(),  Utf8String(), Int32(), Uint64(),
+                      Uint64(),     Uint64(), Int64(),      Int64()};
+      m.host_only = OneIn(2);
+      m.cupti_dropped_records = Uint64();
+      return m;
+    }
     case 4:
       return PayloadChunk{Utf8String(), Uint64(), Binary()};
     case 5:
@@ -339,8 +353,15 @@ DaemonMessage RandomMessages::Daemon(int alternative) {
   switch (index) {
     case 1:
       return HelloAck{Uint32(), Uint32(), Utf8String(), Uint64()};
-    case 2:
-      return StartCapture{Utf8String(), Int64(), Int64(), Uint64()};
+    case 2: {
+      StartCapture m{Utf8String(), Int64(), Int64(), Uint64()};
+      const uint64_t activities = Below(5);
+      for (uint64_t i = 0; i < activities; ++i) {
+        m.activities.push_back(Utf8String());
+      }
+      m.activity_buffer_bytes = Uint64();
+      return m;
+    }
     case 3:
       return CancelCapture{Utf8String(), Utf8String()};
     default:

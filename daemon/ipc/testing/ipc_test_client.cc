@@ -98,7 +98,8 @@ bool IpcTestClient::WaitForClose(absl::Duration timeout) {
 int MakeMemfd(const std::string& bytes, bool seal) {
   int fd = memfd_create("gpuctl-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return -1;
-  if (!bytes.empty() && write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+  if (!bytes.empty() &&
+      write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
     close(fd);
     return -1;
   }

@@ -14,8 +14,7 @@ namespace gpuctl::daemon {
 class MockDaemonCore : public DaemonCore {
  public:
   MOCK_METHOD(absl::Status, OnPeerHello,
-              (PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello),
-              (override));
+              (PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello), (override));
   MOCK_METHOD(void, OnCaptureStarted, (PeerId peer, const v1::ipc::CaptureStarted& started),
               (override));
   MOCK_METHOD(void, OnCaptureResult,

@@ -1,0 +1,603 @@
+#include "client_lib/src/cupti/fake/fake_cupti.h"
+
+#include <cupti.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct FakeState {
+  std::string scenario;
+  bool initialized = false;
+  bool subscribed = false;
+  CUpti_CallbackFunc callback = nullptr;
+  void* userdata = nullptr;
+  CUpti_BuffersCallbackRequestFunc request = nullptr;
+  CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+  CUpti_TimestampCallbackFunc timestamp = nullptr;
+  std::map<std::string, int64_t> counters;
+  // Records queued by launches, each [record bytes].
+  std::vector<std::string> queued;
+  uint64_t window_open_ts = 0;  // first enable since the last flush
+  uint32_t next_correlation = 1000;
+  uint64_t last_external_id = 0;
+  size_t pending_dropped = 0;
+};
+
+std::recursive_mutex& Mutex() {
+  static auto* mu = new std::recursive_mutex;
+  return *mu;
+}
+
+FakeState& State() {
+  static auto* state = new FakeState;
+  if (!state->initialized) {
+    state->initialized = true;
+    const char* scenario = std::getenv("GPUCTL_FAKE_CUPTI_SCENARIO");
+    state->scenario = scenario != nullptr ? scenario : "basic";
+  }
+  return *state;
+}
+
+thread_local std::vector<uint64_t> t_external_stack;
+
+uint64_t Now() {
+  FakeState& s = State();
+  if (s.timestamp != nullptr) return s.timestamp();
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+template <typename T>
+std::string Bytes(const T& record) {
+  return std::string(reinterpret_cast<const char*>(&record), sizeof(T));
+}
+
+uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
+
+bool Enabled(CUpti_ActivityKind kind) {
+  return State().counters["enabled:" + std::to_string(static_cast<int>(kind))] != 0;
+}
+
+std::string Api(CUpti_ActivityKind kind, uint32_t cbid, uint32_t correlation, uint64_t start,
+                uint64_t end) {
+  CUpti_ActivityAPI a{};
+  a.kind = kind;
+  a.cbid = cbid;
+  a.start = start;
+  a.end = end;
+  a.processId = static_cast<uint32_t>(getpid());
+  a.threadId = Tid();
+  a.correlationId = correlation;
+  a.returnValue = 0;
+  return Bytes(a);
+}
+
+std::string Kernel(const char* name, uint32_t device, uint32_t stream, uint32_t correlation,
+                   uint64_t start, uint64_t end, uint32_t graph_id, uint64_t graph_node) {
+  CUpti_ActivityKernel10 k{};
+  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+  k.cacheConfig.config.executed = 1;
+  k.registersPerThread = 32;
+  k.start = start;
+  k.end = end;
+  k.queued = start - 100;
+  k.deviceId = device;
+  k.contextId = device + 1;
+  k.streamId = stream;
+  k.gridX = 4;
+  k.gridY = 2;
+  k.gridZ = 1;
+  k.blockX = 128;
+  k.blockY = 1;
+  k.blockZ = 1;
+  k.staticSharedMemory = 1024;
+  k.dynamicSharedMemory = 2048;
+  k.localMemoryPerThread = 16;
+  k.correlationId = correlation;
+  k.name = name;
+  k.sharedMemoryExecuted = 65536;
+  k.graphId = graph_id;
+  k.graphNodeId = graph_node;
+  k.launchType = 0;
+  return Bytes(k);
+}
+
+std::string Device(uint32_t id, const char* name) {
+  CUpti_ActivityDevice5 d{};
+  d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
+  d.globalMemoryBandwidth = 3'350'000'000;
+  d.globalMemorySize = 80ull << 30;
+  d.l2CacheSize = 50u << 20;
+  d.numThreadsPerWarp = 32;
+  d.coreClockRate = 1'980'000;
+  d.numMultiprocessors = 132;
+  d.maxWarpsPerMultiprocessor = 64;
+  d.maxBlocksPerMultiprocessor = 32;
+  d.maxSharedMemoryPerMultiprocessor = 233472;
+  d.maxRegistersPerMultiprocessor = 65536;
+  d.maxRegistersPerBlock = 65536;
+  d.maxSharedMemoryPerBlock = 49152;
+  d.maxThreadsPerBlock = 1024;
+  d.computeCapabilityMajor = 9;
+  d.computeCapabilityMinor = 0;
+  d.id = id;
+  d.name = name;
+  return Bytes(d);
+}
+
+// The records of the scenario for a window [t0, t1] (only the kinds enabled).
+std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
+  const FakeState& s = State();
+  const uint64_t step = std::max<uint64_t>(1, (t1 - t0) / 64);
+  auto at = [&](int i) { return t0 + static_cast<uint64_t>(i) * step; };
+  std::vector<std::string> out;
+  const int devices = s.scenario == "multi_device" ? 2 : 1;
+  if (Enabled(CUPTI_ACTIVITY_KIND_DEVICE)) {
+    out.push_back(Device(0, "Fake GPU 0"));
+    if (devices == 2) out.push_back(Device(1, "Fake GPU 1"));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+    out.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                      1, at(1), at(2)));
+    out.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
+                      2, at(2), at(3)));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_DRIVER)) {
+    out.push_back(Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 8, at(1),
+                      at(2)));
+    out.push_back(Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 9,
+                      at(2), at(3)));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
+    out.push_back(Kernel("fake_kernel_a", 0, 7, 1, at(3), at(5), 0, 0));
+    out.push_back(Kernel("graph_kernel", 0, 13, 3, at(5), at(6), 5, 77));
+    if (devices == 2) out.push_back(Kernel("fake_kernel_b", 1, 21, 10, at(4), at(7), 0, 0));
+    // Outside the window: clipped by the library.
+    out.push_back(Kernel("early_kernel", 0, 7, 11, t0 - 10'000'000'000, t0 - 9'000'000'000, 0, 0));
+    out.push_back(Kernel("late_kernel", 0, 7, 12, t1 + 9'000'000'000, t1 + 10'000'000'000, 0, 0));
+    if (s.scenario == "flood") {
+      for (int i = 0; i < 20000; ++i) {
+        out.push_back(Kernel("flood_kernel", 0, 7, 100000 + i, at(8), at(9), 0, 0));
+      }
+    }
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_MEMCPY)) {
+    CUpti_ActivityMemcpy6 m{};
+    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
+    m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+    m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+    m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    m.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+    m.bytes = 4096;
+    m.start = at(6);
+    m.end = at(7);
+    m.deviceId = 0;
+    m.contextId = 1;
+    m.streamId = 7;
+    m.correlationId = 4;
+    m.graphId = 0;
+    out.push_back(Bytes(m));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_MEMCPY2) && devices == 2) {
+    CUpti_ActivityMemcpyPtoP4 p{};
+    p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+    p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+    p.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    p.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    p.bytes = 1 << 20;
+    p.start = at(8);
+    p.end = at(9);
+    p.deviceId = 0;
+    p.contextId = 1;
+    p.streamId = 7;
+    p.srcDeviceId = 0;
+    p.srcContextId = 1;
+    p.dstDeviceId = 1;
+    p.dstContextId = 2;
+    p.correlationId = 13;
+    out.push_back(Bytes(p));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_MEMSET)) {
+    CUpti_ActivityMemset4 m{};
+    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    m.value = 0xab;
+    m.bytes = 256;
+    m.start = at(7);
+    m.end = at(8);
+    m.deviceId = 0;
+    m.contextId = 1;
+    m.streamId = 7;
+    m.correlationId = 5;
+    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    out.push_back(Bytes(m));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
+    CUpti_ActivitySynchronization2 y{};
+    y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+    y.start = at(9);
+    y.end = at(10);
+    y.correlationId = 6;
+    y.contextId = 1;
+    y.streamId = 7;
+    y.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+    out.push_back(Bytes(y));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_MARKER)) {
+    CUpti_ActivityMarker2 m{};
+    m.kind = CUPTI_ACTIVITY_KIND_MARKER;
+    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+    m.timestamp = at(10);
+    m.id = 1;
+    m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+    m.objectId.pt.processId = static_cast<uint32_t>(getpid());
+    m.objectId.pt.threadId = Tid();
+    m.name = "nvtx_range";
+    m.domain = "fake_domain";
+    out.push_back(Bytes(m));
+    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+    m.timestamp = at(12);
+    m.name = nullptr;
+    m.domain = nullptr;
+    out.push_back(Bytes(m));
+    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
+    m.timestamp = at(11);
+    m.id = 2;
+    m.name = "nvtx_mark";
+    out.push_back(Bytes(m));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_OVERHEAD)) {
+    CUpti_ActivityOverhead3 o{};
+    o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+    o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+    o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+    o.objectId.pt.processId = static_cast<uint32_t>(getpid());
+    o.objectId.pt.threadId = Tid();
+    o.start = at(12);
+    o.end = at(13);
+    o.correlationId = 0;
+    out.push_back(Bytes(o));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
+    CUpti_ActivityExternalCorrelation e{};
+    e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+    e.externalId = 0xabc;
+    e.correlationId = 1;
+    out.push_back(Bytes(e));
+  }
+  // A kind gpuctl does not use: skipped by the library.
+  CUpti_ActivityCudaEvent2 unknown{};
+  unknown.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
+  out.push_back(Bytes(unknown));
+  return out;
+}
+
+// Buffer layout (private to the fake): records back to back, each an u64
+// byte count then the record, padded to 8.
+void Deliver(const std::vector<std::string>& records) {
+  FakeState& s = State();
+  if (s.request == nullptr || s.complete == nullptr) return;
+  size_t i = 0;
+  while (i < records.size()) {
+    uint8_t* buffer = nullptr;
+    size_t size = 0;
+    size_t max_records = 0;
+    s.request(&buffer, &size, &max_records);
+    if (buffer == nullptr || size == 0) {
+      // No buffer: CUPTI drops what it cannot store and counts it.
+      s.pending_dropped += records.size() - i;
+      return;
+    }
+    size_t used = 0;
+    while (i < records.size()) {
+      const uint64_t n = records[i].size();
+      const size_t need = 8 + (n + 7) / 8 * 8;
+      if (used + need > size) break;
+      std::memcpy(buffer + used, &n, 8);
+      std::memcpy(buffer + used + 8, records[i].data(), n);
+      used += need;
+      ++i;
+    }
+    if (used == 0) {  // a record larger than the buffer
+      s.pending_dropped += records.size() - i;
+      s.complete(nullptr, 0, buffer, size, 0);
+      return;
+    }
+    s.complete(nullptr, 0, buffer, size, used);
+  }
+}
+
+void Count(const std::string& what, int64_t delta = 1) { State().counters[what] += delta; }
+
+}  // namespace
+
+extern "C" {
+
+void gpuctl_fake_cupti_reset(const char* scenario) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  s = FakeState{};
+  s.initialized = true;
+  s.scenario = scenario != nullptr ? scenario : "basic";
+  t_external_stack.clear();
+}
+
+int gpuctl_fake_cupti_api_exit(void) {
+  CUpti_CallbackFunc callback = nullptr;
+  void* userdata = nullptr;
+  {
+    std::lock_guard lock(Mutex());
+    FakeState& s = State();
+    if (!s.subscribed || s.counters["domain:1"] == 0) return 0;
+    callback = s.callback;
+    userdata = s.userdata;
+  }
+  CUpti_CallbackData data{};
+  data.callbackSite = CUPTI_API_EXIT;
+  data.functionName = "cudaLaunchKernel";
+  callback(userdata, CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+           &data);
+  return 1;
+}
+
+void gpuctl_fake_cupti_launch_kernel(const char* name) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  const uint32_t correlation = s.next_correlation++;
+  const uint64_t now = Now();
+  if (Enabled(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+    s.queued.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
+                           CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation, now,
+                           now + 1));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
+    // Kernel names live as long as the process, as CUPTI's do.
+    static auto* names = new std::set<std::string>;
+    const char* stable = names->insert(name).first->c_str();
+    s.queued.push_back(Kernel(stable, 0, 7, correlation, now + 2, now + 3, 0, 0));
+  }
+  if (Enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) && !t_external_stack.empty()) {
+    CUpti_ActivityExternalCorrelation e{};
+    e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+    e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
+    e.externalId = t_external_stack.back();
+    e.correlationId = correlation;
+    s.queued.push_back(Bytes(e));
+  }
+}
+
+int64_t gpuctl_fake_cupti_count(const char* what) {
+  std::lock_guard lock(Mutex());
+  auto& counters = State().counters;
+  auto it = counters.find(what);
+  return it == counters.end() ? 0 : it->second;
+}
+
+uint64_t gpuctl_fake_cupti_last_external_id(void) {
+  std::lock_guard lock(Mutex());
+  return State().last_external_id;
+}
+
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                    void* userdata) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  if (s.scenario == "subscriber_conflict" || s.subscribed) {
+    return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+  }
+  s.subscribed = true;
+  s.callback = callback;
+  s.userdata = userdata;
+  *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&s);
+  Count("subscribe");
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle subscriber) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  if (!s.subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&s)) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  s.subscribed = false;
+  s.callback = nullptr;
+  s.counters["domain:1"] = s.counters["domain:2"] = 0;
+  Count("unsubscribe");
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle subscriber,
+                                       CUpti_CallbackDomain domain) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  if (!s.subscribed || subscriber != reinterpret_cast<CUpti_SubscriberHandle>(&s)) {
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+  s.counters["domain:" + std::to_string(static_cast<int>(domain))] = enable != 0 ? 1 : 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiFinalize(void) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  // Detaches everything, as the real one does.
+  s.subscribed = false;
+  s.callback = nullptr;
+  s.request = nullptr;
+  s.complete = nullptr;
+  s.timestamp = nullptr;
+  for (auto& [name, value] : s.counters) {
+    if (name.rfind("enabled:", 0) == 0 || name.rfind("domain:", 0) == 0) value = 0;
+  }
+  Count("finalize");
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) {
+  switch (result) {
+    case CUPTI_SUCCESS:
+      *str = "CUPTI_SUCCESS";
+      return CUPTI_SUCCESS;
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+      *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
+      return CUPTI_SUCCESS;
+    case CUPTI_ERROR_NO_DEVICE:
+      *str = "CUPTI_ERROR_NO_DEVICE";
+      return CUPTI_SUCCESS;
+    case CUPTI_ERROR_UNKNOWN:
+      *str = "CUPTI_ERROR_UNKNOWN";
+      return CUPTI_SUCCESS;
+    default:
+      return CUPTI_ERROR_INVALID_PARAMETER;
+  }
+}
+
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
+  *version = CUPTI_API_VERSION;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  if (s.scenario == "no_device") return CUPTI_ERROR_NO_DEVICE;
+  if (s.request == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
+  const std::string k = std::to_string(static_cast<int>(kind));
+  Count("enable:" + k);
+  if (s.timestamp == nullptr) Count("enable_without_timestamp");
+  if (s.window_open_ts == 0) s.window_open_ts = Now();
+  s.counters["enabled:" + k] = 1;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
+  std::lock_guard lock(Mutex());
+  State().counters["enabled:" + std::to_string(static_cast<int>(kind))] = 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
+                                                    CUpti_BuffersCallbackCompleteFunc complete) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  s.request = request;
+  s.complete = complete;
+  Count("register_callbacks");
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc callback) {
+  std::lock_guard lock(Mutex());
+  State().timestamp = callback;
+  Count("register_timestamp");
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  Count("flush");
+  if (s.window_open_ts == 0 && s.queued.empty()) return CUPTI_SUCCESS;
+  const uint64_t t1 = Now();
+  std::vector<std::string> records = std::move(s.queued);
+  s.queued.clear();
+  if (s.window_open_ts != 0) {
+    std::vector<std::string> scenario = ScenarioRecords(s.window_open_ts, t1);
+    records.insert(records.end(), scenario.begin(), scenario.end());
+  }
+  s.window_open_ts = 0;
+  if (s.scenario == "flood") s.pending_dropped += 7;
+  if (s.scenario == "fail_mid_window") {
+    records.resize(records.size() / 2);
+    Deliver(records);
+    return CUPTI_ERROR_UNKNOWN;
+  }
+  Deliver(records);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid_size,
+                                                CUpti_Activity** record) {
+  size_t offset = 0;
+  if (*record != nullptr) {
+    const uint8_t* current = reinterpret_cast<uint8_t*>(*record);
+    uint64_t n = 0;
+    std::memcpy(&n, current - 8, 8);
+    offset = static_cast<size_t>(current - buffer) + (n + 7) / 8 * 8;
+  }
+  if (offset + 8 > valid_size) return CUPTI_ERROR_MAX_LIMIT_REACHED;
+  *record = reinterpret_cast<CUpti_Activity*>(buffer + offset + 8);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
+  std::lock_guard lock(Mutex());
+  FakeState& s = State();
+  *dropped = s.pending_dropped;
+  s.pending_dropped = 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attribute, size_t* size,
+                                               void* value) {
+  std::lock_guard lock(Mutex());
+  int64_t v = 0;
+  if (*size == 1) v = *static_cast<uint8_t*>(value);
+  if (*size == sizeof(size_t)) v = static_cast<int64_t>(*static_cast<size_t*>(value));
+  State().counters["attr:" + std::to_string(static_cast<int>(attribute))] = v;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                            uint64_t id) {
+  if (kind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) return CUPTI_ERROR_INVALID_PARAMETER;
+  std::lock_guard lock(Mutex());
+  t_external_stack.push_back(id);
+  State().last_external_id = id;
+  Count("ext_push");
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                           uint64_t* last) {
+  if (kind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) return CUPTI_ERROR_INVALID_PARAMETER;
+  std::lock_guard lock(Mutex());
+  if (t_external_stack.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
+  *last = t_external_stack.back();
+  t_external_stack.pop_back();
+  Count("ext_pop");
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
+  std::lock_guard lock(Mutex());
+  *timestamp = Now();
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
+                                          const char** name) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+    *name = "cudaLaunchKernel_v7000";
+    return CUPTI_SUCCESS;
+  }
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API && cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel) {
+    *name = "cuLaunchKernel";
+    return CUPTI_SUCCESS;
+  }
+  return CUPTI_ERROR_INVALID_PARAMETER;
+}
+
+}  // extern "C"
