@@ -112,7 +112,12 @@ TEST_F(AgentTest, HelloCarriesTheProcessIdentity) {
   EXPECT_FALSE(hello.hostname.empty());
   ASSERT_FALSE(hello.cmdline.empty());
   EXPECT_NE(hello.cmdline[0].find("client_lib_agent_test"), std::string::npos);
+#ifdef GPUCTL_HAVE_CUPTI
+  EXPECT_EQ(hello.capabilities,
+            wire::kCapabilityMemfd | wire::kCapabilityHostRanges | wire::kCapabilityCupti);
+#else
   EXPECT_EQ(hello.capabilities, wire::kCapabilityMemfd | wire::kCapabilityHostRanges);
+#endif
 }
 
 TEST_F(AgentTest, CaptureIsHandedOverAsASealedMemfd) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "client_lib/src/payload_decoder_for_test.h"
+#include "gpuctl/v1/records.h"
 
 namespace gpuctl::client {
 namespace {
@@ -46,11 +47,18 @@ class FakeSource final : public ActivitySource {
   void Stop(int64_t ts) override { stopped_at = ts; }
   CollectStats Collect(RecordWriter& w) override {
     w.AddStep(1, started_at, 5);
-    return {3};
+    CollectStats stats;
+    stats.dropped_events = 3;
+    stats.cupti_dropped = 2;
+    stats.host_only = collect_host_only;
+    stats.message = collect_message;
+    return stats;
   }
   void Abort() override { ++aborts; }
   bool prepare_ok = true;
   wire::CaptureStatus prepare_status = wire::CaptureStatus::kFailed;
+  bool collect_host_only = false;
+  std::string collect_message;
   CaptureRequest request;
   int64_t started_at = 0, stopped_at = 0;
   int aborts = 0;
@@ -110,6 +118,46 @@ TEST_F(CaptureSessionTest, PrepareFailureIsReported) {
   EXPECT_EQ(out_.results[0].status, static_cast<int32_t>(wire::CaptureStatus::kFailed));
   EXPECT_NE(out_.results[0].message.find("no device"), std::string::npos);
   EXPECT_TRUE(session_.idle());
+}
+
+TEST_F(CaptureSessionTest, PrepareStatusIsPassedThrough) {
+  source_.prepare_ok = false;
+  source_.prepare_status = wire::CaptureStatus::kBusy;
+  ASSERT_TRUE(session_.OnStartCapture(Request(0, 1)));
+  ASSERT_EQ(out_.results.size(), 1u);
+  EXPECT_EQ(out_.results[0].status, static_cast<int32_t>(wire::CaptureStatus::kBusy));
+  EXPECT_EQ(out_.results[0].message, "no device");
+}
+
+TEST_F(CaptureSessionTest, ActivitiesAreParsedAndUnknownOnesRejected) {
+  wire::StartCapture request = Request(0, 1'000'000);
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  EXPECT_EQ(source_.request.activities, records::kDefaultActivities);
+  session_.Abort();
+  request.activities = {"kernel", "memcpy"};
+  request.activity_buffer_bytes = 1 << 20;
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  EXPECT_EQ(source_.request.activities, records::kActivityKernel | records::kActivityMemcpy);
+  EXPECT_EQ(source_.request.activity_buffer_bytes, 1u << 20);
+  session_.Abort();
+  request.activities = {"kernel", "tensor"};
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  ASSERT_EQ(out_.results.size(), 1u);
+  EXPECT_EQ(out_.results[0].status, static_cast<int32_t>(wire::CaptureStatus::kRejected));
+  EXPECT_NE(out_.results[0].message.find("\"tensor\""), std::string::npos);
+}
+
+TEST_F(CaptureSessionTest, SourceMessageAndHostOnlyReachTheResult) {
+  source_.collect_message = "host-only trace: no CUDA library is loaded in this process";
+  source_.collect_host_only = true;
+  ASSERT_TRUE(session_.OnStartCapture(Request(0, 1)));
+  clock_.now += 1;
+  ASSERT_TRUE(session_.OnTimer());
+  ASSERT_EQ(out_.results.size(), 1u);
+  EXPECT_EQ(out_.results[0].status, static_cast<int32_t>(wire::CaptureStatus::kOk));
+  EXPECT_TRUE(out_.results[0].host_only);
+  EXPECT_EQ(out_.results[0].message, source_.collect_message);
+  EXPECT_EQ(out_.results[0].cupti_dropped_records, 2u);
 }
 
 TEST_F(CaptureSessionTest, CancelOfAnotherTraceIsIgnored) {

@@ -18,7 +18,7 @@ struct OpenRange {
   int64_t start_ns = 0;
   uint64_t id = 0;
   uint32_t depth = 0;
-  bool kept = false;  // false: dropped at the cap; its pop emits nothing
+  bool kept = false;        // false: dropped at the cap; its pop emits nothing
   bool correlated = false;  // the RangeListener took it
 };
 

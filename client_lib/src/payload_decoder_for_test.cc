@@ -21,8 +21,12 @@ uint64_t LoadU64(std::string_view b, size_t off) {
   return v;
 }
 
-uint32_t DecodedEvent::U32(size_t off) const { return off + 4 <= raw.size() ? LoadU32(raw, off) : 0; }
-uint64_t DecodedEvent::U64(size_t off) const { return off + 8 <= raw.size() ? LoadU64(raw, off) : 0; }
+uint32_t DecodedEvent::U32(size_t off) const {
+  return off + 4 <= raw.size() ? LoadU32(raw, off) : 0;
+}
+uint64_t DecodedEvent::U64(size_t off) const {
+  return off + 8 <= raw.size() ? LoadU64(raw, off) : 0;
+}
 
 namespace {
 

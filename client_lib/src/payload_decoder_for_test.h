@@ -28,7 +28,7 @@ struct DecodedEvent {
   // records.h; `name` holds the kind's main string (kernel, API, marker,
   // device name; kCaptureInfo message) and start_ns/end_ns its times.
   std::string raw;
-  std::string domain;      // kMarker domain; kCaptureInfo cupti_path
+  std::string domain;  // kMarker domain; kCaptureInfo cupti_path
   uint32_t U32(size_t off) const;
   uint64_t U64(size_t off) const;
   int64_t I64(size_t off) const { return static_cast<int64_t>(U64(off)); }

@@ -16,6 +16,7 @@
 
 #include "client_lib/src/fake_daemon_for_test.h"
 #include "client_lib/src/payload_decoder_for_test.h"
+#include "gpuctl/v1/records.h"
 
 extern char** environ;
 
@@ -32,17 +33,20 @@ int64_t RealtimeNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-pid_t SpawnWorkload(const std::string& socket_path) {
+pid_t SpawnWorkload(const std::string& socket_path, bool fork_worker = true,
+                    const std::vector<std::string>& extra_env = {}) {
   std::string preload = GPUCTL_TEST_LIBGPUCTL;
   const std::string first = GPUCTL_TEST_PRELOAD_FIRST;
   if (!first.empty()) preload = first + ":" + preload;
   std::vector<std::string> env_strings = {"LD_PRELOAD=" + preload, "GPUCTL_SOCKET=" + socket_path,
                                           "RANK=5", "ASAN_OPTIONS=detect_leaks=0"};
+  env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string exe = GPUCTL_TEST_SAMPLE_WORKLOAD;
-  std::vector<std::string> args = {exe, "--steps", "1000000", "--step-ms", "2", "--fork"};
+  std::vector<std::string> args = {exe, "--steps", "1000000", "--step-ms", "2"};
+  if (fork_worker) args.push_back("--fork");
   std::vector<char*> argv;
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -104,6 +108,90 @@ TEST(PreloadTest, WorkloadAndItsForkedWorkerRegisterAndCapture) {
   waitpid(workload, &status, 0);
   close(parent_conn);
 }
+
+#ifdef GPUCTL_TEST_FAKE_CUPTI
+// The real dlopen path: GPUCTL_CUPTI_PATH names libcupti_fake.so, which
+// delivers CUPTI record structs through the library's buffer callbacks.
+class PreloadCuptiTest : public ::testing::Test {
+ protected:
+  std::optional<wire::CaptureResult> Capture(const std::string& scenario, std::string* payload) {
+    workload_ = SpawnWorkload(path_, false,
+                              {std::string("GPUCTL_CUPTI_PATH=") + GPUCTL_TEST_FAKE_CUPTI,
+                               "GPUCTL_FAKE_CUPTI_SCENARIO=" + scenario});
+    EXPECT_GT(workload_, 0);
+    if (!daemon_.Handshake()) return std::nullopt;
+    EXPECT_NE(daemon_.hello().capabilities & wire::kCapabilityCupti, 0u);
+    wire::StartCapture start;
+    start.trace_id = "cupti";
+    start.start_time_unix_ns = RealtimeNs();
+    start.duration_ns = 300'000'000;
+    if (!daemon_.Send(start)) return std::nullopt;
+    int fd = -1;
+    std::optional<wire::CaptureResult> result;
+    for (int i = 0; i < 2 && !result; ++i) {
+      std::optional<testing::Received> received = daemon_.Receive(kWaitMs);
+      if (!received) return std::nullopt;
+      if (auto* r = std::get_if<wire::CaptureResult>(&received->message)) {
+        result = *r;
+        fd = received->fd;
+      }
+    }
+    if (result && fd >= 0) {
+      payload->assign(result->payload_size, '\0');
+      EXPECT_EQ(pread(fd, payload->data(), payload->size(), 0),
+                static_cast<ssize_t>(payload->size()));
+      close(fd);
+    }
+    return result;
+  }
+  void TearDown() override {
+    if (workload_ > 0) {
+      kill(workload_, SIGKILL);
+      int status = 0;
+      waitpid(workload_, &status, 0);
+    }
+  }
+  TempDir dir_;
+  std::string path_ = dir_.path() + "/gpuctl.sock";
+  FakeDaemon daemon_{path_};
+  pid_t workload_ = -1;
+};
+
+TEST_F(PreloadCuptiTest, PayloadCarriesKernelsFromTheLoadedCupti) {
+  std::string payload;
+  std::optional<wire::CaptureResult> result = Capture("multi_device", &payload);
+  ASSERT_TRUE(result.has_value());
+  ASSERT_EQ(result->status, static_cast<int32_t>(wire::CaptureStatus::kOk)) << result->message;
+  EXPECT_FALSE(result->host_only);
+  std::optional<testing::DecodedPayload> p = testing::DecodePayload(payload);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->version_minor, records::kVersionMinor);
+  bool kernel_a = false;
+  bool kernel_b = false;
+  for (const testing::DecodedEvent& e : p->OfKind(static_cast<uint16_t>(records::Kind::kKernel))) {
+    kernel_a = kernel_a || e.name == "fake_kernel_a";
+    kernel_b = kernel_b || (e.name == "fake_kernel_b" && e.U32(4) == 1);
+  }
+  EXPECT_TRUE(kernel_a);
+  EXPECT_TRUE(kernel_b);
+  EXPECT_EQ(p->OfKind(static_cast<uint16_t>(records::Kind::kDeviceInfo)).size(), 2u);
+  std::vector<testing::DecodedEvent> info =
+      p->OfKind(static_cast<uint16_t>(records::Kind::kCaptureInfo));
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(info[0].domain, GPUCTL_TEST_FAKE_CUPTI);
+  EXPECT_FALSE(p->Ranges("forward").empty());
+}
+
+TEST_F(PreloadCuptiTest, AnotherCuptiSubscriberMeansBusy) {
+  std::string payload;
+  std::optional<wire::CaptureResult> result = Capture("subscriber_conflict", &payload);
+  ASSERT_TRUE(result.has_value());
+  EXPECT_EQ(result->status, static_cast<int32_t>(wire::CaptureStatus::kBusy));
+  EXPECT_NE(result->message.find("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
+            std::string::npos)
+      << result->message;
+}
+#endif
 
 }  // namespace
 }  // namespace gpuctl::client

@@ -152,8 +152,7 @@ void RecordWriter::Add(const OverheadRecord& r) {
 }
 
 void RecordWriter::Add(const ExternalCorrelationRecord& r) {
-  BeginRecord(static_cast<uint16_t>(Kind::kExternalCorrelation),
-              records::kExternalCorrelationSize);
+  BeginRecord(static_cast<uint16_t>(Kind::kExternalCorrelation), records::kExternalCorrelationSize);
   SizeCheck check(events_, records::kExternalCorrelationSize);
   std::string* o = &events_;
   AppendU32(o, r.external_kind);

@@ -57,10 +57,10 @@ int Runtime::InitLocked() {
   EnvLookup env = env_;
   auto agent = std::make_unique<Agent>(
       options_, &clock_, [env] { return BuildHello(env, "/proc"); },
-      std::vector<ActivitySource*> {
-        &host_,
+      std::vector<ActivitySource*>{
+          &host_,
 #ifdef GPUCTL_HAVE_CUPTI
-            &cupti_,
+          &cupti_,
 #endif
       });
   std::string error;

@@ -191,9 +191,10 @@ BAD_DELIVERIES = {
 }
 
 
-def _trace_fake_and_real(cli, client, real_workload, deliver):
+def _trace_fake_and_real(cli, client, deliver):
     """Traces job "real" with the fake client in it; `deliver(trace_id, start,
-    duration)` answers the StartCapture. Returns (result, trace)."""
+    duration)` answers the StartCapture. Returns (CLI output, exit code,
+    downloaded TraceDir or None)."""
     tracer = cli.popen("trace", "--job", "real", "--duration", "1s",
                        "-o", str(cli.workdir / "mixed"))
     try:
@@ -235,7 +236,7 @@ def test_valid_hand_made_payload_is_stored(cli, daemon, real_workload, transport
             client.send(encode_payload_chunk(trace_id, 0, payload[:half]))
             client.send(encode_payload_chunk(trace_id, half, payload[half:]))
 
-    output, code, trace = _trace_fake_and_real(cli, client, real_workload, deliver)
+    output, code, trace = _trace_fake_and_real(cli, client, deliver)
     assert code == 0, output
     res = trace.result_for(os.getpid())
     assert res["status"] == "CAPTURE_STATUS_OK", res
@@ -261,7 +262,7 @@ def test_untrusted_payload_is_refused(cli, daemon, real_workload, workdir, kind)
         if fd is not None:
             os.close(fd)
 
-    output, code, trace = _trace_fake_and_real(cli, client, real_workload, deliver)
+    output, code, trace = _trace_fake_and_real(cli, client, deliver)
     assert code == 1, output
     res = trace.result_for(os.getpid())
     # Refused data is either reported as such, or its sender is disconnected

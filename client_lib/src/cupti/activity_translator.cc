@@ -23,7 +23,8 @@ const T& As(const CUpti_Activity* record) {
 std::string StripVersionSuffix(std::string name) {
   const size_t pos = name.rfind("_v");
   if (pos != std::string::npos && pos + 2 < name.size() &&
-      std::all_of(name.begin() + pos + 2, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      std::all_of(name.begin() + pos + 2, name.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
     name.resize(pos);
   }
   return name;
@@ -304,7 +305,8 @@ void ActivityTranslator::AddMarker(const CUpti_ActivityMarker2& m) {
   if (!instant && (m.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) == 0) return;
   if (!Reserve(records::kMarkerSize)) return;
   MarkerRecord r;
-  if (m.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS || m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
+  if (m.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS ||
+      m.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
     r.pid = m.objectId.pt.processId;
     r.tid = m.objectId.pt.threadId;
   }
@@ -325,7 +327,8 @@ void ActivityTranslator::AddOverhead(const CUpti_ActivityOverhead3& o) {
   OverheadRecord r;
   r.overhead_kind = o.overheadKind;
   r.object_kind = o.objectKind;
-  if (o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS || o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
+  if (o.objectKind == CUPTI_ACTIVITY_OBJECT_PROCESS ||
+      o.objectKind == CUPTI_ACTIVITY_OBJECT_THREAD) {
     r.object_id[0] = o.objectId.pt.processId;
     r.object_id[1] = o.objectId.pt.threadId;
   } else {

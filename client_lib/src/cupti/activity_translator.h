@@ -56,9 +56,9 @@ class ActivityTranslator {
   static bool IsNoiseCall(CUpti_CallbackDomain domain, uint32_t cbid);
 
  private:
-  using Record = std::variant<KernelRecord, MemcpyRecord, MemsetRecord, ApiCallRecord, SyncRecord,
-                              MarkerRecord, OverheadRecord, ExternalCorrelationRecord,
-                              DeviceInfoRecord>;
+  using Record =
+      std::variant<KernelRecord, MemcpyRecord, MemsetRecord, ApiCallRecord, SyncRecord,
+                   MarkerRecord, OverheadRecord, ExternalCorrelationRecord, DeviceInfoRecord>;
 
   // Reserves room for a record of `size` bytes; false (and counted) past
   // the cap.
@@ -82,7 +82,7 @@ class ActivityTranslator {
   std::vector<Record> records_;
   std::vector<std::string> strings_;
   std::unordered_map<std::string, uint32_t> string_index_;
-  std::unordered_map<uint64_t, uint32_t> api_names_;  // (domain << 32 | cbid) -> string
+  std::unordered_map<uint64_t, uint32_t> api_names_;         // (domain << 32 | cbid) -> string
   std::unordered_map<uint32_t, MarkerRecord> open_markers_;  // by marker id
   std::unordered_set<uint32_t> devices_;
   uint64_t dropped_at_cap_ = 0;

@@ -52,21 +52,20 @@ std::vector<std::string> Paths(const std::vector<Candidate>& candidates) {
 
 TEST(CuptiLoaderTest, SearchOrderWithNothingSet) {
   FakeProcess p;
-  EXPECT_EQ(Paths(CuptiCandidates(p.Env())),
-            (std::vector<std::string>{
-                "noload:libcupti.so.13", "noload:libcupti.so.12", "noload:libcupti.so",
-                "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so.12",
-                "/usr/local/cuda/lib64/libcupti.so",
-                "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
-                "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.12",
-                "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "libcupti.so.13", "libcupti.so.12",
-                "libcupti.so"}));
+  EXPECT_EQ(
+      Paths(CuptiCandidates(p.Env())),
+      (std::vector<std::string>{
+          "noload:libcupti.so.13", "noload:libcupti.so.12", "noload:libcupti.so",
+          "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so.12",
+          "/usr/local/cuda/lib64/libcupti.so", "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
+          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.12",
+          "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "libcupti.so.13", "libcupti.so.12",
+          "libcupti.so"}));
 }
 
 TEST(CuptiLoaderTest, NextToLoadedCudaThenExplicitPathThenCudaHome) {
   FakeProcess p;
-  p.loaded = {"/usr/lib/libc.so.6",
-              "/venv/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13",
+  p.loaded = {"/usr/lib/libc.so.6", "/venv/site-packages/nvidia/cuda_runtime/lib/libcudart.so.13",
               "/venv/site-packages/torch/lib/libtorch.so"};
   p.env["GPUCTL_CUPTI_PATH"] = "/opt/cupti";
   p.directories.insert("/opt/cupti");
@@ -148,8 +147,9 @@ TEST(CuptiLoaderTest, NothingFoundListsEveryPathTried) {
   p.env["GPUCTL_CUPTI_PATH"] = "/nowhere/libcupti.so";
   std::string error;
   EXPECT_FALSE(LoadCuptiApi(p.Env(), &error).has_value());
-  for (const char* path : {"/nowhere/libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
-                           "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "\n  libcupti.so.13"}) {
+  for (const char* path :
+       {"/nowhere/libcupti.so", "/usr/local/cuda/lib64/libcupti.so.13",
+        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "\n  libcupti.so.13"}) {
     EXPECT_NE(error.find(path), std::string::npos) << path << " in " << error;
   }
   EXPECT_NE(error.find("GPUCTL_CUPTI_PATH"), std::string::npos);

@@ -34,8 +34,9 @@ constexpr KindForActivity kKinds[] = {
     {records::kActivityOverhead, CUPTI_ACTIVITY_KIND_OVERHEAD},
 };
 
+// What CUPTI returns when the driver finds no usable GPU.
 bool IsNoDevice(CUptiResult result) {
-  return result == CUPTI_ERROR_NO_DEVICE || result == CUPTI_ERROR_INVALID_DEVICE;
+  return result == CUPTI_ERROR_NOT_INITIALIZED || result == CUPTI_ERROR_INVALID_DEVICE;
 }
 
 }  // namespace
@@ -110,7 +111,7 @@ bool CuptiSource::Prepare(const CaptureRequest& request, PrepareError* error) {
   }
   const CUptiResult subscribed = api_->Subscribe(&subscriber_, &OnApiCallback, this);
   if (subscribed != CUPTI_SUCCESS) {
-    if (IsNoDevice(subscribed) || subscribed == CUPTI_ERROR_NOT_INITIALIZED) {
+    if (IsNoDevice(subscribed)) {
       host_only_ = true;
       message_ = "host-only trace: no usable CUDA device (" + ResultString(subscribed) + ")";
       return true;
@@ -118,11 +119,11 @@ bool CuptiSource::Prepare(const CaptureRequest& request, PrepareError* error) {
     const wire::CaptureStatus status = subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                                            ? wire::CaptureStatus::kBusy
                                            : wire::CaptureStatus::kUnavailable;
-    *error = {status, "CUPTI is not available to gpuctl: cuptiSubscribe: " +
-                          ResultString(subscribed) +
-                          (status == wire::CaptureStatus::kBusy
-                               ? " (another tool, e.g. Nsight or a profiler, owns CUPTI)"
-                               : "")};
+    *error = {status,
+              "CUPTI is not available to gpuctl: cuptiSubscribe: " + ResultString(subscribed) +
+                  (status == wire::CaptureStatus::kBusy
+                       ? " (another tool, e.g. Nsight or a profiler, owns CUPTI)"
+                       : "")};
     return false;
   }
   subscribed_ = true;
@@ -203,8 +204,8 @@ void CuptiSource::EnableKinds() {
       return;
     }
     if (result != CUPTI_SUCCESS) {
-      failures += (failures.empty() ? "" : ", ") + ActivityNames(k.activity) + ": " +
-                  ResultString(result);
+      failures +=
+          (failures.empty() ? "" : ", ") + ActivityNames(k.activity) + ": " + ResultString(result);
       continue;
     }
     enabled_ |= k.activity;
@@ -269,8 +270,7 @@ void CUPTIAPI CuptiSource::OnApiCallback(void* self_ptr, CUpti_CallbackDomain do
   self->release_.store(kReleaseIdle, std::memory_order_release);
 }
 
-void CUPTIAPI CuptiSource::OnBufferRequested(uint8_t** buffer, size_t* size,
-                                             size_t* max_records) {
+void CUPTIAPI CuptiSource::OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records) {
   *buffer = nullptr;
   *size = 0;
   *max_records = 0;
@@ -288,8 +288,8 @@ void CUPTIAPI CuptiSource::OnBufferRequested(uint8_t** buffer, size_t* size,
   *size = self->buffer_bytes_;
 }
 
-void CUPTIAPI CuptiSource::OnBufferCompleted(CUcontext context, uint32_t stream_id,
-                                             uint8_t* buffer, size_t size, size_t valid_size) {
+void CUPTIAPI CuptiSource::OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
+                                             size_t size, size_t valid_size) {
   CuptiSource* self = g_active.load(std::memory_order_acquire);
   if (self != nullptr) self->TakeBuffer(context, stream_id, buffer, size, valid_size);
   std::free(buffer);

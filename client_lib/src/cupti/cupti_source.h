@@ -82,8 +82,8 @@ class CuptiSource final : public ActivitySource, public RangeListener {
   static void CUPTIAPI OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_records);
   static void CUPTIAPI OnBufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
                                          size_t size, size_t valid_size);
-  static void CUPTIAPI OnApiCallback(void* self, CUpti_CallbackDomain domain,
-                                     CUpti_CallbackId cbid, const void* data);
+  static void CUPTIAPI OnApiCallback(void* self, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                     const void* data);
   static uint64_t CUPTIAPI Timestamp();
 
   std::string ResultString(CUptiResult result) const;
@@ -119,8 +119,8 @@ class CuptiSource final : public ActivitySource, public RangeListener {
   int64_t window_end_ns_ = 0;
   uint64_t buffer_bytes_ = kDefaultBufferBytes;
 
-  std::mutex mu_;  // the buffer path vs the agent thread
-  ActivityTranslator translator_;  // guarded by mu_
+  std::mutex mu_;                                // the buffer path vs the agent thread
+  ActivityTranslator translator_;                // guarded by mu_
   uint64_t max_bytes_ = kDefaultMaxBufferBytes;  // guarded by mu_
   uint64_t buffers_in_flight_ = 0;               // bytes, guarded by mu_
   uint64_t cupti_dropped_ = 0;                   // guarded by mu_

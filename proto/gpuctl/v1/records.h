@@ -212,18 +212,18 @@ inline constexpr uint32_t kCaptureFlagCuptiFailed = 4;
 
 // Activity bits: kCaptureInfo.activities, and the names StartCapture
 // .activities carries (ipc.proto).
-inline constexpr uint32_t kActivityKernel = 1;     // "kernel"
-inline constexpr uint32_t kActivityMemcpy = 2;     // "memcpy"
-inline constexpr uint32_t kActivityMemset = 4;     // "memset"
-inline constexpr uint32_t kActivityRuntime = 8;    // "runtime"
-inline constexpr uint32_t kActivityDriver = 16;    // "driver"
-inline constexpr uint32_t kActivitySync = 32;      // "sync"
-inline constexpr uint32_t kActivityNvtx = 64;      // "nvtx"
-inline constexpr uint32_t kActivityOverhead = 128; // "overhead"
+inline constexpr uint32_t kActivityKernel = 1;      // "kernel"
+inline constexpr uint32_t kActivityMemcpy = 2;      // "memcpy"
+inline constexpr uint32_t kActivityMemset = 4;      // "memset"
+inline constexpr uint32_t kActivityRuntime = 8;     // "runtime"
+inline constexpr uint32_t kActivityDriver = 16;     // "driver"
+inline constexpr uint32_t kActivitySync = 32;       // "sync"
+inline constexpr uint32_t kActivityNvtx = 64;       // "nvtx"
+inline constexpr uint32_t kActivityOverhead = 128;  // "overhead"
 // Used when StartCapture.activities is empty.
-inline constexpr uint32_t kDefaultActivities = kActivityKernel | kActivityMemcpy |
-                                               kActivityMemset | kActivityRuntime |
-                                               kActivitySync | kActivityNvtx | kActivityOverhead;
+inline constexpr uint32_t kDefaultActivities = kActivityKernel | kActivityMemcpy | kActivityMemset |
+                                               kActivityRuntime | kActivitySync | kActivityNvtx |
+                                               kActivityOverhead;
 
 inline constexpr uint16_t kRangeSize = 40;
 inline constexpr uint16_t kStepSize = 24;

@@ -31,6 +31,9 @@ struct FakeState {
   uint32_t next_correlation = 1000;
   uint64_t last_external_id = 0;
   size_t pending_dropped = 0;
+  // Kinds enabled at any time since the last flush: their records are
+  // flushed even after they are disabled again, as CUPTI does.
+  std::set<int> window_kinds;
 };
 
 std::recursive_mutex& Mutex() {
@@ -67,6 +70,10 @@ uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
 
 bool Enabled(CUpti_ActivityKind kind) {
   return State().counters["enabled:" + std::to_string(static_cast<int>(kind))] != 0;
+}
+
+bool EnabledInWindow(CUpti_ActivityKind kind) {
+  return State().window_kinds.count(static_cast<int>(kind)) > 0;
 }
 
 std::string Api(CUpti_ActivityKind kind, uint32_t cbid, uint32_t correlation, uint64_t start,
@@ -143,23 +150,23 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
   auto at = [&](int i) { return t0 + static_cast<uint64_t>(i) * step; };
   std::vector<std::string> out;
   const int devices = s.scenario == "multi_device" ? 2 : 1;
-  if (Enabled(CUPTI_ACTIVITY_KIND_DEVICE)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_DEVICE)) {
     out.push_back(Device(0, "Fake GPU 0"));
     if (devices == 2) out.push_back(Device(1, "Fake GPU 1"));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_RUNTIME)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_RUNTIME)) {
     out.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
                       1, at(1), at(2)));
     out.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
                       2, at(2), at(3)));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_DRIVER)) {
-    out.push_back(Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 8, at(1),
-                      at(2)));
-    out.push_back(Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 9,
-                      at(2), at(3)));
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_DRIVER)) {
+    out.push_back(
+        Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 8, at(1), at(2)));
+    out.push_back(
+        Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 9, at(2), at(3)));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
     out.push_back(Kernel("fake_kernel_a", 0, 7, 1, at(3), at(5), 0, 0));
     out.push_back(Kernel("graph_kernel", 0, 13, 3, at(5), at(6), 5, 77));
     if (devices == 2) out.push_back(Kernel("fake_kernel_b", 1, 21, 10, at(4), at(7), 0, 0));
@@ -172,7 +179,7 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
       }
     }
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_MEMCPY)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MEMCPY)) {
     CUpti_ActivityMemcpy6 m{};
     m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
     m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
@@ -189,7 +196,7 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
     m.graphId = 0;
     out.push_back(Bytes(m));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_MEMCPY2) && devices == 2) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MEMCPY2) && devices == 2) {
     CUpti_ActivityMemcpyPtoP4 p{};
     p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
     p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
@@ -208,7 +215,7 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
     p.correlationId = 13;
     out.push_back(Bytes(p));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_MEMSET)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MEMSET)) {
     CUpti_ActivityMemset4 m{};
     m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     m.value = 0xab;
@@ -222,7 +229,7 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
     m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     out.push_back(Bytes(m));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
     CUpti_ActivitySynchronization2 y{};
     y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
     y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
@@ -234,7 +241,7 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
     y.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
     out.push_back(Bytes(y));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_MARKER)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MARKER)) {
     CUpti_ActivityMarker2 m{};
     m.kind = CUPTI_ACTIVITY_KIND_MARKER;
     m.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
@@ -257,7 +264,7 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
     m.name = "nvtx_mark";
     out.push_back(Bytes(m));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_OVERHEAD)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_OVERHEAD)) {
     CUpti_ActivityOverhead3 o{};
     o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
     o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
@@ -269,7 +276,7 @@ std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
     o.correlationId = 0;
     out.push_back(Bytes(o));
   }
-  if (Enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
+  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
     CUpti_ActivityExternalCorrelation e{};
     e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
     e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
@@ -453,8 +460,8 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) 
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
       return CUPTI_SUCCESS;
-    case CUPTI_ERROR_NO_DEVICE:
-      *str = "CUPTI_ERROR_NO_DEVICE";
+    case CUPTI_ERROR_NOT_INITIALIZED:
+      *str = "CUPTI_ERROR_NOT_INITIALIZED";
       return CUPTI_SUCCESS;
     case CUPTI_ERROR_UNKNOWN:
       *str = "CUPTI_ERROR_UNKNOWN";
@@ -472,13 +479,14 @@ CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   std::lock_guard lock(Mutex());
   FakeState& s = State();
-  if (s.scenario == "no_device") return CUPTI_ERROR_NO_DEVICE;
+  if (s.scenario == "no_device") return CUPTI_ERROR_NOT_INITIALIZED;
   if (s.request == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
   const std::string k = std::to_string(static_cast<int>(kind));
   Count("enable:" + k);
   if (s.timestamp == nullptr) Count("enable_without_timestamp");
   if (s.window_open_ts == 0) s.window_open_ts = Now();
   s.counters["enabled:" + k] = 1;
+  s.window_kinds.insert(static_cast<int>(kind));
   return CUPTI_SUCCESS;
 }
 
@@ -518,6 +526,7 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t) {
     records.insert(records.end(), scenario.begin(), scenario.end());
   }
   s.window_open_ts = 0;
+  s.window_kinds.clear();
   if (s.scenario == "flood") s.pending_dropped += 7;
   if (s.scenario == "fail_mid_window") {
     records.resize(records.size() / 2);
@@ -589,7 +598,8 @@ CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
 
 CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
                                           const char** name) {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API && cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+      cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
     *name = "cudaLaunchKernel_v7000";
     return CUPTI_SUCCESS;
   }

@@ -28,8 +28,8 @@ int gpuctl_fake_cupti_api_exit(void);
 // at the next flush.
 void gpuctl_fake_cupti_launch_kernel(const char* name);
 // Counters: "subscribe", "unsubscribe", "finalize", "register_callbacks",
-// "register_timestamp", "enable_without_timestamp", "flush", "ext_push", "ext_pop", "enable:<kind>",
-// "enabled:<kind>" (1 while enabled), "attr:<attribute>" (last value),
+// "register_timestamp", "enable_without_timestamp", "flush", "ext_push", "ext_pop",
+// "enable:<kind>", "enabled:<kind>" (1 while enabled), "attr:<attribute>" (last value),
 // "domain:<domain>" (1 while enabled).
 int64_t gpuctl_fake_cupti_count(const char* what);
 // The id pushed last with cuptiActivityPushExternalCorrelationId (any
