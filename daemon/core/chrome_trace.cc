@@ -7,47 +7,26 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/chrome_trace_internal.h"
 #include "daemon/core/json_writer.h"
 
 namespace gpuctl::daemon {
 namespace {
 
-constexpr size_t kFlushBytes = 256 * 1024;
 constexpr int64_t kNanosPerSecond = 1000000000;
 
-// Buffers JSON text and hands it to the sink in large pieces.
-class Writer {
- public:
-  explicit Writer(ByteSink* sink) : sink_(sink) { buf_.reserve(kFlushBytes + 4096); }
-  std::string* buf() { return &buf_; }
-  // Call between events; keeps the first error.
-  void MaybeFlush() {
-    if (buf_.size() >= kFlushBytes) Flush();
-  }
-  absl::Status Finish() {
-    Flush();
-    return status_;
-  }
-
- private:
-  void Flush() {
-    if (status_.ok() && !buf_.empty()) status_ = sink_->Append(buf_);
-    buf_.clear();
-  }
-  ByteSink* sink_;
-  std::string buf_;
-  absl::Status status_;
-};
+using chrome_internal::EventWriter;
+using chrome_internal::Writer;
 
 class TraceBuilder {
  public:
   TraceBuilder(const DecodedRecords& records, const ChromeTraceMeta& meta, Writer* w)
       : r_(records),
         meta_(meta),
-        w_(w),
         out_(w->buf()),
         pid_(meta.process.pid()),
-        base_(ChromeTraceBaseNanos(records.window_start_ns)) {}
+        base_(ChromeTraceBaseNanos(records.window_start_ns)),
+        events_(w, base_, records.window_start_ns) {}
 
   void Build() {
     WriteHeader();
@@ -56,6 +35,7 @@ class TraceBuilder {
     WriteWindow();
     for (const RangeRecord& range : r_.ranges) WriteRange(range);
     WriteSteps();
+    chrome_internal::WriteGpuEvents(r_, pid_, &events_);
     absl::StrAppend(out_, "\n  ],\n  \"traceName\": ");
     AppendJsonString(out_, meta_.file_name);
     absl::StrAppend(out_, ",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ", base_,
@@ -67,8 +47,9 @@ class TraceBuilder {
     bool rank_known = meta_.process.rank() >= 0;
     int rank = rank_known ? meta_.process.rank() : 0;
     int world = rank_known && meta_.process.world_size() > 0 ? meta_.process.world_size() : 1;
-    absl::StrAppend(out_, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n",
-                    "  \"distributedInfo\": {\"backend\": \"\", \"rank\": ", rank,
+    absl::StrAppend(out_, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
+    chrome_internal::AppendDeviceProperties(r_, out_);
+    absl::StrAppend(out_, "],\n  \"distributedInfo\": {\"backend\": \"\", \"rank\": ", rank,
                     ", \"world_size\": ", world, "},\n  \"gpuctl\": {\"trace_id\": ");
     AppendJsonString(out_, meta_.trace_id);
     absl::StrAppend(out_, ", \"host\": ");
@@ -80,31 +61,9 @@ class TraceBuilder {
     AppendJsonString(out_, meta_.process.library_version());
     absl::StrAppend(out_, ", \"dropped_events\": ", r_.dropped_events,
                     ", \"window_start_ns\": ", r_.window_start_ns,
-                    ", \"window_end_ns\": ", r_.window_end_ns, "},\n");
-  }
-
-  void BeginEvent() {
-    w_->MaybeFlush();
-    absl::StrAppend(out_, first_event_ ? "\n    {" : ",\n    {");
-    first_event_ = false;
-  }
-
-  void Meta(absl::string_view name, uint32_t tid, absl::string_view arg_key,
-            absl::string_view string_value) {
-    BeginEvent();
-    absl::StrAppend(out_, "\"name\": \"", name, "\", \"ph\": \"M\", \"ts\": ");
-    AppendMicrosFromNanos(out_, r_.window_start_ns - base_);
-    absl::StrAppend(out_, ", \"pid\": ", pid_, ", \"tid\": ", tid, ", \"args\": {\"", arg_key,
-                    "\": ");
-    AppendJsonString(out_, string_value);
-    absl::StrAppend(out_, "}}");
-  }
-  void MetaIndex(absl::string_view name, uint32_t tid, int64_t index) {
-    BeginEvent();
-    absl::StrAppend(out_, "\"name\": \"", name, "\", \"ph\": \"M\", \"ts\": ");
-    AppendMicrosFromNanos(out_, r_.window_start_ns - base_);
-    absl::StrAppend(out_, ", \"pid\": ", pid_, ", \"tid\": ", tid,
-                    ", \"args\": {\"sort_index\": ", index, "}}");
+                    ", \"window_end_ns\": ", r_.window_end_ns);
+    chrome_internal::AppendCaptureInfo(r_, out_);
+    absl::StrAppend(out_, "},\n");
   }
 
   std::string ProcessName() const {
@@ -118,12 +77,12 @@ class TraceBuilder {
   }
 
   void WriteMetadata() {
-    Meta("process_name", 0, "name", ProcessName());
+    events_.Meta("process_name", pid_, 0, "name", ProcessName());
     std::string labels = meta_.process.rank() >= 0 ? absl::StrCat("job ", meta_.process.job_id(),
                                                                   ", rank ", meta_.process.rank())
                                                    : absl::StrCat("job ", meta_.process.job_id());
-    Meta("process_labels", 0, "labels", labels);
-    MetaIndex("process_sort_index", 0, pid_);
+    events_.Meta("process_labels", pid_, 0, "labels", labels);
+    events_.MetaIndex("process_sort_index", pid_, 0, pid_);
     absl::flat_hash_map<uint32_t, absl::string_view> names;
     absl::btree_set<uint32_t> tids;
     for (const ThreadNameRecord& t : r_.thread_names) {
@@ -132,35 +91,29 @@ class TraceBuilder {
     }
     for (const RangeRecord& range : r_.ranges) tids.insert(range.tid);
     for (const StepRecord& step : r_.steps) tids.insert(step.tid);
+    for (const ApiCallRecord& call : r_.api_calls) tids.insert(call.tid);
+    for (const MarkerRecord& marker : r_.markers) tids.insert(marker.tid);
     for (uint32_t tid : tids) {
       auto it = names.find(tid);
-      Meta("thread_name", tid, "name",
-           it != names.end() ? std::string(it->second) : absl::StrCat("thread ", tid));
-      MetaIndex("thread_sort_index", tid, tid);
+      events_.Meta("thread_name", pid_, tid, "name",
+                   it != names.end() ? std::string(it->second) : absl::StrCat("thread ", tid));
+      events_.MetaIndex("thread_sort_index", pid_, tid, tid);
     }
   }
 
-  void Complete(absl::string_view cat, absl::string_view name, uint32_t tid, int64_t start_ns,
-                int64_t end_ns) {
-    BeginEvent();
-    absl::StrAppend(out_, "\"ph\": \"X\", \"cat\": \"", cat, "\", \"name\": ");
-    AppendJsonString(out_, name);
-    absl::StrAppend(out_, ", \"pid\": ", pid_, ", \"tid\": ", tid, ", \"ts\": ");
-    AppendMicrosFromNanos(out_, start_ns - base_);
-    absl::StrAppend(out_, ", \"dur\": ");
-    AppendMicrosFromNanos(out_, end_ns - start_ns);
-  }
-
   void WriteWindow() {
-    Complete("Trace", absl::StrCat("gpuctl capture ", meta_.trace_id), 0, r_.window_start_ns,
-             r_.window_end_ns);
+    events_.Complete("Trace", absl::StrCat("gpuctl capture ", meta_.trace_id), pid_, 0,
+                     r_.window_start_ns, r_.window_end_ns);
     absl::StrAppend(out_, ", \"args\": {\"Op count\": ", r_.ranges.size(), "}}");
   }
 
   void WriteRange(const RangeRecord& range) {
-    Complete("user_annotation", r_.strings[range.name], range.tid, range.start_ns, range.end_ns);
-    absl::StrAppend(out_, ", \"args\": {\"correlation\": ", range.range_id,
-                    ", \"depth\": ", range.depth, "}}");
+    events_.Complete("user_annotation", r_.strings[range.name], pid_, range.tid, range.start_ns,
+                     range.end_ns);
+    // "External id" links the range to the GPU work launched inside it
+    // (kExternalCorrelation), as kineto links a CPU op to its kernels.
+    absl::StrAppend(out_, ", \"args\": {\"External id\": ", range.range_id,
+                    ", \"correlation\": ", range.range_id, ", \"depth\": ", range.depth, "}}");
   }
 
   void WriteSteps() {
@@ -174,7 +127,8 @@ class TraceBuilder {
         int64_t start = steps[i]->ts_ns;
         int64_t end = i + 1 < steps.size() ? steps[i + 1]->ts_ns : r_.window_end_ns;
         if (end < start) end = start;
-        Complete("user_annotation", absl::StrCat("ProfilerStep#", steps[i]->step), tid, start, end);
+        events_.Complete("user_annotation", absl::StrCat("ProfilerStep#", steps[i]->step), pid_,
+                         tid, start, end);
         absl::StrAppend(out_, ", \"args\": {\"step\": ", steps[i]->step, "}}");
       }
     }
@@ -182,11 +136,10 @@ class TraceBuilder {
 
   const DecodedRecords& r_;
   const ChromeTraceMeta& meta_;
-  Writer* w_;
   std::string* out_;
   int32_t pid_;
   int64_t base_;
-  bool first_event_ = true;
+  EventWriter events_;
 };
 
 }  // namespace

@@ -4,29 +4,23 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/core/record_decode.h"
 #include "gpuctl/v1/records.h"
 
 namespace gpuctl::daemon {
 namespace {
 
 namespace rec = ::gpuctl::records;
-
-// Explicit little-endian loads; `p` must have the bytes (callers check).
-uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t Load32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-uint64_t Load64(const uint8_t* p) {
-  return static_cast<uint64_t>(Load32(p)) | (static_cast<uint64_t>(Load32(p + 4)) << 32);
-}
-int64_t LoadI64(const uint8_t* p) { return static_cast<int64_t>(Load64(p)); }
-int32_t LoadI32(const uint8_t* p) { return static_cast<int32_t>(Load32(p)); }
-
-template <typename... Args>
-absl::Status Invalid(const Args&... args) {
-  return absl::InvalidArgumentError(absl::StrCat(args...));
-}
+using record_decode::CheckInterval;
+using record_decode::CheckString;
+using record_decode::CheckTimestamp;
+using record_decode::Invalid;
+using record_decode::Limits;
+using record_decode::Load16;
+using record_decode::Load32;
+using record_decode::Load64;
+using record_decode::LoadI32;
+using record_decode::LoadI64;
 
 struct Section {
   uint64_t offset;
@@ -74,49 +68,16 @@ absl::Status ReadStrings(absl::Span<const uint8_t> payload, Section s, uint64_t 
   return absl::OkStatus();
 }
 
-absl::Status CheckTimestamp(uint64_t index, absl::string_view what, int64_t ts, int64_t lo,
-                            int64_t hi) {
-  if (ts < lo || ts > hi) {
-    return Invalid("record ", index, ": ", what, " ", ts, " ns is outside the window [", lo, ", ",
-                   hi, "] ns (slack included)");
-  }
-  return absl::OkStatus();
-}
-
-struct Limits {
-  int64_t lo;
-  int64_t hi;
-};
-
-absl::Status CheckString(uint64_t index, uint32_t name, const DecodedRecords& out) {
-  if (name >= out.strings.size()) {
-    return Invalid("record ", index, ": string index ", name, " >= string count ",
-                   out.strings.size());
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ReadRecord(uint64_t index, uint16_t kind, const uint8_t* p, uint16_t size,
                         Limits limits, DecodedRecords* out) {
-  auto too_small = [&](uint16_t min) {
-    return Invalid("record ", index, ": size ", size, " is below the minimum of ", min,
-                   " for kind ", kind);
-  };
+  auto too_small = [&](uint16_t min) { return record_decode::TooSmall(index, kind, size, min); };
   switch (static_cast<rec::Kind>(kind)) {
     case rec::Kind::kRange: {
       if (size < rec::kRangeSize) return too_small(rec::kRangeSize);
       RangeRecord r{Load32(p + 4),  LoadI64(p + 8), LoadI64(p + 16),
                     Load32(p + 24), Load32(p + 28), Load64(p + 32)};
       if (auto st = CheckString(index, r.name, *out); !st.ok()) return st;
-      if (r.end_ns < r.start_ns) {
-        return Invalid("record ", index, ": range ends at ", r.end_ns, " ns before it starts at ",
-                       r.start_ns, " ns");
-      }
-      if (auto st = CheckTimestamp(index, "range start", r.start_ns, limits.lo, limits.hi);
-          !st.ok()) {
-        return st;
-      }
-      if (auto st = CheckTimestamp(index, "range end", r.end_ns, limits.lo, limits.hi); !st.ok()) {
+      if (auto st = CheckInterval(index, "range", r.start_ns, r.end_ns, limits); !st.ok()) {
         return st;
       }
       out->ranges.push_back(r);
@@ -125,7 +86,7 @@ absl::Status ReadRecord(uint64_t index, uint16_t kind, const uint8_t* p, uint16_
     case rec::Kind::kStep: {
       if (size < rec::kStepSize) return too_small(rec::kStepSize);
       StepRecord s{Load32(p + 4), LoadI64(p + 8), Load64(p + 16)};
-      if (auto st = CheckTimestamp(index, "step", s.ts_ns, limits.lo, limits.hi); !st.ok()) {
+      if (auto st = CheckTimestamp(index, "step", s.ts_ns, limits); !st.ok()) {
         return st;
       }
       out->steps.push_back(s);
@@ -138,8 +99,14 @@ absl::Status ReadRecord(uint64_t index, uint16_t kind, const uint8_t* p, uint16_
       out->thread_names.push_back(t);
       return absl::OkStatus();
     }
+    default:
+      break;
   }
-  ++out->unknown_records;
+  bool known = true;
+  if (auto st = record_decode::ReadGpuRecord(index, kind, p, size, limits, out, &known); !st.ok()) {
+    return st;
+  }
+  if (!known) ++out->unknown_records;
   return absl::OkStatus();
 }
 
