@@ -3,7 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/chrome_trace.h"
 #include "daemon/core/gzip.h"
+#include "daemon/core/json_writer.h"
 #include "daemon/core/record_reader.h"
+#include "gpuctl/v1/records.h"
 
 namespace gpuctl::daemon {
 namespace {
@@ -25,6 +27,26 @@ v1::ProcessResult Failure(v1::CaptureStatus status, std::string message) {
   result.set_status(status);
   result.set_message(std::move(message));
   return result;
+}
+
+// CUPTI drops and host-only state: from the payload's capture info when it
+// has one, else as the process reported them.
+void SetCaptureInfo(const DecodedRecords& decoded, const CaptureJob& job,
+                    v1::ProcessResult* result) {
+  if (!decoded.capture_info.has_value()) {
+    result->set_host_only(job.reported_host_only);
+    result->set_cupti_dropped_records(job.reported_cupti_dropped);
+    return;
+  }
+  const CaptureInfoRecord& info = *decoded.capture_info;
+  const std::string message = RepairUtf8(decoded.strings[info.message]);
+  result->set_cupti_dropped_records(info.dropped_by_cupti);
+  if (info.flags & records::kCaptureFlagHostOnly) {
+    result->set_host_only(true);
+    result->set_message(absl::StrCat("host-only trace: ", message));
+  } else if (info.flags & records::kCaptureFlagCuptiFailed) {
+    result->set_message(absl::StrCat("GPU activity incomplete: ", message));
+  }
 }
 
 }  // namespace
@@ -79,6 +101,7 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   result.set_payload_bytes(payload_bytes);
   result.set_stored_bytes(stored.size());
   result.set_file(job.file_name);
+  SetCaptureInfo(*records, job, &result);
   return result;
 }
 

@@ -26,12 +26,17 @@ struct CaptureJob {
   v1::ProcessInfo process;
   std::unique_ptr<Payload> payload;
   absl::Duration timestamp_slack = absl::Seconds(5);
+  // What the process's CaptureResult said, used when the payload has no
+  // kCaptureInfo record (which is authoritative when present).
+  bool reported_host_only = false;
+  uint64_t reported_cupti_dropped = 0;
   int gzip_level = 6;
 };
 
 // The blocking part of a result: validate the records, convert them to
 // Chrome trace JSON, gzip and store. Runs on a worker thread. Returns a
-// ProcessResult with status OK (and the counts, sizes and file name),
+// ProcessResult with status OK (and the counts, sizes, file name, CUPTI
+// drops and host-only flag; a host-only trace's reason is the message),
 // REJECTED (invalid records, with the reader's message) or FAILED
 // (conversion or storage error). Identity fields (pid, rank, host, job) are
 // left for the caller.

@@ -89,6 +89,7 @@ void DaemonCoreImpl::OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& 
                         ? absl::StrCat("process reported ", v1::CaptureStatus_Name(status))
                         : result.message());
     out.set_dropped_events(result.dropped_events());
+    out.set_cupti_dropped_records(result.cupti_dropped_records());
     FinishSlot(*session, *slot, std::move(out));
     return;
   }
@@ -121,6 +122,8 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
   job.file_name = TraceFileName(options_.hostname, slot.info.rank(), slot.info.pid());
   job.process = slot.info;
   job.payload = std::move(payload);
+  job.reported_host_only = result.host_only();
+  job.reported_cupti_dropped = result.cupti_dropped_records();
   v1::ProcessResult window;
   if (result.window_start_unix_ns() != 0 || result.window_end_unix_ns() != 0) {
     *window.mutable_window_start() = TimestampFromUnixNanos(result.window_start_unix_ns());

@@ -85,6 +85,23 @@ void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
 }
 
+std::string RepairUtf8(absl::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t n = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : ValidUtf8Length(s, i);
+    if (n == 0) {
+      out.append("\xef\xbf\xbd");
+      ++i;
+    } else {
+      out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 void AppendMicrosFromNanos(std::string* out, int64_t ns) {
   // Work in unsigned magnitude so INT64_MIN is representable.
   uint64_t mag = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);

@@ -14,6 +14,10 @@ namespace gpuctl::daemon {
 // the output is valid JSON whatever the input.
 void AppendJsonString(std::string* out, absl::string_view s);
 
+// `s` with every byte that is not part of valid UTF-8 replaced by U+FFFD,
+// for strings that go into protobuf string fields.
+std::string RepairUtf8(absl::string_view s);
+
 // Appends a nanosecond quantity as microseconds with a nanosecond fraction,
 // the way kineto writes ts/dur: 1234567 -> "1234.567", -1500 -> "-1.500".
 // Locale-independent.

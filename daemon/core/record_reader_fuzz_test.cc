@@ -12,6 +12,7 @@
 #include "daemon/core/chrome_trace.h"
 #include "daemon/core/record_reader.h"
 #include "daemon/core/testing/payload_builder.h"
+#include "gpuctl/v1/records.h"
 #include "gtest/gtest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -40,6 +41,28 @@ std::vector<uint8_t> BuilderSeed() {
   b.AddStep(1, kStart + 5, 1);
   b.AddStep(1, kStart + 50, 2);
   b.AddRawRecord(77, {1, 2, 3, 4, 5});
+  return b.Build();
+}
+
+// Every GPU kind, linked the way a real capture links them.
+std::vector<uint8_t> GpuSeed() {
+  constexpr int64_t kStart = 1704067200'000'000'000;
+  testing::PayloadBuilder b(77, kStart, kStart + 1'000'000'000);
+  b.AddRange(1, kStart + 10, kStart + 900, "step", 0, 4);
+  b.AddDeviceInfo({.device = 0});
+  b.AddApiCall({.correlation = 9, .pid = 77, .tid = 1, .start_ns = kStart + 20,
+                .end_ns = kStart + 30});
+  b.AddExternalCorrelation(records::kExternalKindGpuctlRange, 9, 4);
+  b.AddKernel({.correlation = 9, .start_ns = kStart + 40, .end_ns = kStart + 80,
+               .grid = {64, 2, 1}, .block = {128, 1, 1}, .registers_per_thread = 40,
+               .static_shared_memory = 4096});
+  b.AddMemcpy({.correlation = 10, .start_ns = kStart + 90, .end_ns = kStart + 95, .bytes = 4096});
+  b.AddMemset({.correlation = 11, .start_ns = kStart + 96, .end_ns = kStart + 99, .bytes = 64});
+  b.AddSync({.correlation = 12, .start_ns = kStart + 100, .end_ns = kStart + 120});
+  b.AddMarker({.pid = 77, .tid = 1, .marker_id = 1, .start_ns = kStart + 5,
+               .end_ns = kStart + 500, .name = "nvtx", .domain = "d"});
+  b.AddOverhead({.start_ns = kStart + 1, .end_ns = kStart + 2});
+  b.AddCaptureInfo({.dropped_by_cupti = 1});
   return b.Build();
 }
 
@@ -108,6 +131,7 @@ TEST(RecordReaderFuzzTest, CorpusIsPresentAndValid) {
 TEST(RecordReaderFuzzTest, MutationsNeverCrash) {
   auto corpus = LoadCorpus();
   corpus.push_back(BuilderSeed());
+  corpus.push_back(GpuSeed());
   std::mt19937_64 gen(20240101);
   size_t accepted = 0;
   for (int iter = 0; iter < 20000; ++iter) {
@@ -127,6 +151,13 @@ TEST(RecordReaderFuzzTest, MutationsNeverCrash) {
       ASSERT_LE(range.start_ns, range.end_ns);
     }
     for (const ThreadNameRecord& t : r->thread_names) ASSERT_LT(t.name, r->strings.size());
+    for (const KernelRecord& k : r->kernels) {
+      ASSERT_LT(k.name, r->strings.size());
+      ASSERT_LE(k.start_ns, k.end_ns);
+      for (int i = 0; i < 3; ++i) ASSERT_GE(k.grid[i], 1);
+    }
+    for (const ApiCallRecord& a : r->api_calls) ASSERT_LT(a.name, r->strings.size());
+    for (const MarkerRecord& m : r->markers) ASSERT_LT(m.domain, r->strings.size());
     for (absl::string_view s : r->strings) {
       ASSERT_GE(reinterpret_cast<const uint8_t*>(s.data()), p.data());  // NOLINT
       ASSERT_LE(reinterpret_cast<const uint8_t*>(s.data()) + s.size(),

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
+#include "daemon/core/cupti_names.h"
 #include "daemon/core/daemon_core_impl.h"
 #include "daemon/core/proto_time.h"
 
@@ -13,6 +14,8 @@ namespace {
 
 constexpr size_t kRecentTraceIds = 4096;
 constexpr int kMaxSelectorPids = 4096;
+// Far more than the distinct names; bounds what a request can carry.
+constexpr int kMaxActivities = 64;
 
 v1::ProcessResult ResultWith(v1::CaptureStatus status, std::string message) {
   v1::ProcessResult result;
@@ -54,6 +57,14 @@ absl::Status DaemonCoreImpl::ValidateRequest(const v1::TraceRequest& request,
   }
   for (int32_t pid : selector.pids()) {
     if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
+  }
+  if (request.activities_size() > kMaxActivities) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("more than ", kMaxActivities, " activities; valid: ", ActivityNameList()));
+  }
+  if (auto st = ValidateActivityNames({request.activities().begin(), request.activities().end()});
+      !st.ok()) {
+    return st;
   }
   *duration = *d;
   return absl::OkStatus();
@@ -148,6 +159,7 @@ void DaemonCoreImpl::SendStart(TraceSession& session, TraceSlot& slot) {
   start->set_start_time_unix_ns(absl::ToUnixNanos(session.start));
   start->set_duration_ns(absl::ToInt64Nanoseconds(session.end - session.start));
   start->set_max_buffer_bytes(options_.max_buffer_bytes);
+  *start->mutable_activities() = session.request.activities();
   absl::Status st = deps_.peers->Send(slot.peer, message);
   if (!st.ok()) {
     FinishSlot(session, slot,

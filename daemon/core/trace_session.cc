@@ -27,6 +27,7 @@ v1::TraceManifest BuildManifest(const TraceSession& session, const CoreOptions& 
   *manifest.mutable_completed_at() = ToProtoTimestamp(completed_at);
   for (const TraceSlot& slot : session.slots) *manifest.add_results() = slot.result;
   manifest.set_location(std::string(location));
+  *manifest.mutable_activities() = session.request.activities();
   return manifest;
 }
 

@@ -349,11 +349,12 @@ bool IpcServer::HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::Pa
   return !peer->closed;
 }
 
-void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer, bool clean, absl::string_view reason,
-                          Notify notify) {
+void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
+                          absl::string_view reason, Notify notify) {
+  // `peer_ref` may be the map's own reference, which the erase below
+  // destroys.
+  const std::shared_ptr<Peer> peer = peer_ref;
   if (peer->closed) return;
-  // `peer` may be the map's own reference, which the erase below destroys.
-  std::shared_ptr<Peer> keep = peer;
   peer->closed = true;
   loop_->RemoveFd(peer->fd.get());
   if (peer->hello_timer != 0) loop_->Cancel(peer->hello_timer);

@@ -104,7 +104,7 @@ class IpcServer final : public PeerChannel {
                     std::vector<UniqueFd> fds);
   bool HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk);
   // Closes the connection and tells the core (if it knew the peer).
-  void ClosePeer(const std::shared_ptr<Peer>& peer, bool clean, absl::string_view reason,
+  void ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean, absl::string_view reason,
                  Notify notify);
   void DropPeer(const std::shared_ptr<Peer>& peer, absl::string_view reason, Notify notify);
   absl::Status SendTo(Peer& peer, const v1::ipc::DaemonMessage& message);

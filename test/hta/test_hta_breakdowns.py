@@ -1,0 +1,191 @@
+"""Holistic Trace Analysis on traces written by gpuctld's own converter.
+
+Two ranks with known GPU work go through gpuctl_convert_fixture (record
+payload -> reader -> Chrome trace converter -> gzip -> local store), then
+HTA loads the trace directory. Its kernel and temporal breakdowns must
+equal what the known intervals give, computed here independently.
+"""
+
+import itertools
+import json
+import os
+import subprocess
+from collections import defaultdict
+
+import pytest
+
+TRACE_ID = "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b"
+# A whole second, so baseTimeNanoseconds equals the window start and every
+# whole-µs offset below is a whole-µs "ts" (HTA rounds ns fractions).
+WINDOW_START_NS = 1_704_067_200 * 10**9
+US = 1000
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+# Per rank: GPU ops as (kind, name, stream, start µs, end µs). Memcpy and
+# memset names come from the converter (kineto's naming); they are given
+# here for the expectations.
+RANKS = {
+    0: [
+        ("kernel", "gemm_fwd", 7, 100, 300),
+        ("kernel", "relu", 7, 300, 350),
+        ("memcpy", "Memcpy HtoD (Pinned -> Device)", 8, 320, 420),
+        ("kernel", "gemm_fwd", 7, 500, 700),
+        ("kernel", NCCL, 9, 700, 800),
+    ],
+    1: [
+        ("kernel", "gemm_fwd", 7, 50, 250),
+        ("kernel", "softmax", 7, 260, 300),
+        ("memset", "Memset (Device)", 7, 300, 310),
+        ("kernel", NCCL, 9, 320, 520),
+        ("kernel", "gemm_bwd", 7, 400, 600),
+    ],
+}
+
+
+def kernel_type(name):
+    """HTA's classification (hta.utils.utils.get_kernel_type), restated."""
+    if "nccl" in name.lower():
+        return "COMMUNICATION"
+    if name.startswith("Memcpy") or name.startswith("Memset"):
+        return "MEMORY"
+    return "COMPUTATION"
+
+
+def merge(intervals):
+    merged = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def length(intervals):
+    return sum(end - start for start, end in merge(intervals))
+
+
+def spec_for(rank, ops):
+    pid = 1000 + rank
+    spec = {
+        "pid": pid,
+        "rank": rank,
+        "world_size": len(RANKS),
+        "host": f"node{rank}",
+        "window_start_ns": WINDOW_START_NS,
+        "window_ns": 2000 * US,
+        "devices": [rank],
+        "ranges": [{"tid": pid, "start": 0, "end": 1000 * US, "name": "train_step", "id": 1}],
+        "external": [],
+        "api_calls": [],
+        "kernels": [],
+        "memcpys": [],
+        "memsets": [],
+    }
+    for correlation, (kind, name, stream, start, end) in enumerate(ops, start=1):
+        # Each op is launched 10 µs before it starts, inside the range.
+        launch = max(0, start - 10)
+        spec["api_calls"].append(
+            {"tid": pid, "start": launch * US, "end": (launch + 5) * US,
+             "correlation": correlation})
+        spec["external"].append({"correlation": correlation, "range_id": 1})
+        op = {"device": rank, "stream": stream, "start": start * US, "end": end * US,
+              "correlation": correlation}
+        if kind == "kernel":
+            spec["kernels"].append(dict(op, name=name, grid=[132, 1, 1], block=[256, 1, 1]))
+        elif kind == "memcpy":
+            spec["memcpys"].append(dict(op, bytes=1 << 20))
+        else:
+            spec["memsets"].append(dict(op, bytes=4096))
+    return spec
+
+
+@pytest.fixture(scope="module")
+def trace_dir(tmp_path_factory):
+    build_dir = os.environ.get("GPUCTL_BUILD_DIR")
+    assert build_dir, "GPUCTL_BUILD_DIR must point at the CMake build directory"
+    tool = os.path.join(build_dir, "bin", "gpuctl_convert_fixture")
+    assert os.access(tool, os.X_OK), f"{tool} is not built"
+    work = tmp_path_factory.mktemp("hta")
+    store = work / "store"
+    for rank, ops in RANKS.items():
+        spec_path = work / f"rank{rank}.json"
+        spec_path.write_text(json.dumps(spec_for(rank, ops)))
+        out = subprocess.run(
+            [tool, "--spec", str(spec_path), "--store", str(store), "--trace-id", TRACE_ID],
+            check=True, capture_output=True, text=True, timeout=60)
+        assert out.stdout.strip().endswith(f"node{rank}-rank{rank}-pid{1000 + rank}.json.gz")
+    return str(store / TRACE_ID)
+
+
+@pytest.fixture(scope="module")
+def analysis(trace_dir):
+    from hta.trace_analysis import TraceAnalysis
+
+    return TraceAnalysis(trace_dir=trace_dir)
+
+
+def test_hta_finds_both_ranks(analysis):
+    assert sorted(analysis.t.traces.keys()) == [0, 1]
+
+
+def test_temporal_breakdown_matches_known_kernels(analysis):
+    df = analysis.get_temporal_breakdown(visualize=False).set_index("rank")
+    for rank, ops in RANKS.items():
+        everything = [(s, e) for _, _, _, s, e in ops]
+        compute = [(s, e) for _, name, _, s, e in ops if kernel_type(name) == "COMPUTATION"]
+        span = max(e for _, e in everything) - min(s for s, _ in everything)
+        idle = span - length(everything)
+        busy_compute = length(compute)
+        row = df.loc[rank]
+        assert row["kernel_time(us)"] == span, rank
+        assert row["idle_time(us)"] == idle, rank
+        assert row["compute_time(us)"] == busy_compute, rank
+        assert row["non_compute_time(us)"] == span - busy_compute - idle, rank
+    # The numbers above, spelled out for rank 0: busy [100, 420) and
+    # [500, 800); compute [100, 350) and [500, 700).
+    assert df.loc[0]["kernel_time(us)"] == 700
+    assert df.loc[0]["idle_time(us)"] == 80
+    assert df.loc[0]["compute_time(us)"] == 450
+    assert df.loc[0]["non_compute_time(us)"] == 170
+
+
+def expected_kernel_type_time():
+    """Time per kernel-type combination, summed over ranks, as HTA labels it."""
+    order = ["COMPUTATION", "COMMUNICATION", "MEMORY"]
+    totals = defaultdict(int)
+    for ops in RANKS.values():
+        by_type = {t: merge([(s, e) for _, n, _, s, e in ops if kernel_type(n) == t])
+                   for t in order}
+        points = sorted({p for ivs in by_type.values() for iv in ivs for p in iv})
+        for lo, hi in itertools.pairwise(points):
+            active = [t for t in order
+                      if any(s <= lo and hi <= e for s, e in by_type[t])]
+            if active:
+                totals[" overlapping ".join(active)] += hi - lo
+    return dict(totals)
+
+
+def test_gpu_kernel_breakdown_matches_known_kernels(analysis):
+    by_type, per_kernel = analysis.get_gpu_kernel_breakdown(
+        visualize=False, duration_ratio=1.0, num_kernels=100, include_memory_kernels=True)
+    expected_types = expected_kernel_type_time()
+    assert dict(zip(by_type["kernel_type"], by_type["sum"])) == expected_types
+    total = sum(expected_types.values())
+    for kind, pct in zip(by_type["kernel_type"], by_type["percentage"]):
+        assert pct == pytest.approx(round(100 * expected_types[kind] / total, 1))
+
+    expected = defaultdict(list)
+    for rank, ops in RANKS.items():
+        for _, name, _, start, end in ops:
+            expected[(name, rank)].append(end - start)
+    got = {(row["name"], int(row["rank"])): row for _, row in per_kernel.iterrows()}
+    assert set(got) == set(expected)
+    for key, durations in expected.items():
+        row = got[key]
+        assert row["kernel_type"] == kernel_type(key[0]), key
+        assert row["sum (us)"] == sum(durations), key
+        assert row["max (us)"] == max(durations), key
+        assert row["min (us)"] == min(durations), key
+        assert row["mean (us)"] == pytest.approx(sum(durations) / len(durations)), key
