@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/connection.h"
 #include "cli/download.h"
 #include "cli/duration.h"
@@ -34,6 +35,7 @@ struct Flags {
   std::vector<int32_t> pids;
   std::string duration;
   std::string trace_id;
+  std::vector<std::string> activities;
   std::string output_root = kDefaultOutputRoot;
   bool no_download = false;
   int limit = 0;
@@ -72,10 +74,17 @@ TraceOptions ValidateTrace(const Flags& flags, const CliEnv& env) {
     throw UsageError("--trace-id: use 1-255 characters of A-Z a-z 0-9 . _ - not starting with '.'");
   }
   if (flags.output_root.empty()) throw UsageError("-o: empty directory");
+  for (const std::string& activity : flags.activities) {
+    if (std::find(kActivityNames.begin(), kActivityNames.end(), activity) == kActivityNames.end()) {
+      throw UsageError(absl::StrCat("--activities: unknown activity \"", activity,
+                                    "\"; valid: ", absl::StrJoin(kActivityNames, ",")));
+    }
+  }
   options.job_id = flags.job_id;
   options.pids = flags.pids;
   options.duration = *duration;
   options.trace_id = flags.trace_id;
+  options.activities = flags.activities;
   options.output_root = flags.output_root;
   options.download = !flags.no_download;
   options.json = flags.json;
@@ -105,6 +114,10 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   trace->add_option("--duration", f.duration, "Capture window, e.g. 5s, 500ms, 1m30s")->required();
   trace->add_option("-o,--output", f.output_root, "Download directory")->capture_default_str();
   trace->add_option("--trace-id", f.trace_id, "Trace id to use (default: chosen by the daemon)");
+  trace->add_option("--activities", f.activities,
+                     "GPU activity to record, comma-separated: kernel,memcpy,memset,runtime,"
+                     "driver,sync,nvtx,overhead (default: all but driver)")
+      ->delimiter(',');
   trace->add_flag("--no-download", f.no_download, "Leave the trace on the daemon's host");
   trace->callback([&p, &env] {
     TraceOptions options = ValidateTrace(p.flags, env);

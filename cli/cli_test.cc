@@ -197,6 +197,19 @@ TEST_F(CliTraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   EXPECT_THAT(console_.out.str(), HasSubstr("node1    7     -  ok"));
 }
 
+TEST_F(CliTraceCommandTest, PassesActivities) {
+  server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
+  ASSERT_EQ(Run(TraceArgs({"--activities", "kernel,memcpy", "--activities", "driver",
+                           "--no-download"})),
+            kExitOk)
+      << console_.err.str();
+  ASSERT_EQ(Run(TraceArgs({"--no-download"})), kExitOk) << console_.err.str();
+  std::vector<v1::TraceRequest> requests = server_.service().trace_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_THAT(requests[0].activities(), ElementsAre("kernel", "memcpy", "driver"));
+  EXPECT_TRUE(requests[1].activities().empty());
+}
+
 TEST_F(CliTraceCommandTest, HostFromEnvironment) {
   server_.service().trace = Script({Process(7, 0)}, {Result(7, 0, v1::CAPTURE_STATUS_OK)});
   CliEnv env = console_.env();
@@ -375,6 +388,10 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"trace", "--job", "1", "--duration", "5s", "--trace-id", "../x", "--host", host},
        "--trace-id"},
       {{"trace", "--job", "1", "--duration", "5s", "--host", "node:99999"}, "invalid --host"},
+      {{"trace", "--job", "1", "--duration", "5s", "--activities", "kernel,kernels", "--host",
+        host},
+       "--activities: unknown activity \"kernels\"; valid: kernel,memcpy,memset,runtime,driver,"
+       "sync,nvtx,overhead"},
       {{"trace", "--job", "1", "--duration", "5s", "--bogus"}, "--bogus"},
       {{"get", "--host", host}, "trace_id"},
       {{"get", "../etc", "--host", host}, "invalid trace id"},

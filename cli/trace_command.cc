@@ -60,6 +60,7 @@ TraceOutcome RunStream(v1::Gpuctl::Stub& stub, const TraceOptions& options, cons
   request.mutable_duration()->set_nanos(
       static_cast<int32_t>(absl::ToInt64Nanoseconds(d - absl::Seconds(seconds))));
   request.set_trace_id(options.trace_id);
+  for (const std::string& activity : options.activities) request.add_activities(activity);
 
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + d + env.trace_margin));

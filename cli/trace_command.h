@@ -1,10 +1,12 @@
 #ifndef GPUCTL_CLI_TRACE_COMMAND_H_
 #define GPUCTL_CLI_TRACE_COMMAND_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/command_env.h"
 
@@ -12,12 +14,18 @@ namespace gpuctl::cli {
 
 inline constexpr char kDefaultOutputRoot[] = "gpuctl-traces";
 
+// The GPU activity names gpuctld accepts (service.proto
+// TraceRequest.activities, docs/cupti.md).
+inline constexpr std::array<absl::string_view, 8> kActivityNames = {
+    "kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead"};
+
 struct TraceOptions {
   std::string target;  // normalized, see NormalizeHost
   std::string job_id;
   std::vector<int32_t> pids;
   absl::Duration duration;
   std::string trace_id;  // empty: the daemon picks one
+  std::vector<std::string> activities;  // empty: the daemon's default set
   std::string output_root = kDefaultOutputRoot;
   bool download = true;
   bool json = false;

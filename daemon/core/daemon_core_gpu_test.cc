@@ -98,7 +98,7 @@ TEST_F(DaemonCoreTest, GpuPayloadIsConvertedWithCaptureInfo) {
 TEST_F(DaemonCoreTest, HostOnlyTracesSayWhy) {
   Attach(1, 100, "42", 0);
   Attach(2, 101, "42", 1);
-  Attach(3, 102, "42", 2);
+  Attach(3, 102, "42", 1);
   auto obs = std::make_shared<RecordingObserver>();
   auto id = core_->StartTrace(Request("42", {}), obs);
   ASSERT_TRUE(id.ok());
