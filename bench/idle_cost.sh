@@ -36,6 +36,9 @@ for _ in $(seq 100); do [ -s "$work/ready" ] && break; sleep 0.1; done
 
 base=$(instructions base)
 with_daemon=$(instructions daemon LD_PRELOAD="$lib" GPUCTL_SOCKET="$work/gpuctl.sock")
+# The preloaded run must really have attached, or the figure means nothing.
+grep -q 'msg="process attached"' "$work/gpuctld.log" ||
+  { echo "the preloaded program never attached to gpuctld" >&2; cat "$work/gpuctld.log" >&2; exit 1; }
 kill "$daemon_pid"; wait "$daemon_pid" 2>/dev/null || true; daemon_pid=""
 no_daemon=$(instructions nodaemon LD_PRELOAD="$lib" GPUCTL_SOCKET="$work/absent.sock")
 

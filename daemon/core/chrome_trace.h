@@ -43,8 +43,9 @@ struct ChromeTraceMeta {
 // microseconds (ns fraction) relative to it.
 int64_t ChromeTraceBaseNanos(int64_t window_start_ns);
 
-// Writes validated records as Chrome trace-event JSON in kineto's layout:
-//   {"schemaVersion": 1, "deviceProperties": [],
+// Writes validated records as Chrome trace-event JSON in kineto's layout
+// (every field: docs/trace-format.md):
+//   {"schemaVersion": 1, "deviceProperties": [...],
 //    "distributedInfo": {"backend": "", "rank": R, "world_size": W},
 //    "gpuctl": {...}, "traceEvents": [...], "traceName": ...,
 //    "displayTimeUnit": "ms", "baseTimeNanoseconds": B}
@@ -53,8 +54,12 @@ int64_t ChromeTraceBaseNanos(int64_t window_start_ns);
 // 1 there, since HTA needs a number; "gpuctl" keeps the true values.
 // Ranges become "X" events of category "user_annotation"; step marks become
 // "ProfilerStep#N" user annotations lasting until the thread's next step
-// mark (the last one until the window end). Strings that are not UTF-8 are
-// repaired with U+FFFD.
+// mark (the last one until the window end). GPU records become kineto's
+// kernel / gpu_memcpy / gpu_memset / cuda_sync events on rows pid = device,
+// tid = stream, CUDA API calls cuda_runtime / cuda_driver events on the
+// calling thread, with "ac2g" flows between a launch and its GPU ops and
+// "External id" linking both to the gpuctl range that launched them.
+// Strings that are not UTF-8 are repaired with U+FFFD.
 absl::Status WriteChromeTrace(const DecodedRecords& records, const ChromeTraceMeta& meta,
                               ByteSink* sink);
 

@@ -135,7 +135,8 @@ class GpuEventWriter {
     BeginArgs(c.correlation_id);
     absl::StrAppend(out_, "\"cbid\": ", c.cbid, ", \"correlation\": ", c.correlation_id, "}}");
     auto it = launch_.find(c.correlation_id);
-    if (it != launch_.end() && it->second == index && gpu_correlations_.contains(c.correlation_id)) {
+    if (it != launch_.end() && it->second == index &&
+        gpu_correlations_.contains(c.correlation_id)) {
       ev_->Flow('s', c.correlation_id, pid_, c.tid, c.start_ns);
     }
   }
@@ -191,9 +192,9 @@ class GpuEventWriter {
 
   void WriteMemcpy(const MemcpyRecord& m) {
     Row row{m.device_id, m.stream_id};
-    std::string name = absl::StrCat("Memcpy ", MemcpyKindName(m.copy_kind), " (",
-                                    MemoryKindName(m.src_kind), " -> ",
-                                    MemoryKindName(m.dst_kind), ")");
+    std::string name =
+        absl::StrCat("Memcpy ", MemcpyKindName(m.copy_kind), " (", MemoryKindName(m.src_kind),
+                     " -> ", MemoryKindName(m.dst_kind), ")");
     ev_->Complete("gpu_memcpy", name, row.pid, row.tid, m.start_ns, m.end_ns);
     BeginArgs(m.correlation_id);
     absl::StrAppend(out_, "\"device\": ", m.device_id, ", \"context\": ", m.context_id);
@@ -276,20 +277,20 @@ void AppendDeviceProperties(const DecodedRecords& records, std::string* out) {
     // shared memory less the driver's per-block reservation.
     uint32_t reserved = ReservedSharedMemoryPerBlock(*d);
     uint32_t optin = d->max_shared_memory_per_sm > reserved ? d->max_shared_memory_per_sm - reserved
-                                                           : d->max_shared_memory_per_sm;
+                                                            : d->max_shared_memory_per_sm;
     absl::StrAppend(out, first ? "\n    {" : ",\n    {", "\"id\": ", id, ", \"name\": ");
     first = false;
     AppendJsonString(out, records.strings[d->name]);
-    absl::StrAppend(out, ", \"totalGlobalMem\": ", d->global_memory_bytes,
-                    ", \"computeMajor\": ", d->compute_major, ", \"computeMinor\": ",
-                    d->compute_minor, ", \"maxThreadsPerBlock\": ", d->max_threads_per_block,
-                    ", \"maxThreadsPerMultiprocessor\": ", d->max_threads_per_sm,
-                    ", \"regsPerBlock\": ", d->max_registers_per_block,
-                    ", \"regsPerMultiprocessor\": ", d->max_registers_per_sm,
-                    ", \"warpSize\": ", d->warp_size, ", \"sharedMemPerBlock\": ",
-                    d->max_shared_memory_per_block, ", \"sharedMemPerMultiprocessor\": ",
-                    d->max_shared_memory_per_sm, ", \"numSms\": ", d->sm_count,
-                    ", \"sharedMemPerBlockOptin\": ", optin, "}");
+    absl::StrAppend(
+        out, ", \"totalGlobalMem\": ", d->global_memory_bytes,
+        ", \"computeMajor\": ", d->compute_major, ", \"computeMinor\": ", d->compute_minor,
+        ", \"maxThreadsPerBlock\": ", d->max_threads_per_block,
+        ", \"maxThreadsPerMultiprocessor\": ", d->max_threads_per_sm,
+        ", \"regsPerBlock\": ", d->max_registers_per_block,
+        ", \"regsPerMultiprocessor\": ", d->max_registers_per_sm, ", \"warpSize\": ", d->warp_size,
+        ", \"sharedMemPerBlock\": ", d->max_shared_memory_per_block,
+        ", \"sharedMemPerMultiprocessor\": ", d->max_shared_memory_per_sm,
+        ", \"numSms\": ", d->sm_count, ", \"sharedMemPerBlockOptin\": ", optin, "}");
   }
   if (!first) out->append("\n  ");
 }
@@ -313,11 +314,10 @@ void AppendCaptureInfo(const DecodedRecords& records, std::string* out) {
   }
   absl::StrAppend(out, "], \"cupti_version\": ", info.cupti_version, ", \"cupti_path\": ");
   AppendJsonString(out, path);
-  absl::StrAppend(out, ", \"cupti_active\": ",
-                  (info.flags & rec::kCaptureFlagCuptiActive) ? "true" : "false",
-                  ", \"cupti_failed\": ",
-                  (info.flags & rec::kCaptureFlagCuptiFailed) ? "true" : "false",
-                  ", \"cupti_message\": ");
+  absl::StrAppend(
+      out, ", \"cupti_active\": ", (info.flags & rec::kCaptureFlagCuptiActive) ? "true" : "false",
+      ", \"cupti_failed\": ", (info.flags & rec::kCaptureFlagCuptiFailed) ? "true" : "false",
+      ", \"cupti_message\": ");
   AppendJsonString(out, host_only ? absl::string_view() : message);
   absl::StrAppend(out, ", \"cupti_dropped_records\": ", info.dropped_by_cupti,
                   ", \"dropped_at_cap\": ", info.dropped_at_cap);

@@ -52,12 +52,25 @@ json Only(const json& doc, const std::string& key, const std::string& value) {
 TEST(ChromeTraceGpuTest, KernelLikeKineto) {
   PayloadBuilder b(kPid, kStart, kEnd);
   b.AddDeviceInfo({.device = 0});
-  b.AddKernel({.device = 0, .context = 1, .stream = 7, .correlation = 5, .name = "gemm_kernel",
-               .start_ns = kStart + 2'000'500, .end_ns = kStart + 3'000'750, .grid = {264, 1, 1},
-               .block = {256, 1, 1}, .registers_per_thread = 32, .static_shared_memory = 512,
+  b.AddKernel({.device = 0,
+               .context = 1,
+               .stream = 7,
+               .correlation = 5,
+               .name = "gemm_kernel",
+               .start_ns = kStart + 2'000'500,
+               .end_ns = kStart + 3'000'750,
+               .grid = {264, 1, 1},
+               .block = {256, 1, 1},
+               .registers_per_thread = 32,
+               .static_shared_memory = 512,
                .dynamic_shared_memory = 256});
-  b.AddKernel({.device = 2, .stream = 9, .name = "graph_kernel", .start_ns = kStart,
-               .end_ns = kStart + 1, .graph_id = 3, .graph_node_id = 12});
+  b.AddKernel({.device = 2,
+               .stream = 9,
+               .name = "graph_kernel",
+               .start_ns = kStart,
+               .end_ns = kStart + 1,
+               .graph_id = 3,
+               .graph_node_id = 12});
   json doc = Convert(b.Build());
   json k = Only(doc, "name", "gemm_kernel");
   EXPECT_EQ(k["ph"], "X");
@@ -91,11 +104,23 @@ TEST(ChromeTraceGpuTest, KernelLikeKineto) {
 
 TEST(ChromeTraceGpuTest, CopiesAndMemsets) {
   PayloadBuilder b(kPid, kStart, kEnd);
-  b.AddMemcpy({.stream = 3, .correlation = 8, .start_ns = kStart, .end_ns = kStart + 1000,
+  b.AddMemcpy({.stream = 3,
+               .correlation = 8,
+               .start_ns = kStart,
+               .end_ns = kStart + 1000,
                .bytes = 4'000'000});
-  b.AddMemcpy({.device = 1, .context = 4, .stream = 5, .copy_kind = 10, .src_kind = 3,
-               .flags = records::kMemcpyFlagPeer, .start_ns = kStart, .end_ns = kStart,
-               .bytes = 64, .src_device = 1, .dst_device = 2, .src_context = 4,
+  b.AddMemcpy({.device = 1,
+               .context = 4,
+               .stream = 5,
+               .copy_kind = 10,
+               .src_kind = 3,
+               .flags = records::kMemcpyFlagPeer,
+               .start_ns = kStart,
+               .end_ns = kStart,
+               .bytes = 64,
+               .src_device = 1,
+               .dst_device = 2,
+               .src_context = 4,
                .dst_context = 6});
   b.AddMemset({.stream = 3, .start_ns = kStart, .end_ns = kStart + 2000, .bytes = 1000});
   json doc = Convert(b.Build());
@@ -124,18 +149,36 @@ TEST(ChromeTraceGpuTest, ApiCallsFlowsAndExternalIds) {
   PayloadBuilder b(kPid, kStart, kEnd);
   b.AddRange(kTid, kStart, kStart + 100'000, "forward", 0, 17);
   b.AddApiCall({.correlation = 5, .tid = kTid, .start_ns = kStart + 1000, .end_ns = kStart + 2000});
-  b.AddApiCall({.domain = records::kApiDomainDriver, .cbid = 307, .correlation = 5, .tid = kTid,
-                .start_ns = kStart + 1200, .end_ns = kStart + 1800, .name = "cuLaunchKernel"});
-  b.AddApiCall({.cbid = 1, .correlation = 6, .tid = kTid, .start_ns = kStart + 3000,
-                .end_ns = kStart + 3100, .name = "cudaGetDeviceCount"});
+  b.AddApiCall({.domain = records::kApiDomainDriver,
+                .cbid = 307,
+                .correlation = 5,
+                .tid = kTid,
+                .start_ns = kStart + 1200,
+                .end_ns = kStart + 1800,
+                .name = "cuLaunchKernel"});
+  b.AddApiCall({.cbid = 1,
+                .correlation = 6,
+                .tid = kTid,
+                .start_ns = kStart + 3000,
+                .end_ns = kStart + 3100,
+                .name = "cudaGetDeviceCount"});
   b.AddExternalCorrelation(records::kExternalKindGpuctlRange, 5, 17);
   b.AddExternalCorrelation(0, 6, 99);  // another tool's kind: not ours
   // Two kernels of one launch (a graph launch does this), one unlinked.
-  b.AddKernel({.stream = 7, .correlation = 5, .name = "k1", .start_ns = kStart + 5000,
+  b.AddKernel({.stream = 7,
+               .correlation = 5,
+               .name = "k1",
+               .start_ns = kStart + 5000,
                .end_ns = kStart + 6000});
-  b.AddKernel({.stream = 8, .correlation = 5, .name = "k2", .start_ns = kStart + 7000,
+  b.AddKernel({.stream = 8,
+               .correlation = 5,
+               .name = "k2",
+               .start_ns = kStart + 7000,
                .end_ns = kStart + 8000});
-  b.AddKernel({.stream = 7, .correlation = 77, .name = "orphan", .start_ns = kStart + 9000,
+  b.AddKernel({.stream = 7,
+               .correlation = 77,
+               .name = "orphan",
+               .start_ns = kStart + 9000,
                .end_ns = kStart + 9500});
   json doc = Convert(b.Build());
 
@@ -180,16 +223,36 @@ TEST(ChromeTraceGpuTest, ApiCallsFlowsAndExternalIds) {
 TEST(ChromeTraceGpuTest, SynchronizationRows) {
   PayloadBuilder b(kPid, kStart, kEnd);
   b.AddKernel({.device = 3, .context = 9, .stream = 7, .start_ns = kStart, .end_ns = kStart + 1});
-  b.AddApiCall({.cbid = 131, .correlation = 20, .tid = kTid, .start_ns = kStart + 10,
-                .end_ns = kStart + 500, .name = "cudaStreamSynchronize"});
-  b.AddSync({.type = 3, .context = 9, .stream = 7, .correlation = 20, .start_ns = kStart + 10,
+  b.AddApiCall({.cbid = 131,
+                .correlation = 20,
+                .tid = kTid,
+                .start_ns = kStart + 10,
+                .end_ns = kStart + 500,
+                .name = "cudaStreamSynchronize"});
+  b.AddSync({.type = 3,
+             .context = 9,
+             .stream = 7,
+             .correlation = 20,
+             .start_ns = kStart + 10,
              .end_ns = kStart + 400});
-  b.AddSync({.type = 1, .context = 9, .stream = records::kInvalidId, .cuda_event = 4,
-             .start_ns = kStart + 10, .end_ns = kStart + 20});
-  b.AddApiCall({.cbid = 165, .correlation = 21, .tid = kTid + 1, .start_ns = kStart + 30,
-                .end_ns = kStart + 40, .name = "cudaDeviceSynchronize"});
-  b.AddSync({.type = 4, .context = 55, .stream = records::kInvalidId, .correlation = 21,
-             .start_ns = kStart + 30, .end_ns = kStart + 40});
+  b.AddSync({.type = 1,
+             .context = 9,
+             .stream = records::kInvalidId,
+             .cuda_event = 4,
+             .start_ns = kStart + 10,
+             .end_ns = kStart + 20});
+  b.AddApiCall({.cbid = 165,
+                .correlation = 21,
+                .tid = kTid + 1,
+                .start_ns = kStart + 30,
+                .end_ns = kStart + 40,
+                .name = "cudaDeviceSynchronize"});
+  b.AddSync({.type = 4,
+             .context = 55,
+             .stream = records::kInvalidId,
+             .correlation = 21,
+             .start_ns = kStart + 30,
+             .end_ns = kStart + 40});
   json doc = Convert(b.Build());
   json stream = Only(doc, "name", "Stream Sync");
   EXPECT_EQ(stream["cat"], "cuda_sync");
@@ -219,10 +282,18 @@ TEST(ChromeTraceGpuTest, SynchronizationRows) {
 
 TEST(ChromeTraceGpuTest, MarkersAndOverhead) {
   PayloadBuilder b(kPid, kStart, kEnd);
-  b.AddMarker({.tid = kTid, .marker_id = 3, .start_ns = kStart + 1000, .end_ns = kStart + 3000,
-               .name = "nvtx range", .domain = "app"});
-  b.AddMarker({.tid = kTid, .marker_id = 4, .start_ns = kStart + 2000, .end_ns = kStart + 2000,
-               .name = "nvtx mark", .flags = records::kMarkerFlagInstant});
+  b.AddMarker({.tid = kTid,
+               .marker_id = 3,
+               .start_ns = kStart + 1000,
+               .end_ns = kStart + 3000,
+               .name = "nvtx range",
+               .domain = "app"});
+  b.AddMarker({.tid = kTid,
+               .marker_id = 4,
+               .start_ns = kStart + 2000,
+               .end_ns = kStart + 2000,
+               .name = "nvtx mark",
+               .flags = records::kMarkerFlagInstant});
   b.AddOverhead({.start_ns = kStart + 10, .end_ns = kStart + 20});
   json doc = Convert(b.Build());
   json range = Only(doc, "name", "nvtx range");
@@ -260,16 +331,26 @@ TEST(ChromeTraceGpuTest, GpuRowMetadataSortsAfterHost) {
   std::vector<std::string> gpu_names;
   for (const json& e : Where(doc, "name", "process_name")) {
     if (e["pid"] == 0 || e["pid"] == 1) gpu_names.push_back(e["args"]["name"]);
-    if (e["pid"] == -1) EXPECT_EQ(e["args"]["name"], "CUPTI Overhead");
+    if (e["pid"] == -1) {
+      EXPECT_EQ(e["args"]["name"], "CUPTI Overhead");
+    }
   }
   EXPECT_EQ(gpu_names, (std::vector<std::string>{"GPU 0", "GPU 1"}));
   for (const json& e : Where(doc, "name", "process_labels")) {
-    if (e["pid"] == 1) EXPECT_EQ(e["args"]["labels"], "GPU 1");
+    if (e["pid"] == 1) {
+      EXPECT_EQ(e["args"]["labels"], "GPU 1");
+    }
   }
   for (const json& e : Where(doc, "name", "process_sort_index")) {
-    if (e["pid"] == 1) EXPECT_EQ(e["args"]["sort_index"], 5000001);
-    if (e["pid"] == kPid) EXPECT_EQ(e["args"]["sort_index"], kPid);
-    if (e["pid"] == -1) EXPECT_EQ(e["args"]["sort_index"], 0x100000);
+    if (e["pid"] == 1) {
+      EXPECT_EQ(e["args"]["sort_index"], 5000001);
+    }
+    if (e["pid"] == kPid) {
+      EXPECT_EQ(e["args"]["sort_index"], kPid);
+    }
+    if (e["pid"] == -1) {
+      EXPECT_EQ(e["args"]["sort_index"], 0x100000);
+    }
   }
   std::vector<std::string> streams;
   for (const json& e : Where(doc, "name", "thread_name")) {
@@ -277,7 +358,9 @@ TEST(ChromeTraceGpuTest, GpuRowMetadataSortsAfterHost) {
   }
   EXPECT_EQ(streams, (std::vector<std::string>{"stream 7", "stream 13"}));
   for (const json& e : Where(doc, "name", "thread_sort_index")) {
-    if (e["pid"] == 1 && e["tid"] == 13) EXPECT_EQ(e["args"]["sort_index"], 13);
+    if (e["pid"] == 1 && e["tid"] == 13) {
+      EXPECT_EQ(e["args"]["sort_index"], 13);
+    }
   }
 }
 
@@ -309,21 +392,25 @@ TEST(ChromeTraceGpuTest, DeviceProperties) {
 
 TEST(ChromeTraceGpuTest, CaptureInfo) {
   PayloadBuilder host(kPid, kStart, kEnd);
-  host.AddCaptureInfo({.flags = records::kCaptureFlagHostOnly, .activities = 0xef,
-                       .cupti_version = 0, .message = "no CUDA library is loaded",
+  host.AddCaptureInfo({.flags = records::kCaptureFlagHostOnly,
+                       .activities = 0xef,
+                       .cupti_version = 0,
+                       .message = "no CUDA library is loaded",
                        .cupti_path = ""});
   const json g = Convert(host.Build())["gpuctl"];
   EXPECT_EQ(g["host_only"], true);
   EXPECT_EQ(g["host_only_reason"], "no CUDA library is loaded");
-  EXPECT_EQ(g["activities"], json::array({"kernel", "memcpy", "memset", "runtime", "sync", "nvtx",
-                                          "overhead"}));
+  EXPECT_EQ(g["activities"],
+            json::array({"kernel", "memcpy", "memset", "runtime", "sync", "nvtx", "overhead"}));
   EXPECT_EQ(g["cupti_active"], false);
 
   PayloadBuilder gpu(kPid, kStart, kEnd);
   gpu.set_dropped_events(12);
   gpu.AddCaptureInfo({.flags = records::kCaptureFlagCuptiActive | records::kCaptureFlagCuptiFailed,
                       .activities = records::kActivityKernel | records::kActivityDriver,
-                      .dropped_by_cupti = 5, .dropped_at_cap = 7, .message = "flush failed"});
+                      .dropped_by_cupti = 5,
+                      .dropped_at_cap = 7,
+                      .message = "flush failed"});
   const json f = Convert(gpu.Build())["gpuctl"];
   EXPECT_EQ(f["host_only"], false);
   EXPECT_EQ(f["host_only_reason"], "");

@@ -9,15 +9,14 @@
 namespace gpuctl::daemon {
 
 absl::string_view MemcpyKindName(uint32_t copy_kind) {
-  static constexpr absl::string_view kNames[] = {"<unknown>", "HtoD", "DtoH", "HtoA",
-                                                 "AtoH",      "AtoA", "AtoD", "DtoA",
-                                                 "DtoD",      "HtoH", "PtoP"};
+  static constexpr absl::string_view kNames[] = {
+      "<unknown>", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
   return copy_kind < std::size(kNames) ? kNames[copy_kind] : "<unknown>";
 }
 
 absl::string_view MemoryKindName(uint32_t memory_kind) {
-  static constexpr absl::string_view kNames[] = {"Unknown", "Pageable", "Pinned",
-                                                 "Device",  "Array",    "Managed",
+  static constexpr absl::string_view kNames[] = {"Unknown",       "Pageable",      "Pinned",
+                                                 "Device",        "Array",         "Managed",
                                                  "Device Static", "Managed Static"};
   return memory_kind < std::size(kNames) ? kNames[memory_kind] : "Unrecognized";
 }
@@ -66,8 +65,8 @@ absl::string_view OverheadKindName(uint32_t overhead_kind) {
 
 const std::vector<absl::string_view>& ActivityNames() {
   // Index i is bit 1 << i (records.h kActivity*).
-  static const std::vector<absl::string_view> kNames = {
-      "kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead"};
+  static const std::vector<absl::string_view> kNames = {"kernel", "memcpy", "memset", "runtime",
+                                                        "driver", "sync",   "nvtx",   "overhead"};
   static_assert(records::kActivityOverhead == 1u << 7);
   return kNames;
 }

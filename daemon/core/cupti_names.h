@@ -13,9 +13,9 @@ namespace gpuctl::daemon {
 // Display names for CUPTI enum values, as kineto writes them
 // (libkineto/src/cupti_strings.cpp). Values a newer CUPTI may add map to
 // kineto's fallbacks ("<unknown>", "Unrecognized", "Unknown Sync").
-absl::string_view MemcpyKindName(uint32_t copy_kind);     // "HtoD", "PtoP"
-absl::string_view MemoryKindName(uint32_t memory_kind);   // "Pinned", "Device"
-absl::string_view SyncTypeName(uint32_t sync_type);       // "Stream Sync"
+absl::string_view MemcpyKindName(uint32_t copy_kind);        // "HtoD", "PtoP"
+absl::string_view MemoryKindName(uint32_t memory_kind);      // "Pinned", "Device"
+absl::string_view SyncTypeName(uint32_t sync_type);          // "Stream Sync"
 absl::string_view OverheadKindName(uint32_t overhead_kind);  // "Buffer Flush"
 
 // The GPU activity names of StartCapture.activities / TraceRequest.activities

@@ -6,7 +6,7 @@
 namespace gpuctl::daemon {
 namespace {
 
-constexpr uint64_t kRegisterAllocationUnit = 256;  // registers, per warp
+constexpr uint64_t kRegisterAllocationUnit = 256;      // registers, per warp
 constexpr uint64_t kSharedMemoryAllocationUnit = 128;  // bytes, per block
 
 uint64_t RoundUp(uint64_t v, uint64_t unit) { return (v + unit - 1) / unit * unit; }
@@ -25,8 +25,8 @@ uint64_t ActiveBlocksPerSm(const KernelRecord& k, const DeviceInfoRecord& d, uin
     if (d.max_registers_per_block != 0 && regs_per_block > d.max_registers_per_block) return 0;
     limit = std::min(limit, d.max_registers_per_sm / regs_per_block);
   }
-  const uint64_t shared = uint64_t{k.static_shared_memory} + k.dynamic_shared_memory +
-                          ReservedSharedMemoryPerBlock(d);
+  const uint64_t shared =
+      uint64_t{k.static_shared_memory} + k.dynamic_shared_memory + ReservedSharedMemoryPerBlock(d);
   const uint64_t capacity =
       k.shared_memory_executed != 0 ? k.shared_memory_executed : d.max_shared_memory_per_sm;
   if (shared != 0 && capacity != 0) {
@@ -47,8 +47,8 @@ std::optional<KernelOccupancy> EstimateOccupancy(const KernelRecord& kernel,
     return std::nullopt;
   }
   // The reader bounds every dimension, so these products fit.
-  const uint64_t threads = uint64_t(kernel.block[0]) * uint64_t(kernel.block[1]) *
-                           uint64_t(kernel.block[2]);
+  const uint64_t threads =
+      uint64_t(kernel.block[0]) * uint64_t(kernel.block[1]) * uint64_t(kernel.block[2]);
   const double grid_blocks =
       double(kernel.grid[0]) * double(kernel.grid[1]) * double(kernel.grid[2]);
   KernelOccupancy out;

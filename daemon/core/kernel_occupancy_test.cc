@@ -21,8 +21,8 @@ DeviceInfoRecord H100() {
   return d;
 }
 
-KernelRecord Kernel(int32_t grid_x, int32_t block_x, uint32_t registers,
-                    uint32_t static_shared = 0, uint32_t dynamic_shared = 0) {
+KernelRecord Kernel(int32_t grid_x, int32_t block_x, uint32_t registers, uint32_t static_shared = 0,
+                    uint32_t dynamic_shared = 0) {
   KernelRecord k{};
   k.grid[0] = grid_x;
   k.grid[1] = k.grid[2] = 1;

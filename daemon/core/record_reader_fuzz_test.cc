@@ -50,17 +50,26 @@ std::vector<uint8_t> GpuSeed() {
   testing::PayloadBuilder b(77, kStart, kStart + 1'000'000'000);
   b.AddRange(1, kStart + 10, kStart + 900, "step", 0, 4);
   b.AddDeviceInfo({.device = 0});
-  b.AddApiCall({.correlation = 9, .pid = 77, .tid = 1, .start_ns = kStart + 20,
-                .end_ns = kStart + 30});
+  b.AddApiCall(
+      {.correlation = 9, .pid = 77, .tid = 1, .start_ns = kStart + 20, .end_ns = kStart + 30});
   b.AddExternalCorrelation(records::kExternalKindGpuctlRange, 9, 4);
-  b.AddKernel({.correlation = 9, .start_ns = kStart + 40, .end_ns = kStart + 80,
-               .grid = {64, 2, 1}, .block = {128, 1, 1}, .registers_per_thread = 40,
+  b.AddKernel({.correlation = 9,
+               .start_ns = kStart + 40,
+               .end_ns = kStart + 80,
+               .grid = {64, 2, 1},
+               .block = {128, 1, 1},
+               .registers_per_thread = 40,
                .static_shared_memory = 4096});
   b.AddMemcpy({.correlation = 10, .start_ns = kStart + 90, .end_ns = kStart + 95, .bytes = 4096});
   b.AddMemset({.correlation = 11, .start_ns = kStart + 96, .end_ns = kStart + 99, .bytes = 64});
   b.AddSync({.correlation = 12, .start_ns = kStart + 100, .end_ns = kStart + 120});
-  b.AddMarker({.pid = 77, .tid = 1, .marker_id = 1, .start_ns = kStart + 5,
-               .end_ns = kStart + 500, .name = "nvtx", .domain = "d"});
+  b.AddMarker({.pid = 77,
+               .tid = 1,
+               .marker_id = 1,
+               .start_ns = kStart + 5,
+               .end_ns = kStart + 500,
+               .name = "nvtx",
+               .domain = "d"});
   b.AddOverhead({.start_ns = kStart + 1, .end_ns = kStart + 2});
   b.AddCaptureInfo({.dropped_by_cupti = 1});
   return b.Build();

@@ -106,9 +106,8 @@ absl::Status ReadMemset(uint64_t index, const uint8_t* p, Limits limits, Decoded
 }
 
 absl::Status ReadApiCall(uint64_t index, const uint8_t* p, Limits limits, DecodedRecords* out) {
-  ApiCallRecord a{Load32(p + 4),   Load32(p + 8),   Load32(p + 12),
-                  Load32(p + 16),  Load32(p + 20),  LoadI64(p + 24),
-                  LoadI64(p + 32), Load32(p + 40), Load32(p + 44)};
+  ApiCallRecord a{Load32(p + 4),   Load32(p + 8),   Load32(p + 12), Load32(p + 16), Load32(p + 20),
+                  LoadI64(p + 24), LoadI64(p + 32), Load32(p + 40), Load32(p + 44)};
   if (a.domain != rec::kApiDomainRuntime && a.domain != rec::kApiDomainDriver) {
     return Invalid("record ", index, ": API call domain ", a.domain, " is neither runtime (",
                    rec::kApiDomainRuntime, ") nor driver (", rec::kApiDomainDriver, ")");
@@ -122,8 +121,8 @@ absl::Status ReadApiCall(uint64_t index, const uint8_t* p, Limits limits, Decode
 }
 
 absl::Status ReadSync(uint64_t index, const uint8_t* p, Limits limits, DecodedRecords* out) {
-  SyncRecord s{Load32(p + 4),   Load32(p + 8),   Load32(p + 12), Load32(p + 16),
-               Load32(p + 20),  LoadI64(p + 24), LoadI64(p + 32), Load32(p + 40)};
+  SyncRecord s{Load32(p + 4),  Load32(p + 8),   Load32(p + 12),  Load32(p + 16),
+               Load32(p + 20), LoadI64(p + 24), LoadI64(p + 32), Load32(p + 40)};
   if (auto st = CheckInterval(index, "synchronization", s.start_ns, s.end_ns, limits); !st.ok()) {
     return st;
   }
@@ -142,12 +141,9 @@ absl::Status ReadMarker(uint64_t index, const uint8_t* p, Limits limits, Decoded
 }
 
 absl::Status ReadOverhead(uint64_t index, const uint8_t* p, Limits limits, DecodedRecords* out) {
-  OverheadRecord o{Load32(p + 4),
-                   Load32(p + 8),
-                   {Load32(p + 12), Load32(p + 16), Load32(p + 20)},
-                   LoadI64(p + 24),
-                   LoadI64(p + 32),
-                   Load32(p + 40)};
+  OverheadRecord o{
+      Load32(p + 4),   Load32(p + 8),   {Load32(p + 12), Load32(p + 16), Load32(p + 20)},
+      LoadI64(p + 24), LoadI64(p + 32), Load32(p + 40)};
   if (auto st = CheckInterval(index, "overhead", o.start_ns, o.end_ns, limits); !st.ok()) {
     return st;
   }
@@ -178,8 +174,9 @@ absl::Status ReadDeviceInfo(uint64_t index, const uint8_t* p, DecodedRecords* ou
   if (out->device_infos.size() >= kMaxDevices) {
     return Invalid("record ", index, ": more than ", kMaxDevices, " devices described");
   }
-  bool duplicate = std::any_of(out->device_infos.begin(), out->device_infos.end(),
-                               [&](const DeviceInfoRecord& o) { return o.device_id == d.device_id; });
+  bool duplicate =
+      std::any_of(out->device_infos.begin(), out->device_infos.end(),
+                  [&](const DeviceInfoRecord& o) { return o.device_id == d.device_id; });
   if (duplicate) {
     return Invalid("record ", index, ": device ", d.device_id, " is described twice");
   }

@@ -35,26 +35,69 @@ absl::Status ReadStatus(const std::vector<uint8_t>& p) {
 
 TEST(RecordReaderGpuTest, DecodesEveryGpuKind) {
   PayloadBuilder b(kPid, kStart, kEnd);
-  b.AddKernel({.device = 1, .context = 2, .stream = 13, .correlation = 40, .name = "gemm",
-               .start_ns = kStart + 100, .end_ns = kStart + 900, .grid = {4, 2, 1},
-               .block = {128, 2, 1}, .registers_per_thread = 64, .static_shared_memory = 1024,
-               .dynamic_shared_memory = 2048, .graph_id = 5, .graph_node_id = 1ull << 40,
+  b.AddKernel({.device = 1,
+               .context = 2,
+               .stream = 13,
+               .correlation = 40,
+               .name = "gemm",
+               .start_ns = kStart + 100,
+               .end_ns = kStart + 900,
+               .grid = {4, 2, 1},
+               .block = {128, 2, 1},
+               .registers_per_thread = 64,
+               .static_shared_memory = 1024,
+               .dynamic_shared_memory = 2048,
+               .graph_id = 5,
+               .graph_node_id = 1ull << 40,
                .shared_memory_executed = 65536});
-  b.AddMemcpy({.device = 1, .stream = 14, .correlation = 41, .copy_kind = 10, .flags = 3,
-               .start_ns = kStart + 10, .end_ns = kStart + 20, .bytes = 1ull << 33,
-               .src_device = 1, .dst_device = 2, .src_context = 2, .dst_context = 3});
-  b.AddMemset({.correlation = 42, .value = 7, .start_ns = kStart, .end_ns = kStart + 1,
-               .bytes = 64, .memory_kind = 3, .flags = 1});
-  b.AddApiCall({.domain = 2, .cbid = 307, .correlation = 40, .pid = kPid, .tid = 99,
-                .start_ns = kStart + 50, .end_ns = kStart + 60, .name = "cuLaunchKernel"});
-  b.AddSync({.type = 4, .context = 2, .stream = records::kInvalidId, .correlation = 43,
-             .start_ns = kStart + 1000, .end_ns = kStart + 2000});
-  b.AddMarker({.pid = kPid, .tid = 99, .marker_id = 8, .start_ns = kStart + 5,
-               .end_ns = kStart + 5, .name = "tick", .domain = "app", .flags = 1});
+  b.AddMemcpy({.device = 1,
+               .stream = 14,
+               .correlation = 41,
+               .copy_kind = 10,
+               .flags = 3,
+               .start_ns = kStart + 10,
+               .end_ns = kStart + 20,
+               .bytes = 1ull << 33,
+               .src_device = 1,
+               .dst_device = 2,
+               .src_context = 2,
+               .dst_context = 3});
+  b.AddMemset({.correlation = 42,
+               .value = 7,
+               .start_ns = kStart,
+               .end_ns = kStart + 1,
+               .bytes = 64,
+               .memory_kind = 3,
+               .flags = 1});
+  b.AddApiCall({.domain = 2,
+                .cbid = 307,
+                .correlation = 40,
+                .pid = kPid,
+                .tid = 99,
+                .start_ns = kStart + 50,
+                .end_ns = kStart + 60,
+                .name = "cuLaunchKernel"});
+  b.AddSync({.type = 4,
+             .context = 2,
+             .stream = records::kInvalidId,
+             .correlation = 43,
+             .start_ns = kStart + 1000,
+             .end_ns = kStart + 2000});
+  b.AddMarker({.pid = kPid,
+               .tid = 99,
+               .marker_id = 8,
+               .start_ns = kStart + 5,
+               .end_ns = kStart + 5,
+               .name = "tick",
+               .domain = "app",
+               .flags = 1});
   b.AddOverhead({.object_id = {kPid, 99, 0}, .start_ns = kStart + 3, .end_ns = kStart + 4});
   b.AddExternalCorrelation(records::kExternalKindGpuctlRange, 40, 77);
   b.AddDeviceInfo({.device = 1});
-  b.AddCaptureInfo({.flags = 1, .activities = 9, .dropped_by_cupti = 3, .dropped_at_cap = 4,
+  b.AddCaptureInfo({.flags = 1,
+                    .activities = 9,
+                    .dropped_by_cupti = 3,
+                    .dropped_at_cap = 4,
                     .message = "no CUDA library loaded"});
   auto r = ReadRecords(b.Build(), Options());
   ASSERT_TRUE(r.ok()) << r.status();
@@ -158,24 +201,24 @@ TEST(RecordReaderGpuTest, RejectsBadIntervalsOfEveryTimedKind) {
     return ReadStatus(b.Build());
   };
   const int64_t s = kStart + 20, e = kStart + 10;
-  EXPECT_THAT(reversed([&](PayloadBuilder& b) { b.AddMemcpy({.start_ns = s, .end_ns = e}); })
-                  .message(),
-              HasSubstr("memcpy ends at"));
-  EXPECT_THAT(reversed([&](PayloadBuilder& b) { b.AddMemset({.start_ns = s, .end_ns = e}); })
-                  .message(),
-              HasSubstr("memset ends at"));
-  EXPECT_THAT(reversed([&](PayloadBuilder& b) { b.AddApiCall({.start_ns = s, .end_ns = e}); })
-                  .message(),
-              HasSubstr("API call ends at"));
-  EXPECT_THAT(reversed([&](PayloadBuilder& b) { b.AddSync({.start_ns = s, .end_ns = e}); })
-                  .message(),
-              HasSubstr("synchronization ends at"));
-  EXPECT_THAT(reversed([&](PayloadBuilder& b) { b.AddMarker({.start_ns = s, .end_ns = e}); })
-                  .message(),
-              HasSubstr("marker ends at"));
-  EXPECT_THAT(reversed([&](PayloadBuilder& b) { b.AddOverhead({.start_ns = s, .end_ns = e}); })
-                  .message(),
-              HasSubstr("overhead ends at"));
+  EXPECT_THAT(
+      reversed([&](PayloadBuilder& b) { b.AddMemcpy({.start_ns = s, .end_ns = e}); }).message(),
+      HasSubstr("memcpy ends at"));
+  EXPECT_THAT(
+      reversed([&](PayloadBuilder& b) { b.AddMemset({.start_ns = s, .end_ns = e}); }).message(),
+      HasSubstr("memset ends at"));
+  EXPECT_THAT(
+      reversed([&](PayloadBuilder& b) { b.AddApiCall({.start_ns = s, .end_ns = e}); }).message(),
+      HasSubstr("API call ends at"));
+  EXPECT_THAT(
+      reversed([&](PayloadBuilder& b) { b.AddSync({.start_ns = s, .end_ns = e}); }).message(),
+      HasSubstr("synchronization ends at"));
+  EXPECT_THAT(
+      reversed([&](PayloadBuilder& b) { b.AddMarker({.start_ns = s, .end_ns = e}); }).message(),
+      HasSubstr("marker ends at"));
+  EXPECT_THAT(
+      reversed([&](PayloadBuilder& b) { b.AddOverhead({.start_ns = s, .end_ns = e}); }).message(),
+      HasSubstr("overhead ends at"));
   EXPECT_THAT(reversed([&](PayloadBuilder& b) {
                 b.AddSync({.start_ns = kEnd + 6'000'000'000, .end_ns = kEnd + 6'000'000'000});
               }).message(),

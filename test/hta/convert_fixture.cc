@@ -88,7 +88,7 @@ std::vector<uint8_t> BuildPayload(const json& spec) {
   }
   for (const json& a : spec.value("api_calls", json::array())) {
     b.AddApiCall({.domain = a.value("driver", false) ? records::kApiDomainDriver
-                                                      : records::kApiDomainRuntime,
+                                                     : records::kApiDomainRuntime,
                   .cbid = a.value("cbid", 211u),
                   .correlation = a.at("correlation").get<uint32_t>(),
                   .pid = spec.at("pid").get<uint32_t>(),

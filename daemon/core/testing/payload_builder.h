@@ -94,7 +94,7 @@ struct MarkerSpec {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
   std::string name = "marker";
-  std::string domain;
+  std::string domain = "";
   uint32_t flags = 0;
 };
 
@@ -129,12 +129,12 @@ struct DeviceInfoSpec {
 };
 
 struct CaptureInfoSpec {
-  uint32_t flags = 2;            // CUPTI active
-  uint32_t activities = 0xef;    // the default set
+  uint32_t flags = 2;          // CUPTI active
+  uint32_t activities = 0xef;  // the default set
   uint32_t cupti_version = 130001;
   uint64_t dropped_by_cupti = 0;
   uint64_t dropped_at_cap = 0;
-  std::string message;
+  std::string message = "";
   std::string cupti_path = "/usr/local/cuda/lib64/libcupti.so.13";
 };
 
