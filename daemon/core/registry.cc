@@ -1,11 +1,18 @@
 #include "daemon/core/registry.h"
 
 #include <algorithm>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "daemon/core/proto_time.h"
 
 namespace gpuctl::daemon {
@@ -26,15 +33,32 @@ absl::Status CheckRankField(absl::string_view field, int32_t value) {
   return absl::OkStatus();
 }
 
+// The peer's pid in its innermost pid namespace, from the NSpid line of
+// /proc/<pid>/status ("NSpid:\t4711\t12\t1"); nullopt when unreadable.
+std::optional<int64_t> InnermostPid(absl::string_view proc_root, pid_t pid) {
+  std::ifstream status(absl::StrCat(proc_root, "/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (!absl::StartsWith(line, "NSpid:")) continue;
+    std::vector<absl::string_view> fields =
+        absl::StrSplit(absl::string_view(line).substr(6), absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    int64_t innermost = 0;
+    if (fields.empty() || !absl::SimpleAtoi(fields.back(), &innermost)) return std::nullopt;
+    return innermost;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& hello) {
+absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                           absl::string_view proc_root) {
   if (hello.protocol_major() != kIpcProtocolMajor) {
     return absl::FailedPreconditionError(absl::StrCat(
         "client speaks IPC protocol ", hello.protocol_major(), ".", hello.protocol_minor(),
         ", daemon speaks ", kIpcProtocolMajor, ".", kIpcProtocolMinor));
   }
-  if (hello.pid() != creds.pid) {
+  if (hello.pid() != creds.pid && InnermostPid(proc_root, creds.pid) != hello.pid()) {
     return absl::PermissionDeniedError(absl::StrCat("Hello claims pid ", hello.pid(),
                                                     " but the socket belongs to pid ", creds.pid));
   }
@@ -68,7 +92,7 @@ absl::Status Registry::Add(PeerId peer, const PeerCredentials& creds, const v1::
   if (processes_.contains(peer)) {
     return absl::AlreadyExistsError(absl::StrCat("peer ", peer, " already sent Hello"));
   }
-  if (auto st = ValidateHello(creds, hello); !st.ok()) return st;
+  if (auto st = ValidateHello(creds, hello, proc_root_); !st.ok()) return st;
   AttachedProcess process{peer, {}};
   v1::ProcessInfo& info = process.info;
   info.set_pid(creds.pid);

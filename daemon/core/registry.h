@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -26,9 +27,15 @@ inline constexpr size_t kMaxCmdlineBytes = 64 * 1024;
 inline constexpr size_t kMaxVersionBytes = 64;
 
 // Checks a Hello against the kernel's credentials and the limits above:
-// PERMISSION_DENIED for a pid other than creds.pid, FAILED_PRECONDITION for
+// PERMISSION_DENIED for a pid that is not the peer's, FAILED_PRECONDITION for
 // another protocol major, INVALID_ARGUMENT for oversized or bad fields.
-absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& hello);
+//
+// creds.pid is the peer's pid in the daemon's pid namespace; a process in a
+// container claims its pid in its own namespace. A claim that differs from
+// creds.pid is accepted only when `<proc_root>/<creds.pid>/status` says that
+// is the peer's pid in its innermost namespace (the last NSpid entry).
+absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                           absl::string_view proc_root = "/proc");
 
 struct AttachedProcess {
   PeerId peer;
@@ -40,6 +47,9 @@ struct AttachedProcess {
 // event loop.
 class Registry {
  public:
+  // `proc_root` is where the daemon's view of /proc is (tests pass a fake).
+  explicit Registry(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
+
   // Validates and adds. ALREADY_EXISTS if the peer already said Hello.
   absl::Status Add(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
                    absl::Time now);
@@ -56,6 +66,7 @@ class Registry {
   std::string DescribeAttached() const;
 
  private:
+  std::string proc_root_;
   absl::btree_map<PeerId, AttachedProcess> processes_;
 };
 

@@ -1,5 +1,12 @@
 #include "daemon/core/registry.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -54,6 +61,25 @@ TEST(RegistryTest, RefusesPidMismatchAndOtherProtocol) {
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(st.message(), HasSubstr("2.3"));
   EXPECT_THAT(st.message(), HasSubstr("1.0"));
+}
+
+// A process in a container claims its pid in its own namespace; the daemon
+// sees another pid and checks the claim against NSpid in its /proc.
+TEST(RegistryTest, AcceptsContainerPidOnlyWhenNsPidConfirmsIt) {
+  std::string proc = absl::StrCat(::testing::TempDir(), "/registry_proc_", getpid());
+  std::filesystem::create_directories(proc + "/4711");
+  std::ofstream(proc + "/4711/status") << "Name:\tpython\nNSpid:\t4711\t12\nPPid:\t1\n";
+  EXPECT_TRUE(ValidateHello(Creds(4711), MakeHello(12, "42"), proc).ok());
+  EXPECT_EQ(ValidateHello(Creds(4711), MakeHello(13, "42"), proc).code(),
+            absl::StatusCode::kPermissionDenied);
+  // No status file: only the exact pid is accepted.
+  EXPECT_EQ(ValidateHello(Creds(4712), MakeHello(12, "42"), proc).code(),
+            absl::StatusCode::kPermissionDenied);
+
+  Registry r(proc);
+  ASSERT_TRUE(r.Add(1, Creds(4711), MakeHello(12, "42"), absl::UnixEpoch()).ok());
+  EXPECT_EQ(r.Find(1)->info.pid(), 4711) << "the registry keeps the daemon's view of the pid";
+  std::filesystem::remove_all(proc);
 }
 
 TEST(RegistryTest, RefusesOversizedFields) {
