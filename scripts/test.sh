@@ -20,6 +20,9 @@ step() { printf '\n==> %s\n' "$*"; }
 
 ./scripts/install_deps.sh
 
+# Compiler cache hits across clones at other paths (CI builds a fresh clone).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+
 # configure_and_build DIR [cmake args...]
 configure_and_build() {
   local dir="$1"; shift

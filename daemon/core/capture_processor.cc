@@ -86,7 +86,11 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   if (!st.ok()) {
     return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("converting the trace: ", st.message()));
   }
-  // The payload (possibly a large mapping) is no longer needed.
+  v1::ProcessResult result;
+  // Copies the capture info's strings, which point into the payload.
+  SetCaptureInfo(*records, job, &result);
+  // The payload (possibly a large mapping) is no longer needed; nothing in
+  // `records` may be read after this.
   job.payload.reset();
 
   const std::string& stored = (*encoder)->output();
@@ -94,14 +98,12 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   if (!st.ok()) {
     return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("storing the trace: ", st.message()));
   }
-  v1::ProcessResult result;
   result.set_status(v1::CAPTURE_STATUS_OK);
   result.set_event_count(records->event_count);
   result.set_dropped_events(records->dropped_events);
   result.set_payload_bytes(payload_bytes);
   result.set_stored_bytes(stored.size());
   result.set_file(job.file_name);
-  SetCaptureInfo(*records, job, &result);
   return result;
 }
 
