@@ -99,7 +99,9 @@ TEST(RecordReaderGpuTest, DecodesEveryGpuKind) {
                     .dropped_by_cupti = 3,
                     .dropped_at_cap = 4,
                     .message = "no CUDA library loaded"});
-  auto r = ReadRecords(b.Build(), Options());
+  // Decoded strings point into the payload: keep it alive.
+  const std::vector<uint8_t> payload = b.Build();
+  auto r = ReadRecords(payload, Options());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->unknown_records, 0u);
   ASSERT_EQ(r->kernels.size(), 1u);
@@ -150,7 +152,8 @@ TEST(RecordReaderGpuTest, AcceptsAnyMinorAndTrailingFields) {
   Store32(&body, 4, 5);
   Store64(&body, 12, 6);
   b.AddRawRecord(static_cast<uint16_t>(records::Kind::kExternalCorrelation), body);
-  auto r = ReadRecords(b.Build(), Options());
+  const std::vector<uint8_t> payload = b.Build();
+  auto r = ReadRecords(payload, Options());
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->external_correlations.size(), 1u);
   EXPECT_EQ(r->external_correlations[0].external_id, 6u);
