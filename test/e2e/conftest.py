@@ -87,6 +87,7 @@ class Daemon:
         self.address = None
         self.killed = False
         self.died_before_stop = False
+        self.stopped = False
 
     def start(self, timeout=DEFAULT_DEADLINE_S):
         if self.ready_file.exists():
@@ -133,6 +134,9 @@ class Daemon:
         """SIGTERM; returns the exit code (graceful exit expected)."""
         if self.proc is None:
             return None
+        if self.stopped:
+            return self.proc.returncode
+        self.stopped = True
         self.died_before_stop = self.proc.poll() is not None
         _stop_process(self.proc, timeout)
         self._log.close()
