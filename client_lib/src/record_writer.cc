@@ -7,8 +7,6 @@
 namespace gpuctl::client {
 namespace {
 
-void AppendI64(std::string* out, int64_t v) { AppendU64(out, static_cast<uint64_t>(v)); }
-
 void AppendRecordPrefix(std::string* out, records::Kind kind, uint16_t size) {
   AppendU16(out, static_cast<uint16_t>(kind));
   AppendU16(out, size);

@@ -71,6 +71,9 @@ class RecordWriter {
 void AppendU16(std::string* out, uint16_t v);
 void AppendU32(std::string* out, uint32_t v);
 void AppendU64(std::string* out, uint64_t v);
+inline void AppendU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
+inline void AppendI32(std::string* out, int32_t v) { AppendU32(out, static_cast<uint32_t>(v)); }
+inline void AppendI64(std::string* out, int64_t v) { AppendU64(out, static_cast<uint64_t>(v)); }
 
 }  // namespace gpuctl::client
 

@@ -9,10 +9,6 @@ namespace {
 
 using records::Kind;
 
-void AppendI64(std::string* out, int64_t v) { AppendU64(out, static_cast<uint64_t>(v)); }
-void AppendI32(std::string* out, int32_t v) { AppendU32(out, static_cast<uint32_t>(v)); }
-void AppendU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
-
 // Checks in debug builds that an encoder wrote exactly its declared size.
 class SizeCheck {
  public:
