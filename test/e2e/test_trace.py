@@ -1,7 +1,10 @@
 """Tracing real workloads through gpuctld and the gpuctl CLI."""
 
+import os
 import re
 import socket
+
+import pytest
 
 from e2e_util import check_workload_trace, wait_until
 
@@ -80,6 +83,12 @@ def test_inline_payload_fallback_is_traced(cli, start_workload):
 
 
 def test_forked_child_registers_as_itself_and_parent_stays_traceable(cli, start_workload):
+    if os.environ.get("GPUCTL_E2E_PRELOAD_FIRST"):
+        # GCC 12's ASan runtime does not lock its allocator across fork()
+        # (upstream added that in LLVM 18): a child whose parent had another
+        # thread inside malloc at the fork can hang in its first allocation,
+        # with or without gpuctl. The normal pass runs this test.
+        pytest.skip("fork with threads is not safe under this ASan runtime")
     parent = start_workload(job="fork", rank=0, world_size=1, fork=True)
     cli.wait_attached([parent.pid])
 
