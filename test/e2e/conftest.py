@@ -78,8 +78,14 @@ def _stop_process(proc, timeout=10.0):
 class Daemon:
     def __init__(self, build_dir, workdir, name, extra_args):
         self.build_dir = build_dir
-        self.socket = workdir / "gpuctl.sock"
-        self.store = workdir / "store"
+        # The default daemon uses the paths the workload fixture defaults to;
+        # each further named daemon gets its own socket and store.
+        if name == "gpuctld":
+            self.socket = workdir / "gpuctl.sock"
+            self.store = workdir / "store"
+        else:
+            self.socket = workdir / f"{name}.sock"
+            self.store = workdir / f"{name}-store"
         self.ready_file = workdir / f"{name}.ready"
         self.log_path = workdir / f"{name}.log"
         self.extra_args = list(extra_args)
@@ -250,12 +256,13 @@ def cli_for(build_dir, workdir):
 @pytest.fixture
 def start_workload(build_dir, lib_path, workdir):
     """start_workload(job=, rank=, world_size=, steps=, step_ms=, fork=, preload=,
-    env=) -> Workload running the sample workload; killed at teardown."""
+    env=, args=) -> Workload running the sample workload (args: more of its
+    options, e.g. ["--start-step", "500"]); killed at teardown."""
     procs = []
     workloads = []
 
     def start(job=None, rank=None, world_size=None, steps=100000, step_ms=5,
-              fork=False, preload=True, socket=None, env=None):
+              fork=False, preload=True, socket=None, env=None, args=()):
         child_env = {k: v for k, v in os.environ.items()
                      if not k.startswith("GPUCTL_") and k not in
                      ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LD_PRELOAD")}
@@ -276,6 +283,7 @@ def start_workload(build_dir, lib_path, workdir):
                "--steps", str(steps), "--step-ms", str(step_ms)]
         if fork:
             cmd.append("--fork")
+        cmd += [str(a) for a in args]
         proc = subprocess.Popen(cmd, env=child_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)

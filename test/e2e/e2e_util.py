@@ -213,3 +213,43 @@ def decode_fields(data):
             raise ValueError(f"wire type {wire_type}")
         fields.setdefault(number, []).append(value)
     return fields
+
+
+# --- Times in protobuf JSON (RFC 3339 timestamps, "1.5s" durations) --------
+
+def timestamp_ns(text):
+    """Nanoseconds since the epoch of an RFC 3339 UTC timestamp such as
+    2026-11-29T10:00:00.123456789Z (what protobuf's JSON mapping writes)."""
+    import calendar
+    m = re.fullmatch(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z", text)
+    assert m, f"not an RFC 3339 UTC timestamp: {text!r}"
+    seconds = calendar.timegm(tuple(int(g) for g in m.groups()[:6]))
+    return seconds * 1_000_000_000 + int((m.group(7) or "0").ljust(9, "0"))
+
+
+def duration_ns(text):
+    """Nanoseconds of a protobuf JSON duration such as "0.000120s" or "-1.5s"."""
+    m = re.fullmatch(r"(-?)(\d+)(?:\.(\d{1,9}))?s", text)
+    assert m, f"not a protobuf duration: {text!r}"
+    value = int(m.group(2)) * 1_000_000_000 + int((m.group(3) or "0").ljust(9, "0"))
+    return -value if m.group(1) else value
+
+
+def trace_results(doc):
+    """Per-process results of `gpuctl trace --json`, from every host."""
+    doc = snake_keys(doc)
+    results = list(doc.get("results", []))
+    for host in doc.get("hosts", []):
+        results += host.get("results", [])
+    return results
+
+
+def step_marks(path):
+    """Step numbers of the ProfilerStep#N annotations in a stored trace."""
+    _, doc = load_trace(path)
+    steps = []
+    for e in doc["traceEvents"]:
+        name = e.get("name", "")
+        if e.get("cat") == "user_annotation" and name.startswith("ProfilerStep#"):
+            steps.append(int(name[len("ProfilerStep#"):]))
+    return sorted(steps)

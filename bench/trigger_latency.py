@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Trigger latency and start skew on one host.
+
+    bench/trigger_latency.py BUILD_DIR [--processes 1,8,64] [--runs 40]
+
+For each process count: one gpuctld and that many idle processes with
+libgpuctl.so preloaded (`sleep`, so the measurement is not of CPU
+contention), then `runs` traces of each kind:
+
+  latency  --start-delay 0: the start instant is already past when the
+           request arrives, so every process opens as soon as its request
+           reaches it. Per trace: the latest window opening minus the
+           daemon's receipt of the RPC (both from the stored manifest,
+           CLOCK_REALTIME on one host).
+  skew     --start-delay 200ms: per trace, the latest minus the earliest
+           window opening, and the largest opening after the start instant.
+
+Prints one Markdown table; figures in milliseconds.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import Fleet, snake, summary, timestamp_ns  # noqa: E402
+
+
+def manifest(fleet, trace_id):
+    out = Path(tempfile.mkdtemp(dir=fleet.dir))
+    result, _ = fleet.gpuctl("get", trace_id, "--file", "manifest.json", "-o", str(out),
+                             "--host", fleet.address(0))
+    if result.returncode != 0:
+        raise SystemExit(f"gpuctl get failed: {result.stderr}")
+    return snake(json.loads((out / trace_id / "manifest.json").read_text()))
+
+
+def one_trace(fleet, start_delay, count):
+    result, _ = fleet.gpuctl("trace", "--job", "bench", "--duration", "20ms", "--start-delay",
+                             start_delay, "--no-download", "--json", "--host", fleet.address(0))
+    if result.returncode != 0:
+        raise SystemExit(f"gpuctl trace failed ({result.returncode}): {result.stderr}")
+    doc = manifest(fleet, snake(json.loads(result.stdout))["trace_id"])
+    opens = [timestamp_ns(r["window_start"]) for r in doc["results"]]
+    if len(opens) != count:
+        raise SystemExit(f"expected {count} results, got {len(opens)}")
+    return doc, opens
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("build_dir")
+    parser.add_argument("--processes", default="1,8,64")
+    parser.add_argument("--runs", type=int, default=40)
+    args = parser.parse_args()
+
+    rows = []
+    for count in (int(c) for c in args.processes.split(",")):
+        with Fleet(args.build_dir) as fleet:
+            fleet.start_daemon()
+            fleet.wait_ready()
+            for _ in range(count):
+                fleet.attach_idle(0, "bench")
+            fleet.wait_attached(0, count)
+            latency, spread, late = [], [], []
+            for _ in range(args.runs):
+                doc, opens = one_trace(fleet, "0s", count)
+                latency.append((max(opens) - timestamp_ns(doc["clock"]["received_at"])) / 1e6)
+            for _ in range(args.runs):
+                doc, opens = one_trace(fleet, "200ms", count)
+                start = timestamp_ns(doc["start_time"])
+                spread.append((max(opens) - min(opens)) / 1e6)
+                late.append((max(opens) - start) / 1e6)
+            rows.append((count, summary(latency), summary(spread), summary(late)))
+            print(f"{count} processes done", file=sys.stderr)
+
+    print("| processes | trigger latency p50 | p99 | max | open spread p50 | p99 | "
+          "latest open after the instant p50 | p99 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for count, lat, spr, lte in rows:
+        print(f"| {count} | {lat['p50']:.3f} | {lat['p99']:.3f} | {lat['max']:.3f} | "
+              f"{spr['p50']:.3f} | {spr['p99']:.3f} | {lte['p50']:.3f} | {lte['p99']:.3f} |")
+    print(f"\n{args.runs} traces per cell; milliseconds.")
+
+
+if __name__ == "__main__":
+    main()
