@@ -31,11 +31,11 @@ std::chrono::system_clock::time_point ToChrono(absl::Time t) { return absl::ToCh
 }  // namespace
 
 absl::StatusOr<std::string> NormalizeHost(absl::string_view host) {
-  if (host.empty()) return absl::InvalidArgumentError("empty --host");
+  if (host.empty()) return absl::InvalidArgumentError("empty host");
   if (absl::StrContains(host, ":/") || absl::StartsWith(host, "unix:")) return std::string(host);
   auto bad_port = [&] {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid --host \"", host, "\": expected HOST or HOST:PORT"));
+        absl::StrCat("invalid host \"", Printable(host), "\": expected HOST or HOST:PORT"));
   };
   if (host[0] == '[') {
     size_t close = host.find(']');

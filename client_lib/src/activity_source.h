@@ -1,8 +1,11 @@
 // A producer of capture records (host annotations, CUPTI).
 //
-// Lifecycle, all on the agent thread, one capture at a time:
-//   Prepare -> Start -> Stop -> Collect      (a completed window)
+// Lifecycle, one capture at a time, the calls never concurrent:
+//   Prepare -> Start [-> StopRecording] -> Stop -> Collect  (a completed window)
 //   Prepare [-> Start] -> Abort              (cancelled or disconnected)
+// Everything runs on the agent thread, except that an iteration window
+// calls Start and StopRecording on the application thread that marked the
+// window's first and closing steps (under the capture session's lock).
 // Prepare may allocate and may fail (the capture then fails with its
 // message). Start opens the window: from then on the source records until
 // Stop returns; after Stop returns no new record is added. Collect appends
@@ -54,6 +57,11 @@ class ActivitySource {
   virtual bool Prepare(const CaptureRequest& request, PrepareError* error) = 0;
   // `window_start_ns` is the CLOCK_REALTIME instant the window opened.
   virtual void Start(int64_t window_start_ns) = 0;
+  // Called on the application thread that marked an iteration window's
+  // closing step, before Stop(window_end_ns) on the agent thread: a source
+  // that can stop taking records at once, without blocking, does it here,
+  // so nothing after the mark lands in the window. Default: nothing.
+  virtual void StopRecording(int64_t window_end_ns) {}
   // `window_end_ns`: records still open are closed at this instant.
   virtual void Stop(int64_t window_end_ns) = 0;
   virtual CollectStats Collect(RecordWriter& writer) = 0;

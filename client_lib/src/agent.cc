@@ -7,7 +7,10 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <time.h>
+
 #include <algorithm>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -19,15 +22,16 @@ namespace {
 constexpr int kGoodbyeTimeoutMs = 200;
 // Datagrams handled per wake-up before timers get a look.
 constexpr int kMaxMessagesPerWake = 64;
+constexpr int64_t kMaxTimerNs = 60'000'000'000;
 
 }  // namespace
 
-Agent::Agent(AgentOptions options, Clock* clock, HelloFactory hello,
-             std::vector<ActivitySource*> sources)
+Agent::Agent(AgentOptions options, Clock* clock, AnnotationState* annotations,
+             HelloFactory hello, std::vector<ActivitySource*> sources)
     : options_(std::move(options)),
       clock_(clock),
       hello_(std::move(hello)),
-      session_(clock, std::move(sources), this),
+      session_(clock, annotations, std::move(sources), this),
       backoff_(
           options_.backoff_initial_ms, options_.backoff_max_ms,
           static_cast<uint64_t>(clock->MonotonicNs()) ^ (static_cast<uint64_t>(getpid()) << 32)) {}
@@ -103,7 +107,10 @@ void Agent::Run() {
         continue;
       }
       pollfd fds[2] = {{conn_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-      const int rc = poll(fds, 2, PollTimeoutMs());
+      const int64_t timeout_ns = PollTimeoutNs();
+      const timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000),
+                             static_cast<long>(timeout_ns % 1'000'000'000)};
+      const int rc = ppoll(fds, 2, timeout_ns < 0 ? nullptr : &timeout, nullptr);
       if (rc < 0 && errno != EINTR) {
         Disconnect("poll failed");
       } else if ((fds[1].revents & POLLIN) != 0) {
@@ -141,7 +148,13 @@ bool Agent::Connect() {
       return false;
     }
   }
-  if (SendClientMessage(conn_, hello_(), -1, options_.send_timeout_ms) != IoResult::kOk) {
+  wire::Hello hello = hello_();
+  if (options_.step_page_fd >= 0) {
+    hello.step_counter = true;
+    hello.capabilities |= wire::kCapabilityStepCounter;
+  }
+  if (SendClientMessage(conn_, hello, options_.step_page_fd, options_.send_timeout_ms) !=
+      IoResult::kOk) {
     Disconnect("sending Hello failed");
     return false;
   }
@@ -180,12 +193,16 @@ void Agent::DrainWake() {
   }
 }
 
-int Agent::PollTimeoutMs() {
-  int timeout = session_.TimeoutMs();
+int64_t Agent::PollTimeoutNs() {
+  int64_t timeout = -1;
+  if (std::optional<int64_t> deadline = session_.DeadlineNs()) {
+    const int64_t now = clock_->RealtimeNs();
+    // Capped so that a clock step is noticed within a minute.
+    timeout = *deadline <= now ? 0 : std::min(*deadline - now, kMaxTimerNs);
+  }
   if (awaiting_ack_) {
-    const int64_t left_ns = std::max<int64_t>(0, ack_deadline_ns_ - clock_->MonotonicNs());
-    const int ack_ms = static_cast<int>((left_ns + 999'999) / 1'000'000);
-    timeout = timeout < 0 ? ack_ms : std::min(timeout, ack_ms);
+    const int64_t left = std::max<int64_t>(0, ack_deadline_ns_ - clock_->MonotonicNs());
+    timeout = timeout < 0 ? left : std::min(timeout, left);
   }
   return timeout;
 }
@@ -247,6 +264,11 @@ void Agent::SayGoodbye() {
   connected_.store(false, std::memory_order_release);
   std::lock_guard lock(fd_mu_);
   conn_.Close();
+}
+
+void Agent::Wake() {
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
 }
 
 bool Agent::SendStarted(const wire::CaptureStarted& started) {

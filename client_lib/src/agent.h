@@ -1,13 +1,19 @@
 // The agent thread: keeps one connection to the daemon (reconnecting with
 // backoff), registers with Hello, and runs captures for it.
 //
-// Idle and connected, the thread is blocked in poll() on the socket and a
+// Idle and connected, the thread is blocked in ppoll() on the socket and a
 // wake eventfd with no timeout. Timers exist only while disconnected
-// (backoff), while waiting for HelloAck, and during a capture.
+// (backoff), while waiting for HelloAck, and during a capture; a capture's
+// instants are met with nanosecond timeouts.
+//
+// Every Hello carries the step counter page's descriptor when there is one
+// (AgentOptions::step_page_fd), so the daemon reads the current step of the
+// process from memory.
 //
 // Threads: Start/RequestStop/Join/WaitStopped are called by the owner
-// (Runtime) under its lock; connected() from anywhere; everything else
-// runs on the agent thread.
+// (Runtime) under its lock; OnStepMarked by application threads (under the
+// owner's lock, so never during those); connected() from anywhere;
+// everything else runs on the agent thread.
 #ifndef GPUCTL_CLIENT_LIB_SRC_AGENT_H_
 #define GPUCTL_CLIENT_LIB_SRC_AGENT_H_
 
@@ -21,6 +27,7 @@
 #include <vector>
 
 #include "client_lib/src/activity_source.h"
+#include "client_lib/src/annotation_state.h"
 #include "client_lib/src/backoff.h"
 #include "client_lib/src/capture_session.h"
 #include "client_lib/src/clock.h"
@@ -36,14 +43,17 @@ struct AgentOptions {
   int64_t backoff_max_ms = 30'000;
   int hello_timeout_ms = 5'000;
   int send_timeout_ms = 2'000;
+  // The step counter page (StepCounterPage::fd()), sent with every Hello;
+  // -1: none. Not owned.
+  int step_page_fd = -1;
 };
 
 class Agent final : private CaptureOutput {
  public:
   using HelloFactory = std::function<wire::Hello()>;
 
-  // `clock` and `sources` must outlive the agent.
-  Agent(AgentOptions options, Clock* clock, HelloFactory hello,
+  // `clock`, `annotations` and `sources` must outlive the agent.
+  Agent(AgentOptions options, Clock* clock, AnnotationState* annotations, HelloFactory hello,
         std::vector<ActivitySource*> sources);
   ~Agent() override;
   Agent(const Agent&) = delete;
@@ -65,6 +75,9 @@ class Agent final : private CaptureOutput {
   // Handshakes completed so far (tests).
   uint64_t handshakes() const { return handshakes_.load(std::memory_order_acquire); }
 
+  // Application thread, step slow path while kGateStepWatch is set.
+  void OnStepMarked(uint64_t step, int64_t now_ns) { session_.OnStepMarked(step, now_ns); }
+
   // fork(): the prepare handler holds this lock so the child never sees a
   // descriptor half-created or half-closed.
   void LockForFork() { fd_mu_.lock(); }
@@ -84,11 +97,13 @@ class Agent final : private CaptureOutput {
   // Reads every queued datagram; false when the connection must be dropped.
   bool ReadMessages();
   bool HandleMessage(const wire::DaemonMessage& message);
-  int PollTimeoutMs();
+  // Nanoseconds until a timer is due; -1: none.
+  int64_t PollTimeoutNs();
   void SayGoodbye();
 
   bool SendStarted(const wire::CaptureStarted& started) override;
   bool SendResult(const wire::CaptureResult& result, const std::string* payload) override;
+  void Wake() override;
 
   const AgentOptions options_;
   Clock* const clock_;

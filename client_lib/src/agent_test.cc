@@ -3,10 +3,13 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <thread>
@@ -15,6 +18,7 @@
 #include "client_lib/src/host_source.h"
 #include "client_lib/src/payload_decoder_for_test.h"
 #include "client_lib/src/process_identity.h"
+#include "client_lib/src/step_counter_page.h"
 
 namespace gpuctl::client {
 namespace {
@@ -48,10 +52,11 @@ std::string ReadAll(int fd, size_t size) {
 
 class AgentTest : public ::testing::Test {
  protected:
-  void StartAgent(bool force_inline = false) {
+  void StartAgent(bool force_inline = false, int step_page_fd = -1) {
     AgentOptions options;
     options.socket_path = path_;
     options.force_inline = force_inline;
+    options.step_page_fd = step_page_fd;
     options.backoff_initial_ms = 5;
     options.backoff_max_ms = 100;
     EnvLookup env = [](const char* name) -> std::optional<std::string> {
@@ -64,7 +69,7 @@ class AgentTest : public ::testing::Test {
       return it->second;
     };
     agent_ = std::make_unique<Agent>(
-        options, &clock_, [env] { return BuildHello(env, "/proc"); },
+        options, &clock_, &state_, [env] { return BuildHello(env, "/proc"); },
         std::vector<ActivitySource*>{&host_});
     std::string error;
     ASSERT_TRUE(agent_->Start(&error)) << error;
@@ -112,12 +117,108 @@ TEST_F(AgentTest, HelloCarriesTheProcessIdentity) {
   EXPECT_FALSE(hello.hostname.empty());
   ASSERT_FALSE(hello.cmdline.empty());
   EXPECT_NE(hello.cmdline[0].find("client_lib_agent_test"), std::string::npos);
+  uint64_t capabilities =
+      wire::kCapabilityMemfd | wire::kCapabilityHostRanges | wire::kCapabilityStepWindows;
 #ifdef GPUCTL_HAVE_CUPTI
-  EXPECT_EQ(hello.capabilities,
-            wire::kCapabilityMemfd | wire::kCapabilityHostRanges | wire::kCapabilityCupti);
-#else
-  EXPECT_EQ(hello.capabilities, wire::kCapabilityMemfd | wire::kCapabilityHostRanges);
+  capabilities |= wire::kCapabilityCupti;
 #endif
+  EXPECT_EQ(hello.capabilities, capabilities);  // no page given: no step counter
+  EXPECT_FALSE(hello.step_counter);
+  EXPECT_EQ(daemon_->hello_fd(), -1);
+}
+
+TEST_F(AgentTest, EveryHelloCarriesTheStepCounterPage) {
+  StepCounterPage page;
+  page.Install(&state_);
+  ASSERT_GE(page.fd(), 0);
+  MarkStepN(state_, 99, clock_.RealtimeNs());
+  StartAgent(false, page.fd());
+  for (int connection = 0; connection < 2; ++connection) {
+    ASSERT_TRUE(daemon_->Handshake());
+    EXPECT_TRUE(daemon_->hello().step_counter);
+    EXPECT_NE(daemon_->hello().capabilities & wire::kCapabilityStepCounter, 0u);
+    const int fd = daemon_->hello_fd();
+    ASSERT_GE(fd, 0);
+    struct stat st {};
+    ASSERT_EQ(fstat(fd, &st), 0);
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), steps::kStepPageBytes);
+    EXPECT_EQ(fcntl(fd, F_GET_SEALS) & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    void* view = mmap(nullptr, steps::kStepPageBytes, PROT_READ, MAP_SHARED, fd, 0);
+    ASSERT_NE(view, MAP_FAILED);
+    uint64_t next = 0;
+    std::memcpy(&next, static_cast<char*>(view) + steps::kOffsetNextStep, sizeof(next));
+    EXPECT_EQ(next, 100u + connection);
+    munmap(view, steps::kStepPageBytes);
+    MarkStep(state_, clock_.RealtimeNs());
+    daemon_->CloseConnection();  // the agent reconnects and sends it again
+  }
+  agent_->RequestStop("test end");
+  agent_->Join();
+  agent_.reset();
+  page.Uninstall(&state_);
+}
+
+// The start instant is met with a nanosecond timer: on an idle host the
+// window opens well under a millisecond after it (loosely checked here: the
+// test machine is small and shared).
+TEST_F(AgentTest, WindowOpensAtTheStartInstant) {
+  Connect();
+  std::vector<int64_t> lateness;
+  for (int i = 0; i < 5; ++i) {
+    wire::StartCapture start = StartNow("instant-" + std::to_string(i), 1);
+    start.start_time_unix_ns += 50'000'000;
+    ASSERT_TRUE(daemon_->Send(start));
+    std::optional<wire::CaptureStarted> started = daemon_->ReceiveA<wire::CaptureStarted>();
+    ASSERT_TRUE(started.has_value());
+    EXPECT_FALSE(started->late_start);
+    EXPECT_GE(started->opened_at_unix_ns, start.start_time_unix_ns);
+    lateness.push_back(started->opened_at_unix_ns - start.start_time_unix_ns);
+    ASSERT_TRUE(daemon_->ReceiveA<wire::CaptureResult>().has_value());
+  }
+  std::sort(lateness.begin(), lateness.end());
+  RecordProperty("median_open_lateness_ns", std::to_string(lateness[2]));
+  EXPECT_LT(lateness[2], 5'000'000) << "median lateness " << lateness[2] << " ns";
+}
+
+// An iteration window through the real agent: the application thread's
+// marks open and close it, the agent thread sends everything.
+TEST_F(AgentTest, IterationWindowFollowsTheApplicationsSteps) {
+  Connect();
+  MarkStepN(state_, 49, clock_.RealtimeNs());
+  wire::StartCapture start = StartNow("iterations", 60'000);
+  start.start_step = 50;
+  start.iterations = 2;
+  ASSERT_TRUE(daemon_->Send(start));
+  ASSERT_TRUE(WaitFor([&] { return (state_.gate.load() & kGateStepWatch) != 0; }));
+  for (uint64_t step = 50; step <= 52; ++step) {
+    const int64_t now = clock_.RealtimeNs();
+    MarkStepN(state_, step, now);
+    if ((state_.gate.load() & kGateStepWatch) != 0) agent_->OnStepMarked(step, now);
+    host_.RecordStep(step, now);
+    host_.Push("work");
+    host_.Pop();
+  }
+  std::optional<wire::CaptureStarted> started = daemon_->ReceiveA<wire::CaptureStarted>();
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->first_step, 50u);
+  int fd = -1;
+  std::optional<wire::CaptureResult> result = daemon_->ReceiveA<wire::CaptureResult>(kWaitMs, &fd);
+  ASSERT_TRUE(result.has_value());
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(result->status, static_cast<int32_t>(wire::CaptureStatus::kOk)) << result->message;
+  EXPECT_EQ(result->first_step, 50u);
+  EXPECT_EQ(result->steps, 2u);
+  std::string payload(result->payload_size, '\0');
+  ASSERT_EQ(pread(fd, payload.data(), payload.size(), 0), static_cast<ssize_t>(payload.size()));
+  close(fd);
+  std::optional<testing::DecodedPayload> p = DecodePayload(payload);
+  ASSERT_TRUE(p.has_value());
+  std::vector<uint64_t> marks;
+  for (const testing::DecodedEvent& e : p->OfKind(2)) marks.push_back(e.step);
+  EXPECT_EQ(marks, (std::vector<uint64_t>{50, 51}));
+  EXPECT_EQ(p->Ranges("work").size(), 2u);
+  EXPECT_EQ(state_.gate.load(), 0u);
 }
 
 TEST_F(AgentTest, CaptureIsHandedOverAsASealedMemfd) {

@@ -6,14 +6,17 @@
 #include <cstring>
 
 #include "client_lib/src/annotation_state.h"
+#include "client_lib/src/clock.h"
 #include "client_lib/src/runtime.h"
 #include "gpuctl/gpuctl.h"
 
 namespace gpuctl::client {
 namespace {
 
-// Constant-initialized: valid before any constructor runs.
-AnnotationState g_state;
+// Constant-initialized: valid before any constructor runs (steps are
+// counted in its private counters until the runtime moves them to the
+// shared page).
+constinit AnnotationState g_state;
 std::atomic<Runtime*> g_runtime{nullptr};
 
 void ForkPrepare() {
@@ -46,8 +49,9 @@ Runtime& RuntimeForCall() {
 
 __attribute__((noinline)) void SlowPush(const char* name) { RuntimeForCall().host().Push(name); }
 __attribute__((noinline)) void SlowPop() { RuntimeForCall().host().Pop(); }
-__attribute__((noinline)) void SlowStep() { RuntimeForCall().host().Step(); }
-__attribute__((noinline)) void SlowStepN(uint64_t step) { RuntimeForCall().host().StepN(step); }
+__attribute__((noinline)) void SlowStep(uint64_t step, int64_t now_ns) {
+  RuntimeForCall().OnStepMarked(step, now_ns);
+}
 
 __attribute__((constructor)) void OnLoad() {
   const char* disable = getenv("GPUCTL_DISABLE");
@@ -80,20 +84,20 @@ void gpuctl_range_pop(void) {
   gpuctl::client::SlowPop();
 }
 
+// The mark always lands on the step counter (the shared page, read by the
+// daemon): relaxed atomics and a vDSO clock read, no lock, no system call.
 void gpuctl_step(void) {
-  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) {
-    g_state.step.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  gpuctl::client::SlowStep();
+  const int64_t now = gpuctl::client::ReadClockNs(CLOCK_REALTIME);
+  const uint64_t step = gpuctl::client::MarkStep(g_state, now);
+  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) return;
+  gpuctl::client::SlowStep(step, now);
 }
 
 void gpuctl_step_n(uint64_t step) {
-  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) {
-    g_state.step.store(step + 1, std::memory_order_relaxed);
-    return;
-  }
-  gpuctl::client::SlowStepN(step);
+  const int64_t now = gpuctl::client::ReadClockNs(CLOCK_REALTIME);
+  gpuctl::client::MarkStepN(g_state, step, now);
+  if (__builtin_expect(g_state.gate.load(std::memory_order_relaxed) == 0, 1)) return;
+  gpuctl::client::SlowStep(step, now);
 }
 
 const char* gpuctl_version(void) {

@@ -1,15 +1,42 @@
-// The capture state machine of one connection: idle -> pending (prepared,
-// waiting for the start instant) -> open (recording) -> result sent -> idle.
-// Transport-free: it reports through CaptureOutput and reads time from the
-// injected Clock. Agent thread only.
+// The capture state machine of one connection. Transport-free: it reports
+// through CaptureOutput and reads time from the injected Clock.
+//
+// Time windows (StartCapture.iterations == 0):
+//   idle -> pending (prepared, until the start instant) -> open -> idle
+// The window opens at the start instant. Opened within max_start_skew of
+// it, the window ends at start + duration, the stretch every process of the
+// trace covers; opened later (the process was stopped, the request came
+// late), it runs the full duration from its opening and the result says
+// late_start.
+//
+// Iteration windows (iterations N > 0):
+//   idle -> watching -> open -> closing -> idle
+// Watching sets kGateStepWatch so every step mark reaches OnStepMarked. The
+// mark of a step s in [start_step, start_step + N) opens the window on the
+// marking thread, before that step's work is issued; the mark of
+// start_step + N closes it there (the host source stops first, so that
+// mark is not in the trace) and the agent thread finishes the rest. The
+// watch ends at the bound, start_time + duration.
+//
+// Threads: everything runs on the agent thread except OnStepMarked, which
+// application threads call from the step slow path. Both take `mu_`. The
+// application side never sends and never does I/O: it opens the window
+// (the sources' Start) or ends it (StopRecording) and wakes the agent
+// thread (CaptureOutput::Wake), which sends CaptureStarted and finishes
+// the capture. While an application thread may drive the sources (watching,
+// open iteration window) the agent thread touches them only under `mu_`;
+// once it has moved the state to finishing they are its own.
 #ifndef GPUCTL_CLIENT_LIB_SRC_CAPTURE_SESSION_H_
 #define GPUCTL_CLIENT_LIB_SRC_CAPTURE_SESSION_H_
 
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "client_lib/src/activity_source.h"
+#include "client_lib/src/annotation_state.h"
 #include "client_lib/src/clock.h"
 #include "client_lib/src/wire/ipc_messages.h"
 
@@ -18,59 +45,111 @@ namespace gpuctl::client {
 class CaptureOutput {
  public:
   virtual ~CaptureOutput() = default;
-  // Each returns false when the connection failed; the session then drops
-  // the capture.
+  // Agent thread. Each returns false when the connection failed; the
+  // session then drops the capture.
   virtual bool SendStarted(const wire::CaptureStarted& started) = 0;
   virtual bool SendResult(const wire::CaptureResult& result, const std::string* payload) = 0;
+  // Application thread, session lock held: makes the agent thread call
+  // OnTimer soon. Must not block.
+  virtual void Wake() = 0;
 };
+
+// "250ms", "1.5s", "12us": a duration for messages.
+std::string DurationText(int64_t ns);
 
 class CaptureSession {
  public:
   static constexpr size_t kMaxTraceIdBytes = 256;
   static constexpr int64_t kMaxDurationNs = 3600LL * 1'000'000'000;
   static constexpr int64_t kMaxStartAheadNs = 3600LL * 1'000'000'000;
+  static constexpr int64_t kMaxStartSkewNs = 3600LL * 1'000'000'000;
+  static constexpr int64_t kDefaultMaxStartSkewNs = 50'000'000;
   static constexpr uint64_t kMaxActivityBufferBytes = 256ull << 20;
 
-  // `sources` and everything else must outlive the session.
-  CaptureSession(Clock* clock, std::vector<ActivitySource*> sources, CaptureOutput* output);
+  // Everything must outlive the session.
+  CaptureSession(Clock* clock, AnnotationState* state, std::vector<ActivitySource*> sources,
+                 CaptureOutput* output);
   ~CaptureSession() { Abort(); }
+  CaptureSession(const CaptureSession&) = delete;
+  CaptureSession& operator=(const CaptureSession&) = delete;
 
   // Largest payload the daemon takes (HelloAck.max_payload_bytes; 0: none).
   void set_max_payload_bytes(uint64_t bytes) { max_payload_bytes_ = bytes; }
 
-  // Each returns false when sending failed (the capture is then dropped
-  // and the caller should drop the connection).
+  // Agent thread. Each returns false when sending failed (the capture is
+  // then dropped and the caller should drop the connection).
   bool OnStartCapture(const wire::StartCapture& request);
   bool OnCancelCapture(const wire::CancelCapture& cancel);
-  // Opens or closes the window when its instant has come.
+  // Does what is due: opens or closes a time window, sends CaptureStarted
+  // for a window an application thread opened, finishes a window at its
+  // end, closing mark or bound.
   bool OnTimer();
+  // CLOCK_REALTIME instant at which OnTimer has work, to the nanosecond
+  // (the start instant is met with a nanosecond timer, not a rounded
+  // millisecond); in the past when work is due now; nullopt when nothing
+  // is timed.
+  std::optional<int64_t> DeadlineNs();
+  bool idle();
 
-  // Milliseconds until OnTimer has work, rounded up; -1 when idle.
-  int TimeoutMs();
-  bool idle() const { return state_ == State::kIdle; }
-  const std::string& trace_id() const { return trace_id_; }
+  // Application thread, while kGateStepWatch is set: the mark of `step`
+  // made at `now_ns` (counters already updated), before it is recorded.
+  void OnStepMarked(uint64_t step, int64_t now_ns);
 
-  // Stops any capture and frees its records without reporting.
+  // Agent thread: stops any capture and frees its records without
+  // reporting.
   void Abort();
 
  private:
-  enum class State { kIdle, kPending, kOpen };
+  enum class State { kIdle, kPending, kWatching, kOpen, kClosing, kFinishing };
+
+  // How a capture ends, decided under mu_ and carried out by the agent
+  // thread without it.
+  struct Ending {
+    wire::CaptureResult result;  // status, message, window start, steps
+    bool collect = true;         // false: no payload, the sources aborted
+    int64_t end_ns = 0;          // window end when collecting
+  };
 
   bool Reject(const wire::StartCapture& request, wire::CaptureStatus status,
               const std::string& message);
-  bool OpenWindow(int64_t now);
-  bool CloseWindow(int64_t now);
+  // Checks the request; "" when valid, else why not.
+  std::string Validate(const wire::StartCapture& request, int64_t now) const;
+  // Prepares every source; false (sources aborted) with `error` on failure.
+  bool PrepareSources(const wire::StartCapture& request, PrepareError* error);
+  // The methods named *Locked require mu_.
+  void OpenLocked(int64_t now);
+  void EndOnApplicationThreadLocked(Ending ending);
+  // The ending due now, if any; the state moves to kFinishing.
+  std::optional<Ending> DueEndingLocked(int64_t now);
+  Ending BoundTimeoutLocked();
+  Ending EndOfWindowLocked(int64_t now);
+  // Agent thread, state kFinishing: stops, collects and sends.
+  bool Finish(Ending ending);
+  void AbortLocked();
+  void Reset();
+  void ResetLocked();
 
   Clock* const clock_;
+  AnnotationState* const annotations_;
   const std::vector<ActivitySource*> sources_;
   CaptureOutput* const output_;
-  uint64_t max_payload_bytes_ = 0;
+  uint64_t max_payload_bytes_ = 0;  // agent thread only
 
-  State state_ = State::kIdle;
-  std::string trace_id_;
-  int64_t start_ns_ = 0;  // requested start
-  int64_t duration_ns_ = 0;
-  int64_t opened_ns_ = 0;  // actual open instant
+  std::mutex mu_;
+  State state_ = State::kIdle;       // guarded by mu_
+  std::string trace_id_;             // guarded by mu_
+  int64_t start_ns_ = 0;             // requested start, guarded by mu_
+  int64_t duration_ns_ = 0;          // guarded by mu_
+  int64_t max_skew_ns_ = 0;          // guarded by mu_
+  int64_t end_ns_ = 0;               // planned end or bound, guarded by mu_
+  int64_t opened_ns_ = 0;            // actual open instant, guarded by mu_
+  bool late_start_ = false;          // guarded by mu_
+  bool started_unsent_ = false;      // CaptureStarted is due, guarded by mu_
+  uint64_t start_step_ = 0;          // guarded by mu_
+  uint32_t iterations_ = 0;          // 0: time window, guarded by mu_
+  uint64_t first_step_ = 0;          // guarded by mu_
+  uint64_t last_step_ = 0;           // last mark inside the window, guarded by mu_
+  std::optional<Ending> app_ending_;  // decided on an application thread, guarded by mu_
 };
 
 }  // namespace gpuctl::client

@@ -1,68 +1,24 @@
-// The capture state machine with a fake clock and a recording output.
+// The capture state machine with a fake clock and a recording output: time
+// windows (start instant, skew, late start), validation, cancellation.
 #include "client_lib/src/capture_session.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "client_lib/src/capture_session_fakes_for_test.h"
 #include "client_lib/src/payload_decoder_for_test.h"
 #include "gpuctl/v1/records.h"
 
 namespace gpuctl::client {
 namespace {
 
-class FakeClock final : public Clock {
- public:
-  int64_t RealtimeNs() override { return now; }
-  int64_t MonotonicNs() override { return now; }
-  int64_t now = 1'000'000'000'000;
-};
+using testing::FakeClock;
+using testing::FakeSource;
+using testing::RecordingOutput;
+using testing::StatusOf;
 
-class RecordingOutput final : public CaptureOutput {
- public:
-  bool SendStarted(const wire::CaptureStarted& s) override {
-    started.push_back(s);
-    return ok;
-  }
-  bool SendResult(const wire::CaptureResult& r, const std::string* payload) override {
-    results.push_back(r);
-    payloads.push_back(payload != nullptr ? *payload : "");
-    return ok;
-  }
-  bool ok = true;
-  std::vector<wire::CaptureStarted> started;
-  std::vector<wire::CaptureResult> results;
-  std::vector<std::string> payloads;
-};
-
-class FakeSource final : public ActivitySource {
- public:
-  bool Prepare(const CaptureRequest& r, PrepareError* error) override {
-    request = r;
-    error->status = prepare_status;
-    error->message = "no device";
-    return prepare_ok;
-  }
-  void Start(int64_t ts) override { started_at = ts; }
-  void Stop(int64_t ts) override { stopped_at = ts; }
-  CollectStats Collect(RecordWriter& w) override {
-    w.AddStep(1, started_at, 5);
-    CollectStats stats;
-    stats.dropped_events = 3;
-    stats.cupti_dropped = 2;
-    stats.host_only = collect_host_only;
-    stats.message = collect_message;
-    return stats;
-  }
-  void Abort() override { ++aborts; }
-  bool prepare_ok = true;
-  wire::CaptureStatus prepare_status = wire::CaptureStatus::kFailed;
-  bool collect_host_only = false;
-  std::string collect_message;
-  CaptureRequest request;
-  int64_t started_at = 0, stopped_at = 0;
-  int aborts = 0;
-};
+constexpr int64_t kMs = 1'000'000;
 
 class CaptureSessionTest : public ::testing::Test {
  protected:
@@ -77,19 +33,27 @@ class CaptureSessionTest : public ::testing::Test {
   FakeClock clock_;
   RecordingOutput out_;
   FakeSource source_;
-  CaptureSession session_{&clock_, {&source_}, &out_};
+  AnnotationState state_;
+  CaptureSession session_{&clock_, &state_, {&source_}, &out_};
 };
 
 TEST_F(CaptureSessionTest, WaitsForTheStartThenClosesAtTheEnd) {
-  ASSERT_TRUE(session_.OnStartCapture(Request(5'000'000, 10'000'000)));
+  const wire::StartCapture request = Request(5'000'001, 10'000'000);
+  ASSERT_TRUE(session_.OnStartCapture(request));
   EXPECT_TRUE(out_.started.empty());
-  EXPECT_EQ(session_.TimeoutMs(), 5);
+  // The deadline is the instant itself, to the nanosecond.
+  EXPECT_EQ(session_.DeadlineNs(), request.start_time_unix_ns);
   EXPECT_EQ(source_.request.max_buffer_bytes, 1000u);
-  clock_.now += 5'000'000;
+  clock_.now = request.start_time_unix_ns - 1;
+  ASSERT_TRUE(session_.OnTimer());
+  EXPECT_TRUE(out_.started.empty());
+  clock_.now = request.start_time_unix_ns;
   ASSERT_TRUE(session_.OnTimer());
   ASSERT_EQ(out_.started.size(), 1u);
   EXPECT_EQ(out_.started[0].opened_at_unix_ns, clock_.now);
-  EXPECT_EQ(session_.TimeoutMs(), 10);
+  EXPECT_FALSE(out_.started[0].late_start);
+  EXPECT_EQ(out_.started[0].first_step, 0u);
+  EXPECT_EQ(session_.DeadlineNs(), request.start_time_unix_ns + 10'000'000);
   clock_.now += 10'000'000;
   ASSERT_TRUE(session_.OnTimer());
   ASSERT_EQ(out_.results.size(), 1u);
@@ -101,8 +65,86 @@ TEST_F(CaptureSessionTest, WaitsForTheStartThenClosesAtTheEnd) {
   std::optional<testing::DecodedPayload> p = testing::DecodePayload(out_.payloads[0]);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->dropped_events, 3u);
+  EXPECT_FALSE(r.late_start);
   EXPECT_TRUE(session_.idle());
-  EXPECT_EQ(session_.TimeoutMs(), -1);
+  EXPECT_EQ(session_.DeadlineNs(), std::nullopt);
+}
+
+TEST_F(CaptureSessionTest, OpenedLateWithinTheSkewTheWindowStillEndsWithEveryoneElses) {
+  const wire::StartCapture request = Request(5 * kMs, 100 * kMs);  // default skew: 50ms
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  clock_.now = request.start_time_unix_ns + 30 * kMs;  // the agent thread ran late
+  ASSERT_TRUE(session_.OnTimer());
+  ASSERT_EQ(out_.started.size(), 1u);
+  EXPECT_FALSE(out_.started[0].late_start);
+  const int64_t end = request.start_time_unix_ns + 100 * kMs;
+  EXPECT_EQ(session_.DeadlineNs(), end);
+  clock_.now = end - 1;
+  ASSERT_TRUE(session_.OnTimer());
+  EXPECT_TRUE(out_.results.empty());
+  clock_.now = end;
+  ASSERT_TRUE(session_.OnTimer());
+  ASSERT_EQ(out_.results.size(), 1u);
+  EXPECT_EQ(out_.results[0].window_start_unix_ns, request.start_time_unix_ns + 30 * kMs);
+  EXPECT_EQ(out_.results[0].window_end_unix_ns, end);
+  EXPECT_FALSE(out_.results[0].late_start);
+  EXPECT_EQ(out_.results[0].message, "");
+}
+
+TEST_F(CaptureSessionTest, OpenedBeyondTheSkewTheWindowRunsItsFullDurationAndSaysSo) {
+  wire::StartCapture request = Request(0, 500 * kMs);
+  request.max_start_skew_ns = 20 * kMs;
+  clock_.now += 300 * kMs;  // the request arrives late (a stopped process)
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  ASSERT_EQ(out_.started.size(), 1u);  // at once
+  EXPECT_TRUE(out_.started[0].late_start);
+  EXPECT_EQ(out_.started[0].opened_at_unix_ns, clock_.now);
+  const int64_t opened = clock_.now;
+  EXPECT_EQ(session_.DeadlineNs(), opened + 500 * kMs);
+  clock_.now = opened + 500 * kMs;
+  ASSERT_TRUE(session_.OnTimer());
+  ASSERT_EQ(out_.results.size(), 1u);
+  const wire::CaptureResult& r = out_.results[0];
+  EXPECT_EQ(StatusOf(r), wire::CaptureStatus::kOk);
+  EXPECT_TRUE(r.late_start);
+  EXPECT_EQ(r.window_end_unix_ns - r.window_start_unix_ns, 500 * kMs);
+  EXPECT_EQ(r.message,
+            "opened 300ms after the start instant, beyond the max start skew 20ms: the window "
+            "ran 500ms from its opening");
+}
+
+TEST_F(CaptureSessionTest, StartInThePastWithinTheSkewOpensAtOnceAndEndsOnSchedule) {
+  const wire::StartCapture request = Request(-10 * kMs, 100 * kMs);
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  ASSERT_EQ(out_.started.size(), 1u);
+  EXPECT_FALSE(out_.started[0].late_start);
+  EXPECT_EQ(session_.DeadlineNs(), request.start_time_unix_ns + 100 * kMs);
+}
+
+TEST_F(CaptureSessionTest, MaxStartSkewIsValidated) {
+  wire::StartCapture request = Request(0, kMs);
+  request.max_start_skew_ns = -1;
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  request.max_start_skew_ns = CaptureSession::kMaxStartSkewNs + 1;
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  ASSERT_EQ(out_.results.size(), 2u);
+  for (const wire::CaptureResult& r : out_.results) {
+    EXPECT_EQ(StatusOf(r), wire::CaptureStatus::kRejected);
+    EXPECT_NE(r.message.find("max_start_skew_ns"), std::string::npos) << r.message;
+  }
+  EXPECT_EQ(source_.prepares, 0);
+  EXPECT_TRUE(session_.idle());
+}
+
+TEST(DurationTextTest, PicksTheLargestUnitAndTrimsZeros) {
+  EXPECT_EQ(DurationText(0), "0ns");
+  EXPECT_EQ(DurationText(999), "999ns");
+  EXPECT_EQ(DurationText(1'500), "1.5us");
+  EXPECT_EQ(DurationText(250'000'000), "250ms");
+  EXPECT_EQ(DurationText(1'234'567), "1.235ms");
+  EXPECT_EQ(DurationText(1'500'000'000), "1.5s");
+  EXPECT_EQ(DurationText(3'600'000'000'000), "3600s");
+  EXPECT_EQ(DurationText(-20'000'000), "-20ms");
 }
 
 TEST_F(CaptureSessionTest, DaemonPayloadLimitCapsTheBuffer) {

@@ -49,6 +49,7 @@ FakeDaemon::FakeDaemon(std::string socket_path) : path_(std::move(socket_path)) 
 
 FakeDaemon::~FakeDaemon() {
   CloseConnection();
+  if (hello_fd_ >= 0) close(hello_fd_);
   if (listen_fd_ >= 0) close(listen_fd_);
   unlink(path_.c_str());
 }
@@ -69,9 +70,16 @@ bool FakeDaemon::Accept(int timeout_ms) {
 
 bool FakeDaemon::Handshake(int timeout_ms) {
   if (!Accept(timeout_ms)) return false;
-  std::optional<wire::Hello> hello = ReceiveA<wire::Hello>(timeout_ms);
-  if (!hello.has_value()) return false;
+  std::optional<Received> received = Receive(timeout_ms);
+  if (!received.has_value()) return false;
+  const wire::Hello* hello = std::get_if<wire::Hello>(&received->message);
+  if (hello == nullptr) {
+    if (received->fd >= 0) close(received->fd);
+    return false;
+  }
   hello_ = *hello;
+  if (hello_fd_ >= 0) close(hello_fd_);
+  hello_fd_ = received->fd;
   wire::HelloAck ack;
   ack.protocol_major = wire::kProtocolMajor;
   ack.protocol_minor = wire::kProtocolMinor;

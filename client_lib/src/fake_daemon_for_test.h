@@ -3,6 +3,8 @@
 #ifndef GPUCTL_CLIENT_LIB_SRC_FAKE_DAEMON_FOR_TEST_H_
 #define GPUCTL_CLIENT_LIB_SRC_FAKE_DAEMON_FOR_TEST_H_
 
+#include <unistd.h>
+
 #include <optional>
 #include <string>
 
@@ -40,6 +42,9 @@ class FakeDaemon {
   // Accept, receive Hello, reply HelloAck.
   bool Handshake(int timeout_ms = kWaitMs);
   const wire::Hello& hello() const { return hello_; }
+  // The descriptor that came with the last Hello (the step page), or -1;
+  // owned by the fake daemon.
+  int hello_fd() const { return hello_fd_; }
   int conn_fd() const { return conn_fd_; }
 
   std::optional<Received> Receive(int timeout_ms = kWaitMs);
@@ -48,7 +53,11 @@ class FakeDaemon {
   std::optional<T> ReceiveA(int timeout_ms = kWaitMs, int* fd = nullptr) {
     std::optional<Received> r = Receive(timeout_ms);
     if (!r.has_value()) return std::nullopt;
-    if (fd != nullptr) *fd = r->fd;
+    if (fd != nullptr) {
+      *fd = r->fd;
+    } else if (r->fd >= 0) {
+      close(r->fd);
+    }
     if (const T* t = std::get_if<T>(&r->message)) return *t;
     return std::nullopt;
   }
@@ -69,6 +78,7 @@ class FakeDaemon {
   int listen_fd_ = -1;
   int conn_fd_ = -1;
   wire::Hello hello_;
+  int hello_fd_ = -1;
 };
 
 }  // namespace gpuctl::client::testing

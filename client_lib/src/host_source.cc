@@ -177,13 +177,12 @@ void HostSource::Pop() {
   EndWrite(buffer);
 }
 
-void HostSource::RecordStep(uint64_t step) {
+void HostSource::RecordStep(uint64_t step, int64_t now_ns) {
   ThreadBuffer* buffer = BeginWrite();
   if (buffer == nullptr) return;
-  const int64_t now = clock_->RealtimeNs();
   if (Reserve(buffer, records::kStepSize)) {
     HostEvent event;
-    event.start_ns = now;
+    event.start_ns = now_ns;
     event.value = step;
     buffer->events.push_back(std::move(event));
   } else {
@@ -192,11 +191,15 @@ void HostSource::RecordStep(uint64_t step) {
   EndWrite(buffer);
 }
 
-void HostSource::Step() { RecordStep(state_->step.fetch_add(1, std::memory_order_relaxed)); }
+void HostSource::Step() {
+  const int64_t now = clock_->RealtimeNs();
+  RecordStep(MarkStep(*state_, now), now);
+}
 
 void HostSource::StepN(uint64_t step) {
-  state_->step.store(step + 1, std::memory_order_relaxed);
-  RecordStep(step);
+  const int64_t now = clock_->RealtimeNs();
+  MarkStepN(*state_, step, now);
+  RecordStep(step, now);
 }
 
 bool HostSource::Prepare(const CaptureRequest& request, PrepareError* error) {
@@ -234,6 +237,8 @@ void HostSource::TakeLocked(ThreadBuffer* buffer, int64_t end_ns) {
   buffer->source = nullptr;
   if (!records.events.empty()) collected_.push_back(std::move(records));
 }
+
+void HostSource::StopRecording(int64_t window_end_ns) { Stop(window_end_ns); }
 
 void HostSource::Stop(int64_t window_end_ns) {
   state_->gate.fetch_and(~kGateCapturing, std::memory_order_relaxed);

@@ -1,8 +1,9 @@
 // Host annotations (gpuctl_range_push/pop, gpuctl_step) as an
 // ActivitySource.
 //
-// Threads: Push/Pop/Step/StepN are called from any application thread, and
-// only while the gate's kGateCapturing bit is set (the API checks it first).
+// Threads: Push/Pop/Step/StepN/RecordStep are called from any application
+// thread, in practice only while the gate is non-zero (the API checks it
+// first); outside a window they record nothing.
 // Each thread records into its own thread_local buffer, registered with the
 // open window under a process-wide mutex at its first event in that window;
 // no lock is taken per event. The ActivitySource methods run on the agent
@@ -69,16 +70,22 @@ class HostSource final : public ActivitySource {
 
   void Push(const char* name);
   void Pop();
-  // Increments the step counter and records the new value.
+  // Marks the next step on the counters and records it.
   void Step();
-  // Sets the step counter to `step` and records it.
+  // Marks `step` on the counters and records it.
   void StepN(uint64_t step);
+  // Records the mark of `step` made at `now_ns` (the counters already
+  // updated by the caller).
+  void RecordStep(uint64_t step, int64_t now_ns);
 
   // Set before any window opens; `listener` must outlive this source.
   void set_range_listener(RangeListener* listener) { listener_ = listener; }
 
   bool Prepare(const CaptureRequest& request, PrepareError* error) override;
   void Start(int64_t window_start_ns) override;
+  // Closes the window (as Stop does): a few atomic stores, then a short
+  // wait for threads caught mid-event. Stop after it finds nothing to do.
+  void StopRecording(int64_t window_end_ns) override;
   void Stop(int64_t window_end_ns) override;
   CollectStats Collect(RecordWriter& writer) override;
   void Abort() override;
@@ -106,7 +113,6 @@ class HostSource final : public ActivitySource {
   bool RegisterLocked(ThreadBuffer* buffer, uint64_t window);
   // Reserves `bytes` of the window's cap for the calling thread.
   bool Reserve(ThreadBuffer* buffer, uint64_t bytes);
-  void RecordStep(uint64_t step);
   // Moves a buffer's records (open ranges closed at `end_ns`) into
   // collected_. Registry lock held.
   void TakeLocked(ThreadBuffer* buffer, int64_t end_ns);

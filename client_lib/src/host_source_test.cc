@@ -162,7 +162,7 @@ TEST_F(HostSourceTest, DroppedPushStillMatchesItsPop) {
 
 TEST_F(HostSourceTest, StepsCountAndStepNSetsTheCounter) {
   source_.Step();            // outside: counts but does not record
-  state_.step.fetch_add(1);  // the API's fast path outside a window
+  MarkStep(state_, 1);       // the API's fast path outside a window
   Open();
   source_.Step();
   source_.StepN(100);

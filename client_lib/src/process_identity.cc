@@ -7,6 +7,9 @@
 
 #include <cstdlib>
 
+#include "client_lib/src/labels.h"
+#include "client_lib/src/wire/wire_format.h"
+
 #ifndef GPUCTL_VERSION
 #error "GPUCTL_VERSION must be defined by the build"
 #endif
@@ -17,6 +20,21 @@ namespace {
 // Keeps Hello well below one datagram whatever the command line.
 constexpr size_t kMaxCmdlineBytes = 16 * 1024;
 constexpr size_t kMaxIdentityField = 256;
+// Room left in the datagram for anything a newer Hello may add.
+constexpr size_t kMaxHelloBytes = wire::kMaxIpcMessageBytes - 1024;
+
+std::string Truncated(std::string s) {
+  if (s.size() > kMaxIdentityField) s.resize(kMaxIdentityField);
+  return s;
+}
+
+size_t EncodedSize(const wire::Hello& hello) {
+  std::string bytes;
+  wire::Encode(wire::ClientMessage(hello), &bytes);
+  return bytes.size();
+}
+
+}  // namespace
 
 std::string ReadSmallFile(const std::string& path, size_t limit) {
   std::string out;
@@ -34,13 +52,6 @@ std::string ReadSmallFile(const std::string& path, size_t limit) {
   return out;
 }
 
-std::string Truncated(std::string s) {
-  if (s.size() > kMaxIdentityField) s.resize(kMaxIdentityField);
-  return s;
-}
-
-}  // namespace
-
 EnvLookup ProcessEnv() {
   return [](const char* name) -> std::optional<std::string> {
     const char* value = getenv(name);
@@ -57,6 +68,14 @@ int32_t ParseRankValue(const std::optional<std::string>& value) {
     parsed = parsed * 10 + (c - '0');
   }
   return parsed > INT32_MAX ? -1 : static_cast<int32_t>(parsed);
+}
+
+int32_t FirstRankValue(const EnvLookup& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const int32_t value = ParseRankValue(env(name));
+    if (value >= 0) return value;
+  }
+  return -1;
 }
 
 std::vector<std::string> SplitCmdline(std::string_view raw, size_t max_total_bytes) {
@@ -84,21 +103,30 @@ wire::Hello BuildHello(const EnvLookup& env, const std::string& proc_root) {
   for (const char* name : {"GPUCTL_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}) {
     std::optional<std::string> value = env(name);
     if (value.has_value() && !value->empty()) {
-      hello.job_id = Truncated(std::move(*value));
+      hello.job_id = wire::ToValidUtf8(Truncated(std::move(*value)));
       break;
     }
   }
-  hello.rank = ParseRankValue(env("RANK"));
-  hello.local_rank = ParseRankValue(env("LOCAL_RANK"));
-  hello.world_size = ParseRankValue(env("WORLD_SIZE"));
+  hello.rank = FirstRankValue(env, {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"});
+  hello.local_rank =
+      FirstRankValue(env, {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"});
+  hello.world_size =
+      FirstRankValue(env, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"});
   char host[HOST_NAME_MAX + 1] = {};
-  if (gethostname(host, sizeof(host) - 1) == 0) hello.hostname = host;
+  if (gethostname(host, sizeof(host) - 1) == 0) hello.hostname = wire::ToValidUtf8(host);
+  // protobuf refuses a message whose string field is not UTF-8.
   hello.cmdline =
       SplitCmdline(ReadSmallFile(proc_root + "/self/cmdline", kMaxCmdlineBytes), kMaxCmdlineBytes);
-  hello.capabilities = wire::kCapabilityMemfd | wire::kCapabilityHostRanges;
+  for (std::string& arg : hello.cmdline) arg = wire::ToValidUtf8(arg);
+  hello.labels = CollectLabels(env);
+  hello.capabilities =
+      wire::kCapabilityMemfd | wire::kCapabilityHostRanges | wire::kCapabilityStepWindows;
 #ifdef GPUCTL_HAVE_CUPTI
   hello.capabilities |= wire::kCapabilityCupti;
 #endif
+  // Replacement characters can grow the command line: the Hello must fit
+  // one datagram, so trailing arguments go first.
+  while (!hello.cmdline.empty() && EncodedSize(hello) > kMaxHelloBytes) hello.cmdline.pop_back();
   return hello;
 }
 

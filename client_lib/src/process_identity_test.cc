@@ -5,6 +5,7 @@
 #include <map>
 
 #include "client_lib/src/runtime.h"
+#include "client_lib/src/wire/wire_format.h"
 
 namespace gpuctl::client {
 namespace {
@@ -51,6 +52,51 @@ TEST(ProcessIdentityTest, JobIdFallsBackInOrder) {
   EXPECT_EQ(hello.local_rank, 2);
   EXPECT_EQ(hello.rank, -1);
   EXPECT_TRUE(hello.cmdline.empty());  // unreadable proc root: no crash
+}
+
+TEST(ProcessIdentityTest, RanksFallBackToMpiAndSlurmVariables) {
+  const wire::Hello ompi = BuildHello(FakeEnv({{"OMPI_COMM_WORLD_RANK", "3"},
+                                               {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                               {"OMPI_COMM_WORLD_SIZE", "8"},
+                                               {"SLURM_PROCID", "7"}}),
+                                      "/proc");
+  EXPECT_EQ(ompi.rank, 3);
+  EXPECT_EQ(ompi.local_rank, 1);
+  EXPECT_EQ(ompi.world_size, 8);
+  const wire::Hello pmi =
+      BuildHello(FakeEnv({{"PMI_RANK", "2"}, {"PMI_SIZE", "4"}, {"SLURM_LOCALID", "0"}}), "/proc");
+  EXPECT_EQ(pmi.rank, 2);
+  EXPECT_EQ(pmi.local_rank, 0);
+  EXPECT_EQ(pmi.world_size, 4);
+  const wire::Hello slurm = BuildHello(
+      FakeEnv({{"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS", "6"}}), "/proc");
+  EXPECT_EQ(slurm.rank, 5);
+  EXPECT_EQ(slurm.local_rank, 1);
+  EXPECT_EQ(slurm.world_size, 6);
+  // RANK wins; a malformed value falls through to the next source.
+  const wire::Hello mixed =
+      BuildHello(FakeEnv({{"RANK", "0"}, {"SLURM_PROCID", "9"}, {"WORLD_SIZE", "x"},
+                          {"SLURM_NTASKS", "2"}}),
+                 "/proc");
+  EXPECT_EQ(mixed.rank, 0);
+  EXPECT_EQ(mixed.world_size, 2);
+}
+
+TEST(ProcessIdentityTest, HelloCarriesLabelsAndStepCapabilities) {
+  const wire::Hello hello =
+      BuildHello(FakeEnv({{"GPUCTL_LABELS", "team=a,bad key=x"}, {"POD_NAME", "p-0"}}), "/proc");
+  EXPECT_EQ(hello.labels, (std::vector<std::string>{"team=a", "k8s.pod=p-0"}));
+  EXPECT_NE(hello.capabilities & wire::kCapabilityStepWindows, 0u);
+  // The agent sets these with the descriptor it sends.
+  EXPECT_EQ(hello.capabilities & wire::kCapabilityStepCounter, 0u);
+  EXPECT_FALSE(hello.step_counter);
+  EXPECT_EQ(hello.protocol_minor, 1u);
+}
+
+TEST(ProcessIdentityTest, InvalidUtf8FromTheEnvironmentIsReplaced) {
+  const wire::Hello hello = BuildHello(FakeEnv({{"GPUCTL_JOB_ID", "job\xff"}}), "/proc");
+  EXPECT_TRUE(wire::IsValidUtf8(hello.job_id));
+  for (const std::string& arg : hello.cmdline) EXPECT_TRUE(wire::IsValidUtf8(arg));
 }
 
 TEST(ProcessIdentityTest, RuntimeOptionsFromEnv) {

@@ -40,12 +40,16 @@ Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env)
       cupti_(CuptiDeps(&clock_, env_))
 #endif
 {
+  page_.Install(state_);
 #ifdef GPUCTL_HAVE_CUPTI
   host_.set_range_listener(&cupti_);
 #endif
 }
 
-Runtime::~Runtime() { Shutdown(); }
+Runtime::~Runtime() {
+  Shutdown();
+  page_.Uninstall(state_);
+}
 
 int Runtime::Init() {
   std::lock_guard lock(mu_);
@@ -55,8 +59,10 @@ int Runtime::Init() {
 int Runtime::InitLocked() {
   if (agent_ != nullptr || exiting_) return agent_ != nullptr ? 0 : -1;
   EnvLookup env = env_;
+  AgentOptions options = options_;
+  options.step_page_fd = page_.fd();
   auto agent = std::make_unique<Agent>(
-      options_, &clock_, [env] { return BuildHello(env, "/proc"); },
+      options, &clock_, state_, [env] { return BuildHello(env, "/proc"); },
       std::vector<ActivitySource*>{
           &host_,
 #ifdef GPUCTL_HAVE_CUPTI
@@ -104,6 +110,14 @@ uint64_t Runtime::handshakes() {
   return agent_ != nullptr ? agent_->handshakes() : 0;
 }
 
+void Runtime::OnStepMarked(uint64_t step, int64_t now_ns) {
+  if ((state_->gate.load(std::memory_order_relaxed) & kGateStepWatch) != 0) {
+    std::lock_guard lock(mu_);
+    if (agent_ != nullptr) agent_->OnStepMarked(step, now_ns);
+  }
+  host_.RecordStep(step, now_ns);
+}
+
 void Runtime::MaybeRestartAfterFork() {
   if ((state_->gate.load(std::memory_order_relaxed) & kGateRestartAfterFork) == 0) return;
   std::lock_guard lock(mu_);
@@ -124,6 +138,10 @@ void Runtime::ParentAfterFork() {
 }
 
 void Runtime::ChildAfterFork() {
+  // Before anything else: the inherited step page is the parent's.
+  page_.ReinstallInForkChild(state_);
+  // The parent's iteration window (if any) is not the child's.
+  state_->gate.fetch_and(~kGateStepWatch, std::memory_order_relaxed);
   host_.ResetInForkChild();
   HostSource::UnlockRegistryForFork();
   const bool had_agent = agent_ != nullptr;

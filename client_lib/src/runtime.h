@@ -1,6 +1,7 @@
-// Everything one process's library instance owns: the annotation state, the
-// host and CUPTI sources and the agent. api.cc holds one, created on first use and
-// never destroyed (threads may still run during exit); tests make their own.
+// Everything one process's library instance owns: the step counter page,
+// the host and CUPTI sources and the agent. api.cc holds one, created on
+// first use and never destroyed (threads may still run during exit); tests
+// make their own.
 //
 // Threads: every method may be called from any thread. Fork handlers must
 // be wired to pthread_atfork by the owner (api.cc does).
@@ -15,6 +16,7 @@
 #include "client_lib/src/clock.h"
 #include "client_lib/src/host_source.h"
 #include "client_lib/src/process_identity.h"
+#include "client_lib/src/step_counter_page.h"
 #ifdef GPUCTL_HAVE_CUPTI
 #include "client_lib/src/cupti/cupti_source.h"
 #endif
@@ -29,7 +31,9 @@ class Runtime {
   // Reads GPUCTL_SOCKET and GPUCTL_FORCE_INLINE from `env`.
   static AgentOptions OptionsFromEnv(const EnvLookup& env);
 
-  // `state` must outlive the runtime.
+  // `state` must outlive the runtime. The runtime moves the state's step
+  // counter onto a shared page (StepCounterPage) and, when destroyed, back;
+  // no thread may mark steps across either.
   Runtime(AgentOptions options, AnnotationState* state, EnvLookup env);
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -48,7 +52,15 @@ class Runtime {
   // the first call starts the child's own.
   void MaybeRestartAfterFork();
 
+  // Slow path of gpuctl_step/gpuctl_step_n (gate non-zero): the mark of
+  // `step` at `now_ns`, the counters already updated. An iteration window
+  // sees it first (it may open or close right here), then the host source
+  // records it if a window is open.
+  void OnStepMarked(uint64_t step, int64_t now_ns);
+
   HostSource& host() { return host_; }
+  // The shared step page's descriptor; -1 when the counter is private.
+  int step_page_fd() const { return page_.fd(); }
   AnnotationState& state() { return *state_; }
   // Handshakes of the current agent (tests); 0 when none.
   uint64_t handshakes();
@@ -64,6 +76,7 @@ class Runtime {
   AnnotationState* const state_;
   const EnvLookup env_;
   RealClock clock_;
+  StepCounterPage page_;  // replaced in a fork child only
   HostSource host_;
 #ifdef GPUCTL_HAVE_CUPTI
   cupti::CuptiSource cupti_;

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "client_lib/src/fake_daemon_for_test.h"
@@ -148,6 +150,51 @@ TEST_F(RuntimeForkTest, ChildRegistersAsItselfAndParentIsUnaffected) {
   ASSERT_TRUE(std::holds_alternative<wire::CaptureStarted>(message));
   EXPECT_EQ(std::get<wire::CaptureStarted>(message).trace_id, "parent");
   close(parent_conn_dup);
+}
+
+uint64_t NextStepIn(int page_fd) {
+  void* view = mmap(nullptr, steps::kStepPageBytes, PROT_READ, MAP_SHARED, page_fd, 0);
+  if (view == MAP_FAILED) return UINT64_MAX;
+  uint64_t next = 0;
+  std::memcpy(&next, static_cast<char*>(view) + steps::kOffsetNextStep, sizeof(next));
+  munmap(view, steps::kStepPageBytes);
+  return next;
+}
+
+TEST_F(RuntimeForkTest, ChildCountsStepsOnItsOwnPageFromTheInheritedValue) {
+  ASSERT_GE(runtime_->step_page_fd(), 0);
+  MarkStepN(state_, 41, 1);
+  ASSERT_EQ(runtime_->Init(), 0);
+  ASSERT_TRUE(daemon_.Handshake());
+  const int parent_page = dup(daemon_.hello_fd());
+  ASSERT_GE(parent_page, 0);
+  EXPECT_EQ(NextStepIn(parent_page), 42u);
+
+  const pid_t child = fork();
+  if (child == 0) {
+    uint64_t last = 0;
+    if (!LastMarkedStep(state_, &last) || last != 41) _exit(30);
+    for (int i = 0; i < 5; ++i) MarkStep(state_, 2 + i);  // 42..46
+    ApiRangePush(*runtime_, "first call");                // starts the child's agent
+    if (!WaitFor([&] { return runtime_->connected(); })) _exit(31);
+    runtime_->Shutdown();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  ASSERT_TRUE(daemon_.Handshake());
+  EXPECT_EQ(daemon_.hello().pid, child);
+  EXPECT_TRUE(daemon_.hello().step_counter);
+  ASSERT_GE(daemon_.hello_fd(), 0);
+  EXPECT_EQ(NextStepIn(daemon_.hello_fd()), 47u);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The child never wrote the parent's page.
+  EXPECT_EQ(NextStepIn(parent_page), 42u);
+  EXPECT_EQ(MarkStep(state_, 10), 42u);
+  EXPECT_EQ(NextStepIn(parent_page), 43u);
+  close(parent_page);
 }
 
 TEST_F(RuntimeForkTest, ChildOfAProcessWithoutAgentStartsNothing) {

@@ -20,8 +20,10 @@ DaemonCoreImpl::~DaemonCoreImpl() {
 }
 
 absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& creds,
-                                         const v1::ipc::Hello& hello) {
-  absl::Status status = registry_.Add(peer, creds, hello, deps_.clock->Now());
+                                         const v1::ipc::Hello& hello,
+                                         std::unique_ptr<StepCounterView> steps) {
+  const bool has_steps = steps != nullptr;
+  absl::Status status = registry_.Add(peer, creds, hello, deps_.clock->Now(), std::move(steps));
   if (!status.ok()) {
     LogWarning("refused process",
                {{"peer", peer}, {"pid", creds.pid}, {"error", status.ToString()}});
@@ -31,7 +33,10 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
                                {"pid", creds.pid},
                                {"job_id", hello.job_id()},
                                {"rank", hello.rank()},
+                               {"labels", hello.labels_size()},
+                               {"step_counter", has_steps ? "true" : "false"},
                                {"library_version", hello.library_version()}});
+  JoinActiveTrace(peer);
   return absl::OkStatus();
 }
 
@@ -61,7 +66,17 @@ void DaemonCoreImpl::OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted
     return;
   }
   registry_.Find(peer)->info.set_capture_state(v1::CAPTURE_STATE_CAPTURING);
-  session->Emit(ProgressEvent(slot->info.pid(), v1::PROCESS_PHASE_CAPTURING));
+  std::string message;
+  if (session->iteration_window()) {
+    message = absl::StrCat("opened at step ", started.first_step());
+  } else if (started.late_start()) {
+    message = absl::StrCat(
+        "opened ",
+        absl::FormatDuration(absl::FromUnixNanos(started.opened_at_unix_ns()) - session->start),
+        " after the start instant, beyond the max start skew ",
+        absl::FormatDuration(session->max_start_skew));
+  }
+  session->Emit(ProgressEvent(slot->info.pid(), v1::PROCESS_PHASE_CAPTURING, std::move(message)));
 }
 
 void DaemonCoreImpl::OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
@@ -74,11 +89,7 @@ void DaemonCoreImpl::OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& 
     return;
   }
   ReleaseProcess(peer, session->id);
-  v1::ProcessResult out;
-  if (result.window_start_unix_ns() != 0 || result.window_end_unix_ns() != 0) {
-    *out.mutable_window_start() = TimestampFromUnixNanos(result.window_start_unix_ns());
-    *out.mutable_window_end() = TimestampFromUnixNanos(result.window_end_unix_ns());
-  }
+  v1::ProcessResult out = WindowResult(*session, result);
   if (result.status() != v1::CAPTURE_STATUS_OK) {
     v1::CaptureStatus status = result.status() == v1::CAPTURE_STATUS_UNSPECIFIED ||
                                        !v1::CaptureStatus_IsValid(result.status())
@@ -124,11 +135,7 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
   job.payload = std::move(payload);
   job.reported_host_only = result.host_only();
   job.reported_cupti_dropped = result.cupti_dropped_records();
-  v1::ProcessResult window;
-  if (result.window_start_unix_ns() != 0 || result.window_end_unix_ns() != 0) {
-    *window.mutable_window_start() = TimestampFromUnixNanos(result.window_start_unix_ns());
-    *window.mutable_window_end() = TimestampFromUnixNanos(result.window_end_unix_ns());
-  }
+  v1::ProcessResult window = WindowResult(session, result);
   // The worker touches neither `this` nor the session: the core may be gone
   // by the time it finishes. `this` is used on the loop once `weak` says it
   // is still alive (both live on the loop thread).
@@ -152,6 +159,10 @@ void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer,
   if (slot == nullptr || slot->done) return;  // cancelled meanwhile
   slot->processing = false;
   if (result.status() == v1::CAPTURE_STATUS_OK) {
+    if (std::string note = WindowNote(*session, result); !note.empty()) {
+      result.set_message(result.message().empty() ? note
+                                                   : absl::StrCat(result.message(), "; ", note));
+    }
     LogInfo("trace stored", {{"trace_id", trace_id},
                              {"pid", slot->info.pid()},
                              {"file", result.file()},
@@ -201,7 +212,10 @@ void DaemonCoreImpl::FinishSlot(TraceSession& session, TraceSlot& slot, v1::Proc
   result.set_rank(slot.info.rank());
   result.set_host(options_.hostname);
   result.set_job_id(slot.info.job_id());
-  if (!result.has_window_start()) {
+  result.set_joined_late(slot.joined);
+  // Without a window from the process, a time window's result shows the
+  // one asked for; an iteration window has none to show.
+  if (!result.has_window_start() && !session.iteration_window()) {
     *result.mutable_window_start() = ToProtoTimestamp(session.start);
     *result.mutable_window_end() = ToProtoTimestamp(session.end);
   }

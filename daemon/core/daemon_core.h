@@ -10,6 +10,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
 #include "daemon/core/peer_channel.h"
+#include "daemon/core/steps.h"
 #include "daemon/core/trace_store.h"
 #include "gpuctl/v1/ipc.pb.h"
 #include "gpuctl/v1/service.pb.h"
@@ -23,7 +24,7 @@ struct CoreOptions {
   // Time allowed after the window closes for a result to arrive.
   absl::Duration result_grace = absl::Seconds(10);
   // Delay between the request and the window opening, so every process
-  // opens together.
+  // opens together; used when a request names no start instant.
   absl::Duration start_delay = absl::Milliseconds(100);
   // Largest payload accepted from one process.
   uint64_t max_payload_bytes = 256ull << 20;
@@ -32,6 +33,8 @@ struct CoreOptions {
   // Reported by GetStatus only.
   std::string listen_address;
   std::string socket_path;
+  // The daemon's view of /proc (process ancestry, container pids).
+  std::string proc_root = "/proc";
 };
 
 // Receives a trace's progress. Called on the event-loop thread. After
@@ -63,8 +66,13 @@ class DaemonCore {
   // --- IPC side ---
   // A peer completed its Hello. A non-OK status means: refuse (the IPC
   // server sends nothing more and disconnects, logging the message).
+  // `steps` is the process's shared step counter, already checked and
+  // mapped by the IPC server; null when the Hello shares none. The core
+  // keeps it while the process is attached (and drops it on refusal).
+  // A process that matches an active trace's selector may join it here.
   virtual absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds,
-                                   const v1::ipc::Hello& hello) = 0;
+                                   const v1::ipc::Hello& hello,
+                                   std::unique_ptr<StepCounterView> steps) = 0;
   virtual void OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) = 0;
   // `payload` is null for PAYLOAD_TRANSPORT_NONE. The IPC server has already
   // checked that the payload's size equals result.payload_size.
@@ -82,7 +90,11 @@ class DaemonCore {
   virtual absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
                                                  std::shared_ptr<TraceObserver> observer) = 0;
   virtual void CancelTrace(absl::string_view trace_id) = 0;
-  virtual v1::ListProcessesResponse ListProcesses(const v1::ListProcessesRequest& request) = 0;
+  // The processes the selector picks (every process when it has no
+  // criterion), with role, labels and live step counters.
+  // INVALID_ARGUMENT for a malformed selector.
+  virtual absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
+      const v1::ListProcessesRequest& request) = 0;
   virtual v1::GetStatusResponse GetStatus() = 0;
 };
 

@@ -33,7 +33,7 @@ TEST_F(DaemonCoreTest, BusyProcessGetsBusyWhileOthersProceed) {
   ASSERT_TRUE(second->done);
   EXPECT_EQ(second->ResultFor(101)->status(), v1::CAPTURE_STATUS_OK);
   EXPECT_FALSE(first->done);  // the first trace is unaffected
-  EXPECT_EQ(core_->ListProcesses({}).processes(0).current_trace_id(), *first_id);
+  EXPECT_EQ(core_->ListProcesses({})->processes(0).current_trace_id(), *first_id);
 }
 
 TEST_F(DaemonCoreTest, TimesOutProcessesWithoutResult) {
@@ -48,7 +48,7 @@ TEST_F(DaemonCoreTest, TimesOutProcessesWithoutResult) {
   RunAll();
   EXPECT_FALSE(obs->done);
   loop_.AdvanceBy(absl::Seconds(3));
-  EXPECT_EQ(core_->ListProcesses({}).processes(1).capture_state(), v1::CAPTURE_STATE_COLLECTING);
+  EXPECT_EQ(core_->ListProcesses({})->processes(1).capture_state(), v1::CAPTURE_STATE_COLLECTING);
   loop_.AdvanceBy(absl::Milliseconds(100) + absl::Seconds(9) - absl::Nanoseconds(1));
   EXPECT_EQ(obs->ResultFor(101), nullptr);
   loop_.AdvanceBy(absl::Nanoseconds(1));
@@ -179,7 +179,7 @@ TEST_F(DaemonCoreTest, CancelSendsCancelAndFinishes) {
   ASSERT_TRUE(manifest.ok());
   EXPECT_EQ(manifest->results_size(), 2);
   core_->CancelTrace(*id);  // no-op
-  EXPECT_EQ(core_->ListProcesses({}).processes(1).capture_state(), v1::CAPTURE_STATE_IDLE);
+  EXPECT_EQ(core_->ListProcesses({})->processes(1).capture_state(), v1::CAPTURE_STATE_IDLE);
 }
 
 TEST_F(DaemonCoreTest, DestroyedWithWorkInFlight) {

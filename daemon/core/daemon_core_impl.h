@@ -20,11 +20,14 @@ namespace gpuctl::daemon {
 class DaemonCoreImpl final : public DaemonCore {
  public:
   DaemonCoreImpl(const CoreOptions& options, const Deps& deps)
-      : options_(options), deps_(deps), started_at_(deps.clock->Now()) {}
+      : options_(options),
+        deps_(deps),
+        started_at_(deps.clock->Now()),
+        registry_(options.proc_root) {}
   ~DaemonCoreImpl() override;
 
-  absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds,
-                           const v1::ipc::Hello& hello) override;
+  absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                           std::unique_ptr<StepCounterView> steps) override;
   void OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) override;
   void OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
                        std::unique_ptr<Payload> payload) override;
@@ -33,16 +36,31 @@ class DaemonCoreImpl final : public DaemonCore {
   absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
                                          std::shared_ptr<TraceObserver> observer) override;
   void CancelTrace(absl::string_view trace_id) override;
-  v1::ListProcessesResponse ListProcesses(const v1::ListProcessesRequest& request) override;
+  absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
+      const v1::ListProcessesRequest& request) override;
   v1::GetStatusResponse GetStatus() override;
 
  private:
-  absl::Status ValidateRequest(const v1::TraceRequest& request, absl::Duration* duration);
+  // Checks the request and fills the session's window fields (start, end,
+  // skew, iterations, requested start step, clock offset) from it.
+  absl::Status ValidateRequest(const v1::TraceRequest& request, TraceSession* session);
   absl::StatusOr<std::string> ChooseTraceId(const v1::TraceRequest& request);
+  // The NOT_FOUND status of a request that selected nothing.
+  absl::Status NothingMatched(const v1::TraceRequest& request, const Selection& selection);
+  // The start step for an iteration window whose request names none.
+  uint64_t PickSessionStartStep(const v1::TraceRequest& request, const Selection& selection);
+  void EmitStarted(TraceSession& session);
+  // (Re)arms the session's deadline timer for `deadline`.
+  void ArmDeadline(TraceSession& session, absl::Time deadline);
+  // Adds a process that just attached to the oldest active trace whose
+  // selector picks it, if any.
+  void JoinActiveTrace(PeerId peer);
   TraceSession* FindSession(absl::string_view id);
   // The session and slot `peer` is capturing for `trace_id`, if it is
   // still waiting for that peer's result.
   TraceSlot* ActiveSlot(PeerId peer, absl::string_view trace_id, TraceSession** session);
+  // Sends StartCapture and reports REQUESTED (with the process's info when
+  // it joined late).
   void SendStart(TraceSession& session, TraceSlot& slot);
   void SendCancel(const TraceSession& session, PeerId peer, absl::string_view reason);
   void FinishSlot(TraceSession& session, TraceSlot& slot, v1::ProcessResult result);

@@ -41,7 +41,7 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   cs.set_trace_id(*id);
   core_->OnCaptureStarted(1, cs);
   EXPECT_EQ(obs->CountPhase(v1::PROCESS_PHASE_CAPTURING), 1);
-  auto listed = core_->ListProcesses({});
+  auto listed = *core_->ListProcesses({});
   ASSERT_EQ(listed.processes_size(), 3);
   EXPECT_EQ(listed.processes(0).capture_state(), v1::CAPTURE_STATE_CAPTURING);
   EXPECT_EQ(listed.processes(0).current_trace_id(), *id);
@@ -97,7 +97,7 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   EXPECT_EQ(manifest->location(), last.completed().location());
   EXPECT_EQ(loop_.pending_timers(), 0u);  // deadline cancelled
   EXPECT_EQ(core_->GetStatus().active_traces(), 0u);
-  EXPECT_EQ(core_->ListProcesses({}).processes(0).capture_state(), v1::CAPTURE_STATE_IDLE);
+  EXPECT_EQ(core_->ListProcesses({})->processes(0).capture_state(), v1::CAPTURE_STATE_IDLE);
 
   // The id cannot be reused.
   v1::TraceRequest again;
@@ -147,7 +147,7 @@ TEST_F(DaemonCoreTest, RejectsBadRequests) {
   req.mutable_selector()->clear_job_id();
   st = code_and_message(req);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(st.message(), "select processes with a job id or pids");
+  EXPECT_EQ(st.message(), "select processes with a job id, pids, ranks or labels");
   EXPECT_TRUE(peers_.sent().empty());
   EXPECT_TRUE(obs->events.empty());
 }
@@ -171,10 +171,10 @@ TEST_F(DaemonCoreTest, RefusesPidMismatchAndDuplicateHello) {
   v1::ipc::Hello hello;
   hello.set_protocol_major(1);
   hello.set_pid(100);
-  absl::Status st = core_->OnPeerHello(1, {101, 0, 0}, hello);
+  absl::Status st = core_->OnPeerHello(1, {101, 0, 0}, hello, nullptr);
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
   hello.set_protocol_major(2);
-  EXPECT_EQ(core_->OnPeerHello(1, {100, 0, 0}, hello).code(),
+  EXPECT_EQ(core_->OnPeerHello(1, {100, 0, 0}, hello, nullptr).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(core_->GetStatus().attached_processes(), 0u);
 }
@@ -194,7 +194,7 @@ TEST_F(DaemonCoreTest, StatusAndListing) {
   EXPECT_EQ(status.started_at().seconds(), absl::ToUnixSeconds(clock_.Now()));
   v1::ListProcessesRequest req;
   req.mutable_selector()->set_job_id("7");
-  auto listed = core_->ListProcesses(req);
+  auto listed = *core_->ListProcesses(req);
   EXPECT_EQ(listed.host(), "h1");
   ASSERT_EQ(listed.processes_size(), 1);
   EXPECT_EQ(listed.processes(0).pid(), 101);

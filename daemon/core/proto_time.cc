@@ -12,6 +12,18 @@ google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
   return TimestampFromUnixNanos(absl::ToUnixNanos(t));
 }
 
+absl::StatusOr<absl::Time> FromProtoTimestamp(const google::protobuf::Timestamp& t,
+                                              absl::string_view field) {
+  // 9999-12-31T23:59:59Z, the largest Timestamp protobuf allows.
+  constexpr int64_t kMaxSeconds = 253402300799;
+  if (t.nanos() < 0 || t.nanos() >= kNanosPerSecond || t.seconds() < 0 ||
+      t.seconds() > kMaxSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " is not a valid instant (", t.seconds(),
+                                                   "s, ", t.nanos(), "ns since 1970)"));
+  }
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
 google::protobuf::Timestamp TimestampFromUnixNanos(int64_t ns) {
   int64_t seconds = ns / kNanosPerSecond;
   int64_t nanos = ns % kNanosPerSecond;

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/duration.pb.h"
 #include "google/protobuf/timestamp.pb.h"
@@ -11,6 +12,11 @@
 namespace gpuctl::daemon {
 
 google::protobuf::Timestamp ToProtoTimestamp(absl::Time t);
+// INVALID_ARGUMENT naming `field` for a malformed Timestamp (nanos out of
+// range) or one before 1970 or after 9999 (outside what the daemon sends
+// on as Unix nanoseconds).
+absl::StatusOr<absl::Time> FromProtoTimestamp(const google::protobuf::Timestamp& t,
+                                              absl::string_view field);
 google::protobuf::Timestamp TimestampFromUnixNanos(int64_t ns);
 google::protobuf::Duration ToProtoDuration(absl::Duration d);
 // INVALID_ARGUMENT for a malformed Duration (nanos out of range or with a

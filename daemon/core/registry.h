@@ -2,33 +2,40 @@
 #define GPUCTL_DAEMON_CORE_REGISTRY_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/core/peer_channel.h"
+#include "daemon/core/selector.h"
+#include "daemon/core/steps.h"
 #include "gpuctl/v1/ipc.pb.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon {
 
-// IPC protocol version this daemon speaks.
+// IPC protocol version this daemon speaks. Minor 1: Hello labels and the
+// shared step counter; StartCapture skew and iteration windows.
 inline constexpr uint32_t kIpcProtocolMajor = 1;
-inline constexpr uint32_t kIpcProtocolMinor = 0;
+inline constexpr uint32_t kIpcProtocolMinor = 1;
 
-// Limits on what a Hello may carry.
-inline constexpr size_t kMaxJobIdBytes = 256;
+// Limits on what a Hello may carry (labels: see selector.h).
 inline constexpr size_t kMaxHostnameBytes = 255;
 inline constexpr size_t kMaxCmdlineArgs = 256;
 inline constexpr size_t kMaxCmdlineBytes = 64 * 1024;
 inline constexpr size_t kMaxVersionBytes = 64;
+// How far up the process tree the registry looks for ancestors.
+inline constexpr int kMaxAncestors = 64;
 
 // Checks a Hello against the kernel's credentials and the limits above:
 // PERMISSION_DENIED for a pid that is not the peer's, FAILED_PRECONDITION for
-// another protocol major, INVALID_ARGUMENT for oversized or bad fields.
+// another protocol major, INVALID_ARGUMENT for oversized or bad fields
+// (labels included: ipc.proto's rules).
 //
 // creds.pid is the peer's pid in the daemon's pid namespace; a process in a
 // container claims its pid in its own namespace. A claim that differs from
@@ -37,10 +44,36 @@ inline constexpr size_t kMaxVersionBytes = 64;
 absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& hello,
                            absl::string_view proc_root = "/proc");
 
+// The parent chain of `pid` in the daemon's pid namespace, nearest first,
+// from the ppid field of `<proc_root>/<pid>/stat`: at most kMaxAncestors,
+// ending after pid 1 or at the first unreadable entry. Empty when `pid`'s
+// own entry is unreadable.
+std::vector<int32_t> ReadAncestors(absl::string_view proc_root, int32_t pid);
+
 struct AttachedProcess {
   PeerId peer;
-  // pid and uid come from the credentials, the rest from the Hello.
+  // pid, ppid and uid are the daemon's view, the rest comes from the
+  // Hello. role and the step fields are filled per query (Registry::Info).
   v1::ProcessInfo info;
+  // Parent chain in the daemon's pid namespace, nearest first, read at
+  // Hello.
+  std::vector<int32_t> ancestors;
+  // The process's shared step counter; null when it shares none.
+  std::unique_ptr<StepCounterView> steps;
+};
+
+// One process picked by a selector, with its role at selection time.
+struct SelectedProcess {
+  AttachedProcess* process;
+  v1::ProcessRole role;
+};
+
+struct Selection {
+  // In attach order.
+  std::vector<SelectedProcess> processes;
+  // Matched every criterion but left out for its role (launchers and
+  // helpers without include_helpers), before any limit.
+  size_t left_out_by_role = 0;
 };
 
 // Attached processes keyed by connection. Not thread-safe: owned by the
@@ -50,15 +83,31 @@ class Registry {
   // `proc_root` is where the daemon's view of /proc is (tests pass a fake).
   explicit Registry(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
 
-  // Validates and adds. ALREADY_EXISTS if the peer already said Hello.
+  // Validates and adds, reading the process's ancestors (falling back to
+  // the Hello's ppid when /proc cannot be read and the Hello's pid is the
+  // daemon's). `steps` may be null. ALREADY_EXISTS if the peer already said
+  // Hello.
   absl::Status Add(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
-                   absl::Time now);
+                   absl::Time now, std::unique_ptr<StepCounterView> steps = nullptr);
   void Remove(PeerId peer);
   AttachedProcess* Find(PeerId peer);
 
-  // Processes matching every criterion set in `selector` (job id and/or
-  // pids); an empty selector matches all. Ordered by peer id (attach order).
-  std::vector<AttachedProcess*> Select(const v1::ProcessSelector& selector);
+  // Every process's role, from the process tree and identities of the
+  // processes attached now: HELPER when its nearest attached ancestor has
+  // the same job and rank; else LAUNCHER when an attached descendant has
+  // another job or rank; else WORKER.
+  absl::flat_hash_map<PeerId, v1::ProcessRole> Roles() const;
+
+  // Processes matching `selector` (service.proto's rules: criteria AND-ed,
+  // workers only unless include_helpers or named by pid, at most `limit`
+  // by rank then pid). A selector without criterion matches nothing, or,
+  // with `all_when_empty`, every process of any role (still limited).
+  // The selector is assumed valid (ValidateSelector).
+  Selection Select(const v1::ProcessSelector& selector, bool all_when_empty = false);
+
+  // The process's info with `role` and its live step counter fields.
+  static v1::ProcessInfo Info(const AttachedProcess& process, v1::ProcessRole role);
+
   std::vector<const AttachedProcess*> All() const;
   size_t size() const { return processes_.size(); }
 
@@ -69,9 +118,6 @@ class Registry {
   std::string proc_root_;
   absl::btree_map<PeerId, AttachedProcess> processes_;
 };
-
-// `job "42" and pids [1, 2]`, for messages.
-std::string DescribeSelector(const v1::ProcessSelector& selector);
 
 }  // namespace gpuctl::daemon
 

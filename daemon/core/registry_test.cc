@@ -4,6 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -13,6 +16,7 @@
 namespace gpuctl::daemon {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 v1::ipc::Hello MakeHello(int pid, const std::string& job) {
@@ -132,6 +136,238 @@ TEST(RegistryTest, SelectsByJobAndPids) {
   EXPECT_EQ(Registry().DescribeAttached(), "0 attached");
   s.set_job_id("42");
   EXPECT_EQ(DescribeSelector(s), "job \"42\" and pids [11, 12]");
+  EXPECT_TRUE(r.Select(v1::ProcessSelector()).processes.empty())
+      << "no criterion selects nothing for a trace";
+  EXPECT_EQ(r.Select(v1::ProcessSelector(), /*all_when_empty=*/true).processes.size(), 3u);
+}
+
+TEST(RegistryTest, LabelsFromHelloAreValidated) {
+  Registry r;
+  auto h = MakeHello(10, "42");
+  h.add_labels("team=ml");
+  h.add_labels("k8s.pod=trainer-0");
+  h.add_labels("note=a=b");
+  h.add_labels("empty=");
+  ASSERT_TRUE(r.Add(1, Creds(10), h, absl::UnixEpoch()).ok());
+  const auto& labels = r.Find(1)->info.labels();
+  EXPECT_EQ(labels.size(), 4u);
+  EXPECT_EQ(labels.at("team"), "ml");
+  EXPECT_EQ(labels.at("k8s.pod"), "trainer-0");
+  EXPECT_EQ(labels.at("note"), "a=b") << "split at the first '='";
+  EXPECT_EQ(labels.at("empty"), "");
+
+  auto refused = [](std::vector<std::string> labels) {
+    auto h = MakeHello(10, "42");
+    for (auto& l : labels) h.add_labels(l);
+    absl::Status st = ValidateHello(Creds(10), h);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << labels[0];
+    return std::string(st.message());
+  };
+  EXPECT_EQ(refused({"team"}), "Hello label \"team\" is not key=value");
+  EXPECT_EQ(refused({"a=1", "a=2"}), "Hello label a appears twice");
+  EXPECT_THAT(refused({"=x"}), HasSubstr("must be 1 to 253 bytes"));
+  EXPECT_THAT(refused({"bad key=x"}), HasSubstr("may hold only letters"));
+  EXPECT_THAT(refused({"k=tab\there"}), HasSubstr("not printable ASCII"));
+  EXPECT_THAT(refused({"k=" + std::string(254, 'v')}), HasSubstr("more than 253"));
+  std::vector<std::string> many;
+  for (int i = 0; i < 65; ++i) many.push_back(absl::StrCat("k", i, "=v"));
+  EXPECT_EQ(refused(many), "Hello has 65 labels, more than 64");
+  many.pop_back();
+  auto ok = MakeHello(10, "42");
+  for (auto& l : many) ok.add_labels(l);
+  EXPECT_TRUE(ValidateHello(Creds(10), ok).ok());
+}
+
+// A fake /proc with a stat file per process: "<pid> (<comm>) S <ppid> ...".
+class FakeProc {
+ public:
+  FakeProc() : root_(absl::StrCat(::testing::TempDir(), "/registry_stat_", getpid(), "_", ++n_)) {
+    std::filesystem::create_directories(root_);
+  }
+  ~FakeProc() { std::filesystem::remove_all(root_); }
+  void Add(int pid, int ppid, const std::string& comm = "python3") {
+    std::filesystem::create_directories(absl::StrCat(root_, "/", pid));
+    std::ofstream(absl::StrCat(root_, "/", pid, "/stat"))
+        << pid << " (" << comm << ") S " << ppid << " " << pid << " 0 0 -1 4194560\n";
+  }
+  const std::string& root() const { return root_; }
+
+ private:
+  static inline int n_ = 0;
+  std::string root_;
+};
+
+TEST(RegistryTest, ReadsAncestorsFromProcStat) {
+  FakeProc proc;
+  proc.Add(1, 0, "systemd");
+  proc.Add(100, 1, "bash");
+  proc.Add(200, 100, "torchrun (elastic) x");  // spaces and parentheses in the name
+  proc.Add(300, 200);
+  EXPECT_THAT(ReadAncestors(proc.root(), 300), ElementsAre(200, 100, 1));
+  EXPECT_THAT(ReadAncestors(proc.root(), 100), ElementsAre(1));
+  EXPECT_THAT(ReadAncestors(proc.root(), 1), ElementsAre());
+  EXPECT_THAT(ReadAncestors(proc.root(), 999), ElementsAre()) << "unreadable";
+  proc.Add(400, 401);  // 401 is gone: the chain stops there
+  EXPECT_THAT(ReadAncestors(proc.root(), 400), ElementsAre(401));
+  proc.Add(500, 501);  // a cycle cannot loop forever
+  proc.Add(501, 500);
+  EXPECT_EQ(ReadAncestors(proc.root(), 500).size(), static_cast<size_t>(kMaxAncestors));
+  std::ofstream(proc.root() + "/300/stat") << "garbage";
+  EXPECT_THAT(ReadAncestors(proc.root(), 300), ElementsAre());
+}
+
+TEST(RegistryTest, AncestryFallsBackToTheHelloPpid) {
+  FakeProc proc;
+  proc.Add(10, 7);
+  Registry r(proc.root());
+  auto h = MakeHello(10, "42");
+  h.set_ppid(3);
+  ASSERT_TRUE(r.Add(1, Creds(10), h, absl::UnixEpoch()).ok());
+  EXPECT_THAT(r.Find(1)->ancestors, ElementsAre(7));
+  EXPECT_EQ(r.Find(1)->info.ppid(), 7) << "the daemon's view of the parent";
+  h = MakeHello(11, "42");
+  h.set_ppid(3);
+  ASSERT_TRUE(r.Add(2, Creds(11), h, absl::UnixEpoch()).ok());
+  EXPECT_THAT(r.Find(2)->ancestors, ElementsAre(3));
+  EXPECT_EQ(r.Find(2)->info.ppid(), 3);
+}
+
+// torchrun (job 9, no rank) -> two ranks -> one DataLoader helper each,
+// plus a process of another job.
+class RolesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    proc_.Add(1, 0);
+    proc_.Add(50, 1);  // an unattached shell
+    proc_.Add(100, 50);
+    proc_.Add(200, 100);
+    proc_.Add(201, 100);
+    proc_.Add(300, 200);
+    proc_.Add(301, 201);
+    proc_.Add(400, 1);
+    registry_ = std::make_unique<Registry>(proc_.root());
+    Attach(1, 100, "9", -1);
+    Attach(2, 200, "9", 0);
+    Attach(3, 201, "9", 1);
+    Attach(4, 300, "9", 0);
+    Attach(5, 301, "9", 1);
+    Attach(6, 400, "other", 0);
+  }
+  void Attach(PeerId peer, int pid, const std::string& job, int rank,
+              std::vector<std::string> labels = {}) {
+    auto h = MakeHello(pid, job);
+    h.set_rank(rank);
+    h.set_local_rank(rank);
+    h.set_world_size(rank >= 0 ? 2 : -1);
+    for (auto& l : labels) h.add_labels(l);
+    ASSERT_TRUE(registry_->Add(peer, Creds(pid), h, absl::UnixEpoch()).ok());
+  }
+  std::vector<int> Pids(const v1::ProcessSelector& s) {
+    std::vector<int> out;
+    for (const auto& p : registry_->Select(s).processes) out.push_back(p.process->info.pid());
+    return out;
+  }
+  FakeProc proc_;
+  std::unique_ptr<Registry> registry_;
+};
+
+TEST_F(RolesTest, LauncherWorkersAndHelpers) {
+  auto roles = registry_->Roles();
+  EXPECT_EQ(roles[1], v1::PROCESS_ROLE_LAUNCHER);
+  EXPECT_EQ(roles[2], v1::PROCESS_ROLE_WORKER);
+  EXPECT_EQ(roles[3], v1::PROCESS_ROLE_WORKER);
+  EXPECT_EQ(roles[4], v1::PROCESS_ROLE_HELPER);
+  EXPECT_EQ(roles[5], v1::PROCESS_ROLE_HELPER);
+  EXPECT_EQ(roles[6], v1::PROCESS_ROLE_WORKER);
+  EXPECT_EQ(Registry::Info(*registry_->Find(4), roles[4]).role(), v1::PROCESS_ROLE_HELPER);
+
+  // Roles follow what is attached now: without its rank, a helper has
+  // nobody to help and does the rank's work itself.
+  registry_->Remove(2);
+  registry_->Remove(3);
+  roles = registry_->Roles();
+  EXPECT_EQ(roles[1], v1::PROCESS_ROLE_LAUNCHER);
+  EXPECT_EQ(roles[4], v1::PROCESS_ROLE_WORKER);
+  registry_->Remove(4);
+  registry_->Remove(5);
+  EXPECT_EQ(registry_->Roles()[1], v1::PROCESS_ROLE_WORKER);
+}
+
+TEST_F(RolesTest, AHelperOfAHelperIsAHelper) {
+  proc_.Add(302, 300);
+  Attach(7, 302, "9", 0);
+  EXPECT_EQ(registry_->Roles()[7], v1::PROCESS_ROLE_HELPER);
+  EXPECT_EQ(registry_->Roles()[2], v1::PROCESS_ROLE_WORKER);
+}
+
+TEST_F(RolesTest, SelectsWorkersByDefault) {
+  v1::ProcessSelector s;
+  s.set_job_id("9");
+  EXPECT_THAT(Pids(s), ElementsAre(200, 201));
+  EXPECT_EQ(registry_->Select(s).left_out_by_role, 3u);
+  s.set_include_helpers(true);
+  EXPECT_THAT(Pids(s), ElementsAre(100, 200, 201, 300, 301));
+}
+
+TEST_F(RolesTest, PidsSelectDescendants) {
+  v1::ProcessSelector s;
+  s.add_pids(100);  // the launcher stands for its workers
+  EXPECT_THAT(Pids(s), ElementsAre(200, 201));
+  s.set_include_helpers(true);
+  EXPECT_THAT(Pids(s), ElementsAre(100, 200, 201, 300, 301));
+  s.Clear();
+  s.add_pids(300);  // a helper named by pid is taken as asked
+  EXPECT_THAT(Pids(s), ElementsAre(300));
+  s.Clear();
+  s.add_pids(200);  // a rank: its helpers only with include_helpers
+  EXPECT_THAT(Pids(s), ElementsAre(200));
+  s.Clear();
+  s.add_pids(50);  // an unattached ancestor
+  EXPECT_THAT(Pids(s), ElementsAre(200, 201));
+  s.Clear();
+  s.add_pids(1);
+  EXPECT_THAT(Pids(s), ElementsAre(200, 201, 400));
+  s.set_job_id("other");
+  EXPECT_THAT(Pids(s), ElementsAre(400));
+}
+
+TEST_F(RolesTest, RanksLabelsAndLimit) {
+  Attach(7, 500, "9", 3, {"team=ml", "zone=a"});
+  Attach(8, 501, "9", 2, {"team=ml", "zone=b"});
+  Attach(9, 502, "9", -1, {"team=ml"});
+  v1::ProcessSelector s;
+  v1::RankRange* r = s.add_ranks();
+  r->set_first(1);
+  r->set_last(2);
+  EXPECT_THAT(Pids(s), ElementsAre(201, 501));
+  r = s.add_ranks();
+  r->set_first(3);
+  r->set_last(3);
+  EXPECT_THAT(Pids(s), ElementsAre(201, 500, 501));
+  s.set_job_id("other");
+  EXPECT_THAT(Pids(s), ElementsAre());
+
+  s.Clear();
+  (*s.mutable_labels())["team"] = "ml";
+  EXPECT_THAT(Pids(s), ElementsAre(500, 501, 502));
+  (*s.mutable_labels())["zone"] = "b";
+  EXPECT_THAT(Pids(s), ElementsAre(501));
+  (*s.mutable_labels())["zone"] = "c";
+  EXPECT_THAT(Pids(s), ElementsAre());
+
+  s.Clear();
+  s.set_job_id("9");
+  s.set_limit(3);
+  // By rank (unknown last), then pid; the output keeps attach order.
+  EXPECT_THAT(Pids(s), ElementsAre(200, 201, 501));
+  s.set_limit(5);
+  EXPECT_THAT(Pids(s), ElementsAre(200, 201, 500, 501, 502));
+  s.set_limit(100);
+  EXPECT_EQ(Pids(s).size(), 5u);
+  s.clear_job_id();
+  s.set_limit(2);
+  EXPECT_TRUE(Pids(s).empty());
+  EXPECT_EQ(registry_->Select(s, /*all_when_empty=*/true).processes.size(), 2u);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // The RPC side of DaemonCore and a trace's life cycle: request validation,
 // selection, StartCapture, deadline, cancellation and completion.
+#include <algorithm>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
@@ -8,20 +11,79 @@
 #include "daemon/core/cupti_names.h"
 #include "daemon/core/daemon_core_impl.h"
 #include "daemon/core/proto_time.h"
+#include "daemon/core/selector.h"
+#include "daemon/core/steps.h"
 
 namespace gpuctl::daemon {
 namespace {
 
 constexpr size_t kRecentTraceIds = 4096;
-constexpr int kMaxSelectorPids = 4096;
 // Far more than the distinct names; bounds what a request can carry.
 constexpr int kMaxActivities = 64;
+constexpr uint32_t kMaxIterations = 1000000;
+// How far ahead a start instant may be, and the largest start skew.
+constexpr absl::Duration kMaxStartAhead = absl::Hours(1);
+constexpr absl::Duration kMaxStartSkew = absl::Hours(1);
+constexpr absl::Duration kDefaultMaxStartSkew = absl::Milliseconds(50);
+constexpr uint32_t kDefaultStepMargin = 2;
 
 v1::ProcessResult ResultWith(v1::CaptureStatus status, std::string message) {
   v1::ProcessResult result;
   result.set_status(status);
   result.set_message(std::move(message));
   return result;
+}
+
+// The clock truncated to whole nanoseconds, the precision of everything the
+// daemon reports, so reported differences add up exactly.
+absl::Time NowNanos(Clock* clock) { return absl::FromUnixNanos(absl::ToUnixNanos(clock->Now())); }
+
+// The window length (time window) or the bound (iteration window).
+absl::StatusOr<absl::Duration> RequestDuration(const v1::TraceRequest& request,
+                                               absl::Duration max_duration) {
+  if (!request.has_duration()) {
+    if (request.iterations() > 0) return max_duration;
+    return absl::InvalidArgumentError("duration is required");
+  }
+  auto d = FromProtoDuration(request.duration());
+  if (!d.ok()) return d.status();
+  if (*d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration must be positive, got ", absl::FormatDuration(*d)));
+  }
+  if (*d > max_duration) {
+    return absl::InvalidArgumentError(absl::StrCat("duration ", absl::FormatDuration(*d),
+                                                   " exceeds this daemon's maximum of ",
+                                                   absl::FormatDuration(max_duration)));
+  }
+  return *d;
+}
+
+absl::Status ValidateSteps(const v1::TraceRequest& request) {
+  if (request.iterations() > kMaxIterations) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("iterations ", request.iterations(), " exceeds the maximum of ", kMaxIterations));
+  }
+  if (request.has_start_step() && request.iterations() == 0) {
+    return absl::InvalidArgumentError("start_step needs iterations (an iteration window)");
+  }
+  if (request.has_start_step() && request.start_step() > kMaxPlausibleStep) {
+    return absl::InvalidArgumentError(absl::StrCat("start_step ", request.start_step(),
+                                                   " exceeds the maximum of ", kMaxPlausibleStep));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> RequestStartSkew(const v1::TraceRequest& request) {
+  if (!request.has_max_start_skew()) return kDefaultMaxStartSkew;
+  auto skew = FromProtoDuration(request.max_start_skew());
+  if (!skew.ok()) return skew.status();
+  if (*skew < absl::ZeroDuration() || *skew > kMaxStartSkew) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_start_skew ", absl::FormatDuration(*skew), " is not between 0 and ",
+                     absl::FormatDuration(kMaxStartSkew)));
+  }
+  return *skew;
 }
 
 }  // namespace
@@ -31,33 +93,15 @@ std::unique_ptr<DaemonCore> DaemonCore::Create(const CoreOptions& options, const
 }
 
 absl::Status DaemonCoreImpl::ValidateRequest(const v1::TraceRequest& request,
-                                             absl::Duration* duration) {
-  if (!request.has_duration()) return absl::InvalidArgumentError("duration is required");
-  auto d = FromProtoDuration(request.duration());
-  if (!d.ok()) return d.status();
-  if (*d <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("duration must be positive, got ", absl::FormatDuration(*d)));
-  }
-  if (*d > options_.max_duration) {
-    return absl::InvalidArgumentError(absl::StrCat("duration ", absl::FormatDuration(*d),
-                                                   " exceeds this daemon's maximum of ",
-                                                   absl::FormatDuration(options_.max_duration)));
-  }
+                                             TraceSession* session) {
+  if (auto st = ValidateSteps(request); !st.ok()) return st;
+  absl::StatusOr<absl::Duration> duration = RequestDuration(request, options_.max_duration);
+  if (!duration.ok()) return duration.status();
   const v1::ProcessSelector& selector = request.selector();
-  if (selector.job_id().empty() && selector.pids_size() == 0) {
-    return absl::InvalidArgumentError("select processes with a job id or pids");
+  if (!HasCriterion(selector)) {
+    return absl::InvalidArgumentError("select processes with a job id, pids, ranks or labels");
   }
-  if (selector.job_id().size() > kMaxJobIdBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("job id is longer than ", kMaxJobIdBytes, " bytes"));
-  }
-  if (selector.pids_size() > kMaxSelectorPids) {
-    return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxSelectorPids, " pids"));
-  }
-  for (int32_t pid : selector.pids()) {
-    if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
-  }
+  if (auto st = ValidateSelector(selector); !st.ok()) return st;
   if (request.activities_size() > kMaxActivities) {
     return absl::InvalidArgumentError(
         absl::StrCat("more than ", kMaxActivities, " activities; valid: ", ActivityNameList()));
@@ -66,7 +110,36 @@ absl::Status DaemonCoreImpl::ValidateRequest(const v1::TraceRequest& request,
       !st.ok()) {
     return st;
   }
-  *duration = *d;
+  absl::StatusOr<absl::Duration> skew = RequestStartSkew(request);
+  if (!skew.ok()) return skew.status();
+  const absl::Time now = session->created_at;
+  absl::Time start = now + options_.start_delay;
+  if (request.has_start_time()) {
+    absl::StatusOr<absl::Time> t = FromProtoTimestamp(request.start_time(), "start_time");
+    if (!t.ok()) return t.status();
+    if (*t - now > kMaxStartAhead) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("start_time is ", absl::FormatDuration(*t - now),
+                       " ahead of this daemon's clock, more than ",
+                       absl::FormatDuration(kMaxStartAhead), " (clocks out of sync?)"));
+    }
+    start = *t;
+  }
+  if (request.has_caller_time()) {
+    absl::StatusOr<absl::Time> caller = FromProtoTimestamp(request.caller_time(), "caller_time");
+    if (!caller.ok()) return caller.status();
+    v1::ClockOffset clock;
+    *clock.mutable_offset() = ToProtoDuration(now - *caller);
+    *clock.mutable_caller_time() = request.caller_time();
+    *clock.mutable_received_at() = ToProtoTimestamp(now);
+    session->clock = std::move(clock);
+  }
+  // An iteration window is watched for from receipt until the bound.
+  session->start = request.iterations() > 0 ? now : start;
+  session->end = session->start + *duration;
+  session->max_start_skew = *skew;
+  session->iterations = request.iterations();
+  session->start_step = request.start_step();
   return absl::OkStatus();
 }
 
@@ -90,56 +163,76 @@ absl::StatusOr<std::string> DaemonCoreImpl::ChooseTraceId(const v1::TraceRequest
   return request.trace_id();
 }
 
+absl::Status DaemonCoreImpl::NothingMatched(const v1::TraceRequest& request,
+                                            const Selection& selection) {
+  std::string hint;
+  if (selection.left_out_by_role > 0) {
+    hint = absl::StrCat("; ", selection.left_out_by_role,
+                        " matched but are launchers or helpers, which include_helpers selects");
+  }
+  return absl::NotFoundError(absl::StrCat("no attached process matches ",
+                                          DescribeSelector(request.selector()), " on host ",
+                                          options_.hostname, " (", registry_.DescribeAttached(),
+                                          hint, ")"));
+}
+
+uint64_t DaemonCoreImpl::PickSessionStartStep(const v1::TraceRequest& request,
+                                              const Selection& selection) {
+  int64_t largest = -1;
+  for (const SelectedProcess& selected : selection.processes) {
+    if (selected.process->steps == nullptr) continue;
+    StepReading reading = selected.process->steps->Read();
+    if (reading.has_step) largest = std::max(largest, static_cast<int64_t>(reading.current_step));
+  }
+  uint32_t margin = request.step_margin() == 0 ? kDefaultStepMargin : request.step_margin();
+  return PickStartStep(largest, request.step_roundup(), margin);
+}
+
 absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& request,
                                                        std::shared_ptr<TraceObserver> observer) {
   if (observer == nullptr) return absl::InvalidArgumentError("StartTrace needs an observer");
-  absl::Duration duration;
-  if (auto st = ValidateRequest(request, &duration); !st.ok()) return st;
-  auto id = ChooseTraceId(request);
-  if (!id.ok()) return id.status();
-  std::vector<AttachedProcess*> selected = registry_.Select(request.selector());
-  if (selected.empty()) {
-    return absl::NotFoundError(
-        absl::StrCat("no attached process matches ", DescribeSelector(request.selector()),
-                     " on host ", options_.hostname, " (", registry_.DescribeAttached(), ")"));
-  }
-
   auto owned = std::make_unique<TraceSession>();
   TraceSession& session = *owned;
+  session.created_at = NowNanos(deps_.clock);
+  if (auto st = ValidateRequest(request, &session); !st.ok()) return st;
+  auto id = ChooseTraceId(request);
+  if (!id.ok()) return id.status();
+  Selection selection = registry_.Select(request.selector());
+  if (selection.processes.empty()) return NothingMatched(request, selection);
+
   session.id = *id;
   session.request = request;
+  session.selector_text = DescribeSelector(request.selector());
   session.observer = std::move(observer);
-  session.created_at = deps_.clock->Now();
-  session.start = session.created_at + options_.start_delay;
-  session.end = session.start + duration;
-  session.pending = selected.size();
+  if (session.iteration_window() && !request.has_start_step()) {
+    session.start_step = PickSessionStartStep(request, selection);
+  }
+  session.pending = selection.processes.size();
   std::vector<std::pair<size_t, std::string>> busy;
-  for (AttachedProcess* process : selected) {
-    session.slots.push_back({process->peer, process->info, false, false, {}});
+  for (const SelectedProcess& selected : selection.processes) {
+    const AttachedProcess* process = selected.process;
+    session.slots.push_back({process->peer, Registry::Info(*process, selected.role)});
     if (process->info.capture_state() != v1::CAPTURE_STATE_IDLE) {
       busy.emplace_back(session.slots.size() - 1,
                         absl::StrCat("already capturing trace ", process->info.current_trace_id()));
     }
   }
   sessions_.emplace(session.id, std::move(owned));
+  EmitStarted(session);
+  LogInfo("trace started",
+          {{"trace_id", session.id},
+           {"selector", session.selector_text},
+           {"processes", session.slots.size()},
+           {"busy", busy.size()},
+           {"start", absl::FormatTime(session.start)},
+           {"duration", absl::FormatDuration(session.duration())},
+           {"iterations", session.iterations},
+           {"start_step", session.start_step}});
 
-  v1::TraceEvent started;
-  v1::TraceStarted* s = started.mutable_started();
-  s->set_trace_id(session.id);
-  s->set_host(options_.hostname);
-  *s->mutable_start_time() = ToProtoTimestamp(session.start);
-  *s->mutable_end_time() = ToProtoTimestamp(session.end);
-  for (const TraceSlot& slot : session.slots) *s->add_processes() = slot.info;
-  session.Emit(started);
-  LogInfo("trace started", {{"trace_id", session.id},
-                            {"selector", DescribeSelector(request.selector())},
-                            {"processes", session.slots.size()},
-                            {"busy", busy.size()},
-                            {"duration", absl::FormatDuration(duration)}});
-
-  session.deadline_timer =
-      deps_.loop->PostDelayed(options_.start_delay + duration + options_.result_grace,
-                              [this, trace_id = session.id] { OnDeadline(trace_id); });
+  // A start in the past does not shorten the wait: the processes open at
+  // once and run the full window.
+  ArmDeadline(session, std::max(session.start, session.created_at) + session.duration() +
+                           options_.result_grace);
   size_t next_busy = 0;
   for (size_t i = 0; i < session.slots.size(); ++i) {
     if (next_busy < busy.size() && busy[next_busy].first == i) {
@@ -152,14 +245,49 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   return session.id;
 }
 
+void DaemonCoreImpl::EmitStarted(TraceSession& session) {
+  v1::TraceEvent started;
+  v1::TraceStarted* s = started.mutable_started();
+  s->set_trace_id(session.id);
+  s->set_host(options_.hostname);
+  *s->mutable_start_time() = ToProtoTimestamp(session.start);
+  *s->mutable_end_time() = ToProtoTimestamp(session.end);
+  for (const TraceSlot& slot : session.slots) *s->add_processes() = slot.info;
+  *s->mutable_received_at() = ToProtoTimestamp(session.created_at);
+  if (session.clock.has_value()) *s->mutable_clock() = *session.clock;
+  if (session.iteration_window()) {
+    s->set_start_step(session.start_step);
+    s->set_iterations(session.iterations);
+  } else {
+    *s->mutable_max_start_skew() = ToProtoDuration(session.max_start_skew);
+  }
+  session.Emit(started);
+}
+
+void DaemonCoreImpl::ArmDeadline(TraceSession& session, absl::Time deadline) {
+  if (session.deadline_timer != 0) deps_.loop->Cancel(session.deadline_timer);
+  session.deadline = deadline;
+  session.deadline_timer =
+      deps_.loop->PostDelayed(std::max(deadline - deps_.clock->Now(), absl::ZeroDuration()),
+                              [this, trace_id = session.id] { OnDeadline(trace_id); });
+}
+
 void DaemonCoreImpl::SendStart(TraceSession& session, TraceSlot& slot) {
   v1::ipc::DaemonMessage message;
   v1::ipc::StartCapture* start = message.mutable_start_capture();
   start->set_trace_id(session.id);
   start->set_start_time_unix_ns(absl::ToUnixNanos(session.start));
-  start->set_duration_ns(absl::ToInt64Nanoseconds(session.end - session.start));
+  start->set_duration_ns(absl::ToInt64Nanoseconds(session.duration()));
   start->set_max_buffer_bytes(options_.max_buffer_bytes);
   *start->mutable_activities() = session.request.activities();
+  if (session.iteration_window()) {
+    start->set_start_step(session.start_step);
+    start->set_iterations(session.iterations);
+  } else {
+    // 0 on the wire means the library's default: a zero skew goes as 1ns.
+    start->set_max_start_skew_ns(
+        std::max<int64_t>(absl::ToInt64Nanoseconds(session.max_start_skew), 1));
+  }
   absl::Status st = deps_.peers->Send(slot.peer, message);
   if (!st.ok()) {
     FinishSlot(session, slot,
@@ -170,7 +298,45 @@ void DaemonCoreImpl::SendStart(TraceSession& session, TraceSlot& slot) {
   AttachedProcess* process = registry_.Find(slot.peer);
   process->info.set_capture_state(v1::CAPTURE_STATE_ARMED);
   process->info.set_current_trace_id(session.id);
-  session.Emit(ProgressEvent(slot.info.pid(), v1::PROCESS_PHASE_REQUESTED));
+  v1::TraceEvent event = ProgressEvent(slot.info.pid(), v1::PROCESS_PHASE_REQUESTED);
+  if (slot.joined) *event.mutable_progress()->mutable_joined() = slot.info;
+  session.Emit(event);
+}
+
+void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
+  const absl::Time now = deps_.clock->Now();
+  std::vector<TraceSession*> candidates;
+  for (auto& [id, session] : sessions_) {
+    const v1::ProcessSelector& selector = session->request.selector();
+    if (session->finishing || session->cancelled || now >= session->end ||
+        selector.pids_size() > 0 || selector.limit() > 0) {
+      continue;
+    }
+    candidates.push_back(session.get());
+  }
+  std::sort(candidates.begin(), candidates.end(), [](const TraceSession* a, const TraceSession* b) {
+    return std::tie(a->created_at, a->id) < std::tie(b->created_at, b->id);
+  });
+  for (TraceSession* session : candidates) {
+    Selection selection = registry_.Select(session->request.selector());
+    auto it = std::find_if(selection.processes.begin(), selection.processes.end(),
+                           [peer](const SelectedProcess& s) { return s.process->peer == peer; });
+    if (it == selection.processes.end()) continue;
+    session->slots.push_back({peer, Registry::Info(*it->process, it->role)});
+    TraceSlot& slot = session->slots.back();
+    slot.joined = true;
+    ++session->pending;
+    LogInfo("process joined trace", {{"trace_id", session->id}, {"pid", slot.info.pid()}});
+    // Past the start instant (and its skew) a time window runs its full
+    // length from the process's opening: wait for that too.
+    if (!session->iteration_window()) {
+      absl::Time deadline = std::max(session->start, now) + session->duration() +
+                            options_.result_grace;
+      if (deadline > session->deadline) ArmDeadline(*session, deadline);
+    }
+    SendStart(*session, slot);
+    return;
+  }
 }
 
 void DaemonCoreImpl::SendCancel(const TraceSession& session, PeerId peer,
@@ -188,10 +354,17 @@ void DaemonCoreImpl::OnDeadline(const std::string& trace_id) {
   TraceSession* session = FindSession(trace_id);
   if (session == nullptr) return;
   session->deadline_timer = 0;
-  std::string message = absl::StrCat(
-      "no result within ",
-      absl::FormatDuration(session->end - session->start + options_.result_grace),
-      " of the window start (window plus ", absl::FormatDuration(options_.result_grace), " grace)");
+  const std::string grace = absl::FormatDuration(options_.result_grace);
+  std::string message =
+      session->iteration_window()
+          ? absl::StrCat("no result within ",
+                         absl::FormatDuration(session->duration() + options_.result_grace),
+                         " of the request (the ", absl::FormatDuration(session->duration()),
+                         " bound on the wait for step ", session->start_step, " plus ", grace,
+                         " grace)")
+          : absl::StrCat("no result within ",
+                         absl::FormatDuration(session->duration() + options_.result_grace),
+                         " of the window start (window plus ", grace, " grace)");
   // A slot whose data is being processed has delivered; it finishes on its own.
   for (TraceSlot& slot : session->slots) {
     if (slot.done || slot.processing) continue;
@@ -274,13 +447,16 @@ void DaemonCoreImpl::RememberTraceId(const std::string& id) {
   }
 }
 
-v1::ListProcessesResponse DaemonCoreImpl::ListProcesses(const v1::ListProcessesRequest& request) {
+absl::StatusOr<v1::ListProcessesResponse> DaemonCoreImpl::ListProcesses(
+    const v1::ListProcessesRequest& request) {
+  if (auto st = ValidateSelector(request.selector()); !st.ok()) return st;
   v1::ListProcessesResponse response;
   response.set_host(options_.hostname);
   absl::Time now = deps_.clock->Now();
-  for (AttachedProcess* process : registry_.Select(request.selector())) {
+  Selection selection = registry_.Select(request.selector(), /*all_when_empty=*/true);
+  for (const SelectedProcess& selected : selection.processes) {
     v1::ProcessInfo* info = response.add_processes();
-    *info = process->info;
+    *info = Registry::Info(*selected.process, selected.role);
     // A process past its window without a result yet is collecting.
     TraceSession* session = FindSession(info->current_trace_id());
     if (session != nullptr && now >= session->end &&

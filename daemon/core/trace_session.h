@@ -2,6 +2,7 @@
 #define GPUCTL_DAEMON_CORE_TRACE_SESSION_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/peer_channel.h"
+#include "gpuctl/v1/ipc.pb.h"
 #include "gpuctl/v1/manifest.pb.h"
 #include "gpuctl/v1/service.pb.h"
 
@@ -21,6 +23,7 @@ struct TraceSlot {
   v1::ProcessInfo info;     // as selected
   bool processing = false;  // payload handed to the worker
   bool done = false;        // `result` is final
+  bool joined = false;      // attached after the request and joined it
   v1::ProcessResult result;
 };
 
@@ -29,16 +32,31 @@ struct TraceSlot {
 struct TraceSession {
   std::string id;
   v1::TraceRequest request;
+  std::string selector_text;  // DescribeSelector(request.selector())
   std::shared_ptr<TraceObserver> observer;
+  // The daemon's clock when the request arrived.
   absl::Time created_at;
+  // Time window: the start instant. Iteration window: created_at (the
+  // processes watch for the start step from receipt).
   absl::Time start;
+  // start + duration: the window's end, or the bound of an iteration
+  // window's wait.
   absl::Time end;
+  absl::Duration max_start_skew;
+  uint32_t iterations = 0;  // > 0: iteration window
+  uint64_t start_step = 0;
+  // Set when the request carried caller_time.
+  std::optional<v1::ClockOffset> clock;
+  // When slots still without a result time out.
+  absl::Time deadline;
   TaskRunner::TimerId deadline_timer = 0;
   std::vector<TraceSlot> slots;
   size_t pending = 0;      // slots without a final result
   bool finishing = false;  // every slot done; manifest being written
   bool cancelled = false;
 
+  bool iteration_window() const { return iterations > 0; }
+  absl::Duration duration() const { return end - start; }
   TraceSlot* FindSlot(PeerId peer) {
     for (TraceSlot& slot : slots) {
       if (slot.peer == peer) return &slot;
@@ -49,6 +67,14 @@ struct TraceSession {
 };
 
 v1::TraceEvent ProgressEvent(int32_t pid, v1::ProcessPhase phase, std::string message = "");
+
+// The parts of a ProcessResult that come from the process's CaptureResult
+// and the session: window, start skew (time windows), late start, steps.
+v1::ProcessResult WindowResult(const TraceSession& session, const v1::ipc::CaptureResult& result);
+
+// What an OK result's message adds for a window that did not run as asked:
+// a late start, an iteration window cut short by its bound. Empty otherwise.
+std::string WindowNote(const TraceSession& session, const v1::ProcessResult& result);
 
 // The manifest stored beside a finished trace.
 v1::TraceManifest BuildManifest(const TraceSession& session, const CoreOptions& options,

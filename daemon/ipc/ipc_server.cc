@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/ipc/payload.h"
+#include "daemon/ipc/step_counter_page.h"
 
 namespace gpuctl::daemon {
 namespace {
@@ -202,8 +203,11 @@ bool IpcServer::HandleDatagram(const std::shared_ptr<Peer>& peer, absl::Span<con
     DropPeer(peer, "malformed message", Notify::kNow);
     return false;
   }
-  if (!fds.empty() && !(msg.has_capture_result() &&
-                        msg.capture_result().transport() == v1::ipc::PAYLOAD_TRANSPORT_MEMFD)) {
+  const bool may_carry_fd =
+      (msg.has_capture_result() &&
+       msg.capture_result().transport() == v1::ipc::PAYLOAD_TRANSPORT_MEMFD) ||
+      (msg.has_hello() && msg.hello().step_counter());
+  if (!fds.empty() && !may_carry_fd) {
     DropPeer(peer, absl::StrCat("unexpected file descriptor on ", MessageName(msg)), Notify::kNow);
     return false;
   }
@@ -217,7 +221,7 @@ bool IpcServer::HandleDatagram(const std::shared_ptr<Peer>& peer, absl::Span<con
         DropPeer(peer, "duplicate Hello", Notify::kNow);
         return false;
       }
-      return HandleHello(peer, msg.hello());
+      return HandleHello(peer, msg.hello(), std::move(fds));
     case ClientMessage::kCaptureStarted:
       core_->OnCaptureStarted(peer->id, msg.capture_started());
       return !peer->closed;
@@ -237,10 +241,26 @@ bool IpcServer::HandleDatagram(const std::shared_ptr<Peer>& peer, absl::Span<con
   return true;
 }
 
-bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::Hello& hello) {
+bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::Hello& hello,
+                            std::vector<UniqueFd> fds) {
   if (peer->hello_timer != 0) loop_->Cancel(peer->hello_timer);
   peer->hello_timer = 0;
-  absl::Status status = core_->OnPeerHello(peer->id, peer->creds, hello);
+  std::unique_ptr<StepCounterView> steps;
+  if (hello.step_counter()) {
+    if (fds.size() != 1) {
+      DropPeer(peer, "Hello refused: it announces a step counter but carries no file descriptor",
+               Notify::kNow);
+      return false;
+    }
+    absl::StatusOr<std::unique_ptr<StepCounterView>> mapped =
+        MapStepCounterPage(std::move(fds[0]));
+    if (!mapped.ok()) {
+      DropPeer(peer, absl::StrCat("Hello refused: ", mapped.status().message()), Notify::kNow);
+      return false;
+    }
+    steps = std::move(*mapped);
+  }
+  absl::Status status = core_->OnPeerHello(peer->id, peer->creds, hello, std::move(steps));
   if (peer->closed) return false;
   if (!status.ok()) {
     DropPeer(peer, absl::StrCat("Hello refused: ", status.message()), Notify::kNow);

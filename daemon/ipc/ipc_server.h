@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/peer_channel.h"
+#include "daemon/core/registry.h"
 #include "daemon/ipc/unix_socket.h"
 #include "daemon/runtime/event_loop.h"
 #include "gpuctl/v1/ipc.pb.h"
@@ -42,6 +43,10 @@ inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
 // from inside one of its own calls into PeerChannel: OnPeerGone caused by
 // Send or Disconnect is posted to the loop.
 //
+// A Hello with step_counter set must carry the step counter memfd; the
+// server checks and maps it and hands the core a read-only view, which the
+// core owns from then on.
+//
 // OnPeerGone is reported only for peers whose Hello the core accepted.
 // A peer that breaks the protocol (oversize or malformed datagram, an
 // unexpected or invalid descriptor, a payload that does not add up) is
@@ -50,8 +55,8 @@ inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
 class IpcServer final : public PeerChannel {
  public:
   // The IPC protocol version announced in HelloAck.
-  static constexpr uint32_t kProtocolMajor = 1;
-  static constexpr uint32_t kProtocolMinor = 0;
+  static constexpr uint32_t kProtocolMajor = kIpcProtocolMajor;
+  static constexpr uint32_t kProtocolMinor = kIpcProtocolMinor;
 
   // Binds and listens (see ListenSeqpacket); accepts nothing until Start().
   static absl::StatusOr<std::unique_ptr<IpcServer>> Create(const IpcServerOptions& options,
@@ -99,7 +104,10 @@ class IpcServer final : public PeerChannel {
   // Handles one datagram; returns false once the peer is closed.
   bool HandleDatagram(const std::shared_ptr<Peer>& peer, absl::Span<const uint8_t> data,
                       std::vector<UniqueFd> fds);
-  bool HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::Hello& hello);
+  // Maps the step counter the Hello shares (refusing the Hello when its
+  // descriptor is missing or fails the checks), then asks the core.
+  bool HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::Hello& hello,
+                   std::vector<UniqueFd> fds);
   bool HandleResult(const std::shared_ptr<Peer>& peer, const v1::ipc::CaptureResult& result,
                     std::vector<UniqueFd> fds);
   bool HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk);

@@ -53,14 +53,15 @@ TEST_F(IpcServerTest, HelloIsRoutedWithKernelCredentialsAndAcknowledged) {
                                        Field(&PeerCredentials::uid, getuid()),
                                        Field(&PeerCredentials::gid, getgid())),
                                  AllOf(Property(&v1::ipc::Hello::pid, getpid()),
-                                       Property(&v1::ipc::Hello::job_id, "job-7"))))
+                                       Property(&v1::ipc::Hello::job_id, "job-7")),
+                                 ::testing::IsNull()))
       .WillOnce(Return(absl::OkStatus()));
   ASSERT_TRUE(client.SendHello().ok());
   auto ack = client.Receive();
   ASSERT_TRUE(ack.ok()) << ack.status();
   ASSERT_TRUE(ack->has_hello_ack());
   EXPECT_EQ(ack->hello_ack().protocol_major(), 1u);
-  EXPECT_EQ(ack->hello_ack().protocol_minor(), 0u);
+  EXPECT_EQ(ack->hello_ack().protocol_minor(), 1u);
   EXPECT_EQ(ack->hello_ack().daemon_version(), "9.9.9-test");
   EXPECT_EQ(ack->hello_ack().max_payload_bytes(), IpcServerOptions{}.max_payload_bytes);
   absl::Notification gone;
@@ -71,7 +72,7 @@ TEST_F(IpcServerTest, HelloIsRoutedWithKernelCredentialsAndAcknowledged) {
 
 TEST_F(IpcServerTest, RefusedHelloClosesTheConnectionWithoutAck) {
   IpcTestClient client = Connect();
-  EXPECT_CALL(core_, OnPeerHello(_, _, _))
+  EXPECT_CALL(core_, OnPeerHello(_, _, _, _))
       .WillOnce(Return(absl::PermissionDeniedError("pid 1 does not match the socket's pid")));
   ASSERT_TRUE(client.SendHello().ok());
   // The core never accepted the peer, so it hears nothing more of it.

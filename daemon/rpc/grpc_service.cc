@@ -19,8 +19,9 @@ grpc::ServerUnaryReactor* GrpcService::ListProcesses(grpc::CallbackServerContext
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // request and response stay valid until Finish.
   loop_->Post([this, reactor, request, response] {
-    *response = core_->ListProcesses(*request);
-    reactor->Finish(grpc::Status::OK);
+    absl::StatusOr<v1::ListProcessesResponse> listed = core_->ListProcesses(*request);
+    if (listed.ok()) *response = std::move(*listed);
+    reactor->Finish(ToGrpcStatus(listed.status()));
   });
   return reactor;
 }

@@ -209,6 +209,17 @@ TEST_F(GrpcServiceTest, ListProcessesAndGetStatusRunOnTheLoop) {
   EXPECT_EQ(status.attached_processes(), 4u);
 }
 
+TEST_F(GrpcServiceTest, ListProcessesRefusalKeepsItsCodeAndMessage) {
+  EXPECT_CALL(core_, ListProcesses(_)).WillOnce([](const v1::ListProcessesRequest&) {
+    return absl::InvalidArgumentError("rank range 3-1 is empty: its first rank exceeds its last");
+  });
+  grpc::ClientContext ctx;
+  v1::ListProcessesResponse processes;
+  grpc::Status st = stub_->ListProcesses(WithDeadline(&ctx), v1::ListProcessesRequest(), &processes);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message(), "rank range 3-1 is empty: its first rank exceeds its last");
+}
+
 TEST_F(GrpcServiceTest, ListTracesReturnsTheStoreAnswerOrItsMappedError) {
   v1::TraceManifest manifest;
   manifest.set_trace_id("t-9");

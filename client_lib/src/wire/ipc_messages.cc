@@ -32,6 +32,10 @@ void PutFields(Sink& s, const Hello& m) {
     PutLengthDelimitedAlways(s, 11, arg);
   }
   PutVarintField(s, 12, m.capabilities);
+  for (const std::string& label : m.labels) {
+    PutLengthDelimitedAlways(s, 13, label);
+  }
+  PutVarintField(s, 14, m.step_counter ? 1 : 0);
 }
 
 template <typename Sink>
@@ -52,6 +56,9 @@ void PutFields(Sink& s, const StartCapture& m) {
     PutLengthDelimitedAlways(s, 5, activity);
   }
   PutVarintField(s, 6, m.activity_buffer_bytes);
+  PutVarintField(s, 7, static_cast<uint64_t>(m.max_start_skew_ns));
+  PutVarintField(s, 8, m.start_step);
+  PutVarintField(s, 9, m.iterations);
 }
 
 template <typename Sink>
@@ -64,6 +71,8 @@ template <typename Sink>
 void PutFields(Sink& s, const CaptureStarted& m) {
   PutStringField(s, 1, m.trace_id);
   PutVarintField(s, 2, static_cast<uint64_t>(m.opened_at_unix_ns));
+  PutVarintField(s, 3, m.first_step);
+  PutVarintField(s, 4, m.late_start ? 1 : 0);
 }
 
 template <typename Sink>
@@ -79,6 +88,9 @@ void PutFields(Sink& s, const CaptureResult& m) {
   PutVarintField(s, 9, static_cast<uint64_t>(m.window_end_unix_ns));
   PutVarintField(s, 10, m.host_only ? 1 : 0);
   PutVarintField(s, 11, m.cupti_dropped_records);
+  PutVarintField(s, 12, m.late_start ? 1 : 0);
+  PutVarintField(s, 13, m.first_step);
+  PutVarintField(s, 14, m.steps);
 }
 
 template <typename Sink>
@@ -217,6 +229,11 @@ bool MergeField(const WireField& f, Hello* m) {
     case 12:
       SetUint64(f, &m->capabilities);
       break;
+    case 13:
+      return AddString(f, &m->labels);
+    case 14:
+      SetBool(f, &m->step_counter);
+      break;
     default:
       break;
   }
@@ -260,6 +277,15 @@ bool MergeField(const WireField& f, StartCapture* m) {
     case 6:
       SetUint64(f, &m->activity_buffer_bytes);
       break;
+    case 7:
+      SetInt64(f, &m->max_start_skew_ns);
+      break;
+    case 8:
+      SetUint64(f, &m->start_step);
+      break;
+    case 9:
+      SetUint32(f, &m->iterations);
+      break;
     default:
       break;
   }
@@ -284,6 +310,12 @@ bool MergeField(const WireField& f, CaptureStarted* m) {
       return SetString(f, &m->trace_id);
     case 2:
       SetInt64(f, &m->opened_at_unix_ns);
+      break;
+    case 3:
+      SetUint64(f, &m->first_step);
+      break;
+    case 4:
+      SetBool(f, &m->late_start);
       break;
     default:
       break;
@@ -323,6 +355,15 @@ bool MergeField(const WireField& f, CaptureResult* m) {
       break;
     case 11:
       SetUint64(f, &m->cupti_dropped_records);
+      break;
+    case 12:
+      SetBool(f, &m->late_start);
+      break;
+    case 13:
+      SetUint64(f, &m->first_step);
+      break;
+    case 14:
+      SetUint32(f, &m->steps);
       break;
     default:
       break;

@@ -15,7 +15,7 @@
 namespace gpuctl::wire {
 
 inline constexpr uint32_t kProtocolMajor = 1;
-inline constexpr uint32_t kProtocolMinor = 0;
+inline constexpr uint32_t kProtocolMinor = 1;
 // Largest datagram either side sends or accepts.
 inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
 
@@ -39,6 +39,8 @@ enum class PayloadTransport : int32_t { kNone = 0, kMemfd = 1, kInline = 2 };
 inline constexpr uint64_t kCapabilityMemfd = 1;
 inline constexpr uint64_t kCapabilityHostRanges = 2;
 inline constexpr uint64_t kCapabilityCupti = 4;
+inline constexpr uint64_t kCapabilityStepCounter = 8;
+inline constexpr uint64_t kCapabilityStepWindows = 16;
 
 struct Hello {
   uint32_t protocol_major = 0;
@@ -53,6 +55,8 @@ struct Hello {
   std::string hostname;
   std::vector<std::string> cmdline;
   uint64_t capabilities = 0;
+  std::vector<std::string> labels;  // "key=value" (minor 1)
+  bool step_counter = false;        // the datagram carries the step page (minor 1)
   bool operator==(const Hello&) const = default;
 };
 
@@ -71,6 +75,9 @@ struct StartCapture {
   uint64_t max_buffer_bytes = 0;
   std::vector<std::string> activities;
   uint64_t activity_buffer_bytes = 0;
+  int64_t max_start_skew_ns = 0;  // minor 1
+  uint64_t start_step = 0;        // minor 1
+  uint32_t iterations = 0;        // minor 1
   bool operator==(const StartCapture&) const = default;
 };
 
@@ -83,6 +90,8 @@ struct CancelCapture {
 struct CaptureStarted {
   std::string trace_id;
   int64_t opened_at_unix_ns = 0;
+  uint64_t first_step = 0;
+  bool late_start = false;
   bool operator==(const CaptureStarted&) const = default;
 };
 
@@ -99,6 +108,9 @@ struct CaptureResult {
   int64_t window_end_unix_ns = 0;
   bool host_only = false;
   uint64_t cupti_dropped_records = 0;
+  bool late_start = false;  // minor 1
+  uint64_t first_step = 0;  // minor 1
+  uint32_t steps = 0;       // minor 1
   bool operator==(const CaptureResult&) const = default;
 };
 

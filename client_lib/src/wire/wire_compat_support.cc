@@ -20,11 +20,17 @@ void Fill(const Hello& in, pb::Hello* out) {
     out->add_cmdline(arg);
   }
   out->set_capabilities(in.capabilities);
+  for (const std::string& label : in.labels) {
+    out->add_labels(label);
+  }
+  out->set_step_counter(in.step_counter);
 }
 
 void Fill(const CaptureStarted& in, pb::CaptureStarted* out) {
   out->set_trace_id(in.trace_id);
   out->set_opened_at_unix_ns(in.opened_at_unix_ns);
+  out->set_first_step(in.first_step);
+  out->set_late_start(in.late_start);
 }
 
 void Fill(const CaptureResult& in, pb::CaptureResult* out) {
@@ -39,6 +45,9 @@ void Fill(const CaptureResult& in, pb::CaptureResult* out) {
   out->set_window_end_unix_ns(in.window_end_unix_ns);
   out->set_host_only(in.host_only);
   out->set_cupti_dropped_records(in.cupti_dropped_records);
+  out->set_late_start(in.late_start);
+  out->set_first_step(in.first_step);
+  out->set_steps(in.steps);
 }
 
 void Fill(const PayloadChunk& in, pb::PayloadChunk* out) {
@@ -65,6 +74,9 @@ void Fill(const StartCapture& in, pb::StartCapture* out) {
     out->add_activities(activity);
   }
   out->set_activity_buffer_bytes(in.activity_buffer_bytes);
+  out->set_max_start_skew_ns(in.max_start_skew_ns);
+  out->set_start_step(in.start_step);
+  out->set_iterations(in.iterations);
 }
 
 void Fill(const CancelCapture& in, pb::CancelCapture* out) {
@@ -86,11 +98,16 @@ Hello Convert(const pb::Hello& in) {
   out.hostname = in.hostname();
   out.cmdline.assign(in.cmdline().begin(), in.cmdline().end());
   out.capabilities = in.capabilities();
+  out.labels.assign(in.labels().begin(), in.labels().end());
+  out.step_counter = in.step_counter();
   return out;
 }
 
 CaptureStarted Convert(const pb::CaptureStarted& in) {
-  return CaptureStarted{.trace_id = in.trace_id(), .opened_at_unix_ns = in.opened_at_unix_ns()};
+  return CaptureStarted{.trace_id = in.trace_id(),
+                        .opened_at_unix_ns = in.opened_at_unix_ns(),
+                        .first_step = in.first_step(),
+                        .late_start = in.late_start()};
 }
 
 CaptureResult Convert(const pb::CaptureResult& in) {
@@ -104,7 +121,10 @@ CaptureResult Convert(const pb::CaptureResult& in) {
                        .window_start_unix_ns = in.window_start_unix_ns(),
                        .window_end_unix_ns = in.window_end_unix_ns(),
                        .host_only = in.host_only(),
-                       .cupti_dropped_records = in.cupti_dropped_records()};
+                       .cupti_dropped_records = in.cupti_dropped_records(),
+                       .late_start = in.late_start(),
+                       .first_step = in.first_step(),
+                       .steps = in.steps()};
 }
 
 PayloadChunk Convert(const pb::PayloadChunk& in) {
@@ -126,7 +146,10 @@ StartCapture Convert(const pb::StartCapture& in) {
                       .duration_ns = in.duration_ns(),
                       .max_buffer_bytes = in.max_buffer_bytes(),
                       .activities = {in.activities().begin(), in.activities().end()},
-                      .activity_buffer_bytes = in.activity_buffer_bytes()};
+                      .activity_buffer_bytes = in.activity_buffer_bytes(),
+                      .max_start_skew_ns = in.max_start_skew_ns(),
+                      .start_step = in.start_step(),
+                      .iterations = in.iterations()};
 }
 
 CancelCapture Convert(const pb::CancelCapture& in) {
@@ -328,15 +351,26 @@ ClientMessage RandomMessages::Client(int alternative) {
         m.cmdline.push_back(Utf8String());
       }
       m.capabilities = Uint64();
+      const uint64_t labels = Below(5);
+      for (uint64_t i = 0; i < labels; ++i) {
+        m.labels.push_back(Utf8String());
+      }
+      m.step_counter = OneIn(2);
       return m;
     }
-    case 2:
-      return CaptureStarted{Utf8String(), Int64()};
+    case 2: {
+      CaptureStarted m{Utf8String(), Int64(), Uint64()};
+      m.late_start = OneIn(2);
+      return m;
+    }
     case 3: {
       CaptureResult m{Utf8String(), Int32(),  Utf8String(), Int32(), Uint64(),
                       Uint64(),     Uint64(), Int64(),      Int64()};
       m.host_only = OneIn(2);
       m.cupti_dropped_records = Uint64();
+      m.late_start = OneIn(2);
+      m.first_step = Uint64();
+      m.steps = Uint32();
       return m;
     }
     case 4:
@@ -360,6 +394,9 @@ DaemonMessage RandomMessages::Daemon(int alternative) {
         m.activities.push_back(Utf8String());
       }
       m.activity_buffer_bytes = Uint64();
+      m.max_start_skew_ns = Int64();
+      m.start_step = Uint64();
+      m.iterations = Uint32();
       return m;
     }
     case 3:

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -282,6 +283,63 @@ TEST(WireCompatMergeTest, MergeKeepsEarlierFieldsAppendsRepeatedAndLastScalarWin
   EXPECT_TRUE(ExpectSameVerdict<ClientMessage>(bytes, false));
 }
 
+// The fields of protocol minor 1, checked by name on protobuf's side so a
+// wrong field number cannot hide behind a symmetric mistake in the codec.
+TEST(WireCompatMinor1Test, NewFieldsLandInProtobufsFieldsByName) {
+  Hello hello;
+  hello.labels = {"team=a", "k8s.pod=trainer-0"};
+  hello.step_counter = true;
+  hello.capabilities = kCapabilityStepCounter | kCapabilityStepWindows;
+  pb::ClientMessage client;
+  ASSERT_TRUE(ProtoParse(WireEncode(ClientMessage(hello)), &client));
+  ASSERT_EQ(client.hello().labels_size(), 2);
+  EXPECT_EQ(client.hello().labels(1), "k8s.pod=trainer-0");
+  EXPECT_TRUE(client.hello().step_counter());
+  EXPECT_EQ(client.hello().capabilities(),
+            static_cast<uint64_t>(pb::CAPABILITY_STEP_COUNTER | pb::CAPABILITY_STEP_WINDOWS));
+
+  const CaptureStarted started{
+      .trace_id = "t", .opened_at_unix_ns = 5, .first_step = 1500, .late_start = true};
+  ASSERT_TRUE(ProtoParse(WireEncode(ClientMessage(started)), &client));
+  EXPECT_EQ(client.capture_started().first_step(), 1500u);
+  EXPECT_TRUE(client.capture_started().late_start());
+
+  CaptureResult result;
+  result.trace_id = "t";
+  result.late_start = true;
+  result.first_step = std::numeric_limits<uint64_t>::max();
+  result.steps = 3;
+  ASSERT_TRUE(ProtoParse(WireEncode(ClientMessage(result)), &client));
+  EXPECT_TRUE(client.capture_result().late_start());
+  EXPECT_EQ(client.capture_result().first_step(), std::numeric_limits<uint64_t>::max());
+  EXPECT_EQ(client.capture_result().steps(), 3u);
+
+  pb::DaemonMessage daemon;
+  pb::StartCapture* start = daemon.mutable_start_capture();
+  start->set_trace_id("t");
+  start->set_max_start_skew_ns(-7);
+  start->set_start_step(uint64_t{1} << 40);
+  start->set_iterations(std::numeric_limits<uint32_t>::max());
+  DaemonMessage decoded;
+  ASSERT_TRUE(Decode(daemon.SerializeAsString(), &decoded));
+  const StartCapture* got = std::get_if<StartCapture>(&decoded);
+  ASSERT_NE(got, nullptr);
+  EXPECT_EQ(got->max_start_skew_ns, -7);
+  EXPECT_EQ(got->start_step, uint64_t{1} << 40);
+  EXPECT_EQ(got->iterations, std::numeric_limits<uint32_t>::max());
+  EXPECT_EQ(kProtocolMinor, 1u);
+}
+
+// Labels are a repeated string: they append across merged Hellos, as in protobuf.
+TEST(WireCompatMinor1Test, LabelsAppendAcrossMergedHellos) {
+  const std::string bytes = WireEncode(ClientMessage(Hello{.labels = {"a=1"}})) +
+                            WireEncode(ClientMessage(Hello{.labels = {"b=2"}}));
+  ClientMessage decoded;
+  ASSERT_TRUE(Decode(bytes, &decoded));
+  EXPECT_EQ(std::get<Hello>(decoded).labels, (std::vector<std::string>{"a=1", "b=2"}));
+  EXPECT_TRUE(ExpectSameVerdict<ClientMessage>(bytes, false));
+}
+
 TYPED_TEST(WireCompatTest, TruncationAtEveryByteAgreesWithProtobuf) {
   using S = Schema<TypeParam>;
   for (int seed = 0; seed < kSeeds / 8; ++seed) {
@@ -381,6 +439,7 @@ TEST(WireCompatUtf8Test, InvalidUtf8InStringFieldsIsRefusedLikeProtobuf) {
   ExpectBothReject(ClientMessage(Hello{.job_id = bad}));
   ExpectBothReject(ClientMessage(Hello{.hostname = bad}));
   ExpectBothReject(ClientMessage(Hello{.cmdline = {"python", bad}}));
+  ExpectBothReject(ClientMessage(Hello{.labels = {"k=v", bad}}));
   ExpectBothReject(ClientMessage(CaptureStarted{.trace_id = bad}));
   ExpectBothReject(ClientMessage(CaptureResult{.trace_id = "t", .message = bad}));
   ExpectBothReject(ClientMessage(PayloadChunk{.trace_id = bad}));

@@ -16,6 +16,7 @@
 #include "daemon/core/gzip.h"
 #include "daemon/core/local_store.h"
 #include "daemon/core/testing/fake_peer_channel.h"
+#include "daemon/core/testing/fake_step_counter.h"
 #include "daemon/core/testing/payload_builder.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -25,9 +26,11 @@ namespace gpuctl::daemon {
 namespace fs = std::filesystem;
 using ::gpuctl::testing::FakeClock;
 using ::gpuctl::testing::FakePeerChannel;
+using ::gpuctl::testing::FakeStepCounter;
 using ::gpuctl::testing::FakeTaskRunner;
 using ::gpuctl::testing::ManualExecutor;
 using ::gpuctl::testing::PayloadBuilder;
+using ::gpuctl::testing::StepsAt;
 using ::gpuctl::testing::VectorPayload;
 
 class RecordingObserver : public TraceObserver {
@@ -85,7 +88,7 @@ class DaemonCoreTest : public ::testing::Test {
     core_ = DaemonCore::Create(options_, {&clock_, &loop_, &worker_, store_.get(), &peers_});
   }
 
-  void Attach(PeerId peer, int pid, const std::string& job, int rank = -1) {
+  static v1::ipc::Hello MakeHello(int pid, const std::string& job, int rank = -1) {
     v1::ipc::Hello hello;
     hello.set_protocol_major(1);
     hello.set_pid(pid);
@@ -95,7 +98,23 @@ class DaemonCoreTest : public ::testing::Test {
     hello.set_world_size(rank >= 0 ? 2 : -1);
     hello.set_library_version("0.1.0");
     hello.add_cmdline("python3");
-    ASSERT_TRUE(core_->OnPeerHello(peer, {pid, 1000, 1000}, hello).ok());
+    return hello;
+  }
+  void Attach(PeerId peer, int pid, const std::string& job, int rank = -1) {
+    ASSERT_TRUE(core_->OnPeerHello(peer, {pid, 1000, 1000}, MakeHello(pid, job, rank), nullptr).ok());
+  }
+  // Attaches a process sharing a step counter the test moves through the
+  // returned reading.
+  std::shared_ptr<StepReading> AttachStepping(PeerId peer, int pid, const std::string& job,
+                                              int rank, std::shared_ptr<StepReading> reading) {
+    v1::ipc::Hello hello = MakeHello(pid, job, rank);
+    hello.set_protocol_minor(1);
+    hello.set_step_counter(true);
+    EXPECT_TRUE(core_
+                    ->OnPeerHello(peer, {pid, 1000, 1000}, hello,
+                                  std::make_unique<FakeStepCounter>(reading))
+                    .ok());
+    return reading;
   }
 
   absl::StatusOr<std::string> Trace(const std::string& job, absl::Duration d,

@@ -153,8 +153,9 @@ void IpcServerFixture::RunOnLoop(absl::AnyInvocable<void() &&> fn) {
 
 PeerId IpcServerFixture::ConnectAndHello(IpcTestClient* client) {
   auto id = std::make_shared<std::atomic<PeerId>>(0);
-  EXPECT_CALL(core_, OnPeerHello(_, _, _))
-      .WillOnce([id](PeerId peer, const PeerCredentials&, const v1::ipc::Hello&) {
+  EXPECT_CALL(core_, OnPeerHello(_, _, _, _))
+      .WillOnce([id](PeerId peer, const PeerCredentials&, const v1::ipc::Hello&,
+                     std::unique_ptr<StepCounterView>) {
         id->store(peer);
         return absl::OkStatus();
       })

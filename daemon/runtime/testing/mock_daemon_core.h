@@ -14,7 +14,9 @@ namespace gpuctl::daemon {
 class MockDaemonCore : public DaemonCore {
  public:
   MOCK_METHOD(absl::Status, OnPeerHello,
-              (PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello), (override));
+              (PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
+               std::unique_ptr<StepCounterView> steps),
+              (override));
   MOCK_METHOD(void, OnCaptureStarted, (PeerId peer, const v1::ipc::CaptureStarted& started),
               (override));
   MOCK_METHOD(void, OnCaptureResult,
@@ -25,8 +27,8 @@ class MockDaemonCore : public DaemonCore {
               (const v1::TraceRequest& request, std::shared_ptr<TraceObserver> observer),
               (override));
   MOCK_METHOD(void, CancelTrace, (absl::string_view trace_id), (override));
-  MOCK_METHOD(v1::ListProcessesResponse, ListProcesses, (const v1::ListProcessesRequest& request),
-              (override));
+  MOCK_METHOD(absl::StatusOr<v1::ListProcessesResponse>, ListProcesses,
+              (const v1::ListProcessesRequest& request), (override));
   MOCK_METHOD(v1::GetStatusResponse, GetStatus, (), (override));
 };
 

@@ -82,7 +82,10 @@ void WriteClientSeeds(Writer& w) {
                     .world_size = 16,
                     .hostname = "gpu-node-07",
                     .cmdline = {"python", "-m", "torch.distributed.run", "train.py", ""},
-                    .capabilities = kCapabilityMemfd | kCapabilityHostRanges | kCapabilityCupti};
+                    .capabilities = kCapabilityMemfd | kCapabilityHostRanges | kCapabilityCupti |
+                                    kCapabilityStepCounter | kCapabilityStepWindows,
+                    .labels = {"team=infra", "k8s.pod=trainer-0", "k8s.namespace=ml"},
+                    .step_counter = true};
   w.Write("client_hello", Encoded(ClientMessage(hello)));
   w.Write("client_hello_unknown_rank",
           Encoded(ClientMessage(Hello{.protocol_major = 1,
@@ -95,6 +98,11 @@ void WriteClientSeeds(Writer& w) {
   w.Write("client_capture_started",
           Encoded(ClientMessage(CaptureStarted{.trace_id = "tr-0001",
                                                .opened_at_unix_ns = 1'700'000'000'123'456'789})));
+  w.Write("client_capture_started_step",
+          Encoded(ClientMessage(CaptureStarted{.trace_id = "tr-0004",
+                                               .opened_at_unix_ns = 1'700'000'000'123'456'789,
+                                               .first_step = 1500,
+                                               .late_start = true})));
   w.Write("client_capture_result_memfd",
           Encoded(ClientMessage(
               CaptureResult{.trace_id = "tr-0001",
@@ -105,6 +113,18 @@ void WriteClientSeeds(Writer& w) {
                             .dropped_events = 12,
                             .window_start_unix_ns = 1'700'000'000'000'000'000,
                             .window_end_unix_ns = 1'700'000'005'000'000'000})));
+  w.Write("client_capture_result_steps",
+          Encoded(ClientMessage(
+              CaptureResult{.trace_id = "tr-0004",
+                            .status = static_cast<int32_t>(CaptureStatus::kOk),
+                            .message = "captured steps 1500-1501 of 1500-1502 before the bound",
+                            .transport = static_cast<int32_t>(PayloadTransport::kMemfd),
+                            .payload_size = 4096,
+                            .window_start_unix_ns = 1'700'000'000'000'000'000,
+                            .window_end_unix_ns = 1'700'000'001'000'000'000,
+                            .late_start = true,
+                            .first_step = 1500,
+                            .steps = 2})));
   w.Write("client_capture_result_failed",
           Encoded(ClientMessage(
               CaptureResult{.trace_id = "tr-0002",
@@ -154,12 +174,22 @@ void WriteDaemonSeeds(Writer& w) {
                                              .start_time_unix_ns = 1'700'000'000'000'000'000,
                                              .duration_ns = 5'000'000'000,
                                              .max_buffer_bytes = 128 << 20})));
+  w.Write("daemon_start_capture_iterations",
+          Encoded(DaemonMessage(StartCapture{.trace_id = "tr-0004",
+                                             .start_time_unix_ns = 1'700'000'000'000'000'000,
+                                             .duration_ns = 600'000'000'000,
+                                             .max_start_skew_ns = 50'000'000,
+                                             .start_step = 1500,
+                                             .iterations = 3})));
   w.Write("daemon_start_capture_extremes",
           Encoded(DaemonMessage(
               StartCapture{.trace_id = "\xe2\x9c\x93",
                            .start_time_unix_ns = std::numeric_limits<int64_t>::min(),
                            .duration_ns = -1,
-                           .max_buffer_bytes = std::numeric_limits<uint64_t>::max()})));
+                           .max_buffer_bytes = std::numeric_limits<uint64_t>::max(),
+                           .max_start_skew_ns = std::numeric_limits<int64_t>::min(),
+                           .start_step = std::numeric_limits<uint64_t>::max(),
+                           .iterations = std::numeric_limits<uint32_t>::max()})));
   w.Write("daemon_cancel_capture",
           Encoded(DaemonMessage(CancelCapture{.trace_id = "tr-0001", .reason = "user cancelled"})));
   w.Write("daemon_cancel_unknown_fields",
