@@ -10,12 +10,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "cli/command_flags.h"
 #include "cli/connection.h"
 #include "cli/download.h"
-#include "cli/duration.h"
 #include "cli/exit_codes.h"
 #include "cli/list_commands.h"
+#include "cli/ps_command.h"
 #include "cli/trace_command.h"
 
 #ifndef GPUCTL_VERSION
@@ -29,17 +29,19 @@ constexpr char kUsageHint[] = "Run 'gpuctl help' or 'gpuctl COMMAND --help' for 
 
 // Flags as parsed, before validation.
 struct Flags {
+  // Single-host commands (traces, get, status).
   std::string host;
   bool json = false;
   std::string job_id;
-  std::vector<int32_t> pids;
-  std::string duration;
   std::string trace_id;
-  std::vector<std::string> activities;
   std::string output_root = kDefaultOutputRoot;
-  bool no_download = false;
   int limit = 0;
   std::vector<std::string> files;
+  // Fleet commands (trace, ps).
+  FleetFlags fleet;
+  SelectorFlags selector;
+  TraceFlags trace;
+  PsFlags ps;
 };
 
 void AddHostFlags(CLI::App* cmd, Flags& flags, bool with_json) {
@@ -53,42 +55,19 @@ CLI::ValidationError UsageError(const std::string& message) {
   return CLI::ValidationError(message);
 }
 
+template <typename T>
+T OrUsageError(absl::StatusOr<T> value) {
+  if (!value.ok()) throw UsageError(std::string(value.status().message()));
+  return *std::move(value);
+}
+
 std::string ResolveTarget(const Flags& flags, const CliEnv& env) {
   std::string host = !flags.host.empty()     ? flags.host
                      : !env.env_host.empty() ? env.env_host
                                              : std::string(kDefaultHost);
   absl::StatusOr<std::string> target = NormalizeHost(host);
-  if (!target.ok()) throw UsageError(std::string(target.status().message()));
+  if (!target.ok()) throw UsageError(absl::StrCat("--host: ", target.status().message()));
   return *target;
-}
-
-TraceOptions ValidateTrace(const Flags& flags, const CliEnv& env) {
-  TraceOptions options;
-  options.target = ResolveTarget(flags, env);
-  if (flags.job_id.empty() && flags.pids.empty()) {
-    throw UsageError("trace: select processes with --job ID and/or --pid N");
-  }
-  absl::StatusOr<absl::Duration> duration = ParseUserDuration(flags.duration);
-  if (!duration.ok()) throw UsageError(absl::StrCat("--duration: ", duration.status().message()));
-  if (!flags.trace_id.empty() && !IsSafeName(flags.trace_id)) {
-    throw UsageError("--trace-id: use 1-255 characters of A-Z a-z 0-9 . _ - not starting with '.'");
-  }
-  if (flags.output_root.empty()) throw UsageError("-o: empty directory");
-  for (const std::string& activity : flags.activities) {
-    if (std::find(kActivityNames.begin(), kActivityNames.end(), activity) == kActivityNames.end()) {
-      throw UsageError(absl::StrCat("--activities: unknown activity \"", activity,
-                                    "\"; valid: ", absl::StrJoin(kActivityNames, ",")));
-    }
-  }
-  options.job_id = flags.job_id;
-  options.pids = flags.pids;
-  options.duration = *duration;
-  options.trace_id = flags.trace_id;
-  options.activities = flags.activities;
-  options.output_root = flags.output_root;
-  options.download = !flags.no_download;
-  options.json = flags.json;
-  return options;
 }
 
 // The parser; `run` is set by the chosen subcommand's callback.
@@ -104,32 +83,25 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   p.app.require_subcommand(1);
   p.app.fallthrough(false);
 
-  CLI::App* trace = p.app.add_subcommand("trace", "Capture a trace of the selected processes");
-  AddHostFlags(trace, f, true);
-  trace->add_option("--job", f.job_id, "Job id of the processes to trace");
-  trace->add_option("--pid", f.pids, "Process id to trace (repeatable)")
-      ->check(CLI::PositiveNumber)
-      ->allow_extra_args(false)
-      ->delimiter(',');
-  trace->add_option("--duration", f.duration, "Capture window, e.g. 5s, 500ms, 1m30s")->required();
-  trace->add_option("-o,--output", f.output_root, "Download directory")->capture_default_str();
-  trace->add_option("--trace-id", f.trace_id, "Trace id to use (default: chosen by the daemon)");
-  trace->add_option("--activities", f.activities,
-                     "GPU activity to record, comma-separated: kernel,memcpy,memset,runtime,"
-                     "driver,sync,nvtx,overhead (default: all but driver)")
-      ->delimiter(',');
-  trace->add_flag("--no-download", f.no_download, "Leave the trace on the daemon's host");
+  CLI::App* trace = p.app.add_subcommand(
+      "trace", "Capture a trace of the selected processes on one or many hosts");
+  AddFleetFlags(trace, f.fleet);
+  AddSelectorFlags(trace, f.selector, /*for_trace=*/true);
+  AddTraceFlags(trace, f.trace);
   trace->callback([&p, &env] {
-    TraceOptions options = ValidateTrace(p.flags, env);
+    TraceOptions options = OrUsageError(
+        ValidateTraceFlags(p.flags.trace, p.flags.fleet, p.flags.selector, env.env_host));
     p.run = [options, &env] { return RunTrace(options, env); };
   });
 
-  CLI::App* ps = p.app.add_subcommand("ps", "List the processes attached to gpuctld");
-  AddHostFlags(ps, f, true);
-  ps->add_option("--job", f.job_id, "Only processes of this job");
+  CLI::App* ps = p.app.add_subcommand("ps", "List the processes attached to gpuctld on each host");
+  AddFleetFlags(ps, f.fleet);
+  AddSelectorFlags(ps, f.selector, /*for_trace=*/false);
+  ps->add_flag("--json", f.ps.json, "Print one machine-readable JSON document");
   ps->callback([&p, &env] {
-    std::string target = ResolveTarget(p.flags, env);
-    p.run = [target, &p, &env] { return RunPs(target, p.flags.job_id, p.flags.json, env); };
+    PsOptions options =
+        OrUsageError(ValidatePsFlags(p.flags.ps, p.flags.fleet, p.flags.selector, env.env_host));
+    p.run = [options, &env] { return RunPs(options, env); };
   });
 
   CLI::App* traces = p.app.add_subcommand("traces", "List stored traces, newest first");

@@ -12,6 +12,7 @@
 #include "absl/synchronization/notification.h"
 #include "cli/exit_codes.h"
 #include "cli/fake_gpuctl_service_test_util.h"
+#include "daemon/common/trace_id.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -52,69 +53,22 @@ std::vector<std::string> ListDir(const fs::path& dir) {
   return names;
 }
 
-v1::ProcessInfo Process(int pid, int rank) {
-  v1::ProcessInfo p;
-  p.set_pid(pid);
-  p.set_rank(rank);
-  p.set_job_id("42");
-  p.set_hostname("node1");
-  return p;
-}
+constexpr char kTraceId[] = "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b";
+
+v1::ProcessInfo Process(int pid, int rank) { return testing::FakeProcess(pid, rank); }
 
 v1::ProcessResult Result(int pid, int rank, v1::CaptureStatus status, std::string message = "") {
-  v1::ProcessResult r;
-  r.set_pid(pid);
-  r.set_rank(rank);
-  r.set_host("node1");
-  r.set_job_id("42");
-  r.set_status(status);
-  r.set_message(std::move(message));
-  if (status == v1::CAPTURE_STATUS_OK) {
-    r.set_event_count(1000 + pid);
-    r.set_stored_bytes(12595);
-    r.set_file(absl::StrCat("node1-rank", rank, "-pid", pid, ".json.gz"));
-  }
-  return r;
+  return testing::FakeResult(pid, rank, status, std::move(message));
 }
 
-// A daemon that selects `processes`, reports each as capturing and then
-// `results`, and completes.
 testing::FakeGpuctlService::TraceFn Script(std::vector<v1::ProcessInfo> processes,
                                            std::vector<v1::ProcessResult> results,
                                            bool complete = true) {
-  return [=](grpc::ServerContext*, const v1::TraceRequest& request,
-             grpc::ServerWriter<v1::TraceEvent>* writer) {
-    std::string id = request.trace_id().empty() ? "T1" : request.trace_id();
-    v1::TraceEvent started;
-    started.mutable_started()->set_trace_id(id);
-    started.mutable_started()->set_host("node1");
-    started.mutable_started()->mutable_start_time()->set_seconds(1000);
-    started.mutable_started()->mutable_end_time()->set_seconds(1002);
-    for (const auto& p : processes) *started.mutable_started()->add_processes() = p;
-    writer->Write(started);
-    for (const auto& p : processes) {
-      v1::TraceEvent progress;
-      progress.mutable_progress()->set_pid(p.pid());
-      progress.mutable_progress()->set_phase(v1::PROCESS_PHASE_CAPTURING);
-      writer->Write(progress);
-    }
-    uint32_t ok = 0;
-    for (const auto& r : results) {
-      v1::TraceEvent event;
-      *event.mutable_result() = r;
-      writer->Write(event);
-      ok += r.status() == v1::CAPTURE_STATUS_OK;
-    }
-    if (complete) {
-      v1::TraceEvent done;
-      done.mutable_completed()->set_trace_id(id);
-      done.mutable_completed()->set_location(absl::StrCat("/var/lib/gpuctl/traces/", id));
-      done.mutable_completed()->set_processes_ok(ok);
-      done.mutable_completed()->set_processes_failed(results.size() - ok);
-      writer->Write(done);
-    }
-    return grpc::Status::OK;
-  };
+  return testing::ScriptedTrace(std::move(processes), std::move(results), complete);
+}
+
+absl::Time ToTime(const google::protobuf::Timestamp& ts) {
+  return absl::FromUnixSeconds(ts.seconds()) + absl::Nanoseconds(ts.nanos());
 }
 
 class CliTraceCommandTest : public ::testing::Test {
@@ -125,8 +79,10 @@ class CliTraceCommandTest : public ::testing::Test {
     return RunCli(args, env);
   }
   std::vector<std::string> TraceArgs(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"trace",  "--job",          "42", "--duration", "2s",
-                                     "--host", server_.target(), "-o", dir_.path()};
+    std::vector<std::string> args = {"trace",      "--job",  "42",
+                                     "--duration", "2s",     "--host",
+                                     server_.target(), "-o", dir_.path(),
+                                     "--trace-id", kTraceId};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -136,7 +92,7 @@ class CliTraceCommandTest : public ::testing::Test {
     files_ = {{"node1-rank0-pid100.json.gz", binary},
               {"node1-rank1-pid101.json.gz", std::string("\0\x1f\x8b", 3)},
               {"manifest.json", "{\"traceId\":\"T1\"}"}};
-    server_.service().files["T1"] = files_;
+    server_.service().files[kTraceId] = files_;
   }
 
   FakeServer server_;
@@ -159,14 +115,15 @@ TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   EXPECT_THAT(out,
               HasSubstr("node1  100     0  ok        1100  12.3 KiB  node1-rank0-pid100.json.gz"));
   EXPECT_LT(out.find("pid100"), out.find("pid101"));  // rank order
-  const fs::path saved = fs::path(dir_.path()) / "T1";
-  EXPECT_THAT(out, HasSubstr(absl::StrCat("trace T1 saved to ", saved.string())));
-  EXPECT_THAT(out, HasSubstr("/var/lib/gpuctl/traces/T1"));
+  const fs::path saved = fs::path(dir_.path()) / kTraceId;
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("trace ", kTraceId, " saved to ", saved.string())));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat("/var/lib/gpuctl/traces/", kTraceId)));
   for (const auto& [name, data] : files_) EXPECT_EQ(ReadFile(saved / name), data) << name;
   EXPECT_EQ(ListDir(saved).size(), files_.size());  // no temporaries left
 
   const std::string err = console_.err.str();
-  EXPECT_THAT(err, HasSubstr("trace T1: 2 processes selected on node1, window 2s"));
+  EXPECT_THAT(err,
+              HasSubstr(absl::StrCat("trace ", kTraceId, ": 2 processes selected on node1, window 2s")));
   EXPECT_THAT(err, HasSubstr("pid 100: capturing"));
   EXPECT_THAT(err, HasSubstr("pid 101: ok, 1101 events, 12.3 KiB"));
 
@@ -174,15 +131,25 @@ TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].selector().job_id(), "42");
   EXPECT_EQ(requests[0].duration().seconds(), 2);
-  EXPECT_EQ(requests[0].trace_id(), "");
+  EXPECT_EQ(requests[0].trace_id(), kTraceId);
+  EXPECT_EQ(requests[0].iterations(), 0u);
+  // One start instant, 500 ms after the command started; caller_time read
+  // right before sending, so within that.
+  ASSERT_TRUE(requests[0].has_start_time());
+  ASSERT_TRUE(requests[0].has_caller_time());
+  absl::Duration lead = ToTime(requests[0].start_time()) - ToTime(requests[0].caller_time());
+  EXPECT_GT(lead, absl::ZeroDuration());
+  EXPECT_LE(lead, absl::Milliseconds(500));
+  EXPECT_EQ(requests[0].max_start_skew().nanos(), 50000000);
+  EXPECT_EQ(requests[0].max_start_skew().seconds(), 0);
   ASSERT_EQ(server_.service().get_requests().size(), 1u);
   EXPECT_EQ(server_.service().get_requests()[0].files_size(), 0);
 }
 
 TEST_F(CliTraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
-  ASSERT_EQ(Run({"trace", "--pid", "7,8", "--pid", "9", "--duration", "1.5s", "--trace-id",
-                 "my-trace_1", "--host", server_.target(), "--no-download"}),
+  ASSERT_EQ(Run({"trace", "--pid", "7,8", "--pid", "9", "--duration", "1.5s", "--host",
+                 server_.target(), "--no-download"}),
             kExitOk)
       << console_.err.str();
   std::vector<v1::TraceRequest> requests = server_.service().trace_requests();
@@ -191,9 +158,13 @@ TEST_F(CliTraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   EXPECT_EQ(requests[0].selector().job_id(), "");
   EXPECT_EQ(requests[0].duration().seconds(), 1);
   EXPECT_EQ(requests[0].duration().nanos(), 500000000);
-  EXPECT_EQ(requests[0].trace_id(), "my-trace_1");
+  // A new UUIDv7, made by the CLI.
+  const std::string id = requests[0].trace_id();
+  EXPECT_TRUE(IsValidTraceId(id)) << id;
+  EXPECT_LE(absl::Now() - *TraceIdTime(id), absl::Minutes(1));
   EXPECT_TRUE(server_.service().get_requests().empty());
-  EXPECT_THAT(console_.out.str(), HasSubstr("gpuctl get my-trace_1"));
+  EXPECT_THAT(console_.out.str(),
+              HasSubstr(absl::StrCat("download with: gpuctl get ", id, " --host ", server_.target())));
   EXPECT_THAT(console_.out.str(), HasSubstr("node1    7     -  ok"));
 }
 
@@ -228,7 +199,8 @@ TEST_F(CliTraceCommandTest, OneBusyProcessExitsOneAndShowsMessage) {
   EXPECT_EQ(Run(TraceArgs()), kExitPartialFailure);
   EXPECT_THAT(console_.out.str(), HasSubstr("busy"));
   EXPECT_THAT(console_.out.str(), HasSubstr("\n    another tool owns the profiler\n"));
-  EXPECT_THAT(console_.out.str(), HasSubstr("trace T1 saved to"));
+  EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat("trace ", kTraceId, " saved to")));
+  EXPECT_THAT(console_.err.str(), HasSubstr("1 of 2 processes on node1 did not deliver a trace"));
 }
 
 TEST_F(CliTraceCommandTest, ProcessWithoutResultIsAFailure) {
@@ -282,12 +254,26 @@ TEST_F(CliTraceCommandTest, UnreachableDaemonExitsFour) {
               HasSubstr(absl::StrCat("cannot reach gpuctld at ", target, ": ")));
 }
 
-TEST_F(CliTraceCommandTest, StreamWithoutCompletionExitsFour) {
+TEST_F(CliTraceCommandTest, StreamWithoutCompletionKeepsWhatArrived) {
   server_.service().trace =
-      Script({Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)}, /*complete=*/false);
-  EXPECT_EQ(Run(TraceArgs()), kExitDaemonError);
+      Script({Process(100, 0), Process(101, 1)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)},
+             /*complete=*/false);
+  StoreFiles();
+  EXPECT_EQ(Run(TraceArgs()), kExitPartialFailure);
   EXPECT_THAT(console_.err.str(), HasSubstr("before the trace completed"));
-  EXPECT_TRUE(server_.service().get_requests().empty());
+  // The delivered trace is downloaded; the process without a result shows.
+  ASSERT_EQ(server_.service().get_requests().size(), 1u);
+  EXPECT_TRUE(fs::exists(fs::path(dir_.path()) / kTraceId / "node1-rank0-pid100.json.gz"));
+  EXPECT_THAT(console_.out.str(), HasSubstr("no result"));
+}
+
+TEST_F(CliTraceCommandTest, StreamBrokenBeforeStartExitsFour) {
+  server_.service().trace = [](auto*, const auto&, auto*) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "daemon shutting down");
+  };
+  EXPECT_EQ(Run(TraceArgs()), kExitDaemonError);
+  EXPECT_THAT(console_.err.str(), HasSubstr("cannot reach gpuctld at"));
+  EXPECT_THAT(console_.err.str(), HasSubstr("daemon shutting down"));
 }
 
 TEST_F(CliTraceCommandTest, MaliciousFileNameIsRefused) {
@@ -306,8 +292,8 @@ TEST_F(CliTraceCommandTest, MaliciousFileNameIsRefused) {
     console_.err.str("");
     EXPECT_EQ(Run(TraceArgs()), kExitPartialFailure);
     EXPECT_THAT(console_.err.str(), HasSubstr("unsafe file name"));
-    EXPECT_THAT(ListDir(fs::path(dir_.path()) / "T1"), ::testing::IsEmpty());
-    EXPECT_EQ(ListDir(dir_.path()), std::vector<std::string>{"T1"});
+    EXPECT_THAT(ListDir(fs::path(dir_.path()) / kTraceId), ::testing::IsEmpty());
+    EXPECT_EQ(ListDir(dir_.path()), std::vector<std::string>{kTraceId});
   }
 }
 
@@ -319,15 +305,38 @@ TEST_F(CliTraceCommandTest, JsonOutput) {
   StoreFiles();
   EXPECT_EQ(Run(TraceArgs({"--json"})), kExitPartialFailure);
   nlohmann::json json = nlohmann::json::parse(console_.out.str());
-  EXPECT_EQ(json["traceId"], "T1");
-  EXPECT_EQ(json["host"], "node1");
-  ASSERT_EQ(json["results"].size(), 2u);
-  EXPECT_EQ(json["results"][0]["status"], "CAPTURE_STATUS_OK");
-  EXPECT_EQ(json["results"][1]["status"], "CAPTURE_STATUS_TIMED_OUT");
-  EXPECT_EQ(json["results"][1]["message"], "no result within 32s");
-  EXPECT_EQ(json["completed"]["location"], "/var/lib/gpuctl/traces/T1");
-  EXPECT_EQ(json["savedTo"], (fs::path(dir_.path()) / "T1").string());
-  EXPECT_EQ(json["files"].size(), 3u);
+  EXPECT_EQ(json["traceId"], kTraceId);
+  EXPECT_EQ(json["window"], "time");
+  EXPECT_TRUE(json["startTime"].is_string());
+  EXPECT_EQ(json["maxStartSkew"], "0.050s");
+  EXPECT_EQ(json["duration"], "2s");
+  EXPECT_EQ(json["iterations"], 0);
+  EXPECT_TRUE(json["startStep"].is_null());
+  const fs::path saved = fs::path(dir_.path()) / kTraceId;
+  EXPECT_EQ(json["savedTo"], saved.string());
+  ASSERT_EQ(json["hosts"].size(), 1u);
+  const nlohmann::json& host = json["hosts"][0];
+  EXPECT_EQ(host["host"], "node1");
+  EXPECT_EQ(host["target"], server_.target());
+  EXPECT_EQ(host["status"], "failed");
+  EXPECT_EQ(host["error"], "1 of 2 processes on node1 did not deliver a trace");
+  EXPECT_EQ(host["clockOffset"]["offset"], "0.000120s");
+  EXPECT_EQ(host["startTime"], "1970-01-01T00:16:40Z");
+  EXPECT_EQ(host["endTime"], "1970-01-01T00:16:42Z");
+  EXPECT_TRUE(host["startStep"].is_null());
+  EXPECT_EQ(host["location"], absl::StrCat("/var/lib/gpuctl/traces/", kTraceId));
+  EXPECT_EQ(host["processesOk"], 1);
+  EXPECT_EQ(host["processesFailed"], 1);
+  ASSERT_EQ(host["results"].size(), 2u);
+  EXPECT_EQ(host["results"][0]["status"], "CAPTURE_STATUS_OK");
+  EXPECT_EQ(host["results"][1]["status"], "CAPTURE_STATUS_TIMED_OUT");
+  EXPECT_EQ(host["results"][1]["message"], "no result within 32s");
+  EXPECT_TRUE(host["missingPids"].empty());
+  EXPECT_EQ(host["files"].size(), 3u);
+  EXPECT_EQ(host["savedTo"], saved.string());
+  // One host: its manifest keeps its name.
+  EXPECT_TRUE(fs::exists(saved / "manifest.json"));
+  EXPECT_THAT(console_.err.str(), HasSubstr("stored by gpuctld at"));
 }
 
 TEST_F(CliTraceCommandTest, TerminalProgressRedrawsAndClears) {
@@ -345,10 +354,10 @@ TEST_F(CliTraceCommandTest, TerminalProgressRedrawsAndClears) {
 }
 
 TEST_F(CliTraceCommandTest, InterruptCancelsTheTrace) {
-  server_.service().trace = [&](grpc::ServerContext* context, const v1::TraceRequest&,
+  server_.service().trace = [&](grpc::ServerContext* context, const v1::TraceRequest& request,
                                 grpc::ServerWriter<v1::TraceEvent>* writer) {
     v1::TraceEvent started;
-    started.mutable_started()->set_trace_id("T9");
+    started.mutable_started()->set_trace_id(request.trace_id());
     *started.mutable_started()->add_processes() = Process(100, 0);
     writer->Write(started);
     EXPECT_TRUE(interrupts_.Fire());
@@ -361,8 +370,8 @@ TEST_F(CliTraceCommandTest, InterruptCancelsTheTrace) {
     return grpc::Status::OK;
   };
   EXPECT_EQ(Run(TraceArgs()), kExitInterrupted);
-  // Whether the started event arrived before the cancellation is a race.
-  EXPECT_THAT(console_.err.str(), ::testing::ContainsRegex("trace (T9 )?cancelled"));
+  EXPECT_THAT(console_.err.str(),
+              HasSubstr(absl::StrCat("trace ", kTraceId, " cancelled; the daemon stops the capture")));
   EXPECT_EQ(console_.out.str(), "");
 }
 
@@ -377,17 +386,60 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{}, "subcommand is required"},
       {{"frobnicate"}, "frobnicate"},
       {{"trace", "--job", "1", "--host", host}, "--duration is required"},
+      {{"trace", "--job", "1", "--duration", "", "--host", host}, "--duration: invalid duration"},
       {{"trace", "--job", "1", "--duration", "5", "--host", host}, "unit is required"},
       {{"trace", "--job", "1", "--duration", "0s", "--host", host}, "greater than zero"},
       {{"trace", "--job", "1", "--duration", "-1s", "--host", host}, "must be positive"},
       {{"trace", "--job", "1", "--duration", "soon", "--host", host}, "invalid duration"},
-      {{"trace", "--duration", "5s", "--host", host}, "--job ID and/or --pid N"},
+      {{"trace", "--duration", "5s", "--host", host},
+       "select processes with --job ID, --pid N, --rank SET and/or --label KEY=VALUE"},
+      {{"trace", "--duration", "5s", "--limit", "2", "--include-helpers", "--host", host},
+       "select processes"},
+      {{"trace", "--rank", "0-3,x", "--duration", "5s", "--host", host},
+       "--rank \"0-3,x\": \"x\" is not a rank"},
+      {{"trace", "--rank", "4-2", "--duration", "5s", "--host", host}, "\"4-2\" ends before"},
+      {{"trace", "--label", "team", "--duration", "5s", "--host", host}, "expected KEY=VALUE"},
+      {{"trace", "--job", "1", "--limit", "-1", "--duration", "5s", "--host", host}, "--limit"},
+      {{"trace", "--job", "1", "--iterations", "0", "--host", host}, "--iterations: expected 1"},
+      {{"trace", "--job", "1", "--iterations", "1000001", "--host", host}, "--iterations"},
+      {{"trace", "--job", "1", "--duration", "5s", "--step-roundup", "10", "--host", host},
+       "--step-roundup: applies to iteration windows"},
+      {{"trace", "--job", "1", "--duration", "5s", "--start-step", "10", "--host", host},
+       "--start-step: applies to iteration windows"},
+      {{"trace", "--job", "1", "--iterations", "5", "--max-start-skew", "10ms", "--host", host},
+       "--max-start-skew: applies to time windows"},
+      {{"trace", "--job", "1", "--iterations", "5", "--step-roundup", "0", "--host", host},
+       "--step-roundup"},
+      {{"trace", "--job", "1", "--iterations", "5", "--step-margin", "many", "--host", host},
+       "--step-margin: expected \"auto\""},
+      {{"trace", "--job", "1", "--iterations", "5", "--start-step", "-4", "--host", host},
+       "--start-step"},
+      {{"trace", "--job", "1", "--iterations", "5", "--start-step", "4", "--step-margin", "3",
+        "--host", host},
+       "give either them or --start-step"},
+      {{"trace", "--job", "1", "--duration", "5s", "--start-delay", "2h", "--host", host},
+       "--start-delay: at most 1h"},
+      {{"trace", "--job", "1", "--duration", "5s", "--max-start-skew", "0s", "--host", host},
+       "--max-start-skew: invalid duration"},
+      {{"trace", "--job", "1", "--duration", "5s", "--parallel", "0", "--host", host},
+       "--parallel: expected 1 to 1024"},
+      {{"trace", "--job", "1", "--duration", "5s", "--host-timeout", "soon", "--host", host},
+       "--host-timeout: invalid duration"},
+      {{"trace", "--job", "1", "--duration", "5s", "--hosts", "node1"}, "--hosts: invalid host list"},
+      {{"trace", "--job", "1", "--duration", "5s", "--hosts-file", "/nonexistent/hosts"},
+       "cannot read"},
+      {{"ps", "--rank", "1-", "--host", host}, "--rank \"1-\""},
+      {{"ps", "--parallel", "5000", "--host", host}, "--parallel"},
       {{"trace", "--pid", "0", "--duration", "5s", "--host", host}, "--pid"},
       {{"trace", "--pid", "abc", "--duration", "5s", "--host", host}, "--pid"},
       {{"trace", "--pid", "-3", "--duration", "5s", "--host", host}, "pid"},
       {{"trace", "--job", "1", "--duration", "5s", "--trace-id", "../x", "--host", host},
        "--trace-id"},
-      {{"trace", "--job", "1", "--duration", "5s", "--host", "node:99999"}, "invalid --host"},
+      {{"trace", "--job", "1", "--duration", "5s", "--trace-id", "my-trace_1", "--host", host},
+       "is not a lowercase UUIDv7"},
+      {{"trace", "--job", "1", "--duration", "5s", "--host", "node:99999"},
+       "--host: invalid host \"node:99999\""},
+      {{"status", "--host", "node:0"}, "--host: invalid host"},
       {{"trace", "--job", "1", "--duration", "5s", "--activities", "kernel,kernels", "--host",
         host},
        "--activities: unknown activity \"kernels\"; valid: kernel,memcpy,memset,runtime,driver,"

@@ -54,31 +54,44 @@ absl::StatusOr<std::string> NormalizeHost(absl::string_view host) {
 }
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target,
-                                                       absl::Duration timeout) {
+                                                       absl::Duration timeout,
+                                                       const std::atomic<bool>* cancelled) {
   grpc::ChannelArguments args;
   // Bounds a single connection attempt so a silent host fails within the
   // timeout rather than gRPC's 20 s default.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+              static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   const absl::Time deadline = absl::Now() + timeout;
+  auto is_cancelled = [&] { return cancelled != nullptr && cancelled->load(); };
   grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
-  while (state != GRPC_CHANNEL_READY) {
+  while (state != GRPC_CHANNEL_READY && !is_cancelled()) {
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) break;
-    if (!channel->WaitForStateChange(state, ToChrono(deadline))) break;
+    // gRPC cannot interrupt this wait; with a cancellation flag it is
+    // sliced so that Ctrl-C is honoured promptly.
+    absl::Time wake = cancelled == nullptr ? deadline
+                                           : std::min(deadline, absl::Now() + kConnectCancelLatency);
+    if (!channel->WaitForStateChange(state, ToChrono(wake))) {
+      if (wake >= deadline) break;
+      continue;
+    }
     state = channel->GetState(/*try_to_connect=*/true);
   }
+  if (is_cancelled()) return absl::CancelledError("cancelled before the connection was made");
   if (state == GRPC_CHANNEL_READY) return channel;
-  // gRPC keeps the reason of the last failed attempt; a fail-fast call on
-  // the broken channel returns it.
-  grpc::ClientContext context;
-  context.set_deadline(ToChrono(absl::Now() + absl::Seconds(1)));
-  v1::GetStatusResponse ignored;
-  grpc::Status probe = v1::Gpuctl::NewStub(channel)->GetStatus(&context, {}, &ignored);
-  std::string reason = probe.ok() || probe.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED
-                           ? absl::StrCat("no connection within ", absl::FormatDuration(timeout))
-                           : probe.error_message();
+  std::string reason = absl::StrCat("no connection within ", absl::FormatDuration(timeout));
+  if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) {
+    // gRPC keeps the reason of the last failed attempt; a fail-fast call on
+    // the broken channel returns it at once.
+    grpc::ClientContext context;
+    context.set_deadline(ToChrono(absl::Now() + absl::Seconds(1)));
+    v1::GetStatusResponse ignored;
+    grpc::Status probe = v1::Gpuctl::NewStub(channel)->GetStatus(&context, {}, &ignored);
+    if (!probe.ok() && probe.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      reason = probe.error_message();
+    }
+  }
   return FromRpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, reason));
 }
 

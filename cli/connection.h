@@ -1,6 +1,7 @@
 #ifndef GPUCTL_CLI_CONNECTION_H_
 #define GPUCTL_CLI_CONNECTION_H_
 
+#include <atomic>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -26,9 +27,13 @@ absl::StatusOr<std::string> NormalizeHost(absl::string_view host);
 // Opens a channel to `target` and waits until it is connected, at most
 // `timeout`. A refused connection fails at once (no retry loop), an absent
 // host after `timeout`; both as UNAVAILABLE carrying gRPC's reason, marked
-// as an RPC error (see IsRpcError).
+// as an RPC error (see IsRpcError). When `cancelled` is given and becomes
+// true, the wait ends within kConnectCancelLatency with CANCELLED (not an
+// RPC error).
+inline constexpr absl::Duration kConnectCancelLatency = absl::Milliseconds(50);
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target,
-                                                       absl::Duration timeout);
+                                                       absl::Duration timeout,
+                                                       const std::atomic<bool>* cancelled = nullptr);
 
 // Converts a status returned by the daemon (or by gRPC on its behalf) and
 // marks it so callers can tell it from a local failure.

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +33,7 @@ class PartialFile {
   ~PartialFile() { Abandon(); }
 
   absl::Status Open(const std::string& dir, const std::string& name, uint64_t size) {
+    // `name` is the local name, checked safe by the caller.
     final_path_ = absl::StrCat(dir, "/", name);
     // A leading dot keeps the temporary apart from every valid final name.
     temp_path_ = absl::StrCat(dir, "/.", name, ".XXXXXX");
@@ -94,8 +94,9 @@ absl::Status BadChunk(const v1::TraceChunk& chunk, absl::string_view why) {
 // Applies the chunk stream to the directory; see DownloadTrace.
 class Receiver {
  public:
-  Receiver(std::string dir, const std::vector<std::string>& wanted)
-      : dir_(std::move(dir)), wanted_(wanted.begin(), wanted.end()) {}
+  Receiver(std::string dir, const std::vector<std::string>& wanted,
+           const std::map<std::string, std::string>& local_names)
+      : dir_(std::move(dir)), wanted_(wanted.begin(), wanted.end()), local_names_(local_names) {}
 
   absl::Status Accept(const v1::TraceChunk& chunk) {
     if (!IsSafeName(chunk.file())) return BadChunk(chunk, "unsafe file name");
@@ -106,7 +107,9 @@ class Receiver {
     auto [it, inserted] = open_.try_emplace(chunk.file());
     PartialFile& file = it->second;
     if (inserted) {
-      if (absl::Status s = file.Open(dir_, chunk.file(), chunk.file_size()); !s.ok()) return s;
+      if (absl::Status s = file.Open(dir_, LocalName(chunk.file()), chunk.file_size()); !s.ok()) {
+        return s;
+      }
     } else if (chunk.file_size() != file.size()) {
       return BadChunk(chunk, "file size changed during the transfer");
     }
@@ -117,7 +120,7 @@ class Receiver {
     if (absl::Status s = file.Append(chunk.data()); !s.ok()) return s;
     if (file.complete()) {
       if (absl::Status s = file.Commit(); !s.ok()) return s;
-      done_.push_back(DownloadedFile{chunk.file(), file.size()});
+      done_.push_back(DownloadedFile{LocalName(chunk.file()), file.size()});
       done_names_.insert(chunk.file());
       open_.erase(it);
     }
@@ -144,8 +147,14 @@ class Receiver {
   std::vector<DownloadedFile> TakeFiles() { return std::move(done_); }
 
  private:
+  std::string LocalName(const std::string& name) const {
+    auto it = local_names_.find(name);
+    return it == local_names_.end() ? name : it->second;
+  }
+
   const std::string dir_;
   const std::set<std::string> wanted_;
+  const std::map<std::string, std::string>& local_names_;
   std::map<std::string, PartialFile> open_;
   std::set<std::string> done_names_;
   std::vector<DownloadedFile> done_;
@@ -174,6 +183,12 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
       return absl::InvalidArgumentError(absl::StrCat("unsafe file name \"", Printable(name), "\""));
     }
   }
+  for (const auto& [name, local] : options.local_names) {
+    if (!IsSafeName(local)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unsafe local file name \"", Printable(local), "\""));
+    }
+  }
   DownloadResult result;
   result.directory = (std::filesystem::path(options.output_root) / options.trace_id).string();
   std::error_code ec;
@@ -188,13 +203,9 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
   for (const std::string& name : options.files) request.add_files(name);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
-  std::atomic<bool> interrupted{false};
-  ScopedInterruptHandler on_interrupt(options.interrupts, [&] {
-    interrupted = true;
-    context.TryCancel();
-  });
+  CancelGroup::Scope cancel_scope(options.cancel, &context);
 
-  Receiver receiver(result.directory, options.files);
+  Receiver receiver(result.directory, options.files, options.local_names);
   std::unique_ptr<grpc::ClientReaderInterface<v1::TraceChunk>> reader =
       stub.GetTrace(&context, request);
   v1::TraceChunk chunk;
@@ -202,7 +213,9 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
   while (local.ok() && reader->Read(&chunk)) local = receiver.Accept(chunk);
   if (!local.ok()) context.TryCancel();
   grpc::Status rpc = reader->Finish();
-  if (interrupted) return absl::CancelledError("download interrupted");
+  if (options.cancel != nullptr && options.cancel->cancelled()) {
+    return absl::CancelledError("download interrupted");
+  }
   if (!local.ok()) return local;
   if (!rpc.ok()) return FromRpcStatus(rpc);
   if (absl::Status s = receiver.Finish(); !s.ok()) return s;

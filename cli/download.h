@@ -2,13 +2,14 @@
 #define GPUCTL_CLI_DOWNLOAD_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "cli/interrupt.h"
+#include "cli/cancel_group.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 
 namespace gpuctl::cli {
@@ -19,7 +20,7 @@ namespace gpuctl::cli {
 bool IsSafeName(absl::string_view name);
 
 struct DownloadedFile {
-  std::string name;
+  std::string name;  // as saved (see DownloadOptions::local_names)
   uint64_t size = 0;
 };
 
@@ -32,10 +33,14 @@ struct DownloadOptions {
   std::string trace_id;
   // Empty: every file of the trace, manifest.json included.
   std::vector<std::string> files;
+  // Names to save files under, by the daemon's name (several hosts' files
+  // share one directory); a file not listed keeps its name. Every name
+  // must be safe (IsSafeName).
+  std::map<std::string, std::string> local_names;
   std::string output_root;
   absl::Duration timeout = absl::Minutes(30);
-  // Optional; an interrupt cancels the transfer.
-  InterruptSource* interrupts = nullptr;
+  // Optional; cancelling the group cancels the transfer.
+  CancelGroup* cancel = nullptr;
 };
 
 // Streams the trace's files with GetTrace into <output_root>/<trace_id>/.

@@ -1,7 +1,13 @@
 #ifndef GPUCTL_CLI_FAKE_GPUCTL_SERVICE_TEST_UTIL_H_
 #define GPUCTL_CLI_FAKE_GPUCTL_SERVICE_TEST_UTIL_H_
 
-// A scripted gpuctld for CLI tests: a real gRPC server on 127.0.0.1:0.
+// Scripted gpuctlds for CLI tests: real gRPC servers on 127.0.0.1:0, as many
+// as a test wants, each with its own script (answering, refusing, slow);
+// plus a target nothing listens on and a listener that never answers.
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -14,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "cli/command_env.h"
 #include "cli/interrupt.h"
 #include "gpuctl/v1/service.grpc.pb.h"
@@ -59,6 +66,16 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
   int calls() {
     absl::MutexLock lock(&mu_);
     return calls_;
+  }
+  // Trace calls whose client cancelled them (seen by a script polling
+  // ServerContext::IsCancelled, or by a write that failed).
+  void NoteCancelled() {
+    absl::MutexLock lock(&mu_);
+    ++cancelled_;
+  }
+  int cancelled() {
+    absl::MutexLock lock(&mu_);
+    return cancelled_;
   }
 
   grpc::Status Trace(grpc::ServerContext* context, const v1::TraceRequest* request,
@@ -137,6 +154,7 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
 
   absl::Mutex mu_;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::TraceRequest> trace_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::GetTraceRequest> get_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListTracesRequest> list_traces_requests_ ABSL_GUARDED_BY(mu_);
@@ -145,9 +163,10 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
 
 class FakeServer {
  public:
-  FakeServer() {
+  // "localhost:0" listens on every loopback address localhost names.
+  explicit FakeServer(const std::string& address = "127.0.0.1:0") {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
   }
@@ -161,6 +180,36 @@ class FakeServer {
   FakeGpuctlService service_;
   int port_ = 0;
   std::unique_ptr<grpc::Server> server_;
+};
+
+// A target where nothing listens: a port that was just free.
+inline std::string DeadTarget() {
+  FakeServer gone;
+  return gone.target();
+}
+
+// A TCP listener that never accepts: connections complete in the kernel's
+// backlog, and nothing ever answers on them.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(fd_, 16) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      std::abort();
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentListener() { close(fd_); }
+  std::string target() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
 };
 
 // An interrupt the test fires by hand.
@@ -196,6 +245,95 @@ struct TestConsole {
     return e;
   }
 };
+
+inline v1::ProcessInfo FakeProcess(int pid, int rank, const std::string& host = "node1") {
+  v1::ProcessInfo p;
+  p.set_pid(pid);
+  p.set_rank(rank);
+  p.set_job_id("42");
+  p.set_hostname(host);
+  return p;
+}
+
+inline v1::ProcessResult FakeResult(int pid, int rank, v1::CaptureStatus status,
+                                    std::string message = "", const std::string& host = "node1") {
+  v1::ProcessResult r;
+  r.set_pid(pid);
+  r.set_rank(rank);
+  r.set_host(host);
+  r.set_job_id("42");
+  r.set_status(status);
+  r.set_message(std::move(message));
+  if (status == v1::CAPTURE_STATUS_OK) {
+    r.set_event_count(1000 + pid);
+    r.set_stored_bytes(12595);
+    r.set_file(absl::StrCat(host, "-rank", rank, "-pid", pid, ".json.gz"));
+  }
+  return r;
+}
+
+// A daemon named `host` that selects `processes`, reports each as capturing
+// and then `results`, and completes (unless told not to). The trace id is
+// the request's.
+inline FakeGpuctlService::TraceFn ScriptedTrace(std::vector<v1::ProcessInfo> processes,
+                                                std::vector<v1::ProcessResult> results,
+                                                bool complete = true,
+                                                const std::string& host = "node1") {
+  return [=](grpc::ServerContext*, const v1::TraceRequest& request,
+             grpc::ServerWriter<v1::TraceEvent>* writer) {
+    const std::string& id = request.trace_id();
+    v1::TraceEvent started;
+    started.mutable_started()->set_trace_id(id);
+    started.mutable_started()->set_host(host);
+    started.mutable_started()->mutable_start_time()->set_seconds(1000);
+    started.mutable_started()->mutable_end_time()->set_seconds(1002);
+    started.mutable_started()->mutable_received_at()->set_seconds(999);
+    if (request.has_caller_time()) {
+      v1::ClockOffset* clock = started.mutable_started()->mutable_clock();
+      *clock->mutable_caller_time() = request.caller_time();
+      clock->mutable_received_at()->set_seconds(999);
+      clock->mutable_offset()->set_nanos(120000);
+    }
+    started.mutable_started()->set_iterations(request.iterations());
+    started.mutable_started()->set_start_step(request.start_step());
+    for (const auto& p : processes) *started.mutable_started()->add_processes() = p;
+    writer->Write(started);
+    for (const auto& p : processes) {
+      v1::TraceEvent progress;
+      progress.mutable_progress()->set_pid(p.pid());
+      progress.mutable_progress()->set_phase(v1::PROCESS_PHASE_CAPTURING);
+      writer->Write(progress);
+    }
+    uint32_t ok = 0;
+    for (const auto& r : results) {
+      v1::TraceEvent event;
+      *event.mutable_result() = r;
+      writer->Write(event);
+      ok += r.status() == v1::CAPTURE_STATUS_OK;
+    }
+    if (complete) {
+      v1::TraceEvent done;
+      done.mutable_completed()->set_trace_id(id);
+      done.mutable_completed()->set_location(absl::StrCat("/var/lib/gpuctl/traces/", id));
+      done.mutable_completed()->set_processes_ok(ok);
+      done.mutable_completed()->set_processes_failed(results.size() - ok);
+      writer->Write(done);
+    }
+    return grpc::Status::OK;
+  };
+}
+
+// Polls `condition` until it holds or `timeout` passes; returns whether it
+// held. For fakes that wait on what the client does.
+inline bool WaitFor(const std::function<bool()>& condition,
+                    absl::Duration timeout = absl::Seconds(20)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  return true;
+}
 
 }  // namespace gpuctl::cli::testing
 

@@ -85,13 +85,30 @@ std::string Printable(absl::string_view text) {
   return out;
 }
 
+std::string Shorten(std::string text, size_t max_chars) {
+  if (text.size() <= max_chars) return text;
+  if (max_chars <= 3) return text.substr(0, max_chars);
+  return absl::StrCat(text.substr(0, max_chars - 3), "...");
+}
+
 std::string CommandText(const google::protobuf::RepeatedPtrField<std::string>& argv,
                         size_t max_chars) {
   std::string joined = Printable(absl::StrJoin(argv, " "));
   if (joined.empty()) return "-";
-  if (joined.size() <= max_chars) return joined;
-  if (max_chars <= 3) return joined.substr(0, max_chars);
-  return absl::StrCat(joined.substr(0, max_chars - 3), "...");
+  return Shorten(std::move(joined), max_chars);
+}
+
+std::string RoleWord(v1::ProcessRole role) {
+  switch (role) {
+    case v1::PROCESS_ROLE_WORKER:
+      return "worker";
+    case v1::PROCESS_ROLE_LAUNCHER:
+      return "launcher";
+    case v1::PROCESS_ROLE_HELPER:
+      return "helper";
+    default:
+      return "-";
+  }
 }
 
 std::string TimestampText(const google::protobuf::Timestamp& ts, absl::TimeZone zone) {
@@ -108,6 +125,11 @@ std::string ToJson(const google::protobuf::Message& message) {
   // least surprising output if it ever does.
   if (!google::protobuf::util::MessageToJsonString(message, &json, options).ok()) json = "{}";
   return json;
+}
+
+void SetJsonValue(google::protobuf::Value* value, const google::protobuf::Message& message) {
+  // Round-trips the JSON mapping; cannot fail for a message just printed.
+  (void)google::protobuf::util::JsonStringToMessage(ToJson(message), value);
 }
 
 Table::Table(std::vector<std::string> headers, std::vector<bool> numeric)

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "google/protobuf/message.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "gpuctl/v1/common.pb.h"
 #include "gpuctl/v1/service.pb.h"
@@ -41,6 +42,16 @@ std::string TimestampText(const google::protobuf::Timestamp& ts, absl::TimeZone 
 
 // One JSON document on one line, every field printed (zeros included).
 std::string ToJson(const google::protobuf::Message& message);
+
+// The message's JSON mapping (as ToJson prints it) as a Struct value, to
+// embed in a larger document.
+void SetJsonValue(google::protobuf::Value* value, const google::protobuf::Message& message);
+
+// Cuts `text` to at most `max_chars`, ending in "..." when cut.
+std::string Shorten(std::string text, size_t max_chars);
+
+// "worker", "launcher", "helper"; "-" when unknown.
+std::string RoleWord(v1::ProcessRole role);
 
 // A plain-text table: a header row and left-aligned columns separated by two
 // spaces; columns marked numeric are right-aligned. A row may be followed by

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cli/cancel_group.h"
 #include "cli/connection.h"
 #include "cli/download.h"
 #include "cli/duration.h"
@@ -17,8 +18,6 @@
 namespace gpuctl::cli {
 namespace {
 
-// Wide enough for a launcher line, short enough to keep a row on one line.
-constexpr size_t kCommandColumnChars = 60;
 // ListTraces' largest page.
 constexpr int kMaxPageSize = 1000;
 
@@ -31,42 +30,6 @@ std::string DurationText(const google::protobuf::Duration& d) {
 }
 
 }  // namespace
-
-int RunPs(const std::string& target, const std::string& job_id, bool json, const CliEnv& env) {
-  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
-  if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
-  v1::ListProcessesRequest request;
-  request.mutable_selector()->set_job_id(job_id);
-  v1::ListProcessesResponse response;
-  grpc::ClientContext context;
-  SetDeadline(context, env.rpc_timeout);
-  grpc::Status status = (*stub)->ListProcesses(&context, request, &response);
-  if (!status.ok()) return ReportError(FromRpcStatus(status), target, *env.err);
-
-  if (json) {
-    *env.out << ToJson(response) << "\n";
-    return kExitOk;
-  }
-  Table table(
-      {"PID", "PPID", "JOB", "RANK", "LOCAL", "WORLD", "STATE", "HOST", "VERSION", "COMMAND"},
-      {true, true, false, true, true, true, false, false, false, false});
-  for (const v1::ProcessInfo& p : response.processes()) {
-    table.AddRow({absl::StrCat(p.pid()), absl::StrCat(p.ppid()),
-                  p.job_id().empty() ? "-" : Printable(p.job_id()), RankText(p.rank()),
-                  RankText(p.local_rank()), RankText(p.world_size()),
-                  CaptureStateWord(p.capture_state()),
-                  Printable(p.hostname().empty() ? response.host() : p.hostname()),
-                  p.library_version().empty() ? "-" : Printable(p.library_version()),
-                  CommandText(p.cmdline(), kCommandColumnChars)});
-  }
-  if (table.rows() == 0) {
-    *env.err << "no processes" << (job_id.empty() ? "" : absl::StrCat(" of job ", job_id))
-             << " attached to gpuctld on " << Printable(response.host()) << "\n";
-    return kExitOk;
-  }
-  table.Render(*env.out);
-  return kExitOk;
-}
 
 int RunTraces(const std::string& target, const std::string& job_id, int limit, bool json,
               const CliEnv& env) {
@@ -168,7 +131,8 @@ int RunGet(const std::string& target, const std::string& trace_id,
   options.files = files;
   options.output_root = output_root;
   options.timeout = env.download_timeout;
-  options.interrupts = env.interrupts;
+  CancelGroup cancel(env.interrupts);
+  options.cancel = &cancel;
   absl::StatusOr<DownloadResult> result = DownloadTrace(**stub, options);
   if (!result.ok()) {
     if (absl::IsCancelled(result.status()) && !IsRpcError(result.status())) {

@@ -8,11 +8,8 @@
 
 namespace gpuctl::cli {
 
-// The read-only commands and `get`. Each returns an exit code
-// (cli/exit_codes.h); `target` is normalized (see NormalizeHost).
-
-// `gpuctl ps`: attached processes, optionally of one job.
-int RunPs(const std::string& target, const std::string& job_id, bool json, const CliEnv& env);
+// The single-host commands. Each returns an exit code (cli/exit_codes.h);
+// `target` is normalized (see NormalizeHost). `ps` is in cli/ps_command.h.
 
 // `gpuctl traces`: stored traces, newest first, following page tokens until
 // the end or `limit` traces (0: no limit).

@@ -1,180 +1,147 @@
 #include "cli/trace_command.h"
 
 #include <algorithm>
-#include <atomic>
-#include <map>
+#include <filesystem>
+#include <limits>
 #include <optional>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "cli/connection.h"
-#include "cli/download.h"
+#include "cli/cancel_group.h"
 #include "cli/duration.h"
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "cli/process_listing.h"
+#include "cli/proto_time.h"
+#include "cli/step_target.h"
+#include "cli/trace_download.h"
+#include "cli/trace_fanout.h"
 #include "cli/trace_progress.h"
-#include "google/protobuf/struct.pb.h"
-#include "google/protobuf/util/json_util.h"
-#include "grpcpp/client_context.h"
+#include "cli/trace_report.h"
+#include "daemon/common/trace_id.h"
 
 namespace gpuctl::cli {
 namespace {
 
-// What the Trace stream delivered.
-struct TraceOutcome {
-  std::optional<v1::TraceStarted> started;
-  std::map<int32_t, v1::ProcessResult> results;  // by pid
-  std::optional<v1::TraceCompleted> completed;
-  grpc::Status status;
+// The start step of an iteration window, picked across the hosts.
+struct StepChoice {
   bool interrupted = false;
-
-  std::string trace_id() const {
-    if (completed) return completed->trace_id();
-    return started ? started->trace_id() : "";
-  }
-  // Selected processes the daemon never reported on.
-  std::vector<const v1::ProcessInfo*> Missing() const {
-    std::vector<const v1::ProcessInfo*> missing;
-    if (!started) return missing;
-    for (const v1::ProcessInfo& p : started->processes()) {
-      if (!results.contains(p.pid())) missing.push_back(&p);
-    }
-    return missing;
-  }
-  bool AllOk() const {
-    if (!started || !completed || !Missing().empty()) return false;
-    return std::all_of(results.begin(), results.end(), [](const auto& entry) {
-      return entry.second.status() == v1::CAPTURE_STATUS_OK;
-    });
-  }
+  absl::Status error;
+  uint64_t start_step = 0;
+  uint64_t margin = 0;
+  std::string explanation;
+  // Hosts that did not answer ListProcesses are left out of the trace.
+  std::vector<HostProcesses> answers;
 };
 
-TraceOutcome RunStream(v1::Gpuctl::Stub& stub, const TraceOptions& options, const CliEnv& env,
-                       TraceProgress& progress) {
-  v1::TraceRequest request;
-  request.mutable_selector()->set_job_id(options.job_id);
-  for (int32_t pid : options.pids) request.mutable_selector()->add_pids(pid);
-  const absl::Duration d = options.duration;
-  const int64_t seconds = absl::ToInt64Seconds(d);
-  request.mutable_duration()->set_seconds(seconds);
-  request.mutable_duration()->set_nanos(
-      static_cast<int32_t>(absl::ToInt64Nanoseconds(d - absl::Seconds(seconds))));
-  request.set_trace_id(options.trace_id);
-  for (const std::string& activity : options.activities) request.add_activities(activity);
-
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + d + env.trace_margin));
-  TraceOutcome outcome;
-  std::atomic<bool> interrupted{false};
+// The gather phase: every host's selected processes and their current
+// steps, then the target (TargetStartStep).
+StepChoice PickStartStep(const std::vector<HostEntry>& hosts, const TraceOptions& options,
+                         const CliEnv& env) {
+  StepChoice choice;
   {
-    ScopedInterruptHandler on_interrupt(env.interrupts, [&] {
-      interrupted = true;
-      context.TryCancel();
-    });
-    std::unique_ptr<grpc::ClientReader<v1::TraceEvent>> reader = stub.Trace(&context, request);
-    v1::TraceEvent event;
-    while (reader->Read(&event)) {
-      switch (event.event_case()) {
-        case v1::TraceEvent::kStarted:
-          outcome.started = event.started();
-          progress.Started(event.started());
-          break;
-        case v1::TraceEvent::kProgress:
-          progress.Progress(event.progress());
-          break;
-        case v1::TraceEvent::kResult:
-          outcome.results[event.result().pid()] = event.result();
-          progress.Result(event.result());
-          break;
-        case v1::TraceEvent::kCompleted:
-          outcome.completed = event.completed();
-          break;
-        default:
-          break;  // An event kind newer than this CLI.
+    CancelGroup cancel(env.interrupts);
+    choice.answers = ListProcessesOnHosts(hosts, options.selector, options.parallel,
+                                          options.host_timeout, cancel);
+    if (cancel.cancelled()) {
+      choice.interrupted = true;
+      return choice;
+    }
+  }
+  std::optional<uint64_t> largest;
+  std::string largest_where;
+  std::optional<absl::Duration> fastest;
+  for (const HostProcesses& answer : choice.answers) {
+    const std::string& host = answer.response.host().empty() ? answer.target : answer.response.host();
+    for (const v1::ProcessInfo& p : answer.response.processes()) {
+      if (p.has_current_step() && (!largest || p.current_step() > *largest)) {
+        largest = p.current_step();
+        largest_where = absl::StrCat("pid ", p.pid(), " on ", Printable(host));
       }
+      absl::Duration period = FromProtoDuration(p.step_period());
+      if (period > absl::ZeroDuration() && (!fastest || period < *fastest)) fastest = period;
     }
-    outcome.status = reader->Finish();
   }
-  outcome.interrupted = interrupted;
-  progress.Finish();
-  return outcome;
+  const uint64_t margin = options.step_margin ? *options.step_margin
+                                              : AutoStepMargin(options.start_delay, fastest);
+  absl::StatusOr<uint64_t> target = TargetStartStep(largest, options.step_roundup, margin);
+  if (!target.ok()) {
+    choice.error = target.status();
+    return choice;
+  }
+  choice.start_step = *target;
+  choice.margin = margin;
+  std::string margin_text = absl::StrCat("margin ", margin);
+  if (!options.step_margin) {
+    absl::StrAppend(&margin_text, fastest ? absl::StrCat(" (auto: fastest step period ",
+                                                         FormatUserDuration(*fastest), ")")
+                                          : " (auto: no step period known)");
+  }
+  choice.explanation =
+      absl::StrCat(largest ? absl::StrCat("largest current step ", *largest, ", ", largest_where)
+                           : std::string("no selected process has marked a step"),
+                   "; ", margin_text, ", roundup ", options.step_roundup);
+  return choice;
 }
 
-// Rows by rank (unknown last), then pid.
-std::vector<const v1::ProcessResult*> SortedResults(const TraceOutcome& outcome) {
-  std::vector<const v1::ProcessResult*> rows;
-  for (const auto& [pid, result] : outcome.results) rows.push_back(&result);
-  std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
-    auto key = [](const v1::ProcessResult* r) {
-      return std::make_tuple(r->host(), r->rank() < 0, r->rank(), r->pid());
-    };
-    return key(a) < key(b);
-  });
-  return rows;
+std::string StepsText(uint64_t start, uint32_t iterations) {
+  return absl::StrCat("steps ", start, "-", start + iterations - 1);
 }
 
-void PrintTable(const TraceOutcome& outcome, std::ostream& out) {
-  Table table({"HOST", "PID", "RANK", "STATUS", "EVENTS", "BYTES", "FILE"},
-              {false, true, true, false, true, true, false});
-  for (const v1::ProcessResult* r : SortedResults(outcome)) {
-    std::string note;
-    if (r->status() != v1::CAPTURE_STATUS_OK) note = Printable(r->message());
-    if (r->dropped_events() > 0) {
-      absl::StrAppend(&note, note.empty() ? "" : "; ", r->dropped_events(),
-                      " events dropped (capture buffers full)");
+std::string NewTraceId() {
+  absl::BitGen random;
+  return GenerateTraceId(absl::Now(), random);
+}
+
+// Fetches the files of every host that stored some; returns false when
+// interrupted. Download failures turn the host's status to failed.
+bool Download(const TraceOptions& options, const CliEnv& env, TraceReport& report) {
+  report.downloads.assign(report.hosts.size(), HostDownload{});
+  if (!options.download) return true;
+  FleetDownloadOptions request;
+  request.trace_id = report.trace_id;
+  request.output_root = options.output_root;
+  request.parallel = options.parallel;
+  request.connect_timeout = options.host_timeout;
+  request.transfer_timeout = env.download_timeout;
+  CancelGroup cancel(env.interrupts);
+  report.downloads = DownloadFleetTrace(report.hosts, request, cancel);
+  if (cancel.cancelled()) return false;
+  for (size_t i = 0; i < report.hosts.size(); ++i) {
+    HostTrace& host = report.hosts[i];
+    const HostDownload& download = report.downloads[i];
+    if (!download.files.empty()) {
+      report.saved_to = (std::filesystem::path(options.output_root) / report.trace_id).string();
     }
-    bool ok = r->status() == v1::CAPTURE_STATUS_OK;
-    table.AddRow(
-        {Printable(r->host()), absl::StrCat(r->pid()), RankText(r->rank()), StatusWord(r->status()),
-         ok ? absl::StrCat(r->event_count()) : "-", ok ? HumanBytes(r->stored_bytes()) : "-",
-         r->file().empty() ? "-" : Printable(r->file())},
-        std::move(note));
+    if (!download.attempted || download.status.ok()) continue;
+    std::string reason = ClassifyFailure(download.status, host.target).error;
+    std::string error = absl::StrCat("download of trace ", report.trace_id, " from ",
+                                     Printable(host.name()), " failed: ", reason);
+    host.error = host.error.empty() ? error : absl::StrCat(host.error, "; ", error);
+    host.status = HostStatus::kFailed;
   }
-  for (const v1::ProcessInfo* p : outcome.Missing()) {
-    table.AddRow({Printable(p->hostname()), absl::StrCat(p->pid()), RankText(p->rank()),
-                  "no result", "-", "-", "-"},
-                 "the daemon reported no result for this process");
-  }
-  table.Render(out);
+  return true;
 }
 
-void AddJson(google::protobuf::Value* value, const google::protobuf::Message& message) {
-  // Round-trips the protobuf JSON mapping; cannot fail for a message we
-  // just printed.
-  (void)google::protobuf::util::JsonStringToMessage(ToJson(message), value);
-}
-
-std::string OutcomeJson(const TraceOutcome& outcome, const DownloadResult* download) {
-  google::protobuf::Struct root;
-  auto& fields = *root.mutable_fields();
-  fields["traceId"].set_string_value(outcome.trace_id());
-  if (outcome.started) fields["host"].set_string_value(outcome.started->host());
-  if (outcome.completed) AddJson(&fields["completed"], *outcome.completed);
-  google::protobuf::ListValue* results = fields["results"].mutable_list_value();
-  for (const v1::ProcessResult* r : SortedResults(outcome)) AddJson(results->add_values(), *r);
-  google::protobuf::ListValue* missing = fields["missingPids"].mutable_list_value();
-  for (const v1::ProcessInfo* p : outcome.Missing())
-    missing->add_values()->set_number_value(p->pid());
-  if (download != nullptr) {
-    fields["savedTo"].set_string_value(download->directory);
-    google::protobuf::ListValue* files = fields["files"].mutable_list_value();
-    for (const DownloadedFile& f : download->files) files->add_values()->set_string_value(f.name);
+// stdout (or stderr with --json) after the table: where things are.
+void PrintWhere(const TraceOptions& options, const TraceReport& report, std::ostream& out,
+                std::ostream& err) {
+  const std::string id = Printable(report.trace_id);
+  if (!report.saved_to.empty() && !options.json) {
+    out << "trace " << id << " saved to " << report.saved_to << "\n";
   }
-  return ToJson(root);
-}
-
-// Reports a stream that did not end with TraceCompleted; returns the exit code.
-int ReportStreamFailure(const TraceOutcome& outcome, const TraceOptions& options,
-                        std::ostream& err) {
-  if (outcome.status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && outcome.started) {
-    err << "gpuctl: gpuctld at " << options.target << " did not finish trace "
-        << Printable(outcome.trace_id()) << " in time\n";
-    return kExitDaemonError;
+  std::ostream& where = options.json ? err : out;
+  if (report.hosts.size() == 1 && report.hosts[0].completed) {
+    where << "stored by gpuctld at " << report.hosts[0].target << " in "
+          << Printable(report.hosts[0].completed->location()) << "\n";
   }
-  if (!outcome.status.ok()) return ReportError(FromRpcStatus(outcome.status), options.target, err);
-  err << "gpuctl: gpuctld at " << options.target
-      << " ended the trace stream before the trace completed\n";
-  return kExitDaemonError;
+  if (options.download || options.json) return;
+  for (const HostTrace& host : report.hosts) {
+    if (host.HasFiles()) {
+      out << "download with: gpuctl get " << id << " --host " << host.target << "\n";
+    }
+  }
 }
 
 }  // namespace
@@ -182,59 +149,126 @@ int ReportStreamFailure(const TraceOutcome& outcome, const TraceOptions& options
 int RunTrace(const TraceOptions& options, const CliEnv& env) {
   std::ostream& out = *env.out;
   std::ostream& err = *env.err;
-  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(options.target, env);
-  if (!stub.ok()) return ReportError(stub.status(), options.target, err);
+  absl::StatusOr<std::vector<HostEntry>> hosts = ResolveHostSpecs(options.hosts);
+  if (!hosts.ok()) {
+    err << "gpuctl: " << hosts.status().message() << "\n";
+    return kExitUsage;
+  }
 
-  std::unique_ptr<TraceProgress> progress = env.err_is_terminal
-                                                ? MakeTerminalProgress(err, env.terminal_columns)
-                                                : MakePlainProgress(err);
-  TraceOutcome outcome = RunStream(**stub, options, env, *progress);
-  if (outcome.interrupted) {
-    err << "gpuctl: trace " << (outcome.started ? Printable(outcome.trace_id()) + " " : "")
-        << "cancelled; the daemon stops the capture\n";
+  TraceReport report;
+  report.trace_id = options.trace_id.empty() ? NewTraceId() : options.trace_id;
+  report.duration = options.duration;
+  v1::TraceRequest request;
+  *request.mutable_selector() = options.selector;
+  if (options.duration) ToProtoDuration(*options.duration, request.mutable_duration());
+  request.set_trace_id(report.trace_id);
+  for (const std::string& activity : options.activities) request.add_activities(activity);
+
+  // Hosts left out of the trace (no answer in the gather phase), by index.
+  std::vector<std::optional<HostTrace>> left_out(hosts->size());
+  if (options.iterations > 0) {
+    report.iterations = options.iterations;
+    request.set_iterations(options.iterations);
+    request.set_step_roundup(options.step_roundup);
+    std::string explanation = "given";
+    uint64_t start_step = options.start_step.value_or(0);
+    if (!options.start_step) {
+      StepChoice choice = PickStartStep(*hosts, options, env);
+      if (choice.interrupted) {
+        err << "gpuctl: trace cancelled before it started\n";
+        return kExitInterrupted;
+      }
+      if (!choice.error.ok()) {
+        err << "gpuctl: cannot pick the start step: " << choice.error.message() << "\n";
+        return kExitPartialFailure;
+      }
+      for (size_t i = 0; i < choice.answers.size(); ++i) {
+        const HostProcesses& answer = choice.answers[i];
+        if (answer.status == HostStatus::kOk) continue;
+        HostTrace& host = left_out[i].emplace();
+        host.target = answer.target;
+        host.status = answer.status;
+        host.error = absl::StrCat("listing its processes: ", answer.error);
+      }
+      start_step = choice.start_step;
+      explanation = choice.explanation;
+      // For the record only: the daemon uses start_step as given.
+      request.set_step_margin(static_cast<uint32_t>(
+          std::min<uint64_t>(choice.margin, std::numeric_limits<uint32_t>::max())));
+    } else if (options.step_margin) {
+      request.set_step_margin(*options.step_margin);
+    }
+    request.set_start_step(start_step);
+    report.start_step = start_step;
+    (options.json ? err : out) << "start step " << start_step << ": "
+                               << StepsText(start_step, options.iterations) << " (" << explanation
+                               << ")\n";
+  } else {
+    const absl::Time start = absl::Now() + options.start_delay;
+    ToProtoTime(start, request.mutable_start_time());
+    ToProtoDuration(options.max_start_skew, request.mutable_max_start_skew());
+    report.start_time = start;
+    report.max_start_skew = options.max_start_skew;
+  }
+
+  std::vector<HostEntry> contacted;
+  std::vector<size_t> contacted_index;
+  std::vector<std::string> targets;
+  for (size_t i = 0; i < hosts->size(); ++i) {
+    if (left_out[i]) continue;
+    contacted.push_back((*hosts)[i]);
+    contacted_index.push_back(i);
+    targets.push_back((*hosts)[i].target);
+  }
+  TraceFanoutOptions fanout;
+  fanout.request = request;
+  fanout.parallel = options.parallel;
+  fanout.host_timeout = options.host_timeout;
+  fanout.stream_length = options.duration.value_or(kMaxUserDuration) + env.trace_margin;
+  fanout.result_margin = env.trace_margin;
+  std::unique_ptr<TraceProgress> progress =
+      env.err_is_terminal ? MakeTerminalProgress(err, env.terminal_columns, targets)
+                          : MakePlainProgress(err, targets);
+  TraceFanoutResult result = RunTraceFanout(contacted, fanout, env.interrupts, *progress);
+  if (result.interrupted) {
+    err << "gpuctl: trace " << Printable(report.trace_id) << " cancelled; "
+        << (hosts->size() == 1 ? "the daemon stops" : "the daemons stop") << " the capture\n";
     return kExitInterrupted;
   }
-  if (!outcome.status.ok() || !outcome.completed) {
-    if (!outcome.results.empty() && !options.json) PrintTable(outcome, out);
-    return ReportStreamFailure(outcome, options, err);
+  report.hosts.resize(hosts->size());
+  for (size_t i = 0; i < hosts->size(); ++i) {
+    if (left_out[i]) report.hosts[i] = *std::move(left_out[i]);
+  }
+  for (size_t n = 0; n < contacted_index.size(); ++n) {
+    report.hosts[contacted_index[n]] = std::move(result.hosts[n]);
   }
 
-  bool ok = outcome.AllOk();
-  std::optional<DownloadResult> download;
-  bool has_files = std::any_of(outcome.results.begin(), outcome.results.end(),
-                               [](const auto& entry) { return !entry.second.file().empty(); });
-  if (!options.json) PrintTable(outcome, out);
-  if (options.download && has_files) {
-    DownloadOptions request;
-    request.trace_id = outcome.trace_id();
-    request.output_root = options.output_root;
-    request.timeout = env.download_timeout;
-    request.interrupts = env.interrupts;
-    absl::StatusOr<DownloadResult> result = DownloadTrace(**stub, request);
-    if (result.ok()) {
-      download = *std::move(result);
-    } else if (absl::IsCancelled(result.status()) && !IsRpcError(result.status())) {
-      err << "gpuctl: download of trace " << Printable(request.trace_id) << " cancelled\n";
-      return kExitInterrupted;
-    } else {
-      err << "gpuctl: download of trace " << Printable(request.trace_id) << " failed\n";
-      ReportError(result.status(), options.target, err);
-      ok = false;
-    }
+  if (!Download(options, env, report)) {
+    err << "gpuctl: download of trace " << Printable(report.trace_id) << " cancelled\n";
+    return kExitInterrupted;
   }
+
+  std::vector<HostStatus> statuses;
+  std::vector<bool> accepted;
+  for (const HostTrace& host : report.hosts) {
+    statuses.push_back(host.status);
+    accepted.push_back(host.accepted());
+  }
+  const bool any_accepted = std::count(accepted.begin(), accepted.end(), true) > 0;
+  const bool fleet = report.hosts.size() > 1;
   if (options.json) {
-    out << OutcomeJson(outcome, download ? &*download : nullptr) << "\n";
-  } else if (download) {
-    out << "trace " << Printable(outcome.trace_id()) << " saved to " << download->directory << "\n";
+    out << TraceReportJson(report) << "\n";
+  } else if (any_accepted) {
+    PrintTraceTable(report, out);
   }
-  std::ostream& where = options.json ? err : out;
-  where << "stored by gpuctld at " << options.target << " in "
-        << Printable(outcome.completed->location()) << "\n";
-  if (!options.download && has_files && !options.json) {
-    out << "download with: gpuctl get " << Printable(outcome.trace_id()) << " --host "
-        << options.target << "\n";
+  // A fleet's host failures are rows of the table; otherwise they go here.
+  for (const HostTrace& host : report.hosts) {
+    if (host.status == HostStatus::kOk) continue;
+    if (fleet && any_accepted && !options.json) continue;
+    err << "gpuctl: " << host.error << "\n";
   }
-  return ok ? kExitOk : kExitPartialFailure;
+  PrintWhere(options, report, out, err);
+  return FleetExitCode(statuses, accepted);
 }
 
 }  // namespace gpuctl::cli

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cli/duration.h"
 #include "cli/format.h"
 #include "google/protobuf/util/time_util.h"
@@ -13,7 +14,8 @@
 namespace gpuctl::cli {
 namespace {
 
-// More processes than this are summarized in one line on a terminal.
+// More lines than this (processes of one host, or hosts) are summarized on
+// a terminal.
 constexpr size_t kMaxLiveLines = 16;
 
 std::string ResultText(const v1::ProcessResult& result) {
@@ -26,58 +28,168 @@ std::string ResultText(const v1::ProcessResult& result) {
   return text;
 }
 
-std::string StartedText(const v1::TraceStarted& started) {
+std::string WindowText(const v1::TraceStarted& started) {
+  if (started.iterations() > 0) {
+    return absl::StrCat("steps ", started.start_step(), "-",
+                        started.start_step() + started.iterations() - 1);
+  }
   absl::Duration window =
       absl::Milliseconds(google::protobuf::util::TimeUtil::DurationToMilliseconds(
           started.end_time() - started.start_time()));
+  return window > absl::ZeroDuration() ? absl::StrCat("window ", FormatUserDuration(window)) : "";
+}
+
+std::string StartedText(const v1::TraceStarted& started) {
   std::string text =
       absl::StrCat("trace ", Printable(started.trace_id()), ": ", started.processes_size(),
                    started.processes_size() == 1 ? " process" : " processes", " selected on ",
                    Printable(started.host()));
-  if (window > absl::ZeroDuration())
-    absl::StrAppend(&text, ", window ", FormatUserDuration(window));
+  if (std::string window = WindowText(started); !window.empty()) {
+    absl::StrAppend(&text, ", ", window);
+  }
   return text;
 }
 
+std::string PhaseText(const v1::ProcessProgress& p) {
+  std::string text = PhaseWord(p.phase());
+  if (!p.message().empty()) absl::StrAppend(&text, " (", Printable(p.message()), ")");
+  return text;
+}
+
+// What the displays know of each host.
+struct ProcessLine {
+  std::string text;
+  bool done = false;
+  bool ok = false;
+};
+
+struct HostView {
+  std::string target;
+  std::string name;  // the daemon's host name, once it answered
+  enum class State { kWaiting, kConnecting, kRunning, kDone } state = State::kWaiting;
+  HostStatus status = HostStatus::kOk;
+  std::string error;
+  std::map<int32_t, ProcessLine> processes;
+
+  std::string label() const { return name.empty() ? target : Printable(name); }
+  size_t done() const {
+    return std::count_if(processes.begin(), processes.end(),
+                         [](const auto& e) { return e.second.done; });
+  }
+  size_t ok() const {
+    return std::count_if(processes.begin(), processes.end(),
+                         [](const auto& e) { return e.second.ok; });
+  }
+};
+
+// The model both displays update.
+class Fleet {
+ public:
+  explicit Fleet(const std::vector<std::string>& targets) {
+    for (const std::string& t : targets) {
+      HostView host;
+      host.target = t;
+      hosts_.push_back(std::move(host));
+    }
+  }
+  void Connecting(size_t h) { hosts_[h].state = HostView::State::kConnecting; }
+  void Started(size_t h, const v1::TraceStarted& s) {
+    HostView& host = hosts_[h];
+    host.state = HostView::State::kRunning;
+    host.name = s.host();
+    for (const v1::ProcessInfo& p : s.processes()) host.processes[p.pid()].text = "requested";
+    if (trace_id_.empty()) trace_id_ = Printable(s.trace_id());
+    if (window_.empty()) window_ = WindowText(s);
+  }
+  void Progress(size_t h, const v1::ProcessProgress& p) {
+    ProcessLine& line = hosts_[h].processes[p.pid()];
+    if (!line.done) line.text = PhaseText(p);
+  }
+  void Result(size_t h, const v1::ProcessResult& r) {
+    hosts_[h].processes[r.pid()] =
+        ProcessLine{ResultText(r), true, r.status() == v1::CAPTURE_STATUS_OK};
+  }
+  void HostDone(size_t h, HostStatus status, absl::string_view error) {
+    HostView& host = hosts_[h];
+    host.state = HostView::State::kDone;
+    host.status = status;
+    host.error = Printable(error);
+  }
+
+  const std::vector<HostView>& hosts() const { return hosts_; }
+  const std::string& trace_id() const { return trace_id_; }
+  const std::string& window() const { return window_; }
+
+ private:
+  std::vector<HostView> hosts_;
+  std::string trace_id_;
+  std::string window_;
+};
+
 class PlainProgress final : public TraceProgress {
  public:
-  explicit PlainProgress(std::ostream& err) : err_(err) {}
-  void Started(const v1::TraceStarted& started) override { err_ << StartedText(started) << "\n"; }
-  void Progress(const v1::ProcessProgress& p) override {
-    err_ << "pid " << p.pid() << ": " << PhaseWord(p.phase());
-    if (!p.message().empty()) err_ << " (" << Printable(p.message()) << ")";
-    err_ << "\n";
+  PlainProgress(std::ostream& err, std::vector<std::string> targets)
+      : err_(err), fleet_(targets), single_(targets.size() == 1) {}
+
+  void Connecting(size_t h) override { fleet_.Connecting(h); }
+  void Started(size_t h, const v1::TraceStarted& started) override {
+    fleet_.Started(h, started);
+    err_ << Prefix(h, /*target=*/true) << StartedText(started) << "\n";
   }
-  void Result(const v1::ProcessResult& r) override {
-    err_ << "pid " << r.pid() << ": " << ResultText(r) << "\n";
+  void Progress(size_t h, const v1::ProcessProgress& p) override {
+    fleet_.Progress(h, p);
+    err_ << Prefix(h) << "pid " << p.pid() << ": " << PhaseText(p) << "\n";
+  }
+  void Result(size_t h, const v1::ProcessResult& r) override {
+    fleet_.Result(h, r);
+    err_ << Prefix(h) << "pid " << r.pid() << ": " << ResultText(r) << "\n";
+  }
+  void HostDone(size_t h, HostStatus status, absl::string_view error) override {
+    fleet_.HostDone(h, status, error);
+    // One host's failure is reported once, by the command.
+    if (single_) return;
+    err_ << Prefix(h) << HostStatusWord(status);
+    if (!error.empty()) err_ << ": " << Printable(error);
+    err_ << "\n";
   }
   void Finish() override { err_.flush(); }
 
  private:
+  std::string Prefix(size_t h, bool target = false) const {
+    if (single_) return "";
+    return absl::StrCat(target ? fleet_.hosts()[h].target : fleet_.hosts()[h].label(), ": ");
+  }
+
   std::ostream& err_;
+  Fleet fleet_;
+  const bool single_;
 };
 
 class TerminalProgress final : public TraceProgress {
  public:
-  TerminalProgress(std::ostream& err, size_t columns) : err_(err), columns_(columns) {}
+  TerminalProgress(std::ostream& err, size_t columns, std::vector<std::string> targets)
+      : err_(err), columns_(columns), fleet_(targets), single_(targets.size() == 1) {}
 
-  void Started(const v1::TraceStarted& started) override {
-    header_ = StartedText(started);
-    for (const v1::ProcessInfo& p : started.processes()) {
-      lines_[p.pid()] = Line{"requested", false};
-    }
+  void Connecting(size_t h) override {
+    fleet_.Connecting(h);
+    if (!single_) Redraw();
+  }
+  void Started(size_t h, const v1::TraceStarted& started) override {
+    fleet_.Started(h, started);
+    if (single_) header_ = StartedText(started);
     Redraw();
   }
-  void Progress(const v1::ProcessProgress& p) override {
-    Line& line = lines_[p.pid()];
-    if (line.done) return;
-    line.text = PhaseWord(p.phase());
-    if (!p.message().empty()) absl::StrAppend(&line.text, " (", Printable(p.message()), ")");
+  void Progress(size_t h, const v1::ProcessProgress& p) override {
+    fleet_.Progress(h, p);
     Redraw();
   }
-  void Result(const v1::ProcessResult& r) override {
-    lines_[r.pid()] = Line{ResultText(r), true};
+  void Result(size_t h, const v1::ProcessResult& r) override {
+    fleet_.Result(h, r);
     Redraw();
+  }
+  void HostDone(size_t h, HostStatus status, absl::string_view error) override {
+    fleet_.HostDone(h, status, error);
+    if (!single_) Redraw();
   }
   void Finish() override {
     Erase();
@@ -85,29 +197,100 @@ class TerminalProgress final : public TraceProgress {
   }
 
  private:
-  struct Line {
-    std::string text;
-    bool done = false;
-  };
-
   void Erase() {
     // Back to the first line drawn, then clear to the end of the screen.
     if (drawn_ > 0) err_ << "\x1b[" << drawn_ << "F\x1b[J";
     drawn_ = 0;
   }
 
-  void Redraw() {
-    Erase();
+  std::vector<std::string> SingleHostLines() const {
     std::vector<std::string> out;
     if (!header_.empty()) out.push_back(header_);
-    if (lines_.size() <= kMaxLiveLines) {
-      for (const auto& [pid, line] : lines_)
+    const auto& processes = fleet_.hosts()[0].processes;
+    if (processes.size() <= kMaxLiveLines) {
+      for (const auto& [pid, line] : processes) {
         out.push_back(absl::StrCat("  pid ", pid, ": ", line.text));
+      }
     } else {
-      size_t done = 0;
-      for (const auto& [pid, line] : lines_) done += line.done ? 1 : 0;
-      out.push_back(absl::StrCat("  ", done, " of ", lines_.size(), " processes done"));
+      out.push_back(absl::StrCat("  ", fleet_.hosts()[0].done(), " of ", processes.size(),
+                                 " processes done"));
     }
+    return out;
+  }
+
+  static std::string HostLine(const HostView& host) {
+    switch (host.state) {
+      case HostView::State::kWaiting:
+        return "waiting";
+      case HostView::State::kConnecting:
+        return "connecting";
+      case HostView::State::kRunning:
+        return absl::StrCat(host.processes.size(), " selected, ", host.done(), " done, ",
+                            host.ok(), " ok");
+      case HostView::State::kDone:
+        break;
+    }
+    std::string text = HostStatusWord(host.status);
+    if (!host.processes.empty()) {
+      absl::StrAppend(&text, ", ", host.ok(), " of ", host.processes.size(), " processes ok");
+    }
+    if (host.status != HostStatus::kOk && !host.error.empty()) {
+      absl::StrAppend(&text, ": ", host.error);
+    }
+    return text;
+  }
+
+  std::vector<std::string> FleetLines() const {
+    const std::vector<HostView>& hosts = fleet_.hosts();
+    std::string header = "trace";
+    if (!fleet_.trace_id().empty()) absl::StrAppend(&header, " ", fleet_.trace_id());
+    absl::StrAppend(&header, ": ", hosts.size(), " hosts");
+    if (!fleet_.window().empty()) absl::StrAppend(&header, ", ", fleet_.window());
+    std::vector<std::string> out = {header};
+    if (hosts.size() <= kMaxLiveLines) {
+      size_t width = 0;
+      for (const HostView& h : hosts) width = std::max(width, h.label().size());
+      for (const HostView& h : hosts) {
+        std::string label = h.label();
+        label.resize(width, ' ');
+        out.push_back(absl::StrCat("  ", label, "  ", HostLine(h)));
+      }
+      return out;
+    }
+    std::map<std::string, size_t> states;
+    size_t selected = 0, done = 0, ok = 0;
+    for (const HostView& h : hosts) {
+      switch (h.state) {
+        case HostView::State::kWaiting:
+          ++states["waiting"];
+          break;
+        case HostView::State::kConnecting:
+          ++states["connecting"];
+          break;
+        case HostView::State::kRunning:
+          ++states["running"];
+          break;
+        case HostView::State::kDone:
+          ++states[HostStatusWord(h.status)];
+          break;
+      }
+      selected += h.processes.size();
+      done += h.done();
+      ok += h.ok();
+    }
+    out.push_back(absl::StrCat(
+        "  hosts: ",
+        absl::StrJoin(states, ", ", [](std::string* s, const auto& e) {
+          absl::StrAppend(s, e.second, " ", e.first);
+        })));
+    out.push_back(absl::StrCat("  processes: ", selected, " selected, ", done, " done, ", ok,
+                               " ok"));
+    return out;
+  }
+
+  void Redraw() {
+    Erase();
+    std::vector<std::string> out = single_ ? SingleHostLines() : FleetLines();
     // A wrapped line would break the cursor arithmetic of Erase.
     for (const std::string& text : out) {
       err_ << "\x1b[2K" << absl::string_view(text).substr(0, columns_ - 1) << "\n";
@@ -118,19 +301,23 @@ class TerminalProgress final : public TraceProgress {
 
   std::ostream& err_;
   const size_t columns_;
+  Fleet fleet_;
+  const bool single_;
   std::string header_;
-  std::map<int32_t, Line> lines_;
   size_t drawn_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<TraceProgress> MakePlainProgress(std::ostream& err) {
-  return std::make_unique<PlainProgress>(err);
+std::unique_ptr<TraceProgress> MakePlainProgress(std::ostream& err,
+                                                 std::vector<std::string> targets) {
+  return std::make_unique<PlainProgress>(err, std::move(targets));
 }
 
-std::unique_ptr<TraceProgress> MakeTerminalProgress(std::ostream& err, size_t columns) {
-  return std::make_unique<TerminalProgress>(err, std::max<size_t>(columns, 20));
+std::unique_ptr<TraceProgress> MakeTerminalProgress(std::ostream& err, size_t columns,
+                                                    std::vector<std::string> targets) {
+  return std::make_unique<TerminalProgress>(err, std::max<size_t>(columns, 20),
+                                            std::move(targets));
 }
 
 }  // namespace gpuctl::cli

@@ -5,9 +5,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <optional>
@@ -26,8 +25,8 @@ constexpr int64_t kMaxTimerNs = 60'000'000'000;
 
 }  // namespace
 
-Agent::Agent(AgentOptions options, Clock* clock, AnnotationState* annotations,
-             HelloFactory hello, std::vector<ActivitySource*> sources)
+Agent::Agent(AgentOptions options, Clock* clock, AnnotationState* annotations, HelloFactory hello,
+             std::vector<ActivitySource*> sources)
     : options_(std::move(options)),
       clock_(clock),
       hello_(std::move(hello)),
@@ -149,12 +148,13 @@ bool Agent::Connect() {
     }
   }
   wire::Hello hello = hello_();
-  if (options_.step_page_fd >= 0) {
+  sent_step_page_ = options_.step_page_fd >= 0 && !omit_step_page_;
+  if (sent_step_page_) {
     hello.step_counter = true;
     hello.capabilities |= wire::kCapabilityStepCounter;
   }
-  if (SendClientMessage(conn_, hello, options_.step_page_fd, options_.send_timeout_ms) !=
-      IoResult::kOk) {
+  if (SendClientMessage(conn_, hello, sent_step_page_ ? options_.step_page_fd : -1,
+                        options_.send_timeout_ms) != IoResult::kOk) {
     Disconnect("sending Hello failed");
     return false;
   }
@@ -212,6 +212,13 @@ bool Agent::ReadMessages() {
   for (int i = 0; i < kMaxMessagesPerWake; ++i) {
     const IoResult received = conn_.Receive(&datagram);
     if (received == IoResult::kWouldBlock) return true;
+    if (received == IoResult::kClosed && awaiting_ack_ && sent_step_page_) {
+      // A protocol 1.0 daemon refuses a Hello with a descriptor: the next
+      // Hello goes without the page (until a handshake succeeds).
+      omit_step_page_ = true;
+      Disconnect("daemon closed the connection before HelloAck; retrying without the step page");
+      return false;
+    }
     if (received != IoResult::kOk) {
       Disconnect(received == IoResult::kClosed ? "daemon closed the connection" : "receive failed");
       return false;
@@ -236,6 +243,7 @@ bool Agent::HandleMessage(const wire::DaemonMessage& message) {
     session_.set_max_payload_bytes(ack->max_payload_bytes);
     backoff_.Reset();
     handshakes_.fetch_add(1, std::memory_order_acq_rel);
+    omit_step_page_ = false;
     connected_.store(true, std::memory_order_release);
     return true;
   }

@@ -8,7 +8,10 @@
 //
 // Every Hello carries the step counter page's descriptor when there is one
 // (AgentOptions::step_page_fd), so the daemon reads the current step of the
-// process from memory.
+// process from memory. A daemon that closes the connection before HelloAck
+// after such a Hello (protocol 1.0 refuses descriptors there) gets the next
+// Hello without it; after a completed handshake the page is offered again
+// on the next connection.
 //
 // Threads: Start/RequestStop/Join/WaitStopped are called by the owner
 // (Runtime) under its lock; OnStepMarked by application threads (under the
@@ -115,6 +118,8 @@ class Agent final : private CaptureOutput {
   IpcConnection conn_;
   int wake_fd_ = -1;
   bool awaiting_ack_ = false;
+  bool sent_step_page_ = false;  // the current connection's Hello carried it
+  bool omit_step_page_ = false;  // the last Hello with it was refused
   int64_t ack_deadline_ns_ = 0;  // monotonic
 
   std::thread thread_;

@@ -159,6 +159,36 @@ TEST_F(AgentTest, EveryHelloCarriesTheStepCounterPage) {
   page.Uninstall(&state_);
 }
 
+TEST_F(AgentTest, ADaemonRefusingTheStepPageGetsHelloWithoutIt) {
+  StepCounterPage page;
+  page.Install(&state_);
+  ASSERT_GE(page.fd(), 0);
+  StartAgent(false, page.fd());
+  // An older daemon: it drops a Hello that carries a descriptor.
+  ASSERT_TRUE(daemon_->Accept());
+  int fd = -1;
+  std::optional<wire::Hello> refused = daemon_->ReceiveA<wire::Hello>(kWaitMs, &fd);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_TRUE(refused->step_counter);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  daemon_->CloseConnection();
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_FALSE(daemon_->hello().step_counter);
+  EXPECT_EQ(daemon_->hello().capabilities & wire::kCapabilityStepCounter, 0u);
+  EXPECT_EQ(daemon_->hello_fd(), -1);
+  ASSERT_TRUE(WaitFor([&] { return agent_->connected(); }));
+  // After a completed handshake the next connection offers it again.
+  daemon_->CloseConnection();
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(daemon_->hello().step_counter);
+  EXPECT_GE(daemon_->hello_fd(), 0);
+  agent_->RequestStop("test end");
+  agent_->Join();
+  agent_.reset();
+  page.Uninstall(&state_);
+}
+
 // The start instant is met with a nanosecond timer: on an idle host the
 // window opens well under a millisecond after it (loosely checked here: the
 // test machine is small and shared).

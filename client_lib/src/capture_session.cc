@@ -34,7 +34,8 @@ void Append(std::string* message, const std::string& more) {
 }  // namespace
 
 std::string DurationText(int64_t ns) {
-  if (ns < 0) return "-" + DurationText(ns == std::numeric_limits<int64_t>::min() ? -(ns + 1) : -ns);
+  if (ns < 0)
+    return "-" + DurationText(ns == std::numeric_limits<int64_t>::min() ? -(ns + 1) : -ns);
   struct Unit {
     int64_t ns;
     const char* name;
@@ -132,8 +133,11 @@ bool CaptureSession::OnStartCapture(const wire::StartCapture& request) {
     start_step_ = request.start_step;
     state_ = iterations_ > 0 ? State::kWatching : State::kPending;
     if (iterations_ > 0) {
-      // The watch bit goes up before the counter is read: a mark after the
-      // read reaches OnStepMarked, which waits for this lock.
+      // The watch bit goes up before the counter is read, so a later mark
+      // reaches OnStepMarked (which waits for this lock). The step fast path
+      // is relaxed: a mark racing with these two lines may escape both, and
+      // the window then opens at the next step in range; the start step is
+      // chosen steps ahead of every process, so that mark is not the one.
       annotations_->gate.fetch_or(kGateStepWatch, std::memory_order_seq_cst);
       uint64_t last = 0;
       if (LastMarkedStep(*annotations_, &last) && last >= start_step_) {
@@ -256,9 +260,8 @@ std::optional<CaptureSession::Ending> CaptureSession::DueEndingLocked(int64_t no
 
 CaptureSession::Ending CaptureSession::BoundTimeoutLocked() {
   uint64_t last = 0;
-  const std::string last_text = LastMarkedStep(*annotations_, &last)
-                                    ? "last step " + std::to_string(last)
-                                    : "no step marked";
+  const std::string last_text =
+      LastMarkedStep(*annotations_, &last) ? "last step " + std::to_string(last) : "no step marked";
   Ending ending;
   ending.result = MakeResult(trace_id_, wire::CaptureStatus::kTimedOut,
                              "did not reach step " + std::to_string(start_step_) + " within " +
@@ -276,8 +279,7 @@ CaptureSession::Ending CaptureSession::EndOfWindowLocked(int64_t now) {
     ending.result.first_step = first_step_;
     ending.result.steps = static_cast<uint32_t>(last_step_ - first_step_ + 1);
     ending.result.message = "captured steps " + Steps(first_step_, last_step_) + " of " +
-                            Steps(first_step_, start_step_ + iterations_ - 1) +
-                            " before the bound";
+                            Steps(first_step_, start_step_ + iterations_ - 1) + " before the bound";
   } else if (late_start_) {
     ending.result.late_start = true;
     ending.result.message = "opened " + DurationText(opened_ns_ - start_ns_) +

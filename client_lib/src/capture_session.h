@@ -136,19 +136,19 @@ class CaptureSession {
   uint64_t max_payload_bytes_ = 0;  // agent thread only
 
   std::mutex mu_;
-  State state_ = State::kIdle;       // guarded by mu_
-  std::string trace_id_;             // guarded by mu_
-  int64_t start_ns_ = 0;             // requested start, guarded by mu_
-  int64_t duration_ns_ = 0;          // guarded by mu_
-  int64_t max_skew_ns_ = 0;          // guarded by mu_
-  int64_t end_ns_ = 0;               // planned end or bound, guarded by mu_
-  int64_t opened_ns_ = 0;            // actual open instant, guarded by mu_
-  bool late_start_ = false;          // guarded by mu_
-  bool started_unsent_ = false;      // CaptureStarted is due, guarded by mu_
-  uint64_t start_step_ = 0;          // guarded by mu_
-  uint32_t iterations_ = 0;          // 0: time window, guarded by mu_
-  uint64_t first_step_ = 0;          // guarded by mu_
-  uint64_t last_step_ = 0;           // last mark inside the window, guarded by mu_
+  State state_ = State::kIdle;        // guarded by mu_
+  std::string trace_id_;              // guarded by mu_
+  int64_t start_ns_ = 0;              // requested start, guarded by mu_
+  int64_t duration_ns_ = 0;           // guarded by mu_
+  int64_t max_skew_ns_ = 0;           // guarded by mu_
+  int64_t end_ns_ = 0;                // planned end or bound, guarded by mu_
+  int64_t opened_ns_ = 0;             // actual open instant, guarded by mu_
+  bool late_start_ = false;           // guarded by mu_
+  bool started_unsent_ = false;       // CaptureStarted is due, guarded by mu_
+  uint64_t start_step_ = 0;           // guarded by mu_
+  uint32_t iterations_ = 0;           // 0: time window, guarded by mu_
+  uint64_t first_step_ = 0;           // guarded by mu_
+  uint64_t last_step_ = 0;            // last mark inside the window, guarded by mu_
   std::optional<Ending> app_ending_;  // decided on an application thread, guarded by mu_
 };
 

@@ -307,8 +307,8 @@ TEST(IterationWindowThreadsTest, StepsOnAnApplicationThreadBoundTheRecordedWindo
   });
   {
     std::unique_lock lock(out.mu);
-    EXPECT_TRUE(out.cv.wait_for(lock, std::chrono::seconds(60),
-                                [&] { return !out.results.empty(); }));
+    EXPECT_TRUE(
+        out.cv.wait_for(lock, std::chrono::seconds(60), [&] { return !out.results.empty(); }));
   }
   stop.store(true);
   agent.join();

@@ -161,8 +161,8 @@ TEST_F(HostSourceTest, DroppedPushStillMatchesItsPop) {
 }
 
 TEST_F(HostSourceTest, StepsCountAndStepNSetsTheCounter) {
-  source_.Step();            // outside: counts but does not record
-  MarkStep(state_, 1);       // the API's fast path outside a window
+  source_.Step();       // outside: counts but does not record
+  MarkStep(state_, 1);  // the API's fast path outside a window
   Open();
   source_.Step();
   source_.StepN(100);

@@ -14,7 +14,8 @@ bool IsKeyChar(char c) {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -55,19 +56,45 @@ std::optional<std::string> UnquoteGo(std::string_view body) {
     const char e = body[i++];
     std::optional<uint32_t> code;
     switch (e) {
-      case 'a': code = 0x07; break;
-      case 'b': code = 0x08; break;
-      case 'f': code = 0x0c; break;
-      case 'n': code = 0x0a; break;
-      case 'r': code = 0x0d; break;
-      case 't': code = 0x09; break;
-      case 'v': code = 0x0b; break;
-      case '\\': code = '\\'; break;
-      case '"': code = '"'; break;
-      case '\'': code = '\''; break;
-      case 'x': code = ReadNumber(body, &i, 2, 16); break;
-      case 'u': code = ReadNumber(body, &i, 4, 16); break;
-      case 'U': code = ReadNumber(body, &i, 8, 16); break;
+      case 'a':
+        code = 0x07;
+        break;
+      case 'b':
+        code = 0x08;
+        break;
+      case 'f':
+        code = 0x0c;
+        break;
+      case 'n':
+        code = 0x0a;
+        break;
+      case 'r':
+        code = 0x0d;
+        break;
+      case 't':
+        code = 0x09;
+        break;
+      case 'v':
+        code = 0x0b;
+        break;
+      case '\\':
+        code = '\\';
+        break;
+      case '"':
+        code = '"';
+        break;
+      case '\'':
+        code = '\'';
+        break;
+      case 'x':
+        code = ReadNumber(body, &i, 2, 16);
+        break;
+      case 'u':
+        code = ReadNumber(body, &i, 4, 16);
+        break;
+      case 'U':
+        code = ReadNumber(body, &i, 8, 16);
+        break;
       default:
         if (e >= '0' && e <= '7') {
           --i;
@@ -134,7 +161,8 @@ std::vector<LabelPair> ParseDownwardApiLabels(std::string_view text) {
 
 std::vector<std::string> CollectLabels(const EnvLookup& env) {
   std::vector<LabelPair> labels;
-  if (std::optional<std::string> list = env("GPUCTL_LABELS")) AddAll(ParseLabelList(*list), &labels);
+  if (std::optional<std::string> list = env("GPUCTL_LABELS"))
+    AddAll(ParseLabelList(*list), &labels);
   if (std::optional<std::string> path = env("GPUCTL_LABELS_FILE"); path && !path->empty()) {
     AddAll(ParseDownwardApiLabels(ReadSmallFile(*path, kMaxLabelsFileBytes)), &labels);
   }

@@ -36,8 +36,7 @@ TEST(LabelsTest, ValidityFollowsTheIpcRules) {
 
 TEST(LabelsTest, ParsesCommaSeparatedPairs) {
   EXPECT_EQ(ParseLabelList("team=a,idx=0"), (P{{"team", "a"}, {"idx", "0"}}));
-  EXPECT_EQ(ParseLabelList(" team = a , ,noequals,url=x=y,"),
-            (P{{"team", "a"}, {"url", "x=y"}}));
+  EXPECT_EQ(ParseLabelList(" team = a , ,noequals,url=x=y,"), (P{{"team", "a"}, {"url", "x=y"}}));
   EXPECT_EQ(ParseLabelList(""), P{});
 }
 
@@ -78,8 +77,8 @@ TEST(LabelsTest, CollectsEverySourceWithPrecedenceAndSkipsBadEntries) {
                                           {"POD_NAME", "trainer-4"},
                                           {"POD_NAMESPACE", "ml"},
                                           {"NODE_NAME", "gpu node"}}));
-  EXPECT_EQ(labels, (V{"team=a", "idx=4", "app=trainer", "k8s.pod=trainer-4",
-                       "k8s.namespace=ml", "k8s.node=gpu node"}));
+  EXPECT_EQ(labels, (V{"team=a", "idx=4", "app=trainer", "k8s.pod=trainer-4", "k8s.namespace=ml",
+                       "k8s.node=gpu node"}));
   unlink(path);
 }
 

@@ -74,10 +74,9 @@ TEST(ProcessIdentityTest, RanksFallBackToMpiAndSlurmVariables) {
   EXPECT_EQ(slurm.local_rank, 1);
   EXPECT_EQ(slurm.world_size, 6);
   // RANK wins; a malformed value falls through to the next source.
-  const wire::Hello mixed =
-      BuildHello(FakeEnv({{"RANK", "0"}, {"SLURM_PROCID", "9"}, {"WORLD_SIZE", "x"},
-                          {"SLURM_NTASKS", "2"}}),
-                 "/proc");
+  const wire::Hello mixed = BuildHello(
+      FakeEnv({{"RANK", "0"}, {"SLURM_PROCID", "9"}, {"WORLD_SIZE", "x"}, {"SLURM_NTASKS", "2"}}),
+      "/proc");
   EXPECT_EQ(mixed.rank, 0);
   EXPECT_EQ(mixed.world_size, 2);
 }

@@ -45,8 +45,7 @@ bool StepCounterPage::Create() {
     close(fd);
     return false;
   }
-  void* mapping =
-      mmap(nullptr, steps::kStepPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* mapping = mmap(nullptr, steps::kStepPageBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (mapping == MAP_FAILED) {
     close(fd);
     return false;
@@ -79,8 +78,7 @@ void StepCounterPage::ReinstallInForkChild(AnnotationState* state) {
   CopyStepCounters(*state->counters.load(std::memory_order_acquire), &inherited);
   state->counters.store(&state->private_counters, std::memory_order_release);
   Release();
-  StepCounters* target =
-      Create() ? static_cast<StepCounters*>(mapping_) : &state->private_counters;
+  StepCounters* target = Create() ? static_cast<StepCounters*>(mapping_) : &state->private_counters;
   CopyStepCounters(inherited, target);
   state->counters.store(target, std::memory_order_release);
 }

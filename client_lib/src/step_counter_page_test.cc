@@ -87,7 +87,7 @@ TEST(StepCounterPageTest, SharedPageIsASealedMemfdTheDaemonCanMapAndRead) {
   EXPECT_EQ(view.At<uint64_t>(steps::kOffsetNextStep), 43u);
 }
 
-TEST(StepCounterPageTest, MovingCatchesUpWithStepsCountedOnTheOldCounters) {
+TEST(StepCounterPageTest, MovingCarriesTheValuesOverOnce) {
   AnnotationState state;
   StepCounters other;
   MarkStep(state, 1);

@@ -35,6 +35,25 @@ v1::ipc::Hello MakeHello(int pid, const std::string& job) {
 
 PeerCredentials Creds(int pid) { return {pid, 1000, 1000}; }
 
+// A fake /proc with a stat file per process: "<pid> (<comm>) S <ppid> ...".
+class FakeProc {
+ public:
+  FakeProc() : root_(absl::StrCat(::testing::TempDir(), "/registry_stat_", getpid(), "_", ++n_)) {
+    std::filesystem::create_directories(root_);
+  }
+  ~FakeProc() { std::filesystem::remove_all(root_); }
+  void Add(int pid, int ppid, const std::string& comm = "python3") {
+    std::filesystem::create_directories(absl::StrCat(root_, "/", pid));
+    std::ofstream(absl::StrCat(root_, "/", pid, "/stat"))
+        << pid << " (" << comm << ") S " << ppid << " " << pid << " 0 0 -1 4194560\n";
+  }
+  const std::string& root() const { return root_; }
+
+ private:
+  static inline int n_ = 0;
+  std::string root_;
+};
+
 TEST(RegistryTest, AddFillsInfoFromHelloAndCredentials) {
   Registry r;
   absl::Time now = absl::FromUnixSeconds(1704067200);
@@ -64,7 +83,7 @@ TEST(RegistryTest, RefusesPidMismatchAndOtherProtocol) {
   st = ValidateHello(Creds(10), h);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(st.message(), HasSubstr("2.3"));
-  EXPECT_THAT(st.message(), HasSubstr("1.0"));
+  EXPECT_THAT(st.message(), HasSubstr("daemon speaks 1.1"));
 }
 
 // A process in a container claims its pid in its own namespace; the daemon
@@ -116,22 +135,23 @@ TEST(RegistryTest, RefusesOversizedFields) {
 }
 
 TEST(RegistryTest, SelectsByJobAndPids) {
-  Registry r;
+  FakeProc proc;  // empty: no process has an attached ancestor
+  Registry r(proc.root());
   absl::Time now = absl::UnixEpoch();
   ASSERT_TRUE(r.Add(1, Creds(10), MakeHello(10, "7"), now).ok());
   ASSERT_TRUE(r.Add(2, Creds(11), MakeHello(11, "7"), now).ok());
   ASSERT_TRUE(r.Add(3, Creds(12), MakeHello(12, ""), now).ok());
   v1::ProcessSelector s;
-  EXPECT_EQ(r.Select(s).size(), 3u);
   s.set_job_id("7");
-  EXPECT_EQ(r.Select(s).size(), 2u);
+  EXPECT_EQ(r.Select(s).processes.size(), 2u);
   s.add_pids(11);
   s.add_pids(12);
-  auto both = r.Select(s);
+  auto both = r.Select(s).processes;
   ASSERT_EQ(both.size(), 1u);
-  EXPECT_EQ(both[0]->info.pid(), 11);
+  EXPECT_EQ(both[0].process->info.pid(), 11);
+  EXPECT_EQ(both[0].role, v1::PROCESS_ROLE_WORKER);
   s.clear_job_id();
-  EXPECT_EQ(r.Select(s).size(), 2u);
+  EXPECT_EQ(r.Select(s).processes.size(), 2u);
   EXPECT_EQ(r.DescribeAttached(), "3 attached: job \"7\" x2, job \"\" x1");
   EXPECT_EQ(Registry().DescribeAttached(), "0 attached");
   s.set_job_id("42");
@@ -177,25 +197,6 @@ TEST(RegistryTest, LabelsFromHelloAreValidated) {
   for (auto& l : many) ok.add_labels(l);
   EXPECT_TRUE(ValidateHello(Creds(10), ok).ok());
 }
-
-// A fake /proc with a stat file per process: "<pid> (<comm>) S <ppid> ...".
-class FakeProc {
- public:
-  FakeProc() : root_(absl::StrCat(::testing::TempDir(), "/registry_stat_", getpid(), "_", ++n_)) {
-    std::filesystem::create_directories(root_);
-  }
-  ~FakeProc() { std::filesystem::remove_all(root_); }
-  void Add(int pid, int ppid, const std::string& comm = "python3") {
-    std::filesystem::create_directories(absl::StrCat(root_, "/", pid));
-    std::ofstream(absl::StrCat(root_, "/", pid, "/stat"))
-        << pid << " (" << comm << ") S " << ppid << " " << pid << " 0 0 -1 4194560\n";
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  static inline int n_ = 0;
-  std::string root_;
-};
 
 TEST(RegistryTest, ReadsAncestorsFromProcStat) {
   FakeProc proc;
@@ -258,7 +259,7 @@ class RolesTest : public ::testing::Test {
     auto h = MakeHello(pid, job);
     h.set_rank(rank);
     h.set_local_rank(rank);
-    h.set_world_size(rank >= 0 ? 2 : -1);
+    h.set_world_size(rank >= 0 ? 8 : -1);
     for (auto& l : labels) h.add_labels(l);
     ASSERT_TRUE(registry_->Add(peer, Creds(pid), h, absl::UnixEpoch()).ok());
   }

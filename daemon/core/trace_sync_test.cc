@@ -159,7 +159,7 @@ TEST_F(TraceSyncTest, RefusesBadInstantsSkewsAndSteps) {
   *req.mutable_max_start_skew() = Dur(absl::Milliseconds(-1));
   EXPECT_EQ(refused(req), "max_start_skew -1ms is not between 0 and 1h");
   *req.mutable_max_start_skew() = Dur(absl::Hours(1) + absl::Seconds(1));
-  EXPECT_EQ(refused(req), "max_start_skew 1h0m1s is not between 0 and 1h");
+  EXPECT_EQ(refused(req), "max_start_skew 1h1s is not between 0 and 1h");
   req.clear_max_start_skew();
 
   req.mutable_caller_time()->set_nanos(1'000'000'000);

@@ -2,7 +2,8 @@
 # Stops or (re)starts only the S3 gateway (radosgw) of the cluster that
 # scripts/ceph/start.sh started under DIR, for tests that take the object
 # store away in the middle of an upload. The gateway comes back on the same
-# port with the same data and credentials; DIR/env gets its new pid.
+# port with the same data and credentials; DIR/env gets its new pid
+# (CEPH_RGW_PID is empty while it is stopped).
 #
 #   rgw.sh DIR stop      SIGTERM radosgw and wait until it has exited
 #   rgw.sh DIR kill      SIGKILL radosgw (a crash) and wait until it is gone
@@ -37,8 +38,14 @@ rgw_kill() {
 }
 
 case "$2" in
-  stop) ceph_stop_pid "$dir" radosgw "$dir/run/rgw.pid" 20 ;;
-  kill) rgw_kill ;;
+  stop)
+    ceph_stop_pid "$dir" radosgw "$dir/run/rgw.pid" 20
+    ceph_env_set "$dir" CEPH_RGW_PID ""
+    ;;
+  kill)
+    rgw_kill
+    ceph_env_set "$dir" CEPH_RGW_PID ""
+    ;;
   start) ceph_rgw_start "$dir" "$timeout" ;;
   restart)
     ceph_stop_pid "$dir" radosgw "$dir/run/rgw.pid" 20

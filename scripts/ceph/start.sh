@@ -28,6 +28,7 @@ repo="$(cd "$here/../.." && pwd)"
 . "$here/lib.sh"
 
 [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
+started_ms=$(ceph_now_ms)
 dir="$(ceph_resolve_dir "$1")"
 timeout="${CEPH_WAIT_TIMEOUT:-60}"
 bucket="${CEPH_S3_BUCKET:-gpuctl-test}"
@@ -49,13 +50,6 @@ for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph ceph-authtool monmaptoo
   command -v "$tool" >/dev/null || ceph_die "$tool not found; run scripts/ceph/install.sh"
 done
 
-if [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
-  ceph_die "$dir is not empty (stop a previous cluster there with scripts/ceph/stop.sh $dir)"
-fi
-mkdir -p "$dir"/{run,log,crash,mon.a,osd.0,rgw}
-touch "$dir/$CEPH_DIR_MARKER"
-conf="$dir/ceph.conf"
-
 if [ -n "${CEPH_RGW_PORT:-}" ]; then
   [[ "$CEPH_RGW_PORT" =~ ^[0-9]+$ ]] && [ "$CEPH_RGW_PORT" -ge 1 ] && [ "$CEPH_RGW_PORT" -le 65535 ] \
     || ceph_die "CEPH_RGW_PORT '$CEPH_RGW_PORT' is not a port number"
@@ -66,9 +60,15 @@ else
 fi
 mon_port="$(ceph_pick_port)"
 while [ "$mon_port" = "$rgw_port" ]; do mon_port="$(ceph_pick_port)"; done
+if [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ]; then
+  ceph_die "$dir is not empty (stop a previous cluster there with scripts/ceph/stop.sh $dir)"
+fi
+mkdir -p "$dir"/{run,log,crash,mon.a,osd.0,rgw}
+touch "$dir/$CEPH_DIR_MARKER"
+conf="$dir/ceph.conf"
+
 printf '%s\n' "$rgw_port" >"$dir/run/rgw.port"
 
-started_ms=$(ceph_now_ms)
 phase_ms=$started_ms
 phase() {
   local now

@@ -78,6 +78,8 @@ class DaemonCoreTest : public ::testing::Test {
     options_.daemon_version = "0.1.0";
     options_.listen_address = "127.0.0.1:7070";
     options_.socket_path = "/run/gpuctl/gpuctl.sock";
+    // An empty /proc: the test's pids are not this machine's processes.
+    options_.proc_root = tmp_ + "/no-proc";
     MakeCore();
   }
   void TearDown() override {
@@ -95,7 +97,7 @@ class DaemonCoreTest : public ::testing::Test {
     hello.set_job_id(job);
     hello.set_rank(rank);
     hello.set_local_rank(rank);
-    hello.set_world_size(rank >= 0 ? 2 : -1);
+    hello.set_world_size(rank >= 0 ? 8 : -1);
     hello.set_library_version("0.1.0");
     hello.add_cmdline("python3");
     return hello;

@@ -181,15 +181,15 @@ void WriteDaemonSeeds(Writer& w) {
                                              .max_start_skew_ns = 50'000'000,
                                              .start_step = 1500,
                                              .iterations = 3})));
-  w.Write("daemon_start_capture_extremes",
-          Encoded(DaemonMessage(
-              StartCapture{.trace_id = "\xe2\x9c\x93",
-                           .start_time_unix_ns = std::numeric_limits<int64_t>::min(),
-                           .duration_ns = -1,
-                           .max_buffer_bytes = std::numeric_limits<uint64_t>::max(),
-                           .max_start_skew_ns = std::numeric_limits<int64_t>::min(),
-                           .start_step = std::numeric_limits<uint64_t>::max(),
-                           .iterations = std::numeric_limits<uint32_t>::max()})));
+  w.Write(
+      "daemon_start_capture_extremes",
+      Encoded(DaemonMessage(StartCapture{.trace_id = "\xe2\x9c\x93",
+                                         .start_time_unix_ns = std::numeric_limits<int64_t>::min(),
+                                         .duration_ns = -1,
+                                         .max_buffer_bytes = std::numeric_limits<uint64_t>::max(),
+                                         .max_start_skew_ns = std::numeric_limits<int64_t>::min(),
+                                         .start_step = std::numeric_limits<uint64_t>::max(),
+                                         .iterations = std::numeric_limits<uint32_t>::max()})));
   w.Write("daemon_cancel_capture",
           Encoded(DaemonMessage(CancelCapture{.trace_id = "tr-0001", .reason = "user cancelled"})));
   w.Write("daemon_cancel_unknown_fields",

@@ -1,0 +1,253 @@
+#include "cli/command_flags.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/download.h"
+#include "cli/duration.h"
+#include "cli/format.h"
+#include "daemon/common/trace_id.h"
+
+namespace gpuctl::cli {
+namespace {
+
+absl::Status Usage(absl::string_view flag, absl::string_view message) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": ", message));
+}
+
+absl::StatusOr<absl::Duration> FlagDuration(absl::string_view flag, const std::string& text,
+                                            absl::Duration max) {
+  absl::StatusOr<absl::Duration> d = ParseUserDuration(text);
+  if (!d.ok()) return Usage(flag, d.status().message());
+  if (*d > max) return Usage(flag, absl::StrCat("at most ", FormatUserDuration(max)));
+  return d;
+}
+
+// Decimal digits only, within `max`.
+absl::StatusOr<uint64_t> FlagCount(absl::string_view flag, const std::string& text, uint64_t max) {
+  uint64_t value = 0;
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(text, &value) || value > max) {
+    return Usage(flag, absl::StrCat("expected a whole number from 0 to ", max, ", got \"",
+                                    Printable(text), "\""));
+  }
+  return value;
+}
+
+bool Given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
+
+struct Fleet {
+  std::vector<HostSpec> hosts;
+  size_t parallel;
+  absl::Duration host_timeout;
+};
+
+absl::StatusOr<Fleet> ValidateFleet(const FleetFlags& flags, absl::string_view env_host) {
+  Fleet fleet;
+  absl::StatusOr<std::vector<HostSpec>> hosts = ParseHostFlags(flags.hosts, env_host);
+  if (!hosts.ok()) return hosts.status();
+  fleet.hosts = *std::move(hosts);
+  if (flags.parallel < 1 || flags.parallel > static_cast<int64_t>(kMaxParallel)) {
+    return Usage("--parallel", absl::StrCat("expected 1 to ", kMaxParallel));
+  }
+  fleet.parallel = static_cast<size_t>(flags.parallel);
+  absl::StatusOr<absl::Duration> timeout =
+      FlagDuration("--host-timeout", flags.host_timeout, kMaxUserDuration);
+  if (!timeout.ok()) return timeout.status();
+  fleet.host_timeout = *timeout;
+  return fleet;
+}
+
+absl::Status ValidateIterationFlags(const TraceFlags& f, TraceOptions& options) {
+  const bool iterations = Given(f.iterations_option);
+  for (const CLI::Option* option : {f.start_step_option, f.step_roundup_option, f.step_margin_option}) {
+    if (Given(option) && !iterations) {
+      return Usage(option->get_name(), "applies to iteration windows; add --iterations N");
+    }
+  }
+  if (!iterations) return absl::OkStatus();
+  if (f.iterations < 1 || f.iterations > kMaxIterations) {
+    return Usage("--iterations", absl::StrCat("expected 1 to ", kMaxIterations));
+  }
+  if (Given(f.max_start_skew_option)) {
+    return Usage("--max-start-skew", "applies to time windows, not to --iterations");
+  }
+  options.iterations = static_cast<uint32_t>(f.iterations);
+  if (f.step_roundup < 1 || f.step_roundup > std::numeric_limits<uint32_t>::max()) {
+    return Usage("--step-roundup", "expected a positive whole number");
+  }
+  options.step_roundup = static_cast<uint32_t>(f.step_roundup);
+  if (Given(f.start_step_option)) {
+    if (Given(f.step_roundup_option) || Given(f.step_margin_option)) {
+      return Usage("--start-step", "--step-roundup and --step-margin pick the start step; "
+                                   "give either them or --start-step");
+    }
+    absl::StatusOr<uint64_t> step =
+        FlagCount("--start-step", f.start_step, std::numeric_limits<uint64_t>::max());
+    if (!step.ok()) return step.status();
+    options.start_step = *step;
+  }
+  if (f.step_margin != "auto") {
+    absl::StatusOr<uint64_t> margin =
+        FlagCount("--step-margin", f.step_margin, std::numeric_limits<uint32_t>::max());
+    if (!margin.ok()) return Usage("--step-margin", absl::StrCat("expected \"auto\" or ",
+                                                                  margin.status().message()));
+    options.step_margin = static_cast<uint32_t>(*margin);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateWindowFlags(const TraceFlags& f, TraceOptions& options) {
+  if (Given(f.duration_option)) {
+    absl::StatusOr<absl::Duration> duration =
+        FlagDuration("--duration", f.duration, kMaxUserDuration);
+    if (!duration.ok()) return duration.status();
+    options.duration = *duration;
+  } else if (!Given(f.iterations_option)) {
+    return absl::InvalidArgumentError(
+        "--duration is required for a time window (or give --iterations N)");
+  }
+  absl::StatusOr<absl::Duration> delay = FlagDuration("--start-delay", f.start_delay, kMaxStartDelay);
+  if (!delay.ok()) return delay.status();
+  options.start_delay = *delay;
+  absl::StatusOr<absl::Duration> skew =
+      FlagDuration("--max-start-skew", f.max_start_skew, kMaxStartDelay);
+  if (!skew.ok()) return skew.status();
+  options.max_start_skew = *skew;
+  return ValidateIterationFlags(f, options);
+}
+
+}  // namespace
+
+void AddFleetFlags(CLI::App* command, FleetFlags& flags) {
+  command
+      ->add_option("--host", flags.hosts.hosts,
+                   "gpuctld address HOST[:PORT], repeatable (default $GPUCTL_HOST, else "
+                   "127.0.0.1:7070)")
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  command->add_option("--hosts-file", flags.hosts.hosts_files,
+                      "File of gpuctld addresses, one per line, # comments (repeatable)")
+      ->allow_extra_args(false);
+  command->add_option("--hosts", flags.hosts.dns,
+                      "dns:NAME[:PORT]: every address NAME resolves to (repeatable)")
+      ->allow_extra_args(false);
+  command->add_option("--parallel", flags.parallel,
+                      "Hosts being connected to at once (dispatch window)")
+      ->capture_default_str();
+  command->add_option("--host-timeout", flags.host_timeout,
+                      "Per host: connect and get an answer within this")
+      ->capture_default_str();
+}
+
+void AddSelectorFlags(CLI::App* command, SelectorFlags& flags, bool for_trace) {
+  const std::string what = for_trace ? "to trace" : "to list";
+  command->add_option("--job", flags.job_id, "Job id of the processes " + what);
+  command->add_option("--pid", flags.pids, "Process id (repeatable; selects its descendants too)")
+      ->check(CLI::PositiveNumber)
+      ->allow_extra_args(false)
+      ->delimiter(',');
+  command->add_option("--rank", flags.rank_sets, "Rank set, e.g. 0-3,8 (repeatable)")
+      ->allow_extra_args(false);
+  command->add_option("--label", flags.labels, "Label KEY=VALUE the processes carry (repeatable)")
+      ->allow_extra_args(false);
+  command->add_option("--limit", flags.limit,
+                      "At most N processes per host, lowest ranks first (0: no limit)");
+  command->add_flag("--include-helpers", flags.include_helpers,
+                    "Also select launchers and forked helpers");
+}
+
+void AddTraceFlags(CLI::App* command, TraceFlags& f) {
+  f.duration_option = command->add_option(
+      "--duration", f.duration,
+      "Capture window, e.g. 5s, 500ms, 1m30s (with --iterations: the bound of the wait)");
+  command->add_option("-o,--output", f.output_root, "Download directory")->capture_default_str();
+  command->add_option("--trace-id", f.trace_id, "Trace id, a UUIDv7 (default: a new one)");
+  command
+      ->add_option("--activities", f.activities,
+                   "GPU activity to record, comma-separated: kernel,memcpy,memset,runtime,"
+                   "driver,sync,nvtx,overhead (default: all but driver)")
+      ->delimiter(',');
+  command->add_flag("--no-download", f.no_download, "Leave the trace on the daemons' hosts");
+  command->add_flag("--json", f.json, "Print one machine-readable JSON document");
+  command->add_option("--start-delay", f.start_delay,
+                      "Every host opens its window this long after the command starts")
+      ->capture_default_str();
+  f.max_start_skew_option =
+      command
+          ->add_option("--max-start-skew", f.max_start_skew,
+                       "A process opening later than this after the start instant runs its own "
+                       "full window and is marked late")
+          ->capture_default_str();
+  f.iterations_option = command->add_option(
+      "--iterations", f.iterations, "Capture N steps (gpuctl_step marks) instead of a time window");
+  f.start_step_option =
+      command->add_option("--start-step", f.start_step, "First step captured (default: picked)");
+  f.step_roundup_option =
+      command->add_option("--step-roundup", f.step_roundup, "The start step is a multiple of K")
+          ->capture_default_str();
+  f.step_margin_option =
+      command
+          ->add_option("--step-margin", f.step_margin,
+                       "Steps between the largest current step and the start step, or auto")
+          ->capture_default_str();
+}
+
+absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& f, const FleetFlags& fleet_flags,
+                                                const SelectorFlags& selector_flags,
+                                                absl::string_view env_host) {
+  TraceOptions options;
+  absl::StatusOr<Fleet> fleet = ValidateFleet(fleet_flags, env_host);
+  if (!fleet.ok()) return fleet.status();
+  options.hosts = std::move(fleet->hosts);
+  options.parallel = fleet->parallel;
+  options.host_timeout = fleet->host_timeout;
+  absl::StatusOr<v1::ProcessSelector> selector = BuildSelector(selector_flags);
+  if (!selector.ok()) return selector.status();
+  if (!HasCriterion(*selector)) {
+    return absl::InvalidArgumentError(
+        "trace: select processes with --job ID, --pid N, --rank SET and/or --label KEY=VALUE");
+  }
+  options.selector = *std::move(selector);
+  if (absl::Status s = ValidateWindowFlags(f, options); !s.ok()) return s;
+  if (!f.trace_id.empty() && !IsValidTraceId(f.trace_id)) {
+    return Usage("--trace-id", absl::StrCat("\"", Printable(f.trace_id),
+                                            "\" is not a lowercase UUIDv7 like "
+                                            "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"));
+  }
+  options.trace_id = f.trace_id;
+  for (const std::string& activity : f.activities) {
+    if (std::find(kActivityNames.begin(), kActivityNames.end(), activity) == kActivityNames.end()) {
+      return Usage("--activities", absl::StrCat("unknown activity \"", Printable(activity),
+                                                "\"; valid: ", absl::StrJoin(kActivityNames, ",")));
+    }
+  }
+  options.activities = f.activities;
+  if (f.output_root.empty()) return Usage("-o", "empty directory");
+  options.output_root = f.output_root;
+  options.download = !f.no_download;
+  options.json = f.json;
+  return options;
+}
+
+absl::StatusOr<PsOptions> ValidatePsFlags(const PsFlags& ps, const FleetFlags& fleet_flags,
+                                          const SelectorFlags& selector_flags,
+                                          absl::string_view env_host) {
+  PsOptions options;
+  absl::StatusOr<Fleet> fleet = ValidateFleet(fleet_flags, env_host);
+  if (!fleet.ok()) return fleet.status();
+  options.hosts = std::move(fleet->hosts);
+  options.parallel = fleet->parallel;
+  options.host_timeout = fleet->host_timeout;
+  absl::StatusOr<v1::ProcessSelector> selector = BuildSelector(selector_flags);
+  if (!selector.ok()) return selector.status();
+  options.selector = *std::move(selector);
+  options.json = ps.json;
+  return options;
+}
+
+}  // namespace gpuctl::cli

@@ -1,0 +1,67 @@
+#ifndef GPUCTL_CLI_COMMAND_FLAGS_H_
+#define GPUCTL_CLI_COMMAND_FLAGS_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "cli/host_list.h"
+#include "cli/ps_command.h"
+#include "cli/selector.h"
+#include "cli/trace_command.h"
+
+namespace gpuctl::cli {
+
+// The flags of the fleet commands (`trace`, `ps`) as typed, and their
+// validation into command options. Validation errors are INVALID_ARGUMENT
+// naming the flag: usage errors (exit 2), found before anything is sent.
+
+struct FleetFlags {
+  HostFlags hosts;
+  int64_t parallel = kDefaultParallel;
+  std::string host_timeout = "10s";
+};
+
+struct TraceFlags {
+  std::string duration;
+  std::string trace_id;
+  std::vector<std::string> activities;
+  std::string output_root = kDefaultOutputRoot;
+  bool no_download = false;
+  bool json = false;
+  std::string start_delay = "500ms";
+  std::string max_start_skew = "50ms";
+  int64_t iterations = 0;
+  std::string start_step;
+  int64_t step_roundup = 1;
+  std::string step_margin = "auto";
+  // Which were given, for the rules between flags.
+  CLI::Option* duration_option = nullptr;
+  CLI::Option* max_start_skew_option = nullptr;
+  CLI::Option* iterations_option = nullptr;
+  CLI::Option* start_step_option = nullptr;
+  CLI::Option* step_roundup_option = nullptr;
+  CLI::Option* step_margin_option = nullptr;
+};
+
+struct PsFlags {
+  bool json = false;
+};
+
+void AddFleetFlags(CLI::App* command, FleetFlags& flags);
+void AddSelectorFlags(CLI::App* command, SelectorFlags& flags, bool for_trace);
+void AddTraceFlags(CLI::App* command, TraceFlags& flags);
+
+absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& trace, const FleetFlags& fleet,
+                                                const SelectorFlags& selector,
+                                                absl::string_view env_host);
+absl::StatusOr<PsOptions> ValidatePsFlags(const PsFlags& ps, const FleetFlags& fleet,
+                                          const SelectorFlags& selector,
+                                          absl::string_view env_host);
+
+}  // namespace gpuctl::cli
+
+#endif  // GPUCTL_CLI_COMMAND_FLAGS_H_

@@ -1,0 +1,166 @@
+// `gpuctl ps` across several fake gpuctlds.
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "cli/cli.h"
+#include "cli/exit_codes.h"
+#include "cli/fake_gpuctl_service_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuctl::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::gpuctl::cli::testing::DeadTarget;
+using ::gpuctl::cli::testing::FakeServer;
+using ::gpuctl::cli::testing::TestConsole;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::ProcessInfo Info(int pid, int rank, const std::string& host, v1::ProcessRole role,
+                     std::vector<std::string> argv) {
+  v1::ProcessInfo p;
+  p.set_pid(pid);
+  p.set_ppid(1);
+  p.set_job_id("42");
+  p.set_rank(rank);
+  p.set_hostname(host);
+  p.set_role(role);
+  p.set_capture_state(v1::CAPTURE_STATE_IDLE);
+  for (auto& a : argv) p.add_cmdline(a);
+  return p;
+}
+
+class CliFleetPsTest : public ::testing::Test {
+ protected:
+  CliFleetPsTest() {
+    a_.service().processes.set_host("node1");
+    v1::ProcessInfo worker = Info(100, 1, "node1", v1::PROCESS_ROLE_WORKER, {"python", "train.py"});
+    worker.set_current_step(1187);
+    (*worker.mutable_labels())["team"] = "nlp";
+    (*worker.mutable_labels())["k8s.pod"] = "train-0";
+    *a_.service().processes.add_processes() = worker;
+    *a_.service().processes.add_processes() =
+        Info(90, -1, "node1", v1::PROCESS_ROLE_LAUNCHER, {"torchrun", "\x1b[31mred"});
+    *a_.service().processes.add_processes() =
+        Info(101, 0, "node1", v1::PROCESS_ROLE_HELPER, {"python", "-c", "loader"});
+    b_.service().processes.set_host("node2");
+    *b_.service().processes.add_processes() =
+        Info(200, 2, "node2", v1::PROCESS_ROLE_WORKER, {"python", "train.py"});
+  }
+  int Run(std::vector<std::string> args) { return RunCli(args, console_.env()); }
+
+  FakeServer a_;
+  FakeServer b_;
+  TestConsole console_;
+};
+
+TEST_F(CliFleetPsTest, TableAcrossHosts) {
+  ASSERT_EQ(Run({"ps", "--host", a_.target(), "--host", b_.target()}), kExitOk)
+      << console_.err.str();
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, HasSubstr("HOST   PID  RANK  ROLE      STEP  JOB  STATE  LABELS"));
+  EXPECT_THAT(out, HasSubstr("node1  101     0  helper       -  42   idle   -"));
+  EXPECT_THAT(out, HasSubstr("node1  100     1  worker    1187  42   idle   k8s.pod=train-0,team=nlp"));
+  EXPECT_THAT(out, HasSubstr("node1   90     -  launcher     -"));
+  EXPECT_THAT(out, HasSubstr("node2  200     2  worker"));
+  EXPECT_THAT(out, HasSubstr("torchrun ?[31mred"));  // no escape reaches the terminal
+  // Hosts in the order given, ranks ascending, unknown rank last.
+  EXPECT_LT(out.find(" 101 "), out.find(" 100 "));
+  EXPECT_LT(out.find(" 100 "), out.find("  90 "));
+  EXPECT_LT(out.find("  90 "), out.find(" 200 "));
+  EXPECT_EQ(console_.err.str(), "");
+}
+
+TEST_F(CliFleetPsTest, SelectorsAreSentToEveryHost) {
+  ASSERT_EQ(Run({"ps", "--host", a_.target(), "--host", b_.target(), "--job", "42", "--rank",
+                 "0-3,8", "--label", "team=nlp", "--pid", "100", "--limit", "5",
+                 "--include-helpers"}),
+            kExitOk)
+      << console_.err.str();
+  for (FakeServer* server : {&a_, &b_}) {
+    std::vector<v1::ListProcessesRequest> requests = server->service().list_processes_requests();
+    ASSERT_EQ(requests.size(), 1u);
+    const v1::ProcessSelector& s = requests[0].selector();
+    EXPECT_EQ(s.job_id(), "42");
+    ASSERT_EQ(s.ranks_size(), 2);
+    EXPECT_EQ(s.ranks(0).first(), 0);
+    EXPECT_EQ(s.ranks(0).last(), 3);
+    EXPECT_EQ(s.ranks(1).first(), 8);
+    EXPECT_EQ(s.labels().at("team"), "nlp");
+    EXPECT_THAT(s.pids(), ::testing::ElementsAre(100));
+    EXPECT_EQ(s.limit(), 5u);
+    EXPECT_TRUE(s.include_helpers());
+  }
+}
+
+TEST_F(CliFleetPsTest, JsonHasOneEntryPerHost) {
+  const std::string dead = DeadTarget();
+  b_.service().unary_error = grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "uid 1000 may not");
+  EXPECT_EQ(Run({"ps", "--json", "--host", a_.target(), "--host", b_.target(), "--host", dead}),
+            kExitPartialFailure);
+  nlohmann::json json = nlohmann::json::parse(console_.out.str());
+  ASSERT_EQ(json["hosts"].size(), 3u);
+  const nlohmann::json& a = json["hosts"][0];
+  EXPECT_EQ(a["host"], "node1");
+  EXPECT_EQ(a["target"], a_.target());
+  EXPECT_EQ(a["status"], "ok");
+  EXPECT_EQ(a["error"], "");
+  ASSERT_EQ(a["processes"].size(), 3u);
+  EXPECT_EQ(a["processes"][0]["pid"], 100);
+  EXPECT_EQ(a["processes"][0]["role"], "PROCESS_ROLE_WORKER");
+  EXPECT_EQ(a["processes"][0]["currentStep"], "1187");
+  EXPECT_EQ(a["processes"][0]["labels"]["team"], "nlp");
+  EXPECT_EQ(json["hosts"][1]["status"], "refused");
+  EXPECT_THAT(json["hosts"][1]["error"].get<std::string>(), HasSubstr("uid 1000 may not"));
+  EXPECT_EQ(json["hosts"][1]["processes"].size(), 0u);
+  EXPECT_EQ(json["hosts"][2]["status"], "unreachable");
+  EXPECT_EQ(json["hosts"][2]["target"], dead);
+  EXPECT_THAT(console_.err.str(), HasSubstr(absl::StrCat("cannot reach gpuctld at ", dead)));
+}
+
+TEST_F(CliFleetPsTest, NoHostReachableExitsFour) {
+  EXPECT_EQ(Run({"ps", "--host", DeadTarget(), "--host", DeadTarget()}), kExitDaemonError);
+  EXPECT_EQ(console_.out.str(), "");
+  EXPECT_THAT(console_.err.str(), HasSubstr("cannot reach gpuctld at"));
+}
+
+TEST_F(CliFleetPsTest, EmptySelectionSaysSo) {
+  a_.service().processes.clear_processes();
+  EXPECT_EQ(Run({"ps", "--job", "7", "--host", a_.target()}), kExitOk);
+  EXPECT_EQ(console_.out.str(), "");
+  EXPECT_THAT(console_.err.str(),
+              HasSubstr("no processes matching job \"7\" attached to gpuctld on node1"));
+}
+
+TEST_F(CliFleetPsTest, HostsFileAndDnsName) {
+  std::string tmpl = (fs::temp_directory_path() / "gpuctl-ps-hosts-XXXXXX").string();
+  const std::string dir = mkdtemp(tmpl.data());
+  const std::string file = dir + "/hosts";
+  std::ofstream(file) << "# two daemons\n" << a_.target() << "\n" << b_.target() << "  # b\n";
+  ASSERT_EQ(Run({"ps", "--hosts-file", file, "--host", a_.target()}), kExitOk)
+      << console_.err.str();
+  EXPECT_EQ(a_.service().list_processes_requests().size(), 1u);  // deduplicated
+  EXPECT_EQ(b_.service().list_processes_requests().size(), 1u);
+  fs::remove_all(dir);
+
+  // A daemon on every loopback address "localhost" names.
+  FakeServer local("localhost:0");
+  local.service().processes.set_host("local");
+  *local.service().processes.add_processes() =
+      Info(300, 0, "local", v1::PROCESS_ROLE_WORKER, {"python"});
+  TestConsole console;
+  ASSERT_EQ(RunCli({"ps", "--hosts", absl::StrCat("dns:localhost:", local.port())},
+                   console.env()),
+            kExitOk)
+      << console.err.str();
+  EXPECT_THAT(console.out.str(), HasSubstr("local  300"));
+  EXPECT_GE(local.service().list_processes_requests().size(), 1u);
+  EXPECT_THAT(console.out.str(), Not(HasSubstr("node1")));
+}
+
+}  // namespace
+}  // namespace gpuctl::cli

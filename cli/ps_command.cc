@@ -1,0 +1,112 @@
+#include "cli/ps_command.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/cancel_group.h"
+#include "cli/exit_codes.h"
+#include "cli/format.h"
+#include "cli/process_listing.h"
+#include "cli/selector.h"
+
+namespace gpuctl::cli {
+namespace {
+
+constexpr size_t kLabelsColumnChars = 40;
+constexpr size_t kCommandColumnChars = 40;
+
+std::string LabelsText(const google::protobuf::Map<std::string, std::string>& labels) {
+  if (labels.empty()) return "-";
+  std::vector<std::pair<std::string, std::string>> sorted(labels.begin(), labels.end());
+  std::sort(sorted.begin(), sorted.end());
+  return Shorten(Printable(absl::StrJoin(sorted, ",", absl::PairFormatter("="))),
+                 kLabelsColumnChars);
+}
+
+std::string StepText(const v1::ProcessInfo& p) {
+  return p.has_current_step() ? absl::StrCat(p.current_step()) : "-";
+}
+
+void PrintTable(const std::vector<HostProcesses>& answers, std::ostream& out) {
+  Table table({"HOST", "PID", "RANK", "ROLE", "STEP", "JOB", "STATE", "LABELS", "COMMAND"},
+              {false, true, true, false, true, false, false, false, false});
+  for (const HostProcesses& answer : answers) {
+    std::vector<const v1::ProcessInfo*> rows;
+    for (const v1::ProcessInfo& p : answer.response.processes()) rows.push_back(&p);
+    std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+      return std::make_tuple(a->rank() < 0, a->rank(), a->pid()) <
+             std::make_tuple(b->rank() < 0, b->rank(), b->pid());
+    });
+    const std::string host = !answer.response.host().empty() ? answer.response.host() : answer.target;
+    for (const v1::ProcessInfo* p : rows) {
+      table.AddRow({Printable(p->hostname().empty() ? host : p->hostname()), absl::StrCat(p->pid()),
+                    RankText(p->rank()), RoleWord(p->role()), StepText(*p),
+                    p->job_id().empty() ? "-" : Printable(p->job_id()),
+                    CaptureStateWord(p->capture_state()), LabelsText(p->labels()),
+                    CommandText(p->cmdline(), kCommandColumnChars)});
+    }
+  }
+  table.Render(out);
+}
+
+std::string PsJson(const std::vector<HostProcesses>& answers) {
+  google::protobuf::Struct root;
+  google::protobuf::ListValue* hosts = (*root.mutable_fields())["hosts"].mutable_list_value();
+  for (const HostProcesses& answer : answers) {
+    auto& fields = *hosts->add_values()->mutable_struct_value()->mutable_fields();
+    fields["host"].set_string_value(answer.response.host());
+    fields["target"].set_string_value(answer.target);
+    fields["status"].set_string_value(std::string(HostStatusName(answer.status)));
+    fields["error"].set_string_value(answer.error);
+    google::protobuf::ListValue* processes = fields["processes"].mutable_list_value();
+    for (const v1::ProcessInfo& p : answer.response.processes()) {
+      SetJsonValue(processes->add_values(), p);
+    }
+  }
+  return ToJson(root);
+}
+
+}  // namespace
+
+int RunPs(const PsOptions& options, const CliEnv& env) {
+  absl::StatusOr<std::vector<HostEntry>> hosts = ResolveHostSpecs(options.hosts);
+  if (!hosts.ok()) {
+    *env.err << "gpuctl: " << hosts.status().message() << "\n";
+    return kExitUsage;
+  }
+  CancelGroup cancel(env.interrupts);
+  std::vector<HostProcesses> answers = ListProcessesOnHosts(
+      *hosts, options.selector, options.parallel, options.host_timeout, cancel);
+  if (cancel.cancelled()) {
+    *env.err << "gpuctl: ps cancelled\n";
+    return kExitInterrupted;
+  }
+  std::vector<HostStatus> statuses;
+  std::vector<bool> answered;
+  size_t rows = 0;
+  for (const HostProcesses& answer : answers) {
+    statuses.push_back(answer.status);
+    answered.push_back(answer.status == HostStatus::kOk);
+    rows += answer.response.processes_size();
+    if (answer.status != HostStatus::kOk) *env.err << "gpuctl: " << answer.error << "\n";
+  }
+  if (options.json) {
+    *env.out << PsJson(answers) << "\n";
+  } else if (rows > 0) {
+    PrintTable(answers, *env.out);
+  } else if (std::count(answered.begin(), answered.end(), true) > 0) {
+    std::string where = answers.size() == 1
+                            ? absl::StrCat("gpuctld on ", Printable(answers[0].response.host()))
+                            : absl::StrCat(answers.size(), " hosts");
+    *env.err << "no processes"
+             << (HasCriterion(options.selector)
+                     ? absl::StrCat(" matching ", DescribeSelector(options.selector))
+                     : "")
+             << " attached to " << where << "\n";
+  }
+  return FleetExitCode(statuses, answered);
+}
+
+}  // namespace gpuctl::cli

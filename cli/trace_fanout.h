@@ -1,0 +1,73 @@
+#ifndef GPUCTL_CLI_TRACE_FANOUT_H_
+#define GPUCTL_CLI_TRACE_FANOUT_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cli/host_list.h"
+#include "cli/host_status.h"
+#include "cli/interrupt.h"
+#include "cli/trace_progress.h"
+#include "gpuctl/v1/service.pb.h"
+
+namespace gpuctl::cli {
+
+// What one host's Trace stream delivered, and how it ended.
+struct HostTrace {
+  std::string target;
+  HostStatus status = HostStatus::kOk;
+  std::string error;  // set when status is not kOk
+  std::optional<v1::TraceStarted> started;
+  // Processes that attached later and joined (ProcessProgress.joined).
+  std::vector<v1::ProcessInfo> joined;
+  std::map<int32_t, v1::ProcessResult> results;  // by pid
+  std::optional<v1::TraceCompleted> completed;
+
+  // The host took the request (TraceStarted arrived).
+  bool accepted() const { return started.has_value(); }
+  // The daemon's host name once it answered, else the target.
+  std::string name() const;
+  // Selected or joined processes the daemon never reported on.
+  std::vector<const v1::ProcessInfo*> Missing() const;
+  bool HasFiles() const;
+};
+
+struct TraceFanoutOptions {
+  // Sent to every host as is, but for caller_time, set right before each
+  // host's request is sent.
+  v1::TraceRequest request;
+  // Hosts in their dispatch phase (connect + until TraceStarted) at once.
+  size_t parallel = 64;
+  // Per host: connect and receive TraceStarted within this.
+  absl::Duration host_timeout = absl::Seconds(10);
+  // The gRPC deadline of a host's stream is this long after the later of
+  // request.start_time and the moment its request is sent: the window plus
+  // the daemon's time to collect and store.
+  absl::Duration stream_length = absl::InfiniteDuration();
+  // A host whose trace has not completed this long after the end it
+  // announced (TraceStarted.end_time) is given up as timed out.
+  absl::Duration result_margin = absl::Seconds(60);
+};
+
+struct TraceFanoutResult {
+  std::vector<HostTrace> hosts;  // in the order of the input
+  bool interrupted = false;
+};
+
+// Runs the Trace stream on every host concurrently and returns when every
+// stream has ended. Hosts whose entry carries an error are not contacted
+// and come back unreachable. An interrupt from `interrupts` (may be null)
+// cancels every stream and the hosts not yet contacted. Progress goes to
+// `progress`, whose calls are serialized.
+TraceFanoutResult RunTraceFanout(const std::vector<HostEntry>& hosts,
+                                 const TraceFanoutOptions& options, InterruptSource* interrupts,
+                                 TraceProgress& progress);
+
+}  // namespace gpuctl::cli
+
+#endif  // GPUCTL_CLI_TRACE_FANOUT_H_
