@@ -41,9 +41,6 @@ class DaemonCoreImpl final : public DaemonCore {
   v1::GetStatusResponse GetStatus() override;
 
  private:
-  // Checks the request and fills the session's window fields (start, end,
-  // skew, iterations, requested start step, clock offset) from it.
-  absl::Status ValidateRequest(const v1::TraceRequest& request, TraceSession* session);
   absl::StatusOr<std::string> ChooseTraceId(const v1::TraceRequest& request);
   // The NOT_FOUND status of a request that selected nothing.
   absl::Status NothingMatched(const v1::TraceRequest& request, const Selection& selection);

@@ -155,7 +155,8 @@ absl::Status Registry::Add(PeerId peer, const PeerCredentials& creds, const v1::
   if (auto st = ValidateHello(creds, hello, proc_root_); !st.ok()) return st;
   absl::StatusOr<absl::btree_map<std::string, std::string>> labels = ParseHelloLabels(hello);
   if (!labels.ok()) return labels.status();
-  AttachedProcess process{peer, {}, ReadAncestors(proc_root_, creds.pid), std::move(steps)};
+  AttachedProcess process{peer, {}, ReadAncestors(proc_root_, creds.pid), std::move(steps),
+                          hello.capabilities()};
   // The Hello's ppid is in the peer's pid namespace: usable only when that
   // is the daemon's.
   if (process.ancestors.empty() && hello.pid() == creds.pid && hello.ppid() > 0) {

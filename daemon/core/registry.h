@@ -60,6 +60,8 @@ struct AttachedProcess {
   std::vector<int32_t> ancestors;
   // The process's shared step counter; null when it shares none.
   std::unique_ptr<StepCounterView> steps;
+  // Hello.capabilities (v1::ipc::Capability bits).
+  uint64_t capabilities = 0;
 };
 
 // One process picked by a selector, with its role at selection time.

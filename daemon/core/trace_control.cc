@@ -1,6 +1,7 @@
 // The RPC side of DaemonCore and a trace's life cycle: request validation,
 // selection, StartCapture, deadline, cancellation and completion.
 #include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -8,23 +9,16 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/core/cupti_names.h"
 #include "daemon/core/daemon_core_impl.h"
 #include "daemon/core/proto_time.h"
 #include "daemon/core/selector.h"
 #include "daemon/core/steps.h"
+#include "daemon/core/trace_request.h"
 
 namespace gpuctl::daemon {
 namespace {
 
 constexpr size_t kRecentTraceIds = 4096;
-// Far more than the distinct names; bounds what a request can carry.
-constexpr int kMaxActivities = 64;
-constexpr uint32_t kMaxIterations = 1000000;
-// How far ahead a start instant may be, and the largest start skew.
-constexpr absl::Duration kMaxStartAhead = absl::Hours(1);
-constexpr absl::Duration kMaxStartSkew = absl::Hours(1);
-constexpr absl::Duration kDefaultMaxStartSkew = absl::Milliseconds(50);
 constexpr uint32_t kDefaultStepMargin = 2;
 
 v1::ProcessResult ResultWith(v1::CaptureStatus status, std::string message) {
@@ -34,113 +28,30 @@ v1::ProcessResult ResultWith(v1::CaptureStatus status, std::string message) {
   return result;
 }
 
+// Why `process` cannot take part in `session`, if it cannot.
+std::optional<v1::ProcessResult> Refusal(const TraceSession& session,
+                                         const AttachedProcess& process) {
+  if (process.info.capture_state() != v1::CAPTURE_STATE_IDLE) {
+    return ResultWith(v1::CAPTURE_STATUS_BUSY,
+                      absl::StrCat("already capturing trace ", process.info.current_trace_id()));
+  }
+  if (session.iteration_window() &&
+      (process.capabilities & v1::ipc::CAPABILITY_STEP_WINDOWS) == 0) {
+    return ResultWith(v1::CAPTURE_STATUS_UNAVAILABLE,
+                      absl::StrCat("its gpuctl library (", process.info.library_version(),
+                                   ") does not capture iteration windows; update it"));
+  }
+  return std::nullopt;
+}
+
 // The clock truncated to whole nanoseconds, the precision of everything the
 // daemon reports, so reported differences add up exactly.
 absl::Time NowNanos(Clock* clock) { return absl::FromUnixNanos(absl::ToUnixNanos(clock->Now())); }
-
-// The window length (time window) or the bound (iteration window).
-absl::StatusOr<absl::Duration> RequestDuration(const v1::TraceRequest& request,
-                                               absl::Duration max_duration) {
-  if (!request.has_duration()) {
-    if (request.iterations() > 0) return max_duration;
-    return absl::InvalidArgumentError("duration is required");
-  }
-  auto d = FromProtoDuration(request.duration());
-  if (!d.ok()) return d.status();
-  if (*d <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("duration must be positive, got ", absl::FormatDuration(*d)));
-  }
-  if (*d > max_duration) {
-    return absl::InvalidArgumentError(absl::StrCat("duration ", absl::FormatDuration(*d),
-                                                   " exceeds this daemon's maximum of ",
-                                                   absl::FormatDuration(max_duration)));
-  }
-  return *d;
-}
-
-absl::Status ValidateSteps(const v1::TraceRequest& request) {
-  if (request.iterations() > kMaxIterations) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("iterations ", request.iterations(), " exceeds the maximum of ", kMaxIterations));
-  }
-  if (request.has_start_step() && request.iterations() == 0) {
-    return absl::InvalidArgumentError("start_step needs iterations (an iteration window)");
-  }
-  if (request.has_start_step() && request.start_step() > kMaxPlausibleStep) {
-    return absl::InvalidArgumentError(absl::StrCat("start_step ", request.start_step(),
-                                                   " exceeds the maximum of ", kMaxPlausibleStep));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<absl::Duration> RequestStartSkew(const v1::TraceRequest& request) {
-  if (!request.has_max_start_skew()) return kDefaultMaxStartSkew;
-  auto skew = FromProtoDuration(request.max_start_skew());
-  if (!skew.ok()) return skew.status();
-  if (*skew < absl::ZeroDuration() || *skew > kMaxStartSkew) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_start_skew ", absl::FormatDuration(*skew), " is not between 0 and ",
-                     absl::FormatDuration(kMaxStartSkew)));
-  }
-  return *skew;
-}
 
 }  // namespace
 
 std::unique_ptr<DaemonCore> DaemonCore::Create(const CoreOptions& options, const Deps& deps) {
   return std::make_unique<DaemonCoreImpl>(options, deps);
-}
-
-absl::Status DaemonCoreImpl::ValidateRequest(const v1::TraceRequest& request,
-                                             TraceSession* session) {
-  if (auto st = ValidateSteps(request); !st.ok()) return st;
-  absl::StatusOr<absl::Duration> duration = RequestDuration(request, options_.max_duration);
-  if (!duration.ok()) return duration.status();
-  const v1::ProcessSelector& selector = request.selector();
-  if (!HasCriterion(selector)) {
-    return absl::InvalidArgumentError("select processes with a job id, pids, ranks or labels");
-  }
-  if (auto st = ValidateSelector(selector); !st.ok()) return st;
-  if (request.activities_size() > kMaxActivities) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("more than ", kMaxActivities, " activities; valid: ", ActivityNameList()));
-  }
-  if (auto st = ValidateActivityNames({request.activities().begin(), request.activities().end()});
-      !st.ok()) {
-    return st;
-  }
-  absl::StatusOr<absl::Duration> skew = RequestStartSkew(request);
-  if (!skew.ok()) return skew.status();
-  const absl::Time now = session->created_at;
-  absl::Time start = now + options_.start_delay;
-  if (request.has_start_time()) {
-    absl::StatusOr<absl::Time> t = FromProtoTimestamp(request.start_time(), "start_time");
-    if (!t.ok()) return t.status();
-    if (*t - now > kMaxStartAhead) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("start_time is ", absl::FormatDuration(*t - now),
-                       " ahead of this daemon's clock, more than ",
-                       absl::FormatDuration(kMaxStartAhead), " (clocks out of sync?)"));
-    }
-    start = *t;
-  }
-  if (request.has_caller_time()) {
-    absl::StatusOr<absl::Time> caller = FromProtoTimestamp(request.caller_time(), "caller_time");
-    if (!caller.ok()) return caller.status();
-    v1::ClockOffset clock;
-    *clock.mutable_offset() = ToProtoDuration(now - *caller);
-    *clock.mutable_caller_time() = request.caller_time();
-    *clock.mutable_received_at() = ToProtoTimestamp(now);
-    session->clock = std::move(clock);
-  }
-  // An iteration window is watched for from receipt until the bound.
-  session->start = request.iterations() > 0 ? now : start;
-  session->end = session->start + *duration;
-  session->max_start_skew = *skew;
-  session->iterations = request.iterations();
-  session->start_step = request.start_step();
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> DaemonCoreImpl::ChooseTraceId(const v1::TraceRequest& request) {
@@ -194,7 +105,9 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   auto owned = std::make_unique<TraceSession>();
   TraceSession& session = *owned;
   session.created_at = NowNanos(deps_.clock);
-  if (auto st = ValidateRequest(request, &session); !st.ok()) return st;
+  absl::StatusOr<TracePlan> plan =
+      PlanTrace(request, session.created_at, {options_.max_duration, options_.start_delay});
+  if (!plan.ok()) return plan.status();
   auto id = ChooseTraceId(request);
   if (!id.ok()) return id.status();
   Selection selection = registry_.Select(request.selector());
@@ -204,18 +117,22 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   session.request = request;
   session.selector_text = DescribeSelector(request.selector());
   session.observer = std::move(observer);
-  if (session.iteration_window() && !request.has_start_step()) {
-    session.start_step = PickSessionStartStep(request, selection);
+  session.start = plan->start;
+  session.end = plan->end;
+  session.max_start_skew = plan->max_start_skew;
+  session.iterations = plan->iterations;
+  session.clock = std::move(plan->clock);
+  if (session.iteration_window()) {
+    session.start_step = plan->start_step.has_value() ? *plan->start_step
+                                                      : PickSessionStartStep(request, selection);
   }
   session.pending = selection.processes.size();
-  std::vector<std::pair<size_t, std::string>> busy;
+  // Processes that cannot take part end at once; the others proceed.
+  std::vector<std::optional<v1::ProcessResult>> refusals;
   for (const SelectedProcess& selected : selection.processes) {
     const AttachedProcess* process = selected.process;
     session.slots.push_back({process->peer, Registry::Info(*process, selected.role)});
-    if (process->info.capture_state() != v1::CAPTURE_STATE_IDLE) {
-      busy.emplace_back(session.slots.size() - 1,
-                        absl::StrCat("already capturing trace ", process->info.current_trace_id()));
-    }
+    refusals.push_back(Refusal(session, *process));
   }
   sessions_.emplace(session.id, std::move(owned));
   EmitStarted(session);
@@ -223,7 +140,8 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
           {{"trace_id", session.id},
            {"selector", session.selector_text},
            {"processes", session.slots.size()},
-           {"busy", busy.size()},
+           {"refused", std::count_if(refusals.begin(), refusals.end(),
+                                     [](const auto& r) { return r.has_value(); })},
            {"start", absl::FormatTime(session.start)},
            {"duration", absl::FormatDuration(session.duration())},
            {"iterations", session.iterations},
@@ -233,11 +151,9 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   // once and run the full window.
   ArmDeadline(session, std::max(session.start, session.created_at) + session.duration() +
                            options_.result_grace);
-  size_t next_busy = 0;
   for (size_t i = 0; i < session.slots.size(); ++i) {
-    if (next_busy < busy.size() && busy[next_busy].first == i) {
-      FinishSlot(session, session.slots[i],
-                 ResultWith(v1::CAPTURE_STATUS_BUSY, std::move(busy[next_busy++].second)));
+    if (refusals[i].has_value()) {
+      FinishSlot(session, session.slots[i], std::move(*refusals[i]));
     } else {
       SendStart(session, session.slots[i]);
     }
@@ -321,7 +237,7 @@ void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
     Selection selection = registry_.Select(session->request.selector());
     auto it = std::find_if(selection.processes.begin(), selection.processes.end(),
                            [peer](const SelectedProcess& s) { return s.process->peer == peer; });
-    if (it == selection.processes.end()) continue;
+    if (it == selection.processes.end() || Refusal(*session, *it->process).has_value()) continue;
     session->slots.push_back({peer, Registry::Info(*it->process, it->role)});
     TraceSlot& slot = session->slots.back();
     slot.joined = true;

@@ -465,6 +465,39 @@ TEST_F(TraceSyncTest, AProcessAttachingDuringAnIterationWindowJoinsWithTheSameSt
   EXPECT_EQ(obs->events.back().progress().joined().current_step(), 5000u);
 }
 
+TEST_F(TraceSyncTest, ALibraryWithoutIterationWindowsIsUnavailableForThem) {
+  AttachStepping(1, 100, "42", 0, StepsAt(3, clock_.Now(), absl::Seconds(1)));
+  v1::ipc::Hello old = MakeHello(101, "42", 1);
+  old.set_capabilities(v1::ipc::CAPABILITY_MEMFD | v1::ipc::CAPABILITY_HOST_RANGES);
+  old.set_library_version("0.0.9");
+  ASSERT_TRUE(core_->OnPeerHello(2, {101, 1000, 1000}, old, nullptr).ok());
+  v1::TraceRequest req;
+  req.mutable_selector()->set_job_id("42");
+  req.set_iterations(2);
+  auto obs = std::make_shared<RecordingObserver>();
+  ASSERT_TRUE(core_->StartTrace(req, obs).ok());
+  EXPECT_EQ(StartsTo(1).size(), 1u);
+  EXPECT_TRUE(StartsTo(2).empty()) << "it would take the bound for a time window";
+  const v1::ProcessResult* r = obs->ResultFor(101);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->status(), v1::CAPTURE_STATUS_UNAVAILABLE);
+  EXPECT_EQ(r->message(),
+            "its gpuctl library (0.0.9) does not capture iteration windows; update it");
+  // Nor does such a process join one.
+  v1::ipc::Hello later = old;
+  later.set_pid(102);
+  ASSERT_TRUE(core_->OnPeerHello(3, {102, 1000, 1000}, later, nullptr).ok());
+  EXPECT_TRUE(StartsTo(3).empty());
+  // A time window is fine for it.
+  v1::ipc::Hello other_job = old;
+  other_job.set_pid(103);
+  other_job.set_job_id("8");
+  ASSERT_TRUE(core_->OnPeerHello(4, {103, 1000, 1000}, other_job, nullptr).ok());
+  v1::TraceRequest timed = JobRequest("8", absl::Seconds(1));
+  ASSERT_TRUE(core_->StartTrace(timed, std::make_shared<RecordingObserver>()).ok());
+  EXPECT_EQ(StartsTo(4).size(), 1u);
+}
+
 // A launcher with two ranks, each with a forked helper, in a fake /proc.
 class TraceRolesTest : public TraceSyncTest {
  protected:

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the single-node Ceph cluster scripts (start.sh, stop.sh,
 # rgw.sh). Sourced, not run. Every wait polls a condition up to a deadline
 # and, on timeout or when the daemon it waits for dies, prints the tail of
@@ -6,6 +7,7 @@
 # The cluster's S3 gateway runs as this Ceph entity.
 readonly CEPH_RGW_NAME=client.rgw.gpuctl
 # Marker written by start.sh; stop.sh only deletes a directory carrying it.
+# shellcheck disable=SC2034  # used by the scripts that source this file
 readonly CEPH_DIR_MARKER=.gpuctl-ceph
 
 ceph_log() { printf 'ceph: %s\n' "$*" >&2; }
@@ -111,8 +113,8 @@ EOF
 # ephemeral range so that no outgoing connection takes it before the daemon
 # binds it.
 ceph_pick_port() {
-  local i port
-  for i in $(seq 1 50); do
+  local port
+  for _ in $(seq 1 50); do
     port=$(( 20000 + RANDOM % 12768 ))
     if ceph_port_free "$port"; then
       printf '%s\n' "$port"
@@ -159,8 +161,13 @@ ceph_rgw_start() {
   pid="$(ceph_spawn "$dir/log/radosgw.out" radosgw -f -c "$dir/ceph.conf" -n "$CEPH_RGW_NAME")"
   printf '%s\n' "$pid" >"$dir/run/rgw.pid"
   ceph_env_set "$dir" CEPH_RGW_PID "$pid"
-  ceph_wait_until "$timeout" "radosgw on 127.0.0.1:$port" "$pid" \
-    "$dir/log/radosgw.out $dir/log/$CEPH_RGW_NAME.log" -- ceph_rgw_ready "$port"
+  if ! ceph_wait_until "$timeout" "radosgw on 127.0.0.1:$port" "$pid" \
+      "$dir/log/radosgw.out $dir/log/$CEPH_RGW_NAME.log" -- ceph_rgw_ready "$port"; then
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$dir/run/rgw.pid"
+    ceph_env_set "$dir" CEPH_RGW_PID ""
+    return 1
+  fi
 }
 
 ceph_gone() { ! ceph_alive "$1"; }
@@ -182,4 +189,22 @@ ceph_stop_pid() {
     fi
   fi
   rm -f "$pidfile"
+}
+
+# ceph_kill_leftovers DIR: SIGKILLs every process still running with
+# "-c DIR/ceph.conf" (a gateway whose pid file was lost, a radosgw-admin left
+# behind by an interrupted start) and waits until they are gone.
+ceph_kill_leftovers() {
+  local conf="$1/ceph.conf" cmdline pid rc=0
+  for cmdline in $(grep -laF -- "$conf" /proc/[0-9]*/cmdline 2>/dev/null || true); do
+    pid="${cmdline#/proc/}"
+    pid="${pid%/cmdline}"
+    [ "$pid" != $$ ] || continue
+    if ceph_pid_is_ours "$pid" "$conf"; then
+      ceph_log "killing leftover process $pid: $(tr '\0' ' ' <"$cmdline" 2>/dev/null)"
+      kill -KILL "$pid" 2>/dev/null || true
+      ceph_wait_until 10 "process $pid to exit" - "" -- ceph_gone "$pid" || rc=1
+    fi
+  done
+  return $rc
 }

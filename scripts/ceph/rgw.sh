@@ -21,10 +21,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 [ $# -eq 2 ] || { echo "usage: $0 DIR stop|kill|start|restart|status" >&2; exit 2; }
 dir="$(ceph_resolve_dir "$1")"
-[ -f "$dir/$CEPH_DIR_MARKER" ] && [ -f "$dir/run/rgw.port" ] \
-  || ceph_die "$dir holds no cluster started by scripts/ceph/start.sh"
+if [ ! -f "$dir/$CEPH_DIR_MARKER" ] || [ ! -f "$dir/run/rgw.port" ]; then
+  ceph_die "$dir holds no cluster started by scripts/ceph/start.sh"
+fi
 timeout="${CEPH_WAIT_TIMEOUT:-60}"
-[[ "$timeout" =~ ^[1-9][0-9]*$ ]] || ceph_die "CEPH_WAIT_TIMEOUT must be a positive integer"
+[[ "$timeout" =~ ^[1-9][0-9]{0,4}$ ]] || ceph_die "CEPH_WAIT_TIMEOUT must be a positive integer of seconds"
 
 rgw_kill() {
   local pid

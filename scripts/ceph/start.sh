@@ -41,8 +41,12 @@ secret_key="$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')"
 # S3 SDK handles without a LocationConstraint on CreateBucket.
 region=us-east-1
 
-[[ "$timeout" =~ ^[1-9][0-9]*$ ]] || ceph_die "CEPH_WAIT_TIMEOUT must be a positive integer"
-[[ "$memstore_bytes" =~ ^[1-9][0-9]*$ ]] || ceph_die "CEPH_MEMSTORE_BYTES must be a positive integer"
+[[ "$timeout" =~ ^[1-9][0-9]{0,4}$ ]] || ceph_die "CEPH_WAIT_TIMEOUT must be a positive integer of seconds"
+# A full OSD blocks every write (radosgw-admin, even radosgw's shutdown);
+# radosgw's own metadata needs a few MiB.
+if ! [[ "$memstore_bytes" =~ ^[1-9][0-9]{0,17}$ ]] || [ "$memstore_bytes" -lt 268435456 ]; then
+  ceph_die "CEPH_MEMSTORE_BYTES must be an integer of at least 268435456 (256 MiB)"
+fi
 # S3 bucket naming rules (lower case, digits, dots, hyphens; 3-63 chars).
 [[ "$bucket" =~ ^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$ ]] || ceph_die "CEPH_S3_BUCKET '$bucket' is not a valid bucket name"
 
@@ -51,8 +55,9 @@ for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph ceph-authtool monmaptoo
 done
 
 if [ -n "${CEPH_RGW_PORT:-}" ]; then
-  [[ "$CEPH_RGW_PORT" =~ ^[0-9]+$ ]] && [ "$CEPH_RGW_PORT" -ge 1 ] && [ "$CEPH_RGW_PORT" -le 65535 ] \
-    || ceph_die "CEPH_RGW_PORT '$CEPH_RGW_PORT' is not a port number"
+  if ! [[ "$CEPH_RGW_PORT" =~ ^[1-9][0-9]{0,4}$ ]] || [ "$CEPH_RGW_PORT" -gt 65535 ]; then
+    ceph_die "CEPH_RGW_PORT '$CEPH_RGW_PORT' is not a port number (1-65535)"
+  fi
   rgw_port="$CEPH_RGW_PORT"
   ceph_port_free "$rgw_port" || ceph_die "CEPH_RGW_PORT $rgw_port is in use"
 else
@@ -77,18 +82,17 @@ phase() {
   phase_ms=$now
 }
 
-# On failure, stop whatever was started; DIR keeps the logs.
-started_pids=()
+# On failure or interruption, stop whatever was started; DIR keeps the logs.
 cleanup_on_failure() {
-  local rc=$? pid
+  local rc=$?
   [ $rc -ne 0 ] || return 0
-  for pid in "${started_pids[@]}"; do
-    ceph_pid_is_ours "$pid" "$conf" && kill -KILL "$pid" 2>/dev/null || true
-  done
+  ceph_kill_leftovers "$dir" || true
   ceph_log "start failed; logs are in $dir/log (remove DIR with scripts/ceph/stop.sh $dir)"
   exit $rc
 }
 trap cleanup_on_failure EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 fsid="$(uuidgen)"
 osd_uuid="$(uuidgen)"
@@ -173,27 +177,29 @@ authtool --gen-key -n osd.0 \
 authtool --gen-key -n "$CEPH_RGW_NAME" --cap mon 'allow rw' --cap osd 'allow rwx' --cap mgr 'allow rw'
 monmaptool -c "$conf" --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$mon_port]" \
   "$dir/run/monmap" >/dev/null
-ceph-mon -c "$conf" -i a --mkfs --monmap "$dir/run/monmap" --keyring "$keyring" \
+timeout "$timeout" ceph-mon -c "$conf" -i a --mkfs --monmap "$dir/run/monmap" --keyring "$keyring" \
   >>"$dir/log/ceph-mon.out" 2>&1 \
   || { ceph_tail_logs "$dir/log/ceph-mon.out" "$dir/log/mon.a.log"; ceph_die "ceph-mon --mkfs failed"; }
 phase "configure + mon mkfs"
 
 mon_pid="$(ceph_spawn "$dir/log/ceph-mon.out" ceph-mon -f -c "$conf" -i a)"
-started_pids+=("$mon_pid")
 printf '%s\n' "$mon_pid" >"$dir/run/mon.pid"
 mon_logs="$dir/log/ceph-mon.out $dir/log/mon.a.log"
-# Registering the OSD is the first command; its success shows the mon is up.
+# Every ceph/radosgw-admin call gets a deadline: the CLI's --connect-timeout
+# does not bound a command the cluster never answers.
+ceph_cli() { timeout 20 ceph -c "$conf" --connect-timeout 10 "$@"; }
+# Registering the OSD is the first command; its success shows the mon is up
+# (repeating it with the same uuid is harmless).
 ceph_wait_until "$timeout" "ceph-mon on 127.0.0.1:$mon_port" "$mon_pid" "$mon_logs" -- \
-  ceph -c "$conf" --connect-timeout 5 osd new "$osd_uuid" 0
+  ceph_cli osd new "$osd_uuid" 0
 phase "mon up + osd registered"
 
-ceph-osd -c "$conf" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$dir/log/ceph-osd.out" 2>&1 \
+timeout "$timeout" ceph-osd -c "$conf" -i 0 --mkfs --osd-uuid "$osd_uuid" >>"$dir/log/ceph-osd.out" 2>&1 \
   || { ceph_tail_logs "$dir/log/ceph-osd.out" "$dir/log/osd.0.log"; ceph_die "ceph-osd --mkfs failed"; }
 osd_pid="$(ceph_spawn "$dir/log/ceph-osd.out" ceph-osd -f -c "$conf" -i 0)"
-started_pids+=("$osd_pid")
 printf '%s\n' "$osd_pid" >"$dir/run/osd.pid"
 osd_up() {
-  ceph -c "$conf" --connect-timeout 5 osd stat -f json | grep -q '"num_up_osds":1[,}]'
+  ceph_cli osd stat -f json | grep -q '"num_up_osds":1[,}]'
 }
 ceph_wait_until "$timeout" "ceph-osd to boot" "$osd_pid" \
   "$dir/log/ceph-osd.out $dir/log/osd.0.log" -- osd_up
@@ -214,10 +220,9 @@ phase "osd up"
 
 # radosgw creates its pools (and the default realm-less zone) on first start.
 ceph_rgw_start "$dir" "$timeout"
-started_pids+=("$(cat "$dir/run/rgw.pid")")
 phase "radosgw up"
 
-radosgw-admin -c "$conf" user create --uid=gpuctl-test --display-name="gpuctl tests" \
+timeout "$timeout" radosgw-admin -c "$conf" user create --uid=gpuctl-test --display-name="gpuctl tests" \
   --access-key="$access_key" --secret-key="$secret_key" >"$dir/log/user-create.json" 2>>"$dir/log/radosgw-admin.out" \
   || { ceph_tail_logs "$dir/log/radosgw-admin.out"; ceph_die "radosgw-admin user create failed"; }
 phase "s3 user created"
@@ -230,7 +235,7 @@ probe=.gpuctl-start-probe
 python_bin="$repo/.venv/bin/python"
 if [ -x "$python_bin" ] && "$python_bin" -c 'import boto3' 2>/dev/null; then
   AWS_ACCESS_KEY_ID="$access_key" AWS_SECRET_ACCESS_KEY="$secret_key" \
-  "$python_bin" - "http://127.0.0.1:$rgw_port" "$region" "$bucket" "$probe" <<'EOF' \
+  timeout "$timeout" "$python_bin" - "http://127.0.0.1:$rgw_port" "$region" "$bucket" "$probe" <<'EOF' \
     || ceph_die "creating bucket $bucket with boto3 failed"
 import sys
 import boto3

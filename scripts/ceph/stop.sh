@@ -24,18 +24,9 @@ ceph_stop_pid "$dir" radosgw "$dir/run/rgw.pid" 20 || rc=1
 ceph_stop_pid "$dir" ceph-osd "$dir/run/osd.pid" 20 || rc=1
 ceph_stop_pid "$dir" ceph-mon "$dir/run/mon.pid" 20 || rc=1
 
-# Anything else still running against this cluster's configuration (a
-# gateway whose pid file was lost, a hung radosgw-admin) goes too.
-for cmdline in $(grep -laF -- "$conf" /proc/[0-9]*/cmdline 2>/dev/null || true); do
-  pid="${cmdline#/proc/}"
-  pid="${pid%/cmdline}"
-  [ "$pid" != $$ ] || continue
-  if ceph_pid_is_ours "$pid" "$conf"; then
-    ceph_log "killing leftover process $pid: $(tr '\0' ' ' <"$cmdline" 2>/dev/null)"
-    kill -KILL "$pid" 2>/dev/null || true
-    ceph_wait_until 10 "process $pid to exit" - "" -- ceph_gone "$pid" || rc=1
-  fi
-done
+# Anything else still running against this cluster's configuration goes
+# too.
+ceph_kill_leftovers "$dir" || rc=1
 
 [ $rc -eq 0 ] || ceph_die "some daemons under $dir did not stop; leaving $dir in place"
 if [ "${CEPH_KEEP_DIR:-0}" != 1 ]; then

@@ -100,6 +100,8 @@ class DaemonCoreTest : public ::testing::Test {
     hello.set_world_size(rank >= 0 ? 8 : -1);
     hello.set_library_version("0.1.0");
     hello.add_cmdline("python3");
+    hello.set_capabilities(v1::ipc::CAPABILITY_MEMFD | v1::ipc::CAPABILITY_HOST_RANGES |
+                           v1::ipc::CAPABILITY_STEP_WINDOWS);
     return hello;
   }
   void Attach(PeerId peer, int pid, const std::string& job, int rank = -1) {
@@ -112,6 +114,7 @@ class DaemonCoreTest : public ::testing::Test {
     v1::ipc::Hello hello = MakeHello(pid, job, rank);
     hello.set_protocol_minor(1);
     hello.set_step_counter(true);
+    hello.set_capabilities(hello.capabilities() | v1::ipc::CAPABILITY_STEP_COUNTER);
     EXPECT_TRUE(core_
                     ->OnPeerHello(peer, {pid, 1000, 1000}, hello,
                                   std::make_unique<FakeStepCounter>(reading))

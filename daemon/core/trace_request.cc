@@ -1,0 +1,121 @@
+#include "daemon/core/trace_request.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/cupti_names.h"
+#include "daemon/core/proto_time.h"
+#include "daemon/core/selector.h"
+#include "daemon/core/steps.h"
+
+namespace gpuctl::daemon {
+namespace {
+
+// Far more than the distinct names; bounds what a request can carry.
+constexpr int kMaxActivities = 64;
+
+// The window length (time window) or the bound (iteration window).
+absl::StatusOr<absl::Duration> RequestDuration(const v1::TraceRequest& request,
+                                               absl::Duration max_duration) {
+  if (!request.has_duration()) {
+    if (request.iterations() > 0) return max_duration;
+    return absl::InvalidArgumentError("duration is required");
+  }
+  auto d = FromProtoDuration(request.duration());
+  if (!d.ok()) return d.status();
+  if (*d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("duration must be positive, got ", absl::FormatDuration(*d)));
+  }
+  if (*d > max_duration) {
+    return absl::InvalidArgumentError(absl::StrCat("duration ", absl::FormatDuration(*d),
+                                                   " exceeds this daemon's maximum of ",
+                                                   absl::FormatDuration(max_duration)));
+  }
+  return *d;
+}
+
+absl::Status ValidateSteps(const v1::TraceRequest& request) {
+  if (request.iterations() > kMaxIterations) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("iterations ", request.iterations(), " exceeds the maximum of ", kMaxIterations));
+  }
+  if (request.has_start_step() && request.iterations() == 0) {
+    return absl::InvalidArgumentError("start_step needs iterations (an iteration window)");
+  }
+  if (request.has_start_step() && request.start_step() > kMaxPlausibleStep) {
+    return absl::InvalidArgumentError(absl::StrCat("start_step ", request.start_step(),
+                                                   " exceeds the maximum of ", kMaxPlausibleStep));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::Duration> RequestStartSkew(const v1::TraceRequest& request) {
+  if (!request.has_max_start_skew()) return kDefaultMaxStartSkew;
+  auto skew = FromProtoDuration(request.max_start_skew());
+  if (!skew.ok()) return skew.status();
+  if (*skew < absl::ZeroDuration() || *skew > kMaxStartSkew) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_start_skew ", absl::FormatDuration(*skew), " is not between 0 and ",
+                     absl::FormatDuration(kMaxStartSkew)));
+  }
+  return *skew;
+}
+
+absl::Status ValidateActivities(const v1::TraceRequest& request) {
+  if (request.activities_size() > kMaxActivities) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("more than ", kMaxActivities, " activities; valid: ", ActivityNameList()));
+  }
+  return ValidateActivityNames({request.activities().begin(), request.activities().end()});
+}
+
+absl::StatusOr<absl::Time> RequestStart(const v1::TraceRequest& request, absl::Time now,
+                                        absl::Duration start_delay) {
+  if (!request.has_start_time()) return now + start_delay;
+  absl::StatusOr<absl::Time> t = FromProtoTimestamp(request.start_time(), "start_time");
+  if (!t.ok()) return t.status();
+  if (*t - now > kMaxStartAhead) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("start_time is ", absl::FormatDuration(*t - now),
+                     " ahead of this daemon's clock, more than ",
+                     absl::FormatDuration(kMaxStartAhead), " (clocks out of sync?)"));
+  }
+  return *t;
+}
+
+}  // namespace
+
+absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time received_at,
+                                    const TraceLimits& limits) {
+  if (auto st = ValidateSteps(request); !st.ok()) return st;
+  absl::StatusOr<absl::Duration> duration = RequestDuration(request, limits.max_duration);
+  if (!duration.ok()) return duration.status();
+  if (!HasCriterion(request.selector())) {
+    return absl::InvalidArgumentError("select processes with a job id, pids, ranks or labels");
+  }
+  if (auto st = ValidateSelector(request.selector()); !st.ok()) return st;
+  if (auto st = ValidateActivities(request); !st.ok()) return st;
+  absl::StatusOr<absl::Duration> skew = RequestStartSkew(request);
+  if (!skew.ok()) return skew.status();
+  absl::StatusOr<absl::Time> start = RequestStart(request, received_at, limits.start_delay);
+  if (!start.ok()) return start.status();
+
+  TracePlan plan;
+  if (request.has_caller_time()) {
+    absl::StatusOr<absl::Time> caller = FromProtoTimestamp(request.caller_time(), "caller_time");
+    if (!caller.ok()) return caller.status();
+    v1::ClockOffset clock;
+    *clock.mutable_offset() = ToProtoDuration(received_at - *caller);
+    *clock.mutable_caller_time() = request.caller_time();
+    *clock.mutable_received_at() = ToProtoTimestamp(received_at);
+    plan.clock = std::move(clock);
+  }
+  // An iteration window is watched for from receipt until the bound.
+  plan.start = request.iterations() > 0 ? received_at : *start;
+  plan.end = plan.start + *duration;
+  plan.max_start_skew = *skew;
+  plan.iterations = request.iterations();
+  if (request.has_start_step()) plan.start_step = request.start_step();
+  return plan;
+}
+
+}  // namespace gpuctl::daemon
