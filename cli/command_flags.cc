@@ -20,8 +20,8 @@ absl::Status Usage(absl::string_view flag, absl::string_view message) {
 }
 
 absl::StatusOr<absl::Duration> FlagDuration(absl::string_view flag, const std::string& text,
-                                            absl::Duration max) {
-  absl::StatusOr<absl::Duration> d = ParseUserDuration(text);
+                                            absl::Duration max, bool allow_zero = false) {
+  absl::StatusOr<absl::Duration> d = ParseUserDuration(text, allow_zero);
   if (!d.ok()) return Usage(flag, d.status().message());
   if (*d > max) return Usage(flag, absl::StrCat("at most ", FormatUserDuration(max)));
   return d;
@@ -40,14 +40,14 @@ absl::StatusOr<uint64_t> FlagCount(absl::string_view flag, const std::string& te
 
 bool Given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
 
-struct Fleet {
+struct FleetSettings {
   std::vector<HostSpec> hosts;
   size_t parallel;
   absl::Duration host_timeout;
 };
 
-absl::StatusOr<Fleet> ValidateFleet(const FleetFlags& flags, absl::string_view env_host) {
-  Fleet fleet;
+absl::StatusOr<FleetSettings> ValidateFleet(const FleetFlags& flags, absl::string_view env_host) {
+  FleetSettings fleet;
   absl::StatusOr<std::vector<HostSpec>> hosts = ParseHostFlags(flags.hosts, env_host);
   if (!hosts.ok()) return hosts.status();
   fleet.hosts = *std::move(hosts);
@@ -111,7 +111,10 @@ absl::Status ValidateWindowFlags(const TraceFlags& f, TraceOptions& options) {
     return absl::InvalidArgumentError(
         "--duration is required for a time window (or give --iterations N)");
   }
-  absl::StatusOr<absl::Duration> delay = FlagDuration("--start-delay", f.start_delay, kMaxStartDelay);
+  // 0: the instant is already past when a host gets it, so every host opens
+  // at once (what measuring the fan-out itself wants).
+  absl::StatusOr<absl::Duration> delay =
+      FlagDuration("--start-delay", f.start_delay, kMaxStartDelay, /*allow_zero=*/true);
   if (!delay.ok()) return delay.status();
   options.start_delay = *delay;
   absl::StatusOr<absl::Duration> skew =
@@ -175,7 +178,8 @@ void AddTraceFlags(CLI::App* command, TraceFlags& f) {
   command->add_flag("--no-download", f.no_download, "Leave the trace on the daemons' hosts");
   command->add_flag("--json", f.json, "Print one machine-readable JSON document");
   command->add_option("--start-delay", f.start_delay,
-                      "Every host opens its window this long after the command starts")
+                      "Every host opens its window this long after the command starts (covers "
+                      "the fan-out to the hosts, docs/cli.md)")
       ->capture_default_str();
   f.max_start_skew_option =
       command
@@ -201,7 +205,7 @@ absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& f, const Fleet
                                                 const SelectorFlags& selector_flags,
                                                 absl::string_view env_host) {
   TraceOptions options;
-  absl::StatusOr<Fleet> fleet = ValidateFleet(fleet_flags, env_host);
+  absl::StatusOr<FleetSettings> fleet = ValidateFleet(fleet_flags, env_host);
   if (!fleet.ok()) return fleet.status();
   options.hosts = std::move(fleet->hosts);
   options.parallel = fleet->parallel;
@@ -238,7 +242,7 @@ absl::StatusOr<PsOptions> ValidatePsFlags(const PsFlags& ps, const FleetFlags& f
                                           const SelectorFlags& selector_flags,
                                           absl::string_view env_host) {
   PsOptions options;
-  absl::StatusOr<Fleet> fleet = ValidateFleet(fleet_flags, env_host);
+  absl::StatusOr<FleetSettings> fleet = ValidateFleet(fleet_flags, env_host);
   if (!fleet.ok()) return fleet.status();
   options.hosts = std::move(fleet->hosts);
   options.parallel = fleet->parallel;

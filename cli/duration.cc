@@ -43,7 +43,7 @@ absl::Status CheckGrammar(absl::string_view text) {
 
 }  // namespace
 
-absl::StatusOr<absl::Duration> ParseUserDuration(absl::string_view text) {
+absl::StatusOr<absl::Duration> ParseUserDuration(absl::string_view text, bool allow_zero) {
   auto fail = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid duration \"", text, "\": ", why, "; ", kExamples));
@@ -58,7 +58,9 @@ absl::StatusOr<absl::Duration> ParseUserDuration(absl::string_view text) {
   if (!absl::ParseDuration(text, &d) || d == absl::InfiniteDuration()) {
     return fail("out of range");
   }
-  if (d <= absl::ZeroDuration()) return fail("must be greater than zero");
+  if (d < absl::ZeroDuration() || (d == absl::ZeroDuration() && !allow_zero)) {
+    return fail("must be greater than zero");
+  }
   if (d > kMaxUserDuration) {
     return fail(
         absl::StrCat("longer than the ", absl::FormatDuration(kMaxUserDuration), " maximum"));

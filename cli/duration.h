@@ -18,8 +18,9 @@ inline constexpr absl::Duration kMaxUserDuration = absl::Hours(24);
 // "1m30s", "1.5s", "100us"). Stricter than absl::ParseDuration: a unit is
 // required (no bare "0" or "5"), no sign, no "inf", no spaces, the result
 // must be positive and at most kMaxUserDuration. Errors are
-// INVALID_ARGUMENT with a message naming the input and the fix.
-absl::StatusOr<absl::Duration> ParseUserDuration(absl::string_view text);
+// INVALID_ARGUMENT with a message naming the input and the fix. With
+// `allow_zero`, a zero duration ("0s", "0ms") is accepted too.
+absl::StatusOr<absl::Duration> ParseUserDuration(absl::string_view text, bool allow_zero = false);
 
 // The compact form used in output ("5s", "1m30s", "500ms").
 std::string FormatUserDuration(absl::Duration d);

@@ -60,6 +60,16 @@ TEST(CliParseUserDurationTest, RejectsWithReason) {
   }
 }
 
+TEST(CliParseUserDurationTest, ZeroOnlyWhenAllowed) {
+  EXPECT_EQ(*ParseUserDuration("0s", /*allow_zero=*/true), absl::ZeroDuration());
+  EXPECT_EQ(*ParseUserDuration("0ms0s", /*allow_zero=*/true), absl::ZeroDuration());
+  EXPECT_EQ(*ParseUserDuration("5ms", /*allow_zero=*/true), absl::Milliseconds(5));
+  EXPECT_THAT(ParseUserDuration("-0s", /*allow_zero=*/true).status().message(),
+              HasSubstr("must be positive"));
+  EXPECT_THAT(ParseUserDuration("0", /*allow_zero=*/true).status().message(),
+              HasSubstr("unit is required"));
+}
+
 TEST(CliFormatUserDurationTest, Compact) {
   EXPECT_EQ(FormatUserDuration(absl::Seconds(90)), "1m30s");
   EXPECT_EQ(FormatUserDuration(absl::Milliseconds(500)), "500ms");

@@ -39,9 +39,9 @@ void PrintTable(const std::vector<HostProcesses>& answers, std::ostream& out) {
       return std::make_tuple(a->rank() < 0, a->rank(), a->pid()) <
              std::make_tuple(b->rank() < 0, b->rank(), b->pid());
     });
-    const std::string host = !answer.response.host().empty() ? answer.response.host() : answer.target;
     for (const v1::ProcessInfo* p : rows) {
-      table.AddRow({Printable(p->hostname().empty() ? host : p->hostname()), absl::StrCat(p->pid()),
+      // The host as contacted: daemons on one machine share a host name.
+      table.AddRow({answer.target, absl::StrCat(p->pid()),
                     RankText(p->rank()), RoleWord(p->role()), StepText(*p),
                     p->job_id().empty() ? "-" : Printable(p->job_id()),
                     CaptureStateWord(p->capture_state()), LabelsText(p->labels()),
@@ -56,8 +56,8 @@ std::string PsJson(const std::vector<HostProcesses>& answers) {
   google::protobuf::ListValue* hosts = (*root.mutable_fields())["hosts"].mutable_list_value();
   for (const HostProcesses& answer : answers) {
     auto& fields = *hosts->add_values()->mutable_struct_value()->mutable_fields();
-    fields["host"].set_string_value(answer.response.host());
-    fields["target"].set_string_value(answer.target);
+    fields["host"].set_string_value(answer.target);
+    fields["hostname"].set_string_value(answer.response.host());
     fields["status"].set_string_value(std::string(HostStatusName(answer.status)));
     fields["error"].set_string_value(answer.error);
     google::protobuf::ListValue* processes = fields["processes"].mutable_list_value();

@@ -144,17 +144,102 @@ void PrintWhere(const TraceOptions& options, const TraceReport& report, std::ost
   }
 }
 
+// Iteration window: the start step, given or picked across the hosts.
+// Hosts that could not be asked go to `left_out`. Returns an exit code when
+// the trace must not go on.
+std::optional<int> SetIterationWindow(const TraceOptions& options, const CliEnv& env,
+                                      const std::vector<HostEntry>& hosts,
+                                      v1::TraceRequest& request, TraceReport& report,
+                                      std::vector<std::optional<HostTrace>>& left_out) {
+  report.iterations = options.iterations;
+  request.set_iterations(options.iterations);
+  request.set_step_roundup(options.step_roundup);
+  uint64_t start_step = options.start_step.value_or(0);
+  std::string explanation = "given";
+  if (!options.start_step) {
+    StepChoice choice = PickStartStep(hosts, options, env);
+    if (choice.interrupted) {
+      *env.err << "gpuctl: trace cancelled before it started\n";
+      return kExitInterrupted;
+    }
+    if (!choice.error.ok()) {
+      *env.err << "gpuctl: cannot pick the start step: " << choice.error.message() << "\n";
+      return kExitPartialFailure;
+    }
+    bool answered = false;
+    for (size_t i = 0; i < choice.answers.size(); ++i) {
+      const HostProcesses& answer = choice.answers[i];
+      answered |= answer.status == HostStatus::kOk;
+      if (answer.status == HostStatus::kOk) continue;
+      HostTrace& host = left_out[i].emplace();
+      host.target = answer.target;
+      host.status = answer.status;
+      host.error = absl::StrCat("listing its processes: ", answer.error);
+      // As the plain progress reports the hosts it follows (see Report).
+      if (hosts.size() > 1 && !env.err_is_terminal) {
+        *env.err << host.target << ": " << HostStatusWord(host.status) << ": " << host.error
+                 << "\n";
+      }
+    }
+    start_step = choice.start_step;
+    // No host answered: nothing was picked, and no host is traced.
+    explanation = answered ? choice.explanation : "";
+    // For the record only: the daemon uses start_step as given.
+    request.set_step_margin(static_cast<uint32_t>(
+        std::min<uint64_t>(choice.margin, std::numeric_limits<uint32_t>::max())));
+  }
+  request.set_start_step(start_step);
+  if (!explanation.empty()) {
+    report.start_step = start_step;
+    (options.json ? *env.err : *env.out)
+        << "start step " << start_step << ": " << StepsText(start_step, options.iterations)
+        << " (" << explanation << ")\n";
+  }
+  return std::nullopt;
+}
+
+// Time window: one start instant for every host, from the clock read once.
+void SetTimeWindow(const TraceOptions& options, v1::TraceRequest& request, TraceReport& report) {
+  const absl::Time start = absl::Now() + options.start_delay;
+  ToProtoTime(start, request.mutable_start_time());
+  ToProtoDuration(options.max_start_skew, request.mutable_max_start_skew());
+  report.start_time = start;
+  report.max_start_skew = options.max_start_skew;
+}
+
+// Prints the outcome and returns the exit code.
+int Report(const TraceOptions& options, const CliEnv& env, const TraceReport& report) {
+  std::vector<HostStatus> statuses;
+  std::vector<bool> accepted;
+  for (const HostTrace& host : report.hosts) {
+    statuses.push_back(host.status);
+    accepted.push_back(host.accepted());
+  }
+  const bool any_accepted = std::count(accepted.begin(), accepted.end(), true) > 0;
+  const bool fleet = report.hosts.size() > 1;
+  if (options.json) {
+    *env.out << TraceReportJson(report) << "\n";
+  } else if (any_accepted) {
+    PrintTraceTable(report, *env.out);
+  }
+  // One host's failure is said here. A fleet's are rows of the table, or
+  // lines of the plain progress; a terminal's display is gone by now.
+  const bool said = fleet && ((any_accepted && !options.json) || !env.err_is_terminal);
+  for (const HostTrace& host : report.hosts) {
+    if (host.status != HostStatus::kOk && !said) *env.err << "gpuctl: " << host.error << "\n";
+  }
+  PrintWhere(options, report, *env.out, *env.err);
+  return FleetExitCode(statuses, accepted);
+}
+
 }  // namespace
 
 int RunTrace(const TraceOptions& options, const CliEnv& env) {
-  std::ostream& out = *env.out;
-  std::ostream& err = *env.err;
   absl::StatusOr<std::vector<HostEntry>> hosts = ResolveHostSpecs(options.hosts);
   if (!hosts.ok()) {
-    err << "gpuctl: " << hosts.status().message() << "\n";
+    *env.err << "gpuctl: " << hosts.status().message() << "\n";
     return kExitUsage;
   }
-
   TraceReport report;
   report.trace_id = options.trace_id.empty() ? NewTraceId() : options.trace_id;
   report.duration = options.duration;
@@ -167,48 +252,10 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   // Hosts left out of the trace (no answer in the gather phase), by index.
   std::vector<std::optional<HostTrace>> left_out(hosts->size());
   if (options.iterations > 0) {
-    report.iterations = options.iterations;
-    request.set_iterations(options.iterations);
-    request.set_step_roundup(options.step_roundup);
-    std::string explanation = "given";
-    uint64_t start_step = options.start_step.value_or(0);
-    if (!options.start_step) {
-      StepChoice choice = PickStartStep(*hosts, options, env);
-      if (choice.interrupted) {
-        err << "gpuctl: trace cancelled before it started\n";
-        return kExitInterrupted;
-      }
-      if (!choice.error.ok()) {
-        err << "gpuctl: cannot pick the start step: " << choice.error.message() << "\n";
-        return kExitPartialFailure;
-      }
-      for (size_t i = 0; i < choice.answers.size(); ++i) {
-        const HostProcesses& answer = choice.answers[i];
-        if (answer.status == HostStatus::kOk) continue;
-        HostTrace& host = left_out[i].emplace();
-        host.target = answer.target;
-        host.status = answer.status;
-        host.error = absl::StrCat("listing its processes: ", answer.error);
-      }
-      start_step = choice.start_step;
-      explanation = choice.explanation;
-      // For the record only: the daemon uses start_step as given.
-      request.set_step_margin(static_cast<uint32_t>(
-          std::min<uint64_t>(choice.margin, std::numeric_limits<uint32_t>::max())));
-    } else if (options.step_margin) {
-      request.set_step_margin(*options.step_margin);
-    }
-    request.set_start_step(start_step);
-    report.start_step = start_step;
-    (options.json ? err : out) << "start step " << start_step << ": "
-                               << StepsText(start_step, options.iterations) << " (" << explanation
-                               << ")\n";
+    std::optional<int> stop = SetIterationWindow(options, env, *hosts, request, report, left_out);
+    if (stop) return *stop;
   } else {
-    const absl::Time start = absl::Now() + options.start_delay;
-    ToProtoTime(start, request.mutable_start_time());
-    ToProtoDuration(options.max_start_skew, request.mutable_max_start_skew());
-    report.start_time = start;
-    report.max_start_skew = options.max_start_skew;
+    SetTimeWindow(options, request, report);
   }
 
   std::vector<HostEntry> contacted;
@@ -227,12 +274,12 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   fanout.stream_length = options.duration.value_or(kMaxUserDuration) + env.trace_margin;
   fanout.result_margin = env.trace_margin;
   std::unique_ptr<TraceProgress> progress =
-      env.err_is_terminal ? MakeTerminalProgress(err, env.terminal_columns, targets)
-                          : MakePlainProgress(err, targets);
+      env.err_is_terminal ? MakeTerminalProgress(*env.err, env.terminal_columns, targets)
+                          : MakePlainProgress(*env.err, targets);
   TraceFanoutResult result = RunTraceFanout(contacted, fanout, env.interrupts, *progress);
   if (result.interrupted) {
-    err << "gpuctl: trace " << Printable(report.trace_id) << " cancelled; "
-        << (hosts->size() == 1 ? "the daemon stops" : "the daemons stop") << " the capture\n";
+    *env.err << "gpuctl: trace " << Printable(report.trace_id) << " cancelled; "
+             << (hosts->size() == 1 ? "the daemon stops" : "the daemons stop") << " the capture\n";
     return kExitInterrupted;
   }
   report.hosts.resize(hosts->size());
@@ -242,33 +289,11 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   for (size_t n = 0; n < contacted_index.size(); ++n) {
     report.hosts[contacted_index[n]] = std::move(result.hosts[n]);
   }
-
   if (!Download(options, env, report)) {
-    err << "gpuctl: download of trace " << Printable(report.trace_id) << " cancelled\n";
+    *env.err << "gpuctl: download of trace " << Printable(report.trace_id) << " cancelled\n";
     return kExitInterrupted;
   }
-
-  std::vector<HostStatus> statuses;
-  std::vector<bool> accepted;
-  for (const HostTrace& host : report.hosts) {
-    statuses.push_back(host.status);
-    accepted.push_back(host.accepted());
-  }
-  const bool any_accepted = std::count(accepted.begin(), accepted.end(), true) > 0;
-  const bool fleet = report.hosts.size() > 1;
-  if (options.json) {
-    out << TraceReportJson(report) << "\n";
-  } else if (any_accepted) {
-    PrintTraceTable(report, out);
-  }
-  // A fleet's host failures are rows of the table; otherwise they go here.
-  for (const HostTrace& host : report.hosts) {
-    if (host.status == HostStatus::kOk) continue;
-    if (fleet && any_accepted && !options.json) continue;
-    err << "gpuctl: " << host.error << "\n";
-  }
-  PrintWhere(options, report, out, err);
-  return FleetExitCode(statuses, accepted);
+  return Report(options, env, report);
 }
 
 }  // namespace gpuctl::cli

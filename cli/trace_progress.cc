@@ -65,13 +65,13 @@ struct ProcessLine {
 
 struct HostView {
   std::string target;
-  std::string name;  // the daemon's host name, once it answered
   enum class State { kWaiting, kConnecting, kRunning, kDone } state = State::kWaiting;
   HostStatus status = HostStatus::kOk;
   std::string error;
   std::map<int32_t, ProcessLine> processes;
 
-  std::string label() const { return name.empty() ? target : Printable(name); }
+  // The host as contacted: daemons on one machine share a host name.
+  const std::string& label() const { return target; }
   size_t done() const {
     return std::count_if(processes.begin(), processes.end(),
                          [](const auto& e) { return e.second.done; });
@@ -96,7 +96,6 @@ class Fleet {
   void Started(size_t h, const v1::TraceStarted& s) {
     HostView& host = hosts_[h];
     host.state = HostView::State::kRunning;
-    host.name = s.host();
     for (const v1::ProcessInfo& p : s.processes()) host.processes[p.pid()].text = "requested";
     if (trace_id_.empty()) trace_id_ = Printable(s.trace_id());
     if (window_.empty()) window_ = WindowText(s);
@@ -134,7 +133,7 @@ class PlainProgress final : public TraceProgress {
   void Connecting(size_t h) override { fleet_.Connecting(h); }
   void Started(size_t h, const v1::TraceStarted& started) override {
     fleet_.Started(h, started);
-    err_ << Prefix(h, /*target=*/true) << StartedText(started) << "\n";
+    err_ << Prefix(h) << StartedText(started) << "\n";
   }
   void Progress(size_t h, const v1::ProcessProgress& p) override {
     fleet_.Progress(h, p);
@@ -155,9 +154,9 @@ class PlainProgress final : public TraceProgress {
   void Finish() override { err_.flush(); }
 
  private:
-  std::string Prefix(size_t h, bool target = false) const {
+  std::string Prefix(size_t h) const {
     if (single_) return "";
-    return absl::StrCat(target ? fleet_.hosts()[h].target : fleet_.hosts()[h].label(), ": ");
+    return absl::StrCat(fleet_.hosts()[h].label(), ": ");
   }
 
   std::ostream& err_;
@@ -251,7 +250,7 @@ class TerminalProgress final : public TraceProgress {
       size_t width = 0;
       for (const HostView& h : hosts) width = std::max(width, h.label().size());
       for (const HostView& h : hosts) {
-        std::string label = h.label();
+        std::string label = h.label();  // a copy, padded
         label.resize(width, ' ');
         out.push_back(absl::StrCat("  ", label, "  ", HostLine(h)));
       }

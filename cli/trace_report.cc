@@ -17,7 +17,9 @@ namespace {
 using google::protobuf::util::TimeUtil;
 
 struct Row {
-  std::tuple<std::string, int, bool, int32_t, int32_t> key;  // host, group, rank unknown, rank, pid
+  // Host (in the order given), process rows before the host's own row, rank
+  // (unknown last), pid.
+  std::tuple<size_t, int, bool, int32_t, int32_t> key;
   std::vector<std::string> cells;
   std::string note;
 };
@@ -37,9 +39,11 @@ std::string SavedName(const HostDownload& download, const std::string& file) {
   return it == download.local_names.end() ? file : it->second;
 }
 
-void AddHostRows(const HostTrace& host, const HostDownload& download, bool fleet,
+void AddHostRows(size_t index, const HostTrace& host, const HostDownload& download, bool fleet,
                  std::vector<Row>& rows) {
-  const std::string name = Printable(host.name());
+  // Rows name the host as it was contacted: daemons on one machine share a
+  // host name, and an address is what --host takes.
+  const std::string& name = host.target;
   for (const auto& [pid, r] : host.results) {
     std::string note;
     if (r.status() != v1::CAPTURE_STATUS_OK) note = Printable(r.message());
@@ -48,8 +52,8 @@ void AddHostRows(const HostTrace& host, const HostDownload& download, bool fleet
                       " events dropped (capture buffers full)");
     }
     const bool ok = r.status() == v1::CAPTURE_STATUS_OK;
-    rows.push_back(Row{{name, 0, r.rank() < 0, r.rank(), r.pid()},
-                       {Printable(r.host().empty() ? host.name() : r.host()), absl::StrCat(r.pid()),
+    rows.push_back(Row{{index, 0, r.rank() < 0, r.rank(), r.pid()},
+                       {name, absl::StrCat(r.pid()),
                         RankText(r.rank()), StatusWord(r.status()),
                         ok ? absl::StrCat(r.event_count()) : "-",
                         ok ? HumanBytes(r.stored_bytes()) : "-",
@@ -57,15 +61,15 @@ void AddHostRows(const HostTrace& host, const HostDownload& download, bool fleet
                        std::move(note)});
   }
   for (const v1::ProcessInfo* p : host.Missing()) {
-    rows.push_back(Row{{name, 0, p->rank() < 0, p->rank(), p->pid()},
-                       {Printable(p->hostname().empty() ? host.name() : p->hostname()),
-                        absl::StrCat(p->pid()), RankText(p->rank()), "no result", "-", "-", "-"},
+    rows.push_back(Row{{index, 0, p->rank() < 0, p->rank(), p->pid()},
+                       {name, absl::StrCat(p->pid()), RankText(p->rank()), "no result", "-", "-",
+                        "-"},
                        "the daemon reported no result for this process"});
   }
   // With one host its failure is reported on stderr; a host that completed
   // is described by its process rows.
   if (fleet && host.status != HostStatus::kOk && !host.completed) {
-    rows.push_back(Row{{name, 1, true, 0, 0},
+    rows.push_back(Row{{index, 1, true, 0, 0},
                        {name, "-", "-", HostStatusWord(host.status), "-", "-", "-"},
                        Printable(host.error)});
   }
@@ -119,20 +123,21 @@ google::protobuf::Value HostJson(const HostTrace& h, const HostDownload& downloa
                                  const std::string& saved_to) {
   google::protobuf::Value value;
   auto& f = *value.mutable_struct_value()->mutable_fields();
-  f["host"].set_string_value(h.started ? h.started->host() : "");
-  f["target"].set_string_value(h.target);
+  f["host"].set_string_value(h.target);
+  f["hostname"].set_string_value(h.started ? h.started->host() : "");
+  // Iteration windows: the first step this host captures.
+  f["target"] = h.started && h.started->iterations() > 0
+                    ? StringValue(absl::StrCat(h.started->start_step()))
+                    : NullValue();
   f["status"].set_string_value(std::string(HostStatusName(h.status)));
   f["error"].set_string_value(h.error);
   if (h.started && h.started->has_clock()) {
-    SetJsonValue(&f["clockOffset"], h.started->clock());
+    SetJsonValue(&f["clock"], h.started->clock());
   } else {
-    f["clockOffset"] = NullValue();
+    f["clock"] = NullValue();
   }
   f["startTime"] = h.started ? TimeValue(h.started->start_time()) : NullValue();
   f["endTime"] = h.started ? TimeValue(h.started->end_time()) : NullValue();
-  f["startStep"] = h.started && h.started->iterations() > 0
-                       ? StringValue(absl::StrCat(h.started->start_step()))
-                       : NullValue();
   f["location"] = h.completed ? StringValue(h.completed->location()) : NullValue();
   size_t ok = 0;
   google::protobuf::ListValue* results = f["results"].mutable_list_value();
@@ -157,7 +162,7 @@ void PrintTraceTable(const TraceReport& report, std::ostream& out) {
   const bool fleet = report.hosts.size() > 1;
   std::vector<Row> rows;
   for (size_t i = 0; i < report.hosts.size(); ++i) {
-    AddHostRows(report.hosts[i], report.downloads[i], fleet, rows);
+    AddHostRows(i, report.hosts[i], report.downloads[i], fleet, rows);
   }
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.key < b.key; });

@@ -29,8 +29,8 @@ struct TraceReport {
   std::vector<HostDownload> downloads;  // one per host (not attempted: no download)
 };
 
-// The per-process table: HOST, PID, RANK, STATUS, EVENTS, BYTES, FILE, by
-// host, rank (unknown last), pid; a process without a result is a "no
+// The per-process table: HOST (as contacted), PID, RANK, STATUS, EVENTS,
+// BYTES, FILE, by host (in the order given), rank (unknown last), pid; a process without a result is a "no
 // result" row. With several hosts, a host that failed as a whole is a row
 // of its own with the reason under it, and a summary line follows.
 void PrintTraceTable(const TraceReport& report, std::ostream& out);

@@ -36,7 +36,9 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
                                {"labels", hello.labels_size()},
                                {"step_counter", has_steps ? "true" : "false"},
                                {"library_version", hello.library_version()}});
-  JoinActiveTrace(peer);
+  // After this call returns, so that the process hears HelloAck before any
+  // StartCapture.
+  PostToLoop([this, peer] { JoinActiveTrace(peer); });
   return absl::OkStatus();
 }
 

@@ -69,7 +69,8 @@ class DaemonCore {
   // `steps` is the process's shared step counter, already checked and
   // mapped by the IPC server; null when the Hello shares none. The core
   // keeps it while the process is attached (and drops it on refusal).
-  // A process that matches an active trace's selector may join it here.
+  // A process that an active trace's selector picks joins that trace in a
+  // task posted to the loop (its StartCapture follows the HelloAck).
   virtual absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds,
                                    const v1::ipc::Hello& hello,
                                    std::unique_ptr<StepCounterView> steps) = 0;

@@ -49,8 +49,8 @@ class DaemonCoreImpl final : public DaemonCore {
   void EmitStarted(TraceSession& session);
   // (Re)arms the session's deadline timer for `deadline`.
   void ArmDeadline(TraceSession& session, absl::Time deadline);
-  // Adds a process that just attached to the oldest active trace whose
-  // selector picks it, if any.
+  // Adds a process that just attached (if still attached) to the oldest
+  // active trace whose selector picks it, if any.
   void JoinActiveTrace(PeerId peer);
   TraceSession* FindSession(absl::string_view id);
   // The session and slot `peer` is capturing for `trace_id`, if it is

@@ -224,8 +224,9 @@ namespace {
 
 bool InRanks(const v1::ProcessSelector& selector, int32_t rank) {
   if (rank < 0) return false;
-  return std::any_of(selector.ranks().begin(), selector.ranks().end(),
-                     [rank](const v1::RankRange& r) { return r.first() <= rank && rank <= r.last(); });
+  return std::any_of(
+      selector.ranks().begin(), selector.ranks().end(),
+      [rank](const v1::RankRange& r) { return r.first() <= rank && rank <= r.last(); });
 }
 
 bool HasLabels(const v1::ProcessSelector& selector, const v1::ProcessInfo& info) {
@@ -249,7 +250,8 @@ void ApplyLimit(uint32_t limit, std::vector<SelectedProcess>* selected) {
   });
   absl::flat_hash_set<PeerId> kept;
   for (size_t i = 0; i < limit; ++i) kept.insert(ranked[i].process->peer);
-  std::erase_if(*selected, [&](const SelectedProcess& s) { return !kept.contains(s.process->peer); });
+  std::erase_if(*selected,
+                [&](const SelectedProcess& s) { return !kept.contains(s.process->peer); });
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ std::string DescribeRanks(const v1::ProcessSelector& selector) {
     parts.push_back(r.first() == r.last() ? absl::StrCat(r.first())
                                           : absl::StrCat(r.first(), "-", r.last()));
   }
-  const bool one = selector.ranks_size() == 1 && selector.ranks(0).first() == selector.ranks(0).last();
+  const bool one =
+      selector.ranks_size() == 1 && selector.ranks(0).first() == selector.ranks(0).last();
   return absl::StrCat(one ? "rank " : "ranks ", absl::StrJoin(parts, ","));
 }
 
@@ -59,8 +60,8 @@ absl::Status ValidateLabel(absl::string_view what, absl::string_view key, absl::
                                                    kMaxLabelKeyBytes, " bytes long"));
   }
   if (!std::all_of(key.begin(), key.end(), IsLabelKeyChar)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " key ", Quote(key), " may hold only letters, digits and . _ / -"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " key ", Quote(key), " may hold only letters, digits and . _ / -"));
   }
   if (value.size() > kMaxLabelValueBytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", key, " has a value of ", value.size(),
@@ -91,8 +92,8 @@ absl::Status ValidateSelector(const v1::ProcessSelector& selector) {
     if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("invalid pid ", pid));
   }
   if (selector.ranks_size() > kMaxSelectorRankRanges) {
-    return absl::InvalidArgumentError(absl::StrCat(selector.ranks_size(), " rank ranges, more than ",
-                                                   kMaxSelectorRankRanges));
+    return absl::InvalidArgumentError(
+        absl::StrCat(selector.ranks_size(), " rank ranges, more than ", kMaxSelectorRankRanges));
   }
   for (const v1::RankRange& r : selector.ranks()) {
     if (r.first() < 0) {

@@ -92,7 +92,8 @@ TEST(InterpretStepPageTest, AbsurdValuesAreUnknown) {
   const int64_t day_ns = absl::ToInt64Nanoseconds(absl::Hours(24));
   EXPECT_TRUE(InterpretStepPage(Page(5, 1, day_ns)).period.has_value());
   EXPECT_FALSE(InterpretStepPage(Page(5, 1, day_ns + 1)).period.has_value()) << "over a day";
-  EXPECT_FALSE(InterpretStepPage(Page(5, 1, std::numeric_limits<int64_t>::max())).period.has_value());
+  EXPECT_FALSE(
+      InterpretStepPage(Page(5, 1, std::numeric_limits<int64_t>::max())).period.has_value());
 }
 
 }  // namespace

@@ -220,12 +220,15 @@ void DaemonCoreImpl::SendStart(TraceSession& session, TraceSlot& slot) {
 }
 
 void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
+  if (registry_.Find(peer) == nullptr) return;  // gone meanwhile
   const absl::Time now = deps_.clock->Now();
   std::vector<TraceSession*> candidates;
   for (auto& [id, session] : sessions_) {
     const v1::ProcessSelector& selector = session->request.selector();
+    // A trace the process is already in (it was selected before this task
+    // ran) is not joined twice.
     if (session->finishing || session->cancelled || now >= session->end ||
-        selector.pids_size() > 0 || selector.limit() > 0) {
+        selector.pids_size() > 0 || selector.limit() > 0 || session->FindSlot(peer) != nullptr) {
       continue;
     }
     candidates.push_back(session.get());

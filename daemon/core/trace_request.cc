@@ -35,8 +35,8 @@ absl::StatusOr<absl::Duration> RequestDuration(const v1::TraceRequest& request,
 
 absl::Status ValidateSteps(const v1::TraceRequest& request) {
   if (request.iterations() > kMaxIterations) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("iterations ", request.iterations(), " exceeds the maximum of ", kMaxIterations));
+    return absl::InvalidArgumentError(absl::StrCat("iterations ", request.iterations(),
+                                                   " exceeds the maximum of ", kMaxIterations));
   }
   if (request.has_start_step() && request.iterations() == 0) {
     return absl::InvalidArgumentError("start_step needs iterations (an iteration window)");
@@ -53,9 +53,9 @@ absl::StatusOr<absl::Duration> RequestStartSkew(const v1::TraceRequest& request)
   auto skew = FromProtoDuration(request.max_start_skew());
   if (!skew.ok()) return skew.status();
   if (*skew < absl::ZeroDuration() || *skew > kMaxStartSkew) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_start_skew ", absl::FormatDuration(*skew), " is not between 0 and ",
-                     absl::FormatDuration(kMaxStartSkew)));
+    return absl::InvalidArgumentError(absl::StrCat("max_start_skew ", absl::FormatDuration(*skew),
+                                                   " is not between 0 and ",
+                                                   absl::FormatDuration(kMaxStartSkew)));
   }
   return *skew;
 }
@@ -74,10 +74,10 @@ absl::StatusOr<absl::Time> RequestStart(const v1::TraceRequest& request, absl::T
   absl::StatusOr<absl::Time> t = FromProtoTimestamp(request.start_time(), "start_time");
   if (!t.ok()) return t.status();
   if (*t - now > kMaxStartAhead) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("start_time is ", absl::FormatDuration(*t - now),
-                     " ahead of this daemon's clock, more than ",
-                     absl::FormatDuration(kMaxStartAhead), " (clocks out of sync?)"));
+    return absl::InvalidArgumentError(absl::StrCat("start_time is ", absl::FormatDuration(*t - now),
+                                                   " ahead of this daemon's clock, more than ",
+                                                   absl::FormatDuration(kMaxStartAhead),
+                                                   " (clocks out of sync?)"));
   }
   return *t;
 }

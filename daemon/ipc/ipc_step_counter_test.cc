@@ -149,7 +149,8 @@ class IpcStepCounterTest : public testing::IpcServerFixture {
     RunOnLoop([&] { EXPECT_EQ(server_->peer_count(), 0u); });
     SetLogSinkForTesting(nullptr);
     absl::MutexLock lock(mu.get());
-    EXPECT_THAT(*lines, Contains(AllOf(HasSubstr("dropping peer"), HasSubstr(std::string(reason)))));
+    EXPECT_THAT(*lines,
+                Contains(AllOf(HasSubstr("dropping peer"), HasSubstr(std::string(reason)))));
   }
   std::optional<IpcTestClient> client_;
 };
@@ -201,8 +202,7 @@ TEST_F(IpcStepCounterTest, SealedPageIsMappedReadOnlyAndReadLive) {
 }
 
 TEST_F(IpcStepCounterTest, MissingSealsRefuseTheHello) {
-  TestStepPage page("gpuctl-step-unsealed", steps::kStepPageBytes,
-                    F_SEAL_SHRINK | F_SEAL_GROW);
+  TestStepPage page("gpuctl-step-unsealed", steps::kStepPageBytes, F_SEAL_SHRINK | F_SEAL_GROW);
   ExpectRefused(StepHello(), {page.TakeFd()},
                 "Hello refused: step counter memfd is not sealed against shrink, grow and sealing");
   EXPECT_EQ(CountMappings(page.name()), 1) << "never mapped";

@@ -19,9 +19,7 @@ constexpr int kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 class MappedStepCounterPage final : public StepCounterView {
  public:
   explicit MappedStepCounterPage(const void* page) : page_(static_cast<const char*>(page)) {}
-  ~MappedStepCounterPage() override {
-    munmap(const_cast<char*>(page_), steps::kStepPageBytes);
-  }
+  ~MappedStepCounterPage() override { munmap(const_cast<char*>(page_), steps::kStepPageBytes); }
   MappedStepCounterPage(const MappedStepCounterPage&) = delete;
   MappedStepCounterPage& operator=(const MappedStepCounterPage&) = delete;
 

@@ -215,7 +215,8 @@ TEST_F(GrpcServiceTest, ListProcessesRefusalKeepsItsCodeAndMessage) {
   });
   grpc::ClientContext ctx;
   v1::ListProcessesResponse processes;
-  grpc::Status st = stub_->ListProcesses(WithDeadline(&ctx), v1::ListProcessesRequest(), &processes);
+  grpc::Status st =
+      stub_->ListProcesses(WithDeadline(&ctx), v1::ListProcessesRequest(), &processes);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(st.error_message(), "rank range 3-1 is empty: its first rank exceeds its last");
 }

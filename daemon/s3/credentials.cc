@@ -23,6 +23,7 @@ struct FileSnapshot {
   std::string text;
   timespec mtime = {};
   off_t size = 0;
+  ino_t inode = 0;
 };
 
 absl::StatusOr<FileSnapshot> ReadCredentialsFile(const std::string& path) {
@@ -38,8 +39,8 @@ absl::StatusOr<FileSnapshot> ReadCredentialsFile(const std::string& path) {
     status = absl::FailedPreconditionError(
         absl::StrCat("S3 credentials file ", path, " is not a regular file"));
   } else if (static_cast<uint64_t>(st.st_size) > kMaxCredentialsFileBytes) {
-    status = absl::FailedPreconditionError(
-        absl::StrCat("S3 credentials file ", path, " is over 1 MiB"));
+    status =
+        absl::FailedPreconditionError(absl::StrCat("S3 credentials file ", path, " is over 1 MiB"));
   }
   char buf[4096];
   while (status.ok()) {
@@ -61,6 +62,7 @@ absl::StatusOr<FileSnapshot> ReadCredentialsFile(const std::string& path) {
   if (!status.ok()) return status;
   snap.mtime = st.st_mtim;
   snap.size = st.st_size;
+  snap.inode = st.st_ino;
   return snap;
 }
 
@@ -94,12 +96,12 @@ absl::Status ValidateCredentials(const S3Credentials& c, absl::string_view sourc
   }
   if (!IsPrintableAscii(c.access_key_id, false) || absl::StrContains(c.access_key_id, "/") ||
       absl::StrContains(c.access_key_id, ",")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "S3 credentials from ", source, ": access key id has a character other than printable "
-        "ASCII without space, '/' and ','"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("S3 credentials from ", source,
+                     ": access key id has a character other than printable "
+                     "ASCII without space, '/' and ','"));
   }
-  if (!IsPrintableAscii(c.secret_access_key, false) ||
-      !IsPrintableAscii(c.session_token, false)) {
+  if (!IsPrintableAscii(c.secret_access_key, false) || !IsPrintableAscii(c.session_token, false)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "S3 credentials from ", source, ": secret key or session token is not printable ASCII"));
   }
@@ -171,6 +173,7 @@ absl::StatusOr<std::unique_ptr<CredentialsProvider>> CredentialsProvider::Create
     absl::MutexLock lock(&provider->mu_);
     provider->file_mtime_ = snap->mtime;
     provider->file_size_ = snap->size;
+    provider->file_inode_ = snap->inode;
     return provider;
   }
   std::optional<std::string> id = NonEmpty(env, "AWS_ACCESS_KEY_ID");
@@ -194,16 +197,18 @@ S3Credentials CredentialsProvider::Get() {
   if (file_.empty()) return credentials_;
   struct stat st;
   if (::stat(file_.c_str(), &st) != 0) return credentials_;
-  if (st.st_size == file_size_ && st.st_mtim.tv_sec == file_mtime_.tv_sec &&
-      st.st_mtim.tv_nsec == file_mtime_.tv_nsec) {
+  if (st.st_ino == file_inode_ && st.st_size == file_size_ &&
+      st.st_mtim.tv_sec == file_mtime_.tv_sec && st.st_mtim.tv_nsec == file_mtime_.tv_nsec) {
     return credentials_;
   }
   // Remember this version whatever the outcome, so a bad file is reported
   // once, not on every request.
   file_mtime_ = st.st_mtim;
   file_size_ = st.st_size;
+  file_inode_ = st.st_ino;
   auto snap = ReadCredentialsFile(file_);
-  absl::StatusOr<S3Credentials> fresh = snap.ok() ? ParseSharedCredentials(snap->text, profile_, file_) : snap.status();
+  absl::StatusOr<S3Credentials> fresh =
+      snap.ok() ? ParseSharedCredentials(snap->text, profile_, file_) : snap.status();
   if (!fresh.ok()) {
     LogWarning("S3 credentials file changed but cannot be used; keeping the previous keys",
                {{"file", file_}, {"error", fresh.status().ToString()}});

@@ -44,7 +44,7 @@ absl::StatusOr<S3Credentials> ParseSharedCredentials(absl::string_view text,
                                                      absl::string_view source);
 
 // Resolves credentials in S3Config's order once, at Create(). A credentials
-// file is re-read whenever its modification time or size changes, so keys
+// file is re-read whenever its inode, modification time or size changes, so keys
 // rotated in place are picked up without a restart; should a re-read fail,
 // the last good keys stay in use (and the failure is logged). Thread-safe.
 class CredentialsProvider {
@@ -67,6 +67,7 @@ class CredentialsProvider {
   S3Credentials credentials_ ABSL_GUARDED_BY(mu_);
   timespec file_mtime_ ABSL_GUARDED_BY(mu_) = {};
   off_t file_size_ ABSL_GUARDED_BY(mu_) = 0;
+  ino_t file_inode_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpuctl::s3

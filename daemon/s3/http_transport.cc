@@ -36,8 +36,7 @@ size_t OnHeader(char* data, size_t size, size_t count, void* user) {
     ex->response->status = 0;
     size_t space = line.find(' ');
     int status = 0;
-    if (space != absl::string_view::npos &&
-        absl::SimpleAtoi(line.substr(space + 1, 3), &status)) {
+    if (space != absl::string_view::npos && absl::SimpleAtoi(line.substr(space + 1, 3), &status)) {
       ex->response->status = status;
     }
     return total;
@@ -57,7 +56,7 @@ size_t OnWrite(char* data, size_t size, size_t count, void* user) {
   HttpResponse& response = *ex->response;
   const bool success = response.status >= 200 && response.status < 300;
   if (success && ex->request->on_body) {
-    if (!ex->request->on_body(absl::string_view(data, total))) {
+    if (!ex->request->on_body(response, absl::string_view(data, total))) {
       response.aborted_by_receiver = true;
       return 0;  // CURLE_WRITE_ERROR
     }
@@ -193,8 +192,8 @@ HttpResponse HttpTransport::Perform(const HttpRequest& req, const S3Credentials&
   HttpResponse response;
   Exchange ex{&req, &response};
   char errbuf[CURL_ERROR_SIZE] = {};
-  curl_slist* headers =
-      curl_slist_append(nullptr, absl::StrCat("x-amz-content-sha256: ", req.payload_sha256).c_str());
+  curl_slist* headers = curl_slist_append(
+      nullptr, absl::StrCat("x-amz-content-sha256: ", req.payload_sha256).c_str());
   if (!credentials.session_token.empty()) {
     headers = curl_slist_append(
         headers, absl::StrCat("x-amz-security-token: ", credentials.session_token).c_str());
@@ -232,8 +231,6 @@ HttpResponse HttpTransport::Perform(const HttpRequest& req, const S3Credentials&
   response.curl_code = curl_easy_perform(h);
   if (response.curl_code != CURLE_OK) {
     response.curl_error = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(response.curl_code);
-    // A failed transfer's status line, if any, says nothing final.
-    if (response.curl_code != CURLE_WRITE_ERROR) response.status = 0;
   }
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
   Release(h);

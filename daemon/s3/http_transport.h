@@ -19,6 +19,8 @@
 
 namespace gpuctl::s3 {
 
+struct HttpResponse;
+
 // One HTTP exchange, signed by libcurl (CURLOPT_AWS_SIGV4).
 struct HttpRequest {
   std::string method;  // GET, HEAD, PUT, POST or DELETE
@@ -38,8 +40,9 @@ struct HttpRequest {
   // Total limit for the attempt; zero leaves only the idle timeout.
   absl::Duration timeout = absl::ZeroDuration();
   // Takes a 2xx response's body chunk by chunk (instead of
-  // HttpResponse::body); returning false aborts the transfer.
-  std::function<bool(absl::string_view)> on_body;
+  // HttpResponse::body), with the response as far as it has come (status
+  // and headers); returning false aborts the transfer.
+  std::function<bool(const HttpResponse& response, absl::string_view chunk)> on_body;
   // Body bytes kept in HttpResponse::body; the rest is dropped.
   size_t max_body = 64 * 1024;
 };
@@ -47,7 +50,9 @@ struct HttpRequest {
 struct HttpResponse {
   CURLcode curl_code = CURLE_OK;
   std::string curl_error;  // curl's explanation when curl_code != CURLE_OK
-  int status = 0;          // of the final response; 0 when none came
+  // Of the last response that began, even when the transfer then failed
+  // (a server may refuse an upload and close before reading it); 0: none.
+  int status = 0;
   std::map<std::string, std::string> headers;  // lowercase names
   std::string body;
   bool body_truncated = false;

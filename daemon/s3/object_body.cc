@@ -50,8 +50,8 @@ class FileObjectBody final : public ObjectBody {
         return absl::InternalError(absl::StrCat("reading ", path_, ": ", std::strerror(errno)));
       }
       if (n == 0) {
-        return absl::DataLossError(absl::StrCat(path_, " shrank below ", size_,
-                                                " bytes while it was being uploaded"));
+        return absl::DataLossError(
+            absl::StrCat(path_, " shrank below ", size_, " bytes while it was being uploaded"));
       }
       done += static_cast<size_t>(n);
     }

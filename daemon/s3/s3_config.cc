@@ -192,12 +192,12 @@ absl::Status ValidateS3Config(const S3Config& config) {
     return absl::InvalidArgumentError("S3 max_attempts must be 1-20");
   }
   if (config.part_size < kMinPartSize || config.part_size > kMaxPartSize) {
-    return absl::InvalidArgumentError(absl::StrCat("S3 part_size ", config.part_size,
-                                                   " is outside [5 MiB, 5 GiB]"));
-  }
-  if (config.multipart_threshold < kMinPartSize) {
     return absl::InvalidArgumentError(
-        absl::StrCat("S3 multipart_threshold ", config.multipart_threshold, " is below 5 MiB"));
+        absl::StrCat("S3 part_size ", config.part_size, " is outside [5 MiB, 5 GiB]"));
+  }
+  if (config.multipart_threshold < kMinPartSize || config.multipart_threshold > kMaxPartSize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "S3 multipart_threshold ", config.multipart_threshold, " is outside [5 MiB, 5 GiB]"));
   }
   return absl::OkStatus();
 }

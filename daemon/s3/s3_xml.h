@@ -17,7 +17,7 @@ namespace gpuctl::s3 {
 
 // An S3 <Error> document.
 struct S3ErrorBody {
-  std::string code;      // "NoSuchKey", "SignatureDoesNotMatch", ...
+  std::string code;  // "NoSuchKey", "SignatureDoesNotMatch", ...
   std::string message;
   std::string request_id;
   std::string endpoint;  // PermanentRedirect names the right one

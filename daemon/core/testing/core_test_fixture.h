@@ -105,7 +105,8 @@ class DaemonCoreTest : public ::testing::Test {
     return hello;
   }
   void Attach(PeerId peer, int pid, const std::string& job, int rank = -1) {
-    ASSERT_TRUE(core_->OnPeerHello(peer, {pid, 1000, 1000}, MakeHello(pid, job, rank), nullptr).ok());
+    ASSERT_TRUE(
+        core_->OnPeerHello(peer, {pid, 1000, 1000}, MakeHello(pid, job, rank), nullptr).ok());
   }
   // Attaches a process sharing a step counter the test moves through the
   // returned reading.

@@ -1,0 +1,88 @@
+#include "daemon/s3/trace_object_key.h"
+
+#include "absl/random/random.h"
+#include "absl/time/civil_time.h"
+#include "daemon/common/trace_id.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::s3 {
+namespace {
+
+std::string IdAt(absl::Time t) {
+  absl::BitGen gen;
+  return GenerateTraceId(t, gen);
+}
+
+absl::Time Utc(int y, int m, int d, int hh, int mm, int ss, int ms = 0) {
+  return absl::FromCivil(absl::CivilSecond(y, m, d, hh, mm, ss), absl::UTCTimeZone()) +
+         absl::Milliseconds(ms);
+}
+
+TEST(TraceObjectKeyTest, DatesComeFromTheIdInUtc) {
+  std::string id = IdAt(Utc(2024, 3, 9, 23, 59, 59, 999));
+  auto key = TraceObjectKey("gpuctl/prod", id, "h1-rank0-pid5.json.gz");
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(*key, "gpuctl/prod/2024/03/09/" + id + "/h1-rank0-pid5.json.gz");
+
+  // One millisecond later is the next day, month and year boundaries too.
+  id = IdAt(Utc(2024, 12, 31, 23, 59, 59, 999) + absl::Milliseconds(1));
+  key = TraceObjectKey("p", id, "manifest.json");
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(*key, "p/2025/01/01/" + id + "/manifest.json");
+}
+
+TEST(TraceObjectKeyTest, EmptyPrefixStartsAtTheYear) {
+  std::string id = IdAt(Utc(1999, 1, 2, 3, 4, 5));
+  auto key = TraceObjectKey("", id, "manifest.json");
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(*key, "1999/01/02/" + id + "/manifest.json");
+  auto dir = TraceObjectPrefix("", id);
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(*dir, "1999/01/02/" + id + "/");
+  EXPECT_EQ(TraceDayPrefix("", absl::CivilDay(1999, 1, 2)), "1999/01/02/");
+  EXPECT_EQ(TraceDayPrefix("a/b", absl::CivilDay(2030, 11, 30)), "a/b/2030/11/30/");
+}
+
+TEST(TraceObjectKeyTest, RejectsBadInput) {
+  std::string id = IdAt(Utc(2024, 1, 1, 0, 0, 0));
+  EXPECT_FALSE(TraceObjectKey("p", "not-an-id", "f").ok());
+  EXPECT_FALSE(TraceObjectKey("p", "018CC251-F47B-7000-8000-000000000000", "f").ok());
+  for (const char* file : {"", ".hidden", "a/b", "..", "sp ace", "x\n"}) {
+    EXPECT_FALSE(TraceObjectKey("p", id, file).ok()) << file;
+  }
+  for (const char* prefix : {"/p", "p/", "a//b"}) {
+    EXPECT_FALSE(TraceObjectKey(prefix, id, "f").ok()) << prefix;
+  }
+}
+
+TEST(TraceObjectKeyTest, ParsesItsOwnKeys) {
+  std::string id = IdAt(Utc(2024, 6, 15, 12, 0, 0));
+  auto key = TraceObjectKey("gpuctl", id, "manifest.json");
+  ASSERT_TRUE(key.ok());
+  auto name = ParseTraceObjectKey("gpuctl", *key);
+  ASSERT_TRUE(name.has_value());
+  EXPECT_EQ(name->trace_id, id);
+  EXPECT_EQ(name->file, "manifest.json");
+
+  auto bare = TraceObjectKey("", id, "f.json.gz");
+  ASSERT_TRUE(bare.ok());
+  ASSERT_TRUE(ParseTraceObjectKey("", *bare).has_value());
+
+  // Outside the layout.
+  EXPECT_FALSE(ParseTraceObjectKey("other", *key).has_value());
+  EXPECT_FALSE(ParseTraceObjectKey("gpu", *key).has_value());
+  EXPECT_FALSE(ParseTraceObjectKey("gpuctl", "gpuctl/2024/06/15/" + id).has_value());
+  EXPECT_FALSE(ParseTraceObjectKey("gpuctl", "gpuctl/2024/06/15/" + id + "/a/b").has_value());
+  // The date must be the id's.
+  EXPECT_FALSE(
+      ParseTraceObjectKey("gpuctl", "gpuctl/2024/06/16/" + id + "/manifest.json").has_value());
+}
+
+TEST(TraceObjectKeyTest, KeysSortByTraceTime) {
+  std::string early = IdAt(Utc(2024, 9, 30, 10, 0, 0));
+  std::string late = IdAt(Utc(2024, 10, 1, 9, 0, 0));
+  EXPECT_LT(*TraceObjectKey("p", early, "f"), *TraceObjectKey("p", late, "f"));
+}
+
+}  // namespace
+}  // namespace gpuctl::s3
