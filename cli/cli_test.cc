@@ -79,10 +79,9 @@ class CliTraceCommandTest : public ::testing::Test {
     return RunCli(args, env);
   }
   std::vector<std::string> TraceArgs(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"trace",      "--job",  "42",
-                                     "--duration", "2s",     "--host",
-                                     server_.target(), "-o", dir_.path(),
-                                     "--trace-id", kTraceId};
+    std::vector<std::string> args = {"trace",  "--job",          "42", "--duration", "2s",
+                                     "--host", server_.target(), "-o", dir_.path(),  "--trace-id",
+                                     kTraceId};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -125,8 +124,8 @@ TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   EXPECT_EQ(ListDir(saved).size(), files_.size());  // no temporaries left
 
   const std::string err = console_.err.str();
-  EXPECT_THAT(err,
-              HasSubstr(absl::StrCat("trace ", kTraceId, ": 2 processes selected on node1, window 2s")));
+  EXPECT_THAT(err, HasSubstr(absl::StrCat("trace ", kTraceId,
+                                          ": 2 processes selected on node1, window 2s")));
   EXPECT_THAT(err, HasSubstr("pid 100: capturing"));
   EXPECT_THAT(err, HasSubstr("pid 101: ok, 1101 events, 12.3 KiB"));
 
@@ -166,16 +165,16 @@ TEST_F(CliTraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   EXPECT_TRUE(IsValidTraceId(id)) << id;
   EXPECT_LE(absl::Now() - *TraceIdTime(id), absl::Minutes(1));
   EXPECT_TRUE(server_.service().get_requests().empty());
-  EXPECT_THAT(console_.out.str(),
-              HasSubstr(absl::StrCat("download with: gpuctl get ", id, " --host ", server_.target())));
+  EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat("download with: gpuctl get ", id,
+                                                         " --host ", server_.target())));
   EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat(server_.target(), "    7     -  ok")));
 }
 
 TEST_F(CliTraceCommandTest, PassesActivities) {
   server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
-  ASSERT_EQ(Run(TraceArgs({"--activities", "kernel,memcpy", "--activities", "driver",
-                           "--no-download"})),
-            kExitOk)
+  ASSERT_EQ(
+      Run(TraceArgs({"--activities", "kernel,memcpy", "--activities", "driver", "--no-download"})),
+      kExitOk)
       << console_.err.str();
   ASSERT_EQ(Run(TraceArgs({"--no-download"})), kExitOk) << console_.err.str();
   std::vector<v1::TraceRequest> requests = server_.service().trace_requests();
@@ -374,8 +373,9 @@ TEST_F(CliTraceCommandTest, InterruptCancelsTheTrace) {
     return grpc::Status::OK;
   };
   EXPECT_EQ(Run(TraceArgs()), kExitInterrupted);
-  EXPECT_THAT(console_.err.str(),
-              HasSubstr(absl::StrCat("trace ", kTraceId, " cancelled; the daemon stops the capture")));
+  EXPECT_THAT(
+      console_.err.str(),
+      HasSubstr(absl::StrCat("trace ", kTraceId, " cancelled; the daemon stops the capture")));
   EXPECT_EQ(console_.out.str(), "");
 }
 
@@ -429,7 +429,8 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
        "--parallel: expected 1 to 1024"},
       {{"trace", "--job", "1", "--duration", "5s", "--host-timeout", "soon", "--host", host},
        "--host-timeout: invalid duration"},
-      {{"trace", "--job", "1", "--duration", "5s", "--hosts", "node1"}, "--hosts: invalid host list"},
+      {{"trace", "--job", "1", "--duration", "5s", "--hosts", "node1"},
+       "--hosts: invalid host list"},
       {{"trace", "--job", "1", "--duration", "5s", "--hosts-file", "/nonexistent/hosts"},
        "cannot read"},
       {{"ps", "--rank", "1-", "--host", host}, "--rank \"1-\""},

@@ -64,7 +64,8 @@ absl::StatusOr<FleetSettings> ValidateFleet(const FleetFlags& flags, absl::strin
 
 absl::Status ValidateIterationFlags(const TraceFlags& f, TraceOptions& options) {
   const bool iterations = Given(f.iterations_option);
-  for (const CLI::Option* option : {f.start_step_option, f.step_roundup_option, f.step_margin_option}) {
+  for (const CLI::Option* option :
+       {f.start_step_option, f.step_roundup_option, f.step_margin_option}) {
     if (Given(option) && !iterations) {
       return Usage(option->get_name(), "applies to iteration windows; add --iterations N");
     }
@@ -83,8 +84,9 @@ absl::Status ValidateIterationFlags(const TraceFlags& f, TraceOptions& options) 
   options.step_roundup = static_cast<uint32_t>(f.step_roundup);
   if (Given(f.start_step_option)) {
     if (Given(f.step_roundup_option) || Given(f.step_margin_option)) {
-      return Usage("--start-step", "--step-roundup and --step-margin pick the start step; "
-                                   "give either them or --start-step");
+      return Usage("--start-step",
+                   "--step-roundup and --step-margin pick the start step; "
+                   "give either them or --start-step");
     }
     absl::StatusOr<uint64_t> step =
         FlagCount("--start-step", f.start_step, std::numeric_limits<uint64_t>::max());
@@ -94,8 +96,9 @@ absl::Status ValidateIterationFlags(const TraceFlags& f, TraceOptions& options) 
   if (f.step_margin != "auto") {
     absl::StatusOr<uint64_t> margin =
         FlagCount("--step-margin", f.step_margin, std::numeric_limits<uint32_t>::max());
-    if (!margin.ok()) return Usage("--step-margin", absl::StrCat("expected \"auto\" or ",
-                                                                  margin.status().message()));
+    if (!margin.ok())
+      return Usage("--step-margin",
+                   absl::StrCat("expected \"auto\" or ", margin.status().message()));
     options.step_margin = static_cast<uint32_t>(*margin);
   }
   return absl::OkStatus();
@@ -133,17 +136,21 @@ void AddFleetFlags(CLI::App* command, FleetFlags& flags) {
                    "127.0.0.1:7070)")
       ->allow_extra_args(false)
       ->delimiter(',');
-  command->add_option("--hosts-file", flags.hosts.hosts_files,
-                      "File of gpuctld addresses, one per line, # comments (repeatable)")
+  command
+      ->add_option("--hosts-file", flags.hosts.hosts_files,
+                   "File of gpuctld addresses, one per line, # comments (repeatable)")
       ->allow_extra_args(false);
-  command->add_option("--hosts", flags.hosts.dns,
-                      "dns:NAME[:PORT]: every address NAME resolves to (repeatable)")
+  command
+      ->add_option("--hosts", flags.hosts.dns,
+                   "dns:NAME[:PORT]: every address NAME resolves to (repeatable)")
       ->allow_extra_args(false);
-  command->add_option("--parallel", flags.parallel,
-                      "Hosts being connected to at once (dispatch window)")
+  command
+      ->add_option("--parallel", flags.parallel,
+                   "Hosts being connected to at once (dispatch window)")
       ->capture_default_str();
-  command->add_option("--host-timeout", flags.host_timeout,
-                      "Per host: connect and get an answer within this")
+  command
+      ->add_option("--host-timeout", flags.host_timeout,
+                   "Per host: connect and get an answer within this")
       ->capture_default_str();
 }
 
@@ -177,9 +184,10 @@ void AddTraceFlags(CLI::App* command, TraceFlags& f) {
       ->delimiter(',');
   command->add_flag("--no-download", f.no_download, "Leave the trace on the daemons' hosts");
   command->add_flag("--json", f.json, "Print one machine-readable JSON document");
-  command->add_option("--start-delay", f.start_delay,
-                      "Every host opens its window this long after the command starts (covers "
-                      "the fan-out to the hosts, docs/cli.md)")
+  command
+      ->add_option("--start-delay", f.start_delay,
+                   "Every host opens its window this long after the command starts (covers "
+                   "the fan-out to the hosts, docs/cli.md)")
       ->capture_default_str();
   f.max_start_skew_option =
       command

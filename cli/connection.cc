@@ -70,8 +70,8 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target
     if (state == GRPC_CHANNEL_TRANSIENT_FAILURE || state == GRPC_CHANNEL_SHUTDOWN) break;
     // gRPC cannot interrupt this wait; with a cancellation flag it is
     // sliced so that Ctrl-C is honoured promptly.
-    absl::Time wake = cancelled == nullptr ? deadline
-                                           : std::min(deadline, absl::Now() + kConnectCancelLatency);
+    absl::Time wake =
+        cancelled == nullptr ? deadline : std::min(deadline, absl::Now() + kConnectCancelLatency);
     if (!channel->WaitForStateChange(state, ToChrono(wake))) {
       if (wake >= deadline) break;
       continue;

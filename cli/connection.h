@@ -31,9 +31,9 @@ absl::StatusOr<std::string> NormalizeHost(absl::string_view host);
 // true, the wait ends within kConnectCancelLatency with CANCELLED (not an
 // RPC error).
 inline constexpr absl::Duration kConnectCancelLatency = absl::Milliseconds(50);
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target,
-                                                       absl::Duration timeout,
-                                                       const std::atomic<bool>* cancelled = nullptr);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
+    const std::string& target, absl::Duration timeout,
+    const std::atomic<bool>* cancelled = nullptr);
 
 // Converts a status returned by the daemon (or by gRPC on its behalf) and
 // marks it so callers can tell it from a local failure.

@@ -81,10 +81,10 @@ TEST_F(CliFleetPsTest, TableAcrossHosts) {
 }
 
 TEST_F(CliFleetPsTest, SelectorsAreSentToEveryHost) {
-  ASSERT_EQ(Run({"ps", "--host", a_.target(), "--host", b_.target(), "--job", "42", "--rank",
-                 "0-3,8", "--label", "team=nlp", "--pid", "100", "--limit", "5",
-                 "--include-helpers"}),
-            kExitOk)
+  ASSERT_EQ(
+      Run({"ps", "--host", a_.target(), "--host", b_.target(), "--job", "42", "--rank", "0-3,8",
+           "--label", "team=nlp", "--pid", "100", "--limit", "5", "--include-helpers"}),
+      kExitOk)
       << console_.err.str();
   for (FakeServer* server : {&a_, &b_}) {
     std::vector<v1::ListProcessesRequest> requests = server->service().list_processes_requests();
@@ -159,8 +159,7 @@ TEST_F(CliFleetPsTest, HostsFileAndDnsName) {
   *local.service().processes.add_processes() =
       Info(300, 0, "local", v1::PROCESS_ROLE_WORKER, {"python"});
   TestConsole console;
-  ASSERT_EQ(RunCli({"ps", "--hosts", absl::StrCat("dns:localhost:", local.port())},
-                   console.env()),
+  ASSERT_EQ(RunCli({"ps", "--hosts", absl::StrCat("dns:localhost:", local.port())}, console.env()),
             kExitOk)
       << console.err.str();
   EXPECT_THAT(console.out.str(), ::testing::ContainsRegex(":[0-9]+  300     0  worker"));

@@ -171,10 +171,10 @@ TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTrace
   // One directory; a manifest per host.
   const fs::path saved = fs::path(dir_) / id;
   EXPECT_EQ(json["savedTo"], saved.string());
-  EXPECT_EQ(ListDir(saved), (std::vector<std::string>{
-                                "node1-rank0-pid100.json.gz", "node1-rank1-pid101.json.gz",
-                                "node1.manifest.json", "node2-rank2-pid200.json.gz",
-                                "node2-rank3-pid201.json.gz", "node2.manifest.json"}));
+  EXPECT_EQ(ListDir(saved),
+            (std::vector<std::string>{"node1-rank0-pid100.json.gz", "node1-rank1-pid101.json.gz",
+                                      "node1.manifest.json", "node2-rank2-pid200.json.gz",
+                                      "node2-rank3-pid201.json.gz", "node2.manifest.json"}));
   EXPECT_EQ(ReadFile(saved / "node2.manifest.json"), "{\"host\":\"node2\"}");
   EXPECT_EQ(ReadFile(saved / "node1-rank1-pid101.json.gz"), "node1 pid 101");
   EXPECT_THAT(json["hosts"][0]["files"],
@@ -220,18 +220,18 @@ TEST_F(CliFleetTraceTest, ExitCodesFromHostOutcomes) {
   };
   node1_.service().trace = not_found;
   node2_.service().trace = not_found;
-  std::vector<std::string> both = {"--job", "42", "--duration", "1s", "--host", node1_.target(),
-                                   "--host", node2_.target()};
+  std::vector<std::string> both = {"--job",         "42",     "--duration",   "1s", "--host",
+                                   node1_.target(), "--host", node2_.target()};
   EXPECT_EQ(Run(both), kExitNothingMatched);
   EXPECT_THAT(console_.err.str(), HasSubstr("no attached process matches job \"42\""));
 
-  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--host", DeadTarget(), "--host",
-                 DeadTarget()}),
-            kExitDaemonError);
+  EXPECT_EQ(
+      Run({"--job", "42", "--duration", "1s", "--host", DeadTarget(), "--host", DeadTarget()}),
+      kExitDaemonError);
   // Nothing matched here, and the other host could not say.
-  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--host", node1_.target(), "--host",
-                 DeadTarget()}),
-            kExitPartialFailure);
+  EXPECT_EQ(
+      Run({"--job", "42", "--duration", "1s", "--host", node1_.target(), "--host", DeadTarget()}),
+      kExitPartialFailure);
 
   node2_.Answer();
   EXPECT_EQ(Run(both), kExitPartialFailure);  // a host with nothing is a failed host
@@ -249,8 +249,8 @@ TEST_F(CliFleetTraceTest, SlowHostTimesOutWithoutHoldingTheOthers) {
   };
   SilentListener silent;
   const absl::Time begin = absl::Now();
-  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--json", "--host-timeout", "300ms",
-                 "--host", slow.target(), "--host", node1_.target(), "--host", silent.target()}),
+  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--json", "--host-timeout", "300ms", "--host",
+                 slow.target(), "--host", node1_.target(), "--host", silent.target()}),
             kExitPartialFailure);
   EXPECT_LT(absl::Now() - begin, absl::Seconds(15));
   nlohmann::json json = Json();
@@ -297,8 +297,8 @@ TEST_F(CliFleetTraceTest, DispatchIsBoundedByParallel) {
   std::vector<std::unique_ptr<FakeServer>> servers;
   std::atomic<int> in_dispatch{0};
   std::atomic<int> most{0};
-  std::vector<std::string> args = {"--job", "42", "--duration", "1s", "--no-download",
-                                   "--parallel", "2"};
+  std::vector<std::string> args = {"--job",         "42",         "--duration", "1s",
+                                   "--no-download", "--parallel", "2"};
   for (int i = 0; i < 5; ++i) {
     servers.push_back(std::make_unique<FakeServer>());
     servers.back()->service().trace = [&, i](grpc::ServerContext*, const v1::TraceRequest& request,
@@ -449,8 +449,8 @@ TEST_F(CliFleetTraceTest, LateJoinerWithoutResultIsMissing) {
     joined.mutable_progress()->set_phase(v1::PROCESS_PHASE_REQUESTED);
     *joined.mutable_progress()->mutable_joined() = FakeProcess(150, 7);
     node1_.Store(request.trace_id());
-    grpc::Status status = ScriptedTrace(node1_.processes(), node1_.results(), false)(
-        context, request, writer);
+    grpc::Status status =
+        ScriptedTrace(node1_.processes(), node1_.results(), false)(context, request, writer);
     writer->Write(joined);
     v1::TraceEvent done;
     done.mutable_completed()->set_trace_id(request.trace_id());

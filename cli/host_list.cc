@@ -157,8 +157,8 @@ absl::StatusOr<std::vector<HostSpec>> ReadHostsFile(const std::string& path) {
   }
   content.resize(static_cast<size_t>(in.gcount()));
   if (content.size() > kMaxHostsFileBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("--hosts-file ", path, ": larger than ",
-                                                   kMaxHostsFileBytes >> 20, " MiB"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--hosts-file ", path, ": larger than ", kMaxHostsFileBytes >> 20, " MiB"));
   }
   std::vector<HostSpec> specs;
   int line_number = 0;
@@ -169,11 +169,12 @@ absl::StatusOr<std::vector<HostSpec>> ReadHostsFile(const std::string& path) {
     if (line.empty()) continue;
     auto where = [&] { return absl::StrCat("--hosts-file ", path, ":", line_number, ": "); };
     if (std::any_of(line.begin(), line.end(), absl::ascii_isspace)) {
-      return absl::InvalidArgumentError(absl::StrCat(where(), "one host per line, got \"",
-                                                     Printable(line), "\""));
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), "one host per line, got \"", Printable(line), "\""));
     }
     absl::StatusOr<HostSpec> spec = ParseOne(line);
-    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat(where(), spec.status().message()));
+    if (!spec.ok())
+      return absl::InvalidArgumentError(absl::StrCat(where(), spec.status().message()));
     specs.push_back(*std::move(spec));
     if (specs.size() > kMaxHosts) {
       return absl::InvalidArgumentError(
@@ -191,7 +192,8 @@ absl::StatusOr<std::vector<HostSpec>> ParseHostFlags(const HostFlags& flags,
   std::vector<HostSpec> specs;
   for (const std::string& host : flags.hosts) {
     absl::StatusOr<HostSpec> spec = ParseOne(host);
-    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--host: ", spec.status().message()));
+    if (!spec.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--host: ", spec.status().message()));
     specs.push_back(*std::move(spec));
   }
   for (const std::string& path : flags.hosts_files) {
@@ -201,7 +203,8 @@ absl::StatusOr<std::vector<HostSpec>> ParseHostFlags(const HostFlags& flags,
   }
   for (const std::string& dns : flags.dns) {
     absl::StatusOr<HostSpec> spec = ParseDnsSpec(dns);
-    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--hosts: ", spec.status().message()));
+    if (!spec.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--hosts: ", spec.status().message()));
     specs.push_back(*std::move(spec));
   }
   if (specs.size() > kMaxHosts) {
@@ -211,8 +214,8 @@ absl::StatusOr<std::vector<HostSpec>> ParseHostFlags(const HostFlags& flags,
   absl::string_view fallback = env_host.empty() ? kDefaultHost : env_host;
   absl::StatusOr<HostSpec> spec = ParseOne(fallback);
   if (!spec.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        env_host.empty() ? "" : "$GPUCTL_HOST: ", spec.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(env_host.empty() ? "" : "$GPUCTL_HOST: ", spec.status().message()));
   }
   specs.push_back(*std::move(spec));
   return specs;
@@ -232,9 +235,9 @@ absl::StatusOr<std::vector<HostEntry>> ResolveHostSpecs(const std::vector<HostSp
     }
     absl::StatusOr<std::vector<std::string>> addresses = resolver(spec.dns_name);
     if (!addresses.ok() || addresses->empty()) {
-      add(HostEntry{spec.origin, addresses.ok() ? absl::StrCat("cannot resolve ", spec.dns_name,
-                                                               ": no address")
-                                                : std::string(addresses.status().message())});
+      add(HostEntry{spec.origin,
+                    addresses.ok() ? absl::StrCat("cannot resolve ", spec.dns_name, ": no address")
+                                   : std::string(addresses.status().message())});
       continue;
     }
     for (const std::string& address : *addresses) {

@@ -54,19 +54,19 @@ TEST_F(CliHostListTest, DefaultsToEnvironmentThenLocalDaemon) {
 TEST_F(CliHostListTest, HostsFileWithCommentsAndDuplicates) {
   HostFlags flags;
   flags.hosts = {"node1", "node2:7071"};
-  flags.hosts_files = {WriteFile(
-      "# the fleet\n"
-      "node3\n"
-      "\n"
-      "   node1:7070   # same as --host node1\n"
-      "[fd00::7]:7000\r\n"
-      "fd00::8\n"
-      "node2:7071\n")};
+  flags.hosts_files = {
+      WriteFile("# the fleet\n"
+                "node3\n"
+                "\n"
+                "   node1:7070   # same as --host node1\n"
+                "[fd00::7]:7000\r\n"
+                "fd00::8\n"
+                "node2:7071\n")};
   absl::StatusOr<std::vector<HostSpec>> specs = ParseHostFlags(flags, "ignored");
   ASSERT_TRUE(specs.ok()) << specs.status();
-  EXPECT_THAT(Targets(*ResolveHostSpecs(*specs)),
-              ElementsAre("node1:7070", "node2:7071", "node3:7070", "[fd00::7]:7000",
-                          "[fd00::8]:7070"));
+  EXPECT_THAT(
+      Targets(*ResolveHostSpecs(*specs)),
+      ElementsAre("node1:7070", "node2:7071", "node3:7070", "[fd00::7]:7000", "[fd00::8]:7070"));
 }
 
 TEST_F(CliHostListTest, HostsFileErrorsNameTheLine) {

@@ -44,7 +44,8 @@ HostFailure ClassifyFailure(const absl::Status& status, absl::string_view target
     case absl::StatusCode::kNotFound:
       return {HostStatus::kNothingMatched, message};
     case absl::StatusCode::kUnavailable:
-      return {HostStatus::kUnreachable, absl::StrCat("cannot reach gpuctld at ", target, ": ", message)};
+      return {HostStatus::kUnreachable,
+              absl::StrCat("cannot reach gpuctld at ", target, ": ", message)};
     case absl::StatusCode::kDeadlineExceeded:
       return {HostStatus::kTimedOut,
               absl::StrCat("gpuctld at ", target, " did not answer in time: ", message)};

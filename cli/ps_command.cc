@@ -41,9 +41,8 @@ void PrintTable(const std::vector<HostProcesses>& answers, std::ostream& out) {
     });
     for (const v1::ProcessInfo* p : rows) {
       // The host as contacted: daemons on one machine share a host name.
-      table.AddRow({answer.target, absl::StrCat(p->pid()),
-                    RankText(p->rank()), RoleWord(p->role()), StepText(*p),
-                    p->job_id().empty() ? "-" : Printable(p->job_id()),
+      table.AddRow({answer.target, absl::StrCat(p->pid()), RankText(p->rank()), RoleWord(p->role()),
+                    StepText(*p), p->job_id().empty() ? "-" : Printable(p->job_id()),
                     CaptureStateWord(p->capture_state()), LabelsText(p->labels()),
                     CommandText(p->cmdline(), kCommandColumnChars)});
     }

@@ -51,22 +51,20 @@ absl::Status AddLabels(const std::vector<std::string>& labels, v1::ProcessSelect
     std::string key = label.substr(0, eq);
     std::string value = label.substr(eq + 1);
     if (!ValidLabelKey(key)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--label \"", Printable(label), "\": the key must be 1-", kMaxLabelKeyBytes,
-          " characters of A-Z a-z 0-9 . _ / -"));
+      return absl::InvalidArgumentError(absl::StrCat("--label \"", Printable(label),
+                                                     "\": the key must be 1-", kMaxLabelKeyBytes,
+                                                     " characters of A-Z a-z 0-9 . _ / -"));
     }
     if (!ValidLabelValue(value)) {
-      return absl::InvalidArgumentError(absl::StrCat("--label \"", Printable(label),
-                                                     "\": the value must be at most ",
-                                                     kMaxLabelValueBytes,
-                                                     " printable ASCII characters"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--label \"", Printable(label), "\": the value must be at most ",
+                       kMaxLabelValueBytes, " printable ASCII characters"));
     }
     auto [it, inserted] = map.insert({key, value});
     if (!inserted && it->second != value) {
-      return absl::InvalidArgumentError(absl::StrCat("--label: key \"", key,
-                                                     "\" given twice with different values (\"",
-                                                     Printable(it->second), "\" and \"",
-                                                     Printable(value), "\")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--label: key \"", key, "\" given twice with different values (\"",
+                       Printable(it->second), "\" and \"", Printable(value), "\")"));
     }
   }
   if (map.size() > kMaxSelectorLabels) {
@@ -85,9 +83,8 @@ absl::StatusOr<std::vector<v1::RankRange>> ParseRankSet(absl::string_view text) 
   }
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     auto bad = [&](absl::string_view why) {
-      return absl::InvalidArgumentError(absl::StrCat("--rank \"", Printable(text), "\": \"",
-                                                     Printable(part), "\" ", why, "; ",
-                                                     kRankSetHelp));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rank \"", Printable(text), "\": \"", Printable(part), "\" ", why, "; ", kRankSetHelp));
     };
     if (part.empty()) return bad("is empty");
     size_t dash = part.find('-');
@@ -171,7 +168,8 @@ std::string DescribeSelector(const v1::ProcessSelector& s) {
   std::vector<std::string> parts;
   if (!s.job_id().empty()) parts.push_back(absl::StrCat("job \"", Printable(s.job_id()), "\""));
   if (s.pids_size() > 0) {
-    parts.push_back(absl::StrCat(s.pids_size() == 1 ? "pid " : "pids ", absl::StrJoin(s.pids(), ",")));
+    parts.push_back(
+        absl::StrCat(s.pids_size() == 1 ? "pid " : "pids ", absl::StrJoin(s.pids(), ",")));
   }
   if (s.ranks_size() > 0) {
     bool one = s.ranks_size() == 1 && s.ranks(0).first() == s.ranks(0).last();

@@ -53,7 +53,8 @@ StepChoice PickStartStep(const std::vector<HostEntry>& hosts, const TraceOptions
   std::string largest_where;
   std::optional<absl::Duration> fastest;
   for (const HostProcesses& answer : choice.answers) {
-    const std::string& host = answer.response.host().empty() ? answer.target : answer.response.host();
+    const std::string& host =
+        answer.response.host().empty() ? answer.target : answer.response.host();
     for (const v1::ProcessInfo& p : answer.response.processes()) {
       if (p.has_current_step() && (!largest || p.current_step() > *largest)) {
         largest = p.current_step();
@@ -63,8 +64,8 @@ StepChoice PickStartStep(const std::vector<HostEntry>& hosts, const TraceOptions
       if (period > absl::ZeroDuration() && (!fastest || period < *fastest)) fastest = period;
     }
   }
-  const uint64_t margin = options.step_margin ? *options.step_margin
-                                              : AutoStepMargin(options.start_delay, fastest);
+  const uint64_t margin =
+      options.step_margin ? *options.step_margin : AutoStepMargin(options.start_delay, fastest);
   absl::StatusOr<uint64_t> target = TargetStartStep(largest, options.step_roundup, margin);
   if (!target.ok()) {
     choice.error = target.status();
@@ -192,8 +193,8 @@ std::optional<int> SetIterationWindow(const TraceOptions& options, const CliEnv&
   if (!explanation.empty()) {
     report.start_step = start_step;
     (options.json ? *env.err : *env.out)
-        << "start step " << start_step << ": " << StepsText(start_step, options.iterations)
-        << " (" << explanation << ")\n";
+        << "start step " << start_step << ": " << StepsText(start_step, options.iterations) << " ("
+        << explanation << ")\n";
   }
   return std::nullopt;
 }

@@ -78,9 +78,7 @@ class Fanout {
  public:
   Fanout(const std::vector<HostEntry>& hosts, const TraceFanoutOptions& options,
          InterruptSource* interrupts, TraceProgress& progress)
-      : options_(options),
-        progress_(progress),
-        cancel_(interrupts, [this] {
+      : options_(options), progress_(progress), cancel_(interrupts, [this] {
           absl::MutexLock lock(&mu_);
           changed_.SignalAll();
         }) {
@@ -170,7 +168,8 @@ void HostCall::Dispatch() {
   const absl::Time deadline = absl::Now() + options.host_timeout;
   {
     absl::MutexLock lock(&fanout_.mu_);
-    if (fanout_.cancel_.cancelled()) return Finish(HostStatus::kCancelled, "cancelled before contact");
+    if (fanout_.cancel_.cancelled())
+      return Finish(HostStatus::kCancelled, "cancelled before contact");
     if (!dns_error_.empty()) return Finish(HostStatus::kUnreachable, dns_error_);
     fanout_.progress_.Connecting(index_);
   }
@@ -228,8 +227,8 @@ void HostCall::OnReadDone(bool ok) {
         const google::protobuf::Timestamp& since =
             IsSet(started.received_at()) ? started.received_at() : started.start_time();
         if (IsSet(started.end_time()) && IsSet(since)) {
-          absl::Duration rest =
-              std::max(absl::ZeroDuration(), FromProtoTime(started.end_time()) - FromProtoTime(since));
+          absl::Duration rest = std::max(absl::ZeroDuration(),
+                                         FromProtoTime(started.end_time()) - FromProtoTime(since));
           watchdog_ = absl::Now() + rest + fanout_.options_.result_margin;
         }
         progress.Started(index_, started);
@@ -271,8 +270,8 @@ void HostCall::Classify(const grpc::Status& status, bool cancelled) {
   if (!trace_.accepted()) {
     if (cancelled) return Finish(HostStatus::kCancelled, "cancelled");
     if (status.ok()) {
-      return Finish(HostStatus::kFailed,
-                    absl::StrCat("gpuctld at ", target, " ended the trace stream before it started"));
+      return Finish(HostStatus::kFailed, absl::StrCat("gpuctld at ", target,
+                                                      " ended the trace stream before it started"));
     }
     HostFailure failure = ClassifyFailure(FromRpcStatus(status), target);
     return Finish(failure.status, std::move(failure.error));
@@ -285,8 +284,8 @@ void HostCall::Classify(const grpc::Status& status, bool cancelled) {
     });
     if (ok == total) return Finish(HostStatus::kOk, "");
     return Finish(HostStatus::kFailed,
-                  absl::StrCat(total - ok, " of ", total, " processes on ", Printable(trace_.name()),
-                               " did not deliver a trace"));
+                  absl::StrCat(total - ok, " of ", total, " processes on ",
+                               Printable(trace_.name()), " did not deliver a trace"));
   }
   if (cancelled) return Finish(HostStatus::kCancelled, "cancelled");
   if (watchdog_fired_ || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {

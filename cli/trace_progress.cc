@@ -224,8 +224,8 @@ class TerminalProgress final : public TraceProgress {
       case HostView::State::kConnecting:
         return "connecting";
       case HostView::State::kRunning:
-        return absl::StrCat(host.processes.size(), " selected, ", host.done(), " done, ",
-                            host.ok(), " ok");
+        return absl::StrCat(host.processes.size(), " selected, ", host.done(), " done, ", host.ok(),
+                            " ok");
       case HostView::State::kDone:
         break;
     }
@@ -277,13 +277,12 @@ class TerminalProgress final : public TraceProgress {
       done += h.done();
       ok += h.ok();
     }
-    out.push_back(absl::StrCat(
-        "  hosts: ",
-        absl::StrJoin(states, ", ", [](std::string* s, const auto& e) {
-          absl::StrAppend(s, e.second, " ", e.first);
-        })));
-    out.push_back(absl::StrCat("  processes: ", selected, " selected, ", done, " done, ", ok,
-                               " ok"));
+    out.push_back(
+        absl::StrCat("  hosts: ", absl::StrJoin(states, ", ", [](std::string* s, const auto& e) {
+                       absl::StrAppend(s, e.second, " ", e.first);
+                     })));
+    out.push_back(
+        absl::StrCat("  processes: ", selected, " selected, ", done, " done, ", ok, " ok"));
     return out;
   }
 
@@ -315,8 +314,7 @@ std::unique_ptr<TraceProgress> MakePlainProgress(std::ostream& err,
 
 std::unique_ptr<TraceProgress> MakeTerminalProgress(std::ostream& err, size_t columns,
                                                     std::vector<std::string> targets) {
-  return std::make_unique<TerminalProgress>(err, std::max<size_t>(columns, 20),
-                                            std::move(targets));
+  return std::make_unique<TerminalProgress>(err, std::max<size_t>(columns, 20), std::move(targets));
 }
 
 }  // namespace gpuctl::cli

@@ -52,19 +52,18 @@ void AddHostRows(size_t index, const HostTrace& host, const HostDownload& downlo
                       " events dropped (capture buffers full)");
     }
     const bool ok = r.status() == v1::CAPTURE_STATUS_OK;
-    rows.push_back(Row{{index, 0, r.rank() < 0, r.rank(), r.pid()},
-                       {name, absl::StrCat(r.pid()),
-                        RankText(r.rank()), StatusWord(r.status()),
-                        ok ? absl::StrCat(r.event_count()) : "-",
-                        ok ? HumanBytes(r.stored_bytes()) : "-",
-                        r.file().empty() ? "-" : Printable(SavedName(download, r.file()))},
-                       std::move(note)});
+    rows.push_back(
+        Row{{index, 0, r.rank() < 0, r.rank(), r.pid()},
+            {name, absl::StrCat(r.pid()), RankText(r.rank()), StatusWord(r.status()),
+             ok ? absl::StrCat(r.event_count()) : "-", ok ? HumanBytes(r.stored_bytes()) : "-",
+             r.file().empty() ? "-" : Printable(SavedName(download, r.file()))},
+            std::move(note)});
   }
   for (const v1::ProcessInfo* p : host.Missing()) {
-    rows.push_back(Row{{index, 0, p->rank() < 0, p->rank(), p->pid()},
-                       {name, absl::StrCat(p->pid()), RankText(p->rank()), "no result", "-", "-",
-                        "-"},
-                       "the daemon reported no result for this process"});
+    rows.push_back(
+        Row{{index, 0, p->rank() < 0, p->rank(), p->pid()},
+            {name, absl::StrCat(p->pid()), RankText(p->rank()), "no result", "-", "-", "-"},
+            "the daemon reported no result for this process"});
   }
   // With one host its failure is reported on stderr; a host that completed
   // is described by its process rows.
@@ -83,11 +82,12 @@ std::string FleetSummary(const TraceReport& report) {
     for (const auto& [pid, r] : h.results) (r.status() == v1::CAPTURE_STATUS_OK ? ok : failed)++;
     failed += h.Missing().size();
   }
-  return absl::StrCat(
-      report.hosts.size(), " hosts: ",
-      absl::StrJoin(hosts, ", ",
-                    [](std::string* s, const auto& e) { absl::StrAppend(s, e.second, " ", e.first); }),
-      "; processes: ", ok, " ok, ", failed, " failed");
+  return absl::StrCat(report.hosts.size(), " hosts: ",
+                      absl::StrJoin(hosts, ", ",
+                                    [](std::string* s, const auto& e) {
+                                      absl::StrAppend(s, e.second, " ", e.first);
+                                    }),
+                      "; processes: ", ok, " ok, ", failed, " failed");
 }
 
 google::protobuf::Value TimeValue(const google::protobuf::Timestamp& ts) {
@@ -151,7 +151,8 @@ google::protobuf::Value HostJson(const HostTrace& h, const HostDownload& downloa
   f["processesFailed"].set_number_value(
       static_cast<double>(h.results.size() - ok + h.Missing().size()));
   google::protobuf::ListValue* files = f["files"].mutable_list_value();
-  for (const DownloadedFile& file : download.files) files->add_values()->set_string_value(file.name);
+  for (const DownloadedFile& file : download.files)
+    files->add_values()->set_string_value(file.name);
   f["savedTo"] = download.files.empty() ? NullValue() : StringValue(saved_to);
   return value;
 }

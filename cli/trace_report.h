@@ -30,9 +30,9 @@ struct TraceReport {
 };
 
 // The per-process table: HOST (as contacted), PID, RANK, STATUS, EVENTS,
-// BYTES, FILE, by host (in the order given), rank (unknown last), pid; a process without a result is a "no
-// result" row. With several hosts, a host that failed as a whole is a row
-// of its own with the reason under it, and a summary line follows.
+// BYTES, FILE, by host (in the order given), rank (unknown last), pid; a process without a result
+// is a "no result" row. With several hosts, a host that failed as a whole is a row of its own with
+// the reason under it, and a summary line follows.
 void PrintTraceTable(const TraceReport& report, std::ostream& out);
 
 // The --json document (docs/cli.md).

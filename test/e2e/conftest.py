@@ -78,9 +78,10 @@ def _stop_process(proc, timeout=10.0):
 class Daemon:
     def __init__(self, build_dir, workdir, name, extra_args):
         self.build_dir = build_dir
-        # The default daemon uses the paths the workload fixture defaults to;
-        # each further named daemon gets its own socket and store.
-        if name == "gpuctld":
+        # Daemons named gpuctld* (one after another, e.g. across a restart)
+        # use the paths the workload fixture defaults to; any other name gets
+        # its own socket and store.
+        if name.startswith("gpuctld"):
             self.socket = workdir / "gpuctl.sock"
             self.store = workdir / "store"
         else:

@@ -46,8 +46,9 @@ class FakeClient:
             return None
         return decode_fields(data) if data else None
 
-    def hello(self, pid=None, job="fake"):
-        self.send(encode_hello(pid if pid is not None else os.getpid(), job))
+    def hello(self, pid=None, job="fake", rank=0):
+        self.send(encode_hello(pid if pid is not None else os.getpid(), job, rank=rank,
+                               world_size=max(1, rank + 1)))
 
     def expect_ack(self):
         message = self.recv()
@@ -217,7 +218,9 @@ def _wait_window_end(start_ns, duration_ns):
 @pytest.mark.parametrize("transport", ["memfd", "inline"])
 def test_valid_hand_made_payload_is_stored(cli, daemon, real_workload, transport):
     client = FakeClient(daemon.socket)
-    client.hello(job="real")
+    # Rank 1: the real workload (rank 0) is this process's child, and a
+    # child of the same job and rank would be taken for its forked helper.
+    client.hello(job="real", rank=1)
     client.expect_ack()
     cli.wait_attached([os.getpid()])
 
@@ -249,7 +252,9 @@ def test_valid_hand_made_payload_is_stored(cli, daemon, real_workload, transport
 @pytest.mark.parametrize("kind", sorted(BAD_DELIVERIES))
 def test_untrusted_payload_is_refused(cli, daemon, real_workload, workdir, kind):
     client = FakeClient(daemon.socket)
-    client.hello(job="real")
+    # Rank 1: the real workload (rank 0) is this process's child, and a
+    # child of the same job and rank would be taken for its forked helper.
+    client.hello(job="real", rank=1)
     client.expect_ack()
     cli.wait_attached([os.getpid()])
 
