@@ -128,6 +128,7 @@ class CliFleetTraceTest : public ::testing::Test {
 
 TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTraces) {
   const std::string dead = DeadTarget();
+  const absl::Time begin = absl::Now();
   EXPECT_EQ(Run({"--job", "42", "--duration", "2s", "--json", "--host", node1_.target(), "--host",
                  node2_.target(), "--host", dead}),
             kExitPartialFailure);
@@ -140,9 +141,10 @@ TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTrace
   EXPECT_EQ(r1.trace_id(), r2.trace_id());
   EXPECT_EQ(ToTime(r1.start_time()), ToTime(r2.start_time()));
   for (const v1::TraceRequest* r : {&r1, &r2}) {
-    absl::Duration lead = ToTime(r->start_time()) - ToTime(r->caller_time());
-    EXPECT_GT(lead, absl::ZeroDuration());
-    EXPECT_LE(lead, absl::Milliseconds(500));
+    // The instant is read once, before any host is contacted; each
+    // caller_time right before its host's request.
+    EXPECT_GE(ToTime(r->start_time()), begin + absl::Milliseconds(500));
+    EXPECT_LE(ToTime(r->start_time()), ToTime(r->caller_time()) + absl::Milliseconds(500));
     EXPECT_EQ(r->selector().job_id(), "42");
     EXPECT_EQ(r->duration().seconds(), 2);
   }
@@ -249,14 +251,14 @@ TEST_F(CliFleetTraceTest, SlowHostTimesOutWithoutHoldingTheOthers) {
   };
   SilentListener silent;
   const absl::Time begin = absl::Now();
-  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--json", "--host-timeout", "300ms", "--host",
+  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--json", "--host-timeout", "1s", "--host",
                  slow.target(), "--host", node1_.target(), "--host", silent.target()}),
             kExitPartialFailure);
   EXPECT_LT(absl::Now() - begin, absl::Seconds(15));
   nlohmann::json json = Json();
   EXPECT_EQ(json["hosts"][0]["status"], "timed_out");
   EXPECT_THAT(json["hosts"][0]["error"].get<std::string>(),
-              HasSubstr("did not start the trace within 300ms"));
+              HasSubstr("did not start the trace within 1s"));
   EXPECT_EQ(json["hosts"][1]["status"], "ok");
   // The silent host accepts TCP but never speaks: no connection or no answer.
   const std::string silent_status = json["hosts"][2]["status"];
@@ -299,14 +301,14 @@ TEST_F(CliFleetTraceTest, DispatchIsBoundedByParallel) {
   std::atomic<int> most{0};
   std::vector<std::string> args = {"--job",         "42",         "--duration", "1s",
                                    "--no-download", "--parallel", "2"};
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 4; ++i) {
     servers.push_back(std::make_unique<FakeServer>());
     servers.back()->service().trace = [&, i](grpc::ServerContext*, const v1::TraceRequest& request,
                                              grpc::ServerWriter<v1::TraceEvent>* writer) {
       int now = ++in_dispatch;
       for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
       }
-      WaitFor([&] { return in_dispatch.load() >= 2; }, absl::Milliseconds(300));
+      WaitFor([&] { return in_dispatch.load() >= 2; }, absl::Seconds(5));
       v1::TraceEvent started;
       started.mutable_started()->set_trace_id(request.trace_id());
       started.mutable_started()->set_host(absl::StrCat("n", i));

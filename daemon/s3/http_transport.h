@@ -44,7 +44,7 @@ struct HttpRequest {
   // and headers); returning false aborts the transfer.
   std::function<bool(const HttpResponse& response, absl::string_view chunk)> on_body;
   // Body bytes kept in HttpResponse::body; the rest is dropped.
-  size_t max_body = 64 * 1024;
+  size_t max_body = size_t{64} << 10;
 };
 
 struct HttpResponse {

@@ -94,7 +94,7 @@ namespace {
 std::string Hex(const unsigned char* digest, unsigned int len) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string out;
-  out.reserve(2 * len);
+  out.reserve(size_t{2} * len);
   for (unsigned int i = 0; i < len; ++i) {
     out.push_back(kDigits[digest[i] >> 4]);
     out.push_back(kDigits[digest[i] & 0xf]);
@@ -140,7 +140,7 @@ absl::StatusOr<std::string> Sha256HexOfRange(const ObjectBody& body, uint64_t of
                                               body.Describe(), " of ", body.size(), " bytes"));
   }
   Sha256 sha;
-  std::vector<char> buf(256 * 1024);
+  std::vector<char> buf(size_t{256} << 10);
   uint64_t done = 0;
   while (done < length) {
     auto n = body.ReadAt(offset + done, buf.data(), std::min<uint64_t>(buf.size(), length - done));

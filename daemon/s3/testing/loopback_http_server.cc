@@ -24,7 +24,7 @@ namespace {
 
 // How long one connection may take to deliver its request.
 constexpr absl::Duration kIoDeadline = absl::Seconds(20);
-constexpr size_t kMaxHead = 64 * 1024;
+constexpr size_t kMaxHead = size_t{64} << 10;
 constexpr size_t kMaxBody = 256 << 20;
 
 [[noreturn]] void Die(const char* what) {
