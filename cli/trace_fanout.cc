@@ -44,6 +44,8 @@ class HostCall final : public grpc::ClientReadReactor<v1::TraceEvent> {
   // On a dispatch thread: connect, send, wait for TraceStarted or the
   // per-host deadline.
   void Dispatch();
+  // Waits until TraceStarted or the stream's end; past `deadline`, cancels.
+  void AwaitStarted(absl::Time deadline);
 
   void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
@@ -198,7 +200,10 @@ void HostCall::Dispatch() {
   stub_->async()->Trace(&context_, &request_, this);
   StartRead(&event_);
   StartCall();
+  AwaitStarted(deadline);
+}
 
+void HostCall::AwaitStarted(absl::Time deadline) {
   absl::MutexLock lock(&fanout_.mu_);
   while (phase_ == Phase::kRequested) {
     if (fanout_.changed_.WaitWithDeadline(&fanout_.mu_, deadline) && absl::Now() >= deadline) {

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
@@ -26,12 +28,41 @@ constexpr int32_t kDefaultPageSize = 100;
 constexpr int32_t kMaxPageSize = 1000;
 constexpr size_t kMaxManifestBytes = 16 << 20;
 
+// "no space left on device writing /x/y" for the errors a user acts on,
+// "<what> <path>: <strerror>" for the rest.
 absl::Status ErrnoError(int err, absl::string_view what, absl::string_view path) {
-  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(msg);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
-  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(msg);
-  return absl::InternalError(msg);
+  absl::StatusCode code = absl::StatusCode::kInternal;
+  absl::string_view phrase;
+  switch (err) {
+    case ENOSPC:
+      code = absl::StatusCode::kResourceExhausted;
+      phrase = "no space left on device";
+      break;
+    case EDQUOT:
+      code = absl::StatusCode::kResourceExhausted;
+      phrase = "disk quota exceeded";
+      break;
+    case EFBIG:
+      code = absl::StatusCode::kResourceExhausted;
+      phrase = "file size limit exceeded";
+      break;
+    case EACCES:
+    case EPERM:
+      code = absl::StatusCode::kPermissionDenied;
+      phrase = "permission denied";
+      break;
+    case EROFS:
+      code = absl::StatusCode::kPermissionDenied;
+      phrase = "read-only file system";
+      break;
+    case ENOENT:
+      code = absl::StatusCode::kNotFound;
+      break;
+    default:
+      break;
+  }
+  if (!phrase.empty()) return absl::Status(code, absl::StrCat(phrase, " ", what, " ", path));
+  return absl::Status(code, absl::StrCat(what, " ", path, ": ", std::strerror(err)));
 }
 
 // Closes the descriptor on every path out.
@@ -50,21 +81,10 @@ class Fd {
   int fd_;
 };
 
-absl::Status MakeDirs(const std::string& path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      partial = path.substr(0, i);
-      if (::mkdir(partial.c_str(), kDirMode) != 0 && errno != EEXIST) {
-        return ErrnoError(errno, "creating directory", partial);
-      }
-    }
-  }
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, "checking", path);
-  if (!S_ISDIR(st.st_mode))
-    return absl::FailedPreconditionError(absl::StrCat(path, " is not a directory"));
-  return absl::OkStatus();
+std::string ParentDir(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 absl::Status FsyncDir(const std::string& dir) {
@@ -74,28 +94,66 @@ absl::Status FsyncDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
+// Creates `path` and its missing parents, each made durable in its parent.
+absl::Status MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i < path.size() && path[i] != '/') continue;
+    std::string partial = path.substr(0, i);
+    if (::mkdir(partial.c_str(), kDirMode) == 0) {
+      if (auto st = FsyncDir(ParentDir(partial)); !st.ok()) return st;
+    } else if (errno != EEXIST) {
+      return ErrnoError(errno, "creating directory", partial);
+    }
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoError(errno, "checking", path);
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+// The entries of `dir` but "." and "..".
+absl::StatusOr<std::vector<std::string>> ListDir(const std::string& dir) {
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (struct dirent* e = ::readdir(d)) names.emplace_back(e->d_name);
+  if (d == nullptr) return ErrnoError(errno, "listing", dir);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      names.emplace_back(e->d_name);
+    }
+  }
   ::closedir(d);
   return names;
 }
 
-absl::Status CheckIds(absl::string_view trace_id, absl::string_view name) {
+absl::Status CheckTraceId(absl::string_view trace_id) {
   if (!IsValidTraceId(trace_id)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", trace_id, "\""));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckIds(absl::string_view trace_id, absl::string_view name) {
+  if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
   if (!IsValidStoreFileName(name)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", name, "\""));
   }
   return absl::OkStatus();
 }
 
+absl::Time CreatedAt(absl::string_view trace_id) {
+  return absl::FromUnixMillis(TraceIdUnixMillis(trace_id));
+}
+
+TracePin MakePin(std::shared_ptr<StoreIndex> index, absl::string_view trace_id) {
+  return TracePin([index = std::move(index), id = std::string(trace_id)]() { index->Unpin(id); });
+}
+
 class LocalFileReader final : public TraceFileReader {
  public:
-  LocalFileReader(int fd, uint64_t size) : fd_(fd), size_(size) {}
+  LocalFileReader(int fd, uint64_t size, TracePin pin)
+      : fd_(fd), size_(size), pin_(std::move(pin)) {}
   uint64_t size() const override { return size_; }
   absl::Status Read(size_t max_bytes, std::string* out) override {
     out->resize(std::min<uint64_t>(max_bytes, size_ - std::min(size_, offset_)));
@@ -117,10 +175,12 @@ class LocalFileReader final : public TraceFileReader {
   Fd fd_;
   uint64_t size_;
   uint64_t offset_ = 0;
+  TracePin pin_;
 };
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_bytes) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+// Reads a file of at most `max_bytes`, relative to `dir_fd` (or AT_FDCWD).
+absl::StatusOr<std::string> ReadSmallFile(int dir_fd, const std::string& path, size_t max_bytes) {
+  Fd fd(::openat(dir_fd, path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.get() < 0) return ErrnoError(errno, "opening", path);
   std::string data;
   char buf[64 * 1024];
@@ -137,6 +197,26 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t max_by
   return data;
 }
 
+absl::StatusOr<v1::TraceManifest> ParseManifest(const std::string& json, absl::string_view path) {
+  v1::TraceManifest manifest;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  auto st = google::protobuf::util::JsonStringToMessage(json, &manifest, options);
+  if (!st.ok()) {
+    return absl::DataLossError(absl::StrCat("corrupt manifest ", path, ": ", st.ToString()));
+  }
+  return manifest;
+}
+
+// The job id in the manifest of the trace directory `dir_fd` (`dir`).
+absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir) {
+  auto json = ReadSmallFile(dir_fd, std::string(kManifestFileName), kMaxManifestBytes);
+  if (!json.ok()) return json.status();
+  auto manifest = ParseManifest(*json, absl::StrCat(dir, "/", kManifestFileName));
+  if (!manifest.ok()) return manifest.status();
+  return std::move(*manifest->mutable_job_id());
+}
+
 }  // namespace
 
 bool IsValidStoreFileName(absl::string_view name) {
@@ -149,52 +229,127 @@ bool IsValidStoreFileName(absl::string_view name) {
   return true;
 }
 
-absl::StatusOr<std::unique_ptr<LocalTraceStore>> LocalTraceStore::Create(const std::string& root) {
+LocalTraceStore::LocalTraceStore(std::string root, const LocalStoreOptions& options)
+    : root_(std::move(root)),
+      retention_(options.retention),
+      clock_(options.clock != nullptr ? options.clock : &real_clock_) {}
+
+absl::StatusOr<std::unique_ptr<LocalTraceStore>> LocalTraceStore::Create(
+    const std::string& root, const LocalStoreOptions& options) {
   if (root.empty()) return absl::InvalidArgumentError("trace store root is empty");
   std::string clean = root;
   while (clean.size() > 1 && clean.back() == '/') clean.pop_back();
   if (auto st = MakeDirs(clean); !st.ok()) return st;
-  size_t removed = 0;
-  for (const std::string& id : ListDir(clean)) {
+  std::unique_ptr<LocalTraceStore> store(new LocalTraceStore(clean, options));
+  if (auto st = store->Scan(options.remove_incomplete); !st.ok()) return st;
+  return store;
+}
+
+absl::Status LocalTraceStore::Scan(bool remove_incomplete) {
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<std::vector<std::string>> ids = ListDir(root_);
+  if (!ids.ok()) return ids.status();
+  size_t temp_removed = 0;
+  size_t incomplete_removed = 0;
+  for (const std::string& id : *ids) {
     if (!IsValidTraceId(id)) continue;
-    std::string dir = absl::StrCat(clean, "/", id);
-    for (const std::string& name : ListDir(dir)) {
-      if (absl::StartsWith(name, kTempPrefix) && ::unlink((dir + "/" + name).c_str()) == 0) {
-        ++removed;
+    std::string dir = absl::StrCat(root_, "/", id);
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      if (errno != ENOTDIR) LogWarning("skipping trace", {{"path", dir}, {"error", errno}});
+      continue;
+    }
+    const int dir_fd = ::dirfd(d);
+    StoredTrace trace;
+    trace.trace_id = id;
+    trace.created = CreatedAt(id);
+    bool has_manifest = false;
+    while (struct dirent* e = ::readdir(d)) {
+      absl::string_view name = e->d_name;
+      struct stat st;
+      if (absl::StartsWith(name, kTempPrefix)) {
+        if (::unlinkat(dir_fd, e->d_name, 0) == 0) ++temp_removed;
+      } else if (name == kAwaitingUploadMark) {
+        trace.awaiting_upload = true;
+      } else if (IsValidStoreFileName(name) &&
+                 ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                 S_ISREG(st.st_mode)) {
+        has_manifest = has_manifest || name == kManifestFileName;
+        trace.files.emplace_back(std::string(name), static_cast<uint64_t>(st.st_size));
       }
     }
+    if (has_manifest) {
+      absl::StatusOr<std::string> job = ReadJobId(dir_fd, dir);
+      // Still indexed (List skips it, saying why) and evicted like the others.
+      if (job.ok()) {
+        trace.job_id = std::move(*job);
+      } else {
+        LogWarning("unreadable manifest", {{"trace_id", id}, {"error", job.status().ToString()}});
+      }
+    }
+    ::closedir(d);
+    if (!has_manifest && remove_incomplete) {
+      bool manifest_gone = false;
+      absl::Status st = RemoveTraceFiles(id, &manifest_gone);
+      LogWarning("removed an incomplete trace (the daemon stopped while writing or deleting it)",
+                 {{"trace_id", id},
+                  {"files", trace.files.size()},
+                  {"error", st.ok() ? "none" : st.ToString()}});
+      ++incomplete_removed;
+      continue;
+    }
+    trace.complete = has_manifest;
+    index_->Add(std::move(trace));
   }
-  if (removed > 0) LogInfo("removed stale temporary files", {{"root", clean}, {"count", removed}});
-  return std::unique_ptr<LocalTraceStore>(new LocalTraceStore(clean));
+  StoreTotals totals = index_->Totals();
+  LogInfo("trace store indexed", {{"root", root_},
+                                  {"traces", totals.complete},
+                                  {"in_progress", totals.traces - totals.complete},
+                                  {"bytes", totals.bytes},
+                                  {"awaiting_upload", totals.awaiting_upload},
+                                  {"removed_temporary_files", temp_removed},
+                                  {"removed_incomplete_traces", incomplete_removed},
+                                  {"retention", DescribeRetention(retention_)},
+                                  {"seconds", absl::ToDoubleSeconds(clock_->Now() - start)}});
+  return absl::OkStatus();
 }
 
 std::string LocalTraceStore::Location(absl::string_view trace_id) const {
   return absl::StrCat(root_, "/", trace_id);
 }
 
+absl::Status LocalTraceStore::EnsureTraceDir(absl::string_view trace_id) {
+  std::string dir = Location(trace_id);
+  if (::mkdir(dir.c_str(), kDirMode) == 0) {
+    index_->AddTrace(trace_id, CreatedAt(trace_id));
+    return FsyncDir(root_);
+  }
+  if (errno != EEXIST) return ErrnoError(errno, "creating directory", dir);
+  index_->AddTrace(trace_id, CreatedAt(trace_id));
+  return absl::OkStatus();
+}
+
 absl::Status LocalTraceStore::WriteAtomically(const std::string& dir, absl::string_view name,
                                               absl::string_view data) {
-  if (::mkdir(dir.c_str(), kDirMode) != 0 && errno != EEXIST) {
-    return ErrnoError(errno, "creating directory", dir);
-  }
   std::string temp = absl::StrCat(dir, "/", kTempPrefix, ::getpid(), "-", temp_counter_++);
   std::string final_path = absl::StrCat(dir, "/", name);
   Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, kFileMode));
-  if (fd.get() < 0) return ErrnoError(errno, "creating", temp);
+  if (fd.get() < 0) return ErrnoError(errno, "writing", final_path);
   absl::Status status;
   size_t done = 0;
   while (status.ok() && done < data.size()) {
     ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      status = ErrnoError(errno, "writing", temp);
-    else
+    if (n < 0) {
+      status = ErrnoError(errno, "writing", final_path);
+    } else {
       done += static_cast<size_t>(n);
+    }
   }
-  if (status.ok() && ::fsync(fd.get()) != 0) status = ErrnoError(errno, "syncing", temp);
-  if (status.ok() && ::close(fd.release()) != 0) status = ErrnoError(errno, "closing", temp);
+  if (status.ok() && ::fsync(fd.get()) != 0) status = ErrnoError(errno, "writing", final_path);
+  if (status.ok() && ::close(fd.release()) != 0) status = ErrnoError(errno, "writing", final_path);
   if (status.ok() && ::rename(temp.c_str(), final_path.c_str()) != 0) {
-    status = ErrnoError(errno, "renaming into", final_path);
+    status = ErrnoError(errno, "writing", final_path);
   }
   if (!status.ok()) {
     ::unlink(temp.c_str());
@@ -206,33 +361,50 @@ absl::Status LocalTraceStore::WriteAtomically(const std::string& dir, absl::stri
 absl::Status LocalTraceStore::PutFile(absl::string_view trace_id, absl::string_view name,
                                       absl::string_view data) {
   if (auto st = CheckIds(trace_id, name); !st.ok()) return st;
-  return WriteAtomically(Location(trace_id), name, data);
+  if (name == kManifestFileName) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(kManifestFileName, " is written by PutManifest, not PutFile"));
+  }
+  index_->PinForWrite(trace_id);
+  absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
+  if (auto st = EnsureTraceDir(trace_id); !st.ok()) return st;
+  if (auto st = WriteAtomically(Location(trace_id), name, data); !st.ok()) return st;
+  index_->RecordFile(trace_id, CreatedAt(trace_id), name, data.size());
+  return absl::OkStatus();
 }
 
 absl::Status LocalTraceStore::PutManifest(const v1::TraceManifest& manifest) {
-  if (auto st = CheckIds(manifest.trace_id(), kManifestFileName); !st.ok()) return st;
+  const std::string& trace_id = manifest.trace_id();
+  if (auto st = CheckIds(trace_id, kManifestFileName); !st.ok()) return st;
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
   options.preserve_proto_field_names = true;
   std::string json;
-  auto st = google::protobuf::util::MessageToJsonString(manifest, &json, options);
-  if (!st.ok()) return absl::InternalError(absl::StrCat("encoding manifest: ", st.ToString()));
-  return WriteAtomically(Location(manifest.trace_id()), kManifestFileName, json);
+  auto encoded = google::protobuf::util::MessageToJsonString(manifest, &json, options);
+  if (!encoded.ok()) {
+    return absl::InternalError(absl::StrCat("encoding manifest: ", encoded.ToString()));
+  }
+  absl::Status status = [&] {
+    index_->PinForWrite(trace_id);
+    absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
+    if (auto st = EnsureTraceDir(trace_id); !st.ok()) return st;
+    if (auto st = WriteAtomically(Location(trace_id), kManifestFileName, json); !st.ok()) {
+      return st;
+    }
+    index_->RecordManifest(trace_id, CreatedAt(trace_id), manifest.job_id(), json.size());
+    return absl::OkStatus();
+  }();
+  // Also after a failure: a full disk may get room back.
+  EnforceRetention();
+  return status;
 }
 
 absl::StatusOr<v1::TraceManifest> LocalTraceStore::GetManifest(absl::string_view trace_id) {
   if (auto st = CheckIds(trace_id, kManifestFileName); !st.ok()) return st;
   std::string path = absl::StrCat(Location(trace_id), "/", kManifestFileName);
-  auto json = ReadSmallFile(path, kMaxManifestBytes);
+  auto json = ReadSmallFile(AT_FDCWD, path, kMaxManifestBytes);
   if (!json.ok()) return json.status();
-  v1::TraceManifest manifest;
-  google::protobuf::util::JsonParseOptions options;
-  options.ignore_unknown_fields = true;
-  auto st = google::protobuf::util::JsonStringToMessage(*json, &manifest, options);
-  if (!st.ok()) {
-    return absl::DataLossError(absl::StrCat("corrupt manifest ", path, ": ", st.ToString()));
-  }
-  return manifest;
+  return ParseManifest(*json, path);
 }
 
 absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTracesRequest& request) {
@@ -240,44 +412,44 @@ absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTrace
     return absl::InvalidArgumentError(
         absl::StrCat("page_size ", request.page_size(), " is outside [0, ", kMaxPageSize, "]"));
   }
+  // The token is the id of the last trace of the previous page.
   if (!request.page_token().empty() && !IsValidTraceId(request.page_token())) {
     return absl::InvalidArgumentError("invalid page token");
   }
   const size_t page_size = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
-  std::vector<std::string> ids;
-  for (std::string& name : ListDir(root_)) {
-    if (IsValidTraceId(name) && (request.page_token().empty() || name < request.page_token())) {
-      ids.push_back(std::move(name));
-    }
-  }
-  std::sort(ids.begin(), ids.end(), std::greater<>());
   v1::ListTracesResponse response;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (static_cast<size_t>(response.traces_size()) == page_size) {
-      response.set_next_page_token(response.traces(response.traces_size() - 1).trace_id());
-      break;
-    }
-    auto manifest = GetManifest(ids[i]);
-    if (!manifest.ok()) {
-      // A trace still in progress has no manifest yet; a corrupt one must
-      // not hide the others.
-      if (!absl::IsNotFound(manifest.status())) {
-        LogWarning("skipping trace",
-                   {{"trace_id", ids[i]}, {"error", manifest.status().ToString()}});
+  std::string cursor = request.page_token();
+  bool more = true;
+  while (more && static_cast<size_t>(response.traces_size()) < page_size) {
+    const size_t wanted = page_size - response.traces_size();
+    // One more than wanted says whether another page follows.
+    std::vector<std::string> ids = index_->Page(cursor, request.job_id(), wanted + 1);
+    more = ids.size() > wanted;
+    if (more) ids.resize(wanted);
+    for (std::string& id : ids) {
+      cursor = id;
+      auto manifest = GetManifest(id);
+      if (!manifest.ok()) {
+        // Deleted meanwhile, or corrupt: the others are still listed.
+        if (!absl::IsNotFound(manifest.status())) {
+          LogWarning("skipping trace", {{"trace_id", id}, {"error", manifest.status().ToString()}});
+        }
+        continue;
       }
-      continue;
+      // The directory name is authoritative for paging.
+      manifest->set_trace_id(std::move(id));
+      *response.add_traces() = std::move(*manifest);
     }
-    if (!request.job_id().empty() && manifest->job_id() != request.job_id()) continue;
-    // The directory name is authoritative for paging.
-    manifest->set_trace_id(ids[i]);
-    *response.add_traces() = std::move(*manifest);
   }
+  if (more) response.set_next_page_token(cursor);
   return response;
 }
 
 absl::StatusOr<std::unique_ptr<TraceFileReader>> LocalTraceStore::Open(absl::string_view trace_id,
                                                                        absl::string_view name) {
   if (auto st = CheckIds(trace_id, name); !st.ok()) return st;
+  absl::StatusOr<TracePin> pin = Pin(trace_id);
+  if (!pin.ok()) return pin.status();
   std::string path = absl::StrCat(Location(trace_id), "/", name);
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.get() < 0) return ErrnoError(errno, "opening", path);
@@ -287,7 +459,128 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> LocalTraceStore::Open(absl::str
     return absl::NotFoundError(absl::StrCat(path, " is not a regular file"));
   }
   return std::unique_ptr<TraceFileReader>(
-      new LocalFileReader(fd.release(), static_cast<uint64_t>(st.st_size)));
+      new LocalFileReader(fd.release(), static_cast<uint64_t>(st.st_size), std::move(*pin)));
+}
+
+absl::StatusOr<TracePin> LocalTraceStore::Pin(absl::string_view trace_id) {
+  if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
+  if (!index_->Pin(trace_id)) {
+    return absl::NotFoundError(absl::StrCat("trace ", trace_id, " is being deleted"));
+  }
+  return MakePin(index_, trace_id);
+}
+
+absl::Status LocalTraceStore::SetAwaitingUpload(absl::string_view trace_id, bool awaiting) {
+  if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
+  absl::Status status = [&] {
+    index_->PinForWrite(trace_id);
+    absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
+    absl::MutexLock lock(&mark_mu_);
+    if (awaiting) {
+      if (auto st = EnsureTraceDir(trace_id); !st.ok()) return st;
+    } else if (!index_->Find(trace_id).has_value()) {
+      return absl::NotFoundError(absl::StrCat("no trace ", trace_id));
+    }
+    if (auto st = SetAwaitingMark(trace_id, awaiting); !st.ok()) return st;
+    index_->SetAwaitingUpload(trace_id, awaiting);
+    return absl::OkStatus();
+  }();
+  if (status.ok() && !awaiting) EnforceRetention();
+  return status;
+}
+
+absl::Status LocalTraceStore::SetAwaitingMark(absl::string_view trace_id, bool awaiting) {
+  std::string dir = Location(trace_id);
+  std::string path = absl::StrCat(dir, "/", kAwaitingUploadMark);
+  if (awaiting) {
+    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, kFileMode));
+    if (fd.get() < 0) return ErrnoError(errno, "writing", path);
+  } else if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return ErrnoError(errno, "deleting", path);
+  }
+  return FsyncDir(dir);
+}
+
+size_t LocalTraceStore::EnforceRetention() {
+  if (IsUnlimited(retention_)) return 0;
+  const absl::Time now = clock_->Now();
+  size_t evicted = 0;
+  for (const Eviction& eviction : index_->TakeEvictions(retention_, now)) {
+    bool manifest_gone = false;
+    absl::Status st = RemoveTraceFiles(eviction.trace_id, &manifest_gone);
+    if (!manifest_gone) {
+      index_->AbortDelete(eviction.trace_id);
+      LogError("could not evict trace", {{"trace_id", eviction.trace_id},
+                                         {"reason", EvictionReasonName(eviction.reason)},
+                                         {"error", st.ToString()}});
+      continue;
+    }
+    index_->FinishDelete(eviction.trace_id);
+    ++evicted;
+    LogInfo("trace evicted", {{"trace_id", eviction.trace_id},
+                              {"reason", EvictionReasonName(eviction.reason)},
+                              {"bytes", eviction.bytes},
+                              {"age", absl::FormatDuration(absl::Trunc(
+                                          now - eviction.created, absl::Seconds(1)))},
+                              {"retention", DescribeRetention(retention_)}});
+    if (!st.ok()) {
+      LogWarning("evicted trace left files behind (removed at the next start)",
+                 {{"trace_id", eviction.trace_id}, {"error", st.ToString()}});
+    }
+  }
+  return evicted;
+}
+
+absl::Status LocalTraceStore::Delete(absl::string_view trace_id) {
+  if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
+  if (auto st = index_->TakeForDelete(trace_id); !st.ok()) return st;
+  bool manifest_gone = false;
+  absl::Status st = RemoveTraceFiles(trace_id, &manifest_gone);
+  if (!manifest_gone) {
+    index_->AbortDelete(trace_id);
+    return st;
+  }
+  index_->FinishDelete(trace_id);
+  LogInfo("trace deleted", {{"trace_id", trace_id}});
+  return st;
+}
+
+absl::Status LocalTraceStore::RemoveTraceFiles(absl::string_view trace_id, bool* manifest_gone) {
+  const std::string dir = Location(trace_id);
+  const std::string manifest = absl::StrCat(dir, "/", kManifestFileName);
+  *manifest_gone = false;
+  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
+    return ErrnoError(errno, "deleting", manifest);
+  }
+  *manifest_gone = true;
+  absl::Status first;
+  auto note = [&first](absl::Status st) {
+    if (first.ok()) first = std::move(st);
+  };
+  absl::StatusOr<std::vector<std::string>> names = ListDir(dir);
+  if (!names.ok()) return absl::IsNotFound(names.status()) ? absl::OkStatus() : names.status();
+  // Made durable before anything else goes: a crash from here on leaves a
+  // trace without a manifest, which is never listed.
+  note(FsyncDir(dir));
+  for (const std::string& name : *names) {
+    std::string path = absl::StrCat(dir, "/", name);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) note(ErrnoError(errno, "deleting", path));
+  }
+  if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {
+    note(ErrnoError(errno, "deleting directory", dir));
+  }
+  note(FsyncDir(root_));
+  return first;
+}
+
+std::optional<StoredTrace> LocalTraceStore::Find(absl::string_view trace_id) const {
+  return index_->Find(trace_id);
+}
+
+StoreTotals LocalTraceStore::Totals() const { return index_->Totals(); }
+
+std::vector<std::string> LocalTraceStore::AwaitingUpload() const {
+  return index_->AwaitingUpload();
 }
 
 }  // namespace gpuctl::daemon

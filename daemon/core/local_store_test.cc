@@ -8,16 +8,26 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/common/log.h"
+#include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/trace_id.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::daemon {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::IsEmpty;
 
 class LocalStoreTest : public ::testing::Test {
  protected:
@@ -30,7 +40,59 @@ class LocalStoreTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.status();
     store_ = std::move(*store);
   }
-  void TearDown() override { fs::remove_all(tmp_); }
+  void TearDown() override {
+    SetLogSinkForTesting(nullptr);
+    fs::remove_all(tmp_);
+  }
+
+  // Replaces store_ with a store opened anew on the same root.
+  void Reopen(LocalStoreOptions options = {}) {
+    store_.reset();
+    auto store = LocalTraceStore::Create(root_, options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  // A complete trace: one data file of `bytes` bytes, then the manifest.
+  std::string PutTrace(int64_t ms, const std::string& job, size_t bytes = 10) {
+    std::string id = NewId(ms);
+    EXPECT_TRUE(store_->PutFile(id, "h1-rank0-pid5.json.gz", std::string(bytes, 'x')).ok());
+    EXPECT_TRUE(store_->PutManifest(Manifest(id, job)).ok());
+    return id;
+  }
+
+  std::vector<std::string> ListIds(const std::string& job = "", int page_size = 0) {
+    std::vector<std::string> ids;
+    v1::ListTracesRequest req;
+    req.set_job_id(job);
+    req.set_page_size(page_size);
+    do {
+      auto page = store_->List(req);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      for (const auto& m : page->traces()) ids.push_back(m.trace_id());
+      req.set_page_token(page->next_page_token());
+    } while (!req.page_token().empty());
+    return ids;
+  }
+
+  bool OnDisk(const std::string& id) { return fs::exists(root_ + "/" + id); }
+
+  // Log lines from now on.
+  void CaptureLog() {
+    SetLogSinkForTesting([this](absl::string_view line) {
+      absl::MutexLock lock(&log_mu_);
+      log_.emplace_back(line);
+    });
+  }
+  std::vector<std::string> LogLines(absl::string_view containing) {
+    absl::MutexLock lock(&log_mu_);
+    std::vector<std::string> lines;
+    for (const std::string& line : log_) {
+      if (absl::StrContains(line, containing)) lines.push_back(line);
+    }
+    return lines;
+  }
 
   std::string NewId(int64_t ms) { return GenerateTraceId(absl::FromUnixMillis(ms), gen_); }
 
@@ -61,6 +123,8 @@ class LocalStoreTest : public ::testing::Test {
   }
 
   absl::BitGen gen_;
+  absl::Mutex log_mu_;
+  std::vector<std::string> log_ ABSL_GUARDED_BY(log_mu_);
   std::string tmp_;
   std::string root_;
   std::unique_ptr<LocalTraceStore> store_;
@@ -177,6 +241,292 @@ TEST_F(LocalStoreTest, CreateRemovesStaleTemporaryFiles) {
   EXPECT_FALSE(fs::exists(root_ + "/" + id + "/.tmp-123-0"));
   EXPECT_TRUE(fs::exists(root_ + "/" + id + "/keep.json"));
   EXPECT_EQ((*reopened)->Location(id), root_ + "/" + id);
+}
+
+TEST_F(LocalStoreTest, PutFileRefusesTheManifestName) {
+  EXPECT_EQ(store_->PutFile(NewId(1), "manifest.json", "{}").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LocalStoreTest, IndexSurvivesARestart) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(PutTrace(1000 + i, i % 3 == 0 ? "a" : "b", 100 + i));
+  ASSERT_TRUE(store_->PutFile(ids[2], "h1-rank1-pid6.json.gz", "second").ok());
+  ASSERT_TRUE(store_->SetAwaitingUpload(ids[4], true).ok());
+  ASSERT_TRUE(store_->SetAwaitingUpload(ids[1], true).ok());
+  std::string in_progress = NewId(9000);
+  ASSERT_TRUE(store_->PutFile(in_progress, "f", "x").ok());
+  std::optional<StoredTrace> before = store_->Find(ids[2]);
+  StoreTotals totals = store_->Totals();
+  std::vector<std::string> listed = ListIds("", 4);
+  std::vector<std::string> listed_b = ListIds("b", 1);
+  EXPECT_THAT(listed, ElementsAre(ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]));
+  EXPECT_THAT(listed_b, ElementsAre(ids[5], ids[4], ids[2], ids[1]));
+  EXPECT_THAT(store_->AwaitingUpload(), ElementsAre(ids[1], ids[4]));
+  EXPECT_EQ(totals.traces, 7u);
+  EXPECT_EQ(totals.complete, 6u);
+
+  Reopen();
+  EXPECT_EQ(ListIds("", 4), listed);
+  EXPECT_EQ(ListIds("b", 1), listed_b);
+  EXPECT_THAT(store_->AwaitingUpload(), ElementsAre(ids[1], ids[4]));
+  std::optional<StoredTrace> after = store_->Find(ids[2]);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->files, before->files);
+  EXPECT_EQ(after->total_bytes, before->total_bytes);
+  EXPECT_EQ(after->job_id, "b");
+  EXPECT_EQ(after->created, *TraceIdTime(ids[2]));
+  EXPECT_TRUE(after->complete);
+  EXPECT_EQ(store_->Totals().bytes, totals.bytes);
+  EXPECT_EQ(store_->Totals().traces, 7u);
+  EXPECT_EQ(store_->Totals().awaiting_upload, 2u);
+  EXPECT_FALSE(store_->Find(in_progress)->complete);  // kept without remove_incomplete
+}
+
+TEST_F(LocalStoreTest, StartupRemovesIncompleteTracesAndTemporaryFiles) {
+  std::string complete = PutTrace(1000, "j");
+  std::string unfinished = NewId(2000);
+  ASSERT_TRUE(store_->PutFile(unfinished, "h1-rank0-pid5.json.gz", "data").ok());
+  ASSERT_TRUE(store_->SetAwaitingUpload(unfinished, true).ok());
+  // A deletion cut short after its first step: the manifest is gone.
+  std::string half_deleted = PutTrace(3000, "j");
+  fs::remove(root_ + "/" + half_deleted + "/manifest.json");
+  // Writes cut short: a data file's and a manifest's temporary files.
+  std::ofstream(root_ + "/" + complete + "/.tmp-77-0") << "partial data";
+  std::ofstream(root_ + "/" + complete + "/.tmp-77-1") << "{\"trace_id\": ";
+  std::string empty = NewId(4000);
+  fs::create_directory(root_ + "/" + empty);
+  fs::create_directory(root_ + "/not-a-trace");
+  std::ofstream(root_ + "/not-a-trace/.tmp-1-1") << "not ours";
+
+  CaptureLog();
+  Reopen({.remove_incomplete = true});
+  EXPECT_TRUE(OnDisk(complete));
+  EXPECT_FALSE(OnDisk(unfinished));
+  EXPECT_FALSE(OnDisk(half_deleted));
+  EXPECT_FALSE(OnDisk(empty));
+  EXPECT_TRUE(fs::exists(root_ + "/not-a-trace/.tmp-1-1"));
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(root_ + "/" + complete)) {
+    left.push_back(e.path().filename().string());
+  }
+  std::sort(left.begin(), left.end());
+  EXPECT_THAT(left, ElementsAre("h1-rank0-pid5.json.gz", "manifest.json"));
+  EXPECT_THAT(ListIds(), ElementsAre(complete));
+  EXPECT_THAT(store_->AwaitingUpload(), IsEmpty());
+  EXPECT_EQ(store_->Totals().traces, 1u);
+  EXPECT_EQ(LogLines("removed an incomplete trace").size(), 3u);
+  std::vector<std::string> summary = LogLines("trace store indexed");
+  ASSERT_EQ(summary.size(), 1u);
+  EXPECT_THAT(summary[0], ::testing::HasSubstr("removed_temporary_files=2"));
+  EXPECT_THAT(summary[0], ::testing::HasSubstr("removed_incomplete_traces=3"));
+}
+
+TEST_F(LocalStoreTest, ListSkipsTracesWhoseManifestVanishedAndStillFillsThePage) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(PutTrace(1000 + i, "j"));
+  fs::remove(root_ + "/" + ids[4] + "/manifest.json");
+  fs::remove(root_ + "/" + ids[3] + "/manifest.json");
+  v1::ListTracesRequest req;
+  req.set_page_size(3);
+  auto page = store_->List(req);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->traces_size(), 3);
+  EXPECT_EQ(page->traces(0).trace_id(), ids[5]);
+  EXPECT_EQ(page->traces(1).trace_id(), ids[2]);
+  EXPECT_EQ(page->traces(2).trace_id(), ids[1]);
+  EXPECT_EQ(page->traces(2).job_id(), "j");
+  req.set_page_token(page->next_page_token());
+  page = store_->List(req);
+  ASSERT_EQ(page->traces_size(), 1);
+  EXPECT_EQ(page->traces(0).trace_id(), ids[0]);
+  EXPECT_TRUE(page->next_page_token().empty());
+}
+
+TEST_F(LocalStoreTest, PagesAreStableWhileTracesAreAdded) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(PutTrace(1000 + i, "j"));
+  v1::ListTracesRequest req;
+  req.set_page_size(2);
+  auto page = store_->List(req);
+  ASSERT_TRUE(page.ok());
+  PutTrace(5000, "j");  // newer: belongs before the first page
+  req.set_page_token(page->next_page_token());
+  page = store_->List(req);
+  ASSERT_EQ(page->traces_size(), 2);
+  EXPECT_EQ(page->traces(0).trace_id(), ids[2]);
+}
+
+class LocalStoreRetentionTest : public LocalStoreTest {
+ protected:
+  // Trace ids carry real creation times; the clock starts just after them.
+  void OpenWith(RetentionPolicy policy) {
+    clock_.Set(absl::FromUnixMillis(100'000));
+    Reopen({.retention = policy, .clock = &clock_});
+  }
+  testing::FakeClock clock_;
+};
+
+TEST_F(LocalStoreRetentionTest, CountEvictsTheOldestAfterEachCompletedTrace) {
+  OpenWith({0, absl::ZeroDuration(), 3});
+  CaptureLog();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(PutTrace(1000 + i, "j"));
+  EXPECT_THAT(ListIds(), ElementsAre(ids[4], ids[3], ids[2]));
+  EXPECT_FALSE(OnDisk(ids[0]));
+  EXPECT_FALSE(OnDisk(ids[1]));
+  EXPECT_TRUE(OnDisk(ids[2]));
+  EXPECT_EQ(store_->Totals().traces, 3u);
+  std::vector<std::string> lines = LogLines("trace evicted");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("trace_id=" + ids[0]));
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("reason=max_count"));
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("max_count=3"));
+  EXPECT_EQ(store_->EnforceRetention(), 0u);
+}
+
+TEST_F(LocalStoreRetentionTest, BytesEvictUntilTheStoreFits) {
+  OpenWith({5000, absl::ZeroDuration(), 0});
+  CaptureLog();
+  std::string a = PutTrace(1000, "j", 2000);
+  std::string b = PutTrace(1001, "j", 2000);
+  EXPECT_THAT(ListIds(), ElementsAre(b, a));
+  std::string c = PutTrace(1002, "j", 2000);  // the store is over 5000 bytes with three
+  EXPECT_THAT(ListIds(), ElementsAre(c, b));
+  EXPECT_LE(store_->Totals().bytes, 5000u);
+  std::vector<std::string> lines = LogLines("trace evicted");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("reason=max_bytes"));
+}
+
+TEST_F(LocalStoreRetentionTest, AgeEvictsWhenEnforcedPeriodically) {
+  OpenWith({0, absl::Minutes(10), 0});
+  CaptureLog();
+  std::string old_trace = PutTrace(1000, "j");
+  std::string newer = PutTrace(60'000, "j");
+  EXPECT_EQ(store_->EnforceRetention(), 0u);
+  clock_.Set(absl::FromUnixMillis(1000) + absl::Minutes(10) + absl::Seconds(1));
+  EXPECT_EQ(store_->EnforceRetention(), 1u);
+  EXPECT_THAT(ListIds(), ElementsAre(newer));
+  EXPECT_FALSE(OnDisk(old_trace));
+  std::vector<std::string> lines = LogLines("trace evicted");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("reason=max_age"));
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("age=10m1s"));
+}
+
+TEST_F(LocalStoreRetentionTest, NeverEvictsTracesInProgressReadOrAwaitingUpload) {
+  OpenWith({0, absl::ZeroDuration(), 1});
+  std::string in_progress = NewId(1000);
+  ASSERT_TRUE(store_->PutFile(in_progress, "h1-rank0-pid5.json.gz", "data").ok());
+  std::string being_read = PutTrace(1001, "j");
+  auto reader = store_->Open(being_read, "h1-rank0-pid5.json.gz");
+  ASSERT_TRUE(reader.ok());
+  std::string awaiting = NewId(1002);
+  ASSERT_TRUE(store_->SetAwaitingUpload(awaiting, true).ok());
+  ASSERT_TRUE(store_->PutFile(awaiting, "f.json.gz", "data").ok());
+  ASSERT_TRUE(store_->PutManifest(Manifest(awaiting, "j")).ok());
+  std::string pinned = PutTrace(1003, "j");
+  auto pin = store_->Pin(pinned);
+  ASSERT_TRUE(pin.ok());
+  std::string newest = PutTrace(1004, "j");
+
+  // Over max_count, but everything older than the newest is protected.
+  EXPECT_EQ(store_->EnforceRetention(), 0u);
+  EXPECT_EQ(store_->Totals().traces, 5u);
+  EXPECT_EQ(store_->Find(being_read)->pins, 1);
+
+  reader->reset();
+  EXPECT_EQ(store_->EnforceRetention(), 1u);
+  EXPECT_FALSE(OnDisk(being_read));
+  pin->Release();
+  EXPECT_EQ(store_->EnforceRetention(), 1u);
+  EXPECT_FALSE(OnDisk(pinned));
+
+  // The mark survives a restart.
+  OpenWith({0, absl::ZeroDuration(), 1});
+  EXPECT_THAT(store_->AwaitingUpload(), ElementsAre(awaiting));
+  EXPECT_EQ(store_->EnforceRetention(), 0u);
+  EXPECT_TRUE(OnDisk(awaiting));
+  // Uploaded: clearing the mark lets retention take it at once.
+  ASSERT_TRUE(store_->SetAwaitingUpload(awaiting, false).ok());
+  EXPECT_FALSE(OnDisk(awaiting));
+  EXPECT_THAT(ListIds(), ElementsAre(newest));
+  EXPECT_TRUE(OnDisk(in_progress));
+  EXPECT_EQ(store_->SetAwaitingUpload(NewId(5), false).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->SetAwaitingUpload("nope", true).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LocalStoreRetentionTest, AReaderKeepsReadingAcrossPinsAndDeletion) {
+  OpenWith({});
+  std::string id = PutTrace(1000, "j", 100000);
+  auto reader = store_->Open(id, "h1-rank0-pid5.json.gz");
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(store_->Delete(id).code(), absl::StatusCode::kFailedPrecondition);
+  // The store may go first; the reader's pin outlives it safely.
+  store_.reset();
+  std::string chunk;
+  ASSERT_TRUE((*reader)->Read(1 << 20, &chunk).ok());
+  EXPECT_EQ(chunk.size(), 100000u);
+  reader->reset();
+  Reopen();
+  EXPECT_TRUE(store_->Delete(id).ok());
+  EXPECT_FALSE(OnDisk(id));
+  EXPECT_EQ(store_->Delete(id).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->Open(id, "manifest.json").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ListIds(), IsEmpty());
+}
+
+TEST_F(LocalStoreRetentionTest, ConcurrentWritersReadersAndRetentionAgree) {
+  OpenWith({0, absl::ZeroDuration(), 20});
+  constexpr int kWriters = 3;
+  constexpr int kTracesEach = 40;
+  std::vector<std::vector<std::string>> ids(kWriters);
+  for (int w = 0; w < kWriters; ++w) {
+    for (int i = 0; i < kTracesEach; ++i) ids[w].push_back(NewId(1000 + i * kWriters + w));
+  }
+  std::atomic<bool> done{false};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kWriters; ++w) {
+    threads.emplace_back([&, w] {
+      for (const std::string& id : ids[w]) {
+        EXPECT_TRUE(store_->PutFile(id, "a.json.gz", std::string(1000, 'a')).ok());
+        EXPECT_TRUE(store_->PutManifest(Manifest(id, w % 2 ? "odd" : "even")).ok());
+      }
+    });
+  }
+  std::thread reader([&] {
+    while (!done.load()) {
+      v1::ListTracesRequest req;
+      req.set_page_size(5);
+      auto page = store_->List(req);
+      ASSERT_TRUE(page.ok());
+      for (const auto& m : page->traces()) {
+        auto r = store_->Open(m.trace_id(), "a.json.gz");
+        if (!r.ok()) continue;  // evicted between the listing and the open
+        std::string data;
+        ASSERT_TRUE((*r)->Read(4096, &data).ok());
+        EXPECT_EQ(data, std::string(1000, 'a'));
+      }
+      store_->EnforceRetention();
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  done = true;
+  reader.join();
+  store_->EnforceRetention();
+  EXPECT_EQ(store_->Totals().traces, 20u);
+  EXPECT_EQ(ListIds().size(), 20u);
+  StoreTotals totals = store_->Totals();
+  size_t dirs = 0;
+  for (const auto& e : fs::directory_iterator(root_)) {
+    (void)e;
+    ++dirs;
+  }
+  EXPECT_EQ(dirs, 20u);
+  Reopen();
+  EXPECT_EQ(store_->Totals().bytes, totals.bytes);
+  EXPECT_EQ(store_->Totals().traces, 20u);
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 
 #include <CLI/CLI.hpp>
 #include <ostream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/config/config_values.h"
+#include "daemon/config/daemon_config.h"
 
 #ifndef GPUCTL_VERSION
 #define GPUCTL_VERSION "0.0.0-dev"
@@ -31,23 +34,38 @@ absl::StatusOr<absl::Duration> ParseHumanDuration(const std::string& text) {
   return d;
 }
 
-absl::Status ValidateListenAddress(const std::string& address, bool insecure) {
+namespace {
+
+constexpr char kInsecureRefusal[] = " without transport security; listen on a loopback address or ";
+
+// The shape of HOST:PORT, whatever the host; an error says what is wrong.
+absl::Status CheckListenShape(const std::string& address) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid --listen \"", address, "\": expected HOST:PORT"));
+    return absl::InvalidArgumentError("expected HOST:PORT");
   }
-  std::string host = address.substr(0, colon);
   uint32_t port = 0;
   if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid --listen \"", address, "\": port must be 0-65535"));
+    return absl::InvalidArgumentError("port must be 0-65535");
   }
-  bool loopback = host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
-  if (!loopback && !insecure) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "refusing to serve ", address,
-        " without transport security; listen on a loopback address or pass --insecure"));
+  return absl::OkStatus();
+}
+
+bool IsLoopbackListen(const std::string& address) {
+  std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
+}
+
+}  // namespace
+
+absl::Status ValidateListenAddress(const std::string& address, bool insecure) {
+  if (absl::Status s = CheckListenShape(address); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid --listen \"", address, "\": ", s.message()));
+  }
+  if (!IsLoopbackListen(address) && !insecure) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to serve ", address, kInsecureRefusal, "pass --insecure"));
   }
   return absl::OkStatus();
 }
@@ -67,57 +85,142 @@ absl::Status ApplyDuration(const std::string& flag, const std::string& text, boo
   return absl::OkStatus();
 }
 
+// Stores a parsed flag value, or says which flag was wrong.
+template <typename T, typename U>
+absl::Status ApplyParsed(const char* flag, absl::StatusOr<T> value, U* out) {
+  if (!value.ok())
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", value.status().message()));
+  *out = *std::move(value);
+  return absl::OkStatus();
+}
+
+// The command line as given: empty strings and false for flags not given.
+struct CommandLine {
+  std::string config;
+  std::string listen, socket, store, ready_file, log_level;
+  std::string max_duration, start_delay, result_grace;
+  std::string store_max_bytes, store_max_age, store_max_count;
+  bool insecure = false;
+  bool version = false;
+};
+
+void DefineFlags(CLI::App& app, CommandLine& cl) {
+  app.add_option("--config", cl.config,
+                 "YAML configuration file; flags given here override its values");
+  app.add_option(
+      "--listen", cl.listen,
+      absl::StrCat("gRPC address HOST:PORT, port 0: any (default ", kDefaultListenAddress, ")"));
+  app.add_option(
+      "--socket", cl.socket,
+      absl::StrCat("IPC socket path (default $GPUCTL_SOCKET or ", kDefaultSocketPath, ")"));
+  app.add_option("--store", cl.store,
+                 absl::StrCat("trace store directory (default ", kDefaultStoreDir, ")"));
+  app.add_option("--store-max-bytes", cl.store_max_bytes,
+                 "keep at most this many bytes of traces, e.g. 50GiB; 0: no limit (default 50GiB)");
+  app.add_option("--store-max-age", cl.store_max_age,
+                 "delete traces older than this, e.g. 30d; 0: no limit (default 30d)");
+  app.add_option("--store-max-count", cl.store_max_count,
+                 "keep at most this many traces; 0: no limit (default 100000)");
+  app.add_option("--max-duration", cl.max_duration, "longest capture window (default 10m)");
+  app.add_option("--start-delay", cl.start_delay, "delay before windows open (default 100ms)");
+  app.add_option("--result-grace", cl.result_grace,
+                 "wait for results after a window (default 10s)");
+  app.add_option("--ready-file", cl.ready_file, "write the bound gRPC address here once serving");
+  app.add_option("--log-level", cl.log_level, "debug, info, warning or error (default info)");
+  app.add_flag("--insecure", cl.insecure,
+               "allow a non-loopback --listen without transport security");
+  app.add_flag("--version", cl.version, "print the version and exit");
+}
+
+// Replaces the values of the flags that were given.
+absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOptions* o) {
+  auto given = [&app](const char* flag) { return app.count(flag) > 0; };
+  if (given("--listen")) o->listen_address = cl.listen;
+  if (given("--socket")) o->socket_path = cl.socket;
+  if (given("--store")) o->store_dir = cl.store;
+  if (given("--ready-file")) o->ready_file = cl.ready_file;
+  if (given("--insecure")) o->insecure = cl.insecure;
+  absl::Status s;
+  if (given("--max-duration"))
+    s = ApplyDuration("--max-duration", cl.max_duration, false, &o->max_duration);
+  if (s.ok() && given("--start-delay")) {
+    s = ApplyDuration("--start-delay", cl.start_delay, true, &o->start_delay);
+  }
+  if (s.ok() && given("--result-grace")) {
+    s = ApplyDuration("--result-grace", cl.result_grace, false, &o->result_grace);
+  }
+  if (s.ok() && given("--store-max-bytes")) {
+    s = ApplyParsed("--store-max-bytes", ParseByteSize(cl.store_max_bytes),
+                    &o->retention.max_bytes);
+  }
+  if (s.ok() && given("--store-max-age")) {
+    s = ApplyParsed("--store-max-age", ParseConfigDuration(cl.store_max_age),
+                    &o->retention.max_age);
+  }
+  if (s.ok() && given("--store-max-count")) {
+    s = ApplyParsed("--store-max-count", ParseConfigCount(cl.store_max_count),
+                    &o->retention.max_count);
+  }
+  if (s.ok() && given("--log-level") && !ParseLogLevel(cl.log_level, &o->log_level)) {
+    s = absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level \"", cl.log_level,
+                                                "\" (debug, info, warning, error)"));
+  }
+  return s;
+}
+
+// Checks the merged options; a value from the file is reported at its line.
+absl::Status ValidateMerged(const CLI::App& app, const DaemonOptions& o,
+                            const ConfigLocations& file) {
+  if (app.count("--listen") > 0 || file.Line("listen") == 0) {
+    if (absl::Status s = ValidateListenAddress(o.listen_address, o.insecure); !s.ok()) return s;
+  } else {
+    if (absl::Status s = CheckListenShape(o.listen_address); !s.ok()) {
+      return file.Error("listen", absl::StrCat("\"", o.listen_address, "\": ", s.message()));
+    }
+    if (!IsLoopbackListen(o.listen_address) && !o.insecure) {
+      return file.Error("listen",
+                        absl::StrCat("refusing to serve ", o.listen_address, kInsecureRefusal,
+                                     "set insecure: true (or pass --insecure)"));
+    }
+  }
+  if (o.socket_path.empty()) return absl::InvalidArgumentError("--socket must not be empty");
+  if (o.store_dir.empty()) return absl::InvalidArgumentError("--store must not be empty");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* socket_env,
                              std::ostream& out, std::ostream& err) {
-  DaemonOptions options;
-  if (socket_env != nullptr && socket_env[0] != '\0') options.socket_path = socket_env;
-  std::string max_duration, start_delay, result_grace, log_level = "info";
-  bool version = false;
-
+  CommandLine cl;
   CLI::App app("gpuctld: GPU profiling daemon", "gpuctld");
-  app.add_option("--listen", options.listen_address, "gRPC address HOST:PORT (port 0: any)")
-      ->capture_default_str();
-  app.add_option(
-      "--socket", options.socket_path,
-      "IPC socket path (default $GPUCTL_SOCKET or " + std::string(kDefaultSocketPath) + ")");
-  app.add_option("--store", options.store_dir, "trace store directory")->capture_default_str();
-  app.add_option("--max-duration", max_duration, "longest capture window (default 10m)");
-  app.add_option("--start-delay", start_delay, "delay before windows open (default 100ms)");
-  app.add_option("--result-grace", result_grace, "wait for results after a window (default 10s)");
-  app.add_option("--ready-file", options.ready_file,
-                 "write the bound gRPC address here once serving");
-  app.add_option("--log-level", log_level, "debug, info, warning or error")->capture_default_str();
-  app.add_flag("--insecure", options.insecure,
-               "allow a non-loopback --listen without transport security");
-  app.add_flag("--version", version, "print the version and exit");
+  DefineFlags(app, cl);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e, out, err);
     return ParsedFlags{std::nullopt, code == 0 ? 0 : 2};
   }
-  if (version) {
+  if (cl.version) {
     out << "gpuctld " << GPUCTL_VERSION << "\n";
     return ParsedFlags{std::nullopt, 0};
   }
-  absl::Status status = ApplyDuration("--max-duration", max_duration, false, &options.max_duration);
-  if (status.ok()) status = ApplyDuration("--start-delay", start_delay, true, &options.start_delay);
-  if (status.ok()) {
-    status = ApplyDuration("--result-grace", result_grace, false, &options.result_grace);
+  DaemonOptions options;
+  if (socket_env != nullptr && socket_env[0] != '\0') options.socket_path = socket_env;
+  absl::Status status;
+  ConfigLocations file;
+  if (app.count("--config") > 0) {
+    absl::StatusOr<ConfigLocations> loaded =
+        cl.config.empty() ? absl::InvalidArgumentError("--config must not be empty")
+                          : LoadDaemonConfigFile(cl.config, &options);
+    if (loaded.ok()) {
+      file = *std::move(loaded);
+    } else {
+      status = loaded.status();
+    }
   }
-  if (status.ok() && !ParseLogLevel(log_level, &options.log_level)) {
-    status = absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level \"", log_level,
-                                                     "\" (debug, info, warning, error)"));
-  }
-  if (status.ok()) status = ValidateListenAddress(options.listen_address, options.insecure);
-  if (status.ok() && options.socket_path.empty()) {
-    status = absl::InvalidArgumentError("--socket must not be empty");
-  }
-  if (status.ok() && options.store_dir.empty()) {
-    status = absl::InvalidArgumentError("--store must not be empty");
-  }
+  if (status.ok()) status = ApplyFlags(app, cl, &options);
+  if (status.ok()) status = ValidateMerged(app, options, file);
   if (!status.ok()) {
     err << "gpuctld: " << status.message() << "\n";
     return ParsedFlags{std::nullopt, 2};

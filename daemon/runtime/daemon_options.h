@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_RUNTIME_DAEMON_OPTIONS_H_
 #define GPUCTL_DAEMON_RUNTIME_DAEMON_OPTIONS_H_
 
+#include <cstdint>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -8,14 +9,23 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/common/log.h"
+#include "daemon/core/retention.h"
+#include "daemon/s3/s3_config.h"
 
 namespace gpuctl::daemon {
 
 inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
 inline constexpr char kDefaultSocketPath[] = "/run/gpuctl/gpuctl.sock";
 inline constexpr char kDefaultStoreDir[] = "/var/lib/gpuctl/traces";
+inline constexpr uint64_t kDefaultMaxPayloadBytes = uint64_t{256} << 20;
+inline constexpr uint64_t kDefaultMaxBufferBytes = uint64_t{128} << 20;
 
-// gpuctld's configuration, from its command line.
+// What the local store keeps unless told otherwise.
+inline constexpr RetentionPolicy kDefaultRetention = {
+    .max_bytes = uint64_t{50} << 30, .max_age = absl::Hours(24 * 30), .max_count = 100000};
+
+// gpuctld's configuration: the defaults, then the configuration file
+// (--config, daemon/config/daemon_config.h), then the command line.
 struct DaemonOptions {
   std::string listen_address = kDefaultListenAddress;
   std::string socket_path = kDefaultSocketPath;
@@ -28,6 +38,14 @@ struct DaemonOptions {
   LogLevel log_level = LogLevel::kInfo;
   // Serve a non-loopback address without transport security.
   bool insecure = false;
+  // The largest result payload a process may hand over.
+  uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;
+  // The record buffer cap sent to processes; at most max_payload_bytes.
+  uint64_t max_buffer_bytes = kDefaultMaxBufferBytes;
+  RetentionPolicy retention = kDefaultRetention;
+  // Set: traces go to this bucket, spooled in the local store until they
+  // are uploaded. Validated (ValidateS3Config); credentials not resolved.
+  std::optional<s3::S3Config> s3;
 };
 
 // The outcome of parsing: options to run with, or an exit code (0 after
@@ -37,8 +55,11 @@ struct ParsedFlags {
   int exit_code = 0;
 };
 
-// Parses gpuctld's flags. `socket_env` is $GPUCTL_SOCKET (null if unset),
-// the socket path's default when set.
+// Parses gpuctld's flags, and the configuration file named by --config:
+// flags given on the command line override the file's values. `socket_env`
+// is $GPUCTL_SOCKET (null if unset), the socket path's default when set
+// (the file and --socket override it). A bad flag or configuration file is
+// exit code 2 with the reason on `err`.
 ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* socket_env,
                              std::ostream& out, std::ostream& err);
 

@@ -1,0 +1,48 @@
+#ifndef GPUCTL_DAEMON_CONFIG_CONFIG_SCHEMA_H_
+#define GPUCTL_DAEMON_CONFIG_CONFIG_SCHEMA_H_
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "daemon/config/config_value.h"
+#include "daemon/runtime/daemon_options.h"
+
+namespace gpuctl::daemon {
+
+class ConfigLocations;
+
+// One key of the configuration file: a leaf that reads its value into the
+// options, or a section holding more keys.
+struct ConfigKey {
+  absl::string_view name;
+  // A leaf: parses and stores the value.
+  absl::Status (*read)(const ConfigValue& value, DaemonOptions* options) = nullptr;
+  // Never quoted in messages.
+  bool secret = false;
+  // A section: its keys.
+  absl::Span<const ConfigKey> (*keys)() = nullptr;
+  // A section: runs when the file has the section, before its keys.
+  void (*open)(DaemonOptions* options) = nullptr;
+  // A section: checks across its keys once they are all read.
+  absl::Status (*check)(const ConfigLocations& where, DaemonOptions* options) = nullptr;
+};
+
+// Stores an outcome read from a ConfigValue.
+template <typename T, typename U>
+absl::Status StoreTo(absl::StatusOr<T> value, U* out) {
+  if (!value.ok()) return value.status();
+  *out = *std::move(value);
+  return absl::OkStatus();
+}
+
+// The keys of store.s3 and the checks across them (s3_config_keys.cc).
+absl::Span<const ConfigKey> S3ConfigKeys();
+void OpenS3Section(DaemonOptions* options);
+absl::Status CheckS3Section(const ConfigLocations& where, DaemonOptions* options);
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_CONFIG_CONFIG_SCHEMA_H_

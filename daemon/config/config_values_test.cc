@@ -1,0 +1,104 @@
+#include "daemon/config/config_values.h"
+
+#include <cstdint>
+#include <limits>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::daemon {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParseConfigDurationTest, TakesAWholeNumberAndOneUnit) {
+  EXPECT_EQ(*ParseConfigDuration("100ms"), absl::Milliseconds(100));
+  EXPECT_EQ(*ParseConfigDuration("10s"), absl::Seconds(10));
+  EXPECT_EQ(*ParseConfigDuration("10m"), absl::Minutes(10));
+  EXPECT_EQ(*ParseConfigDuration("2h"), absl::Hours(2));
+  EXPECT_EQ(*ParseConfigDuration("30d"), absl::Hours(24 * 30));
+  EXPECT_EQ(*ParseConfigDuration("0"), absl::ZeroDuration());
+  EXPECT_EQ(*ParseConfigDuration("0s"), absl::ZeroDuration());
+  EXPECT_EQ(*ParseConfigDuration("36500d"), kMaxConfigDuration);
+}
+
+TEST(ParseConfigDurationTest, RefusesEverythingElse) {
+  for (const char* bad : {"", "3x", "10", "1.5h", "1h30m", "10 s", " 10s", "10s ", "+10s", "s",
+                          "10S", "10us", "inf", "0x10s", "1e3s", "10sec", "ms"}) {
+    absl::StatusOr<absl::Duration> d = ParseConfigDuration(bad);
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(d.status().message(), HasSubstr("is not a duration (use 100ms, 10s, 10m, 2h, 30d)"))
+        << bad;
+  }
+  EXPECT_THAT(ParseConfigDuration("-5s").status().message(), HasSubstr("is negative"));
+  EXPECT_THAT(ParseConfigDuration("36501d").status().message(), HasSubstr("at most 36500d"));
+  EXPECT_THAT(ParseConfigDuration("99999999999999999999999s").status().message(),
+              HasSubstr("too long"));
+}
+
+TEST(ParseByteSizeTest, TakesBytesOrAWholeNumberAndAUnit) {
+  EXPECT_EQ(*ParseByteSize("0"), 0u);
+  EXPECT_EQ(*ParseByteSize("1048576"), 1048576u);
+  EXPECT_EQ(*ParseByteSize("512KiB"), 512u << 10);
+  EXPECT_EQ(*ParseByteSize("256MiB"), 256u << 20);
+  EXPECT_EQ(*ParseByteSize("50GiB"), uint64_t{50} << 30);
+  EXPECT_EQ(*ParseByteSize("2TiB"), uint64_t{2} << 40);
+  EXPECT_EQ(*ParseByteSize("5KB"), 5000u);
+  EXPECT_EQ(*ParseByteSize("5MB"), 5000000u);
+  EXPECT_EQ(*ParseByteSize("5GB"), 5000000000u);
+  EXPECT_EQ(*ParseByteSize("5TB"), 5000000000000u);
+  EXPECT_EQ(*ParseByteSize("18446744073709551615"), std::numeric_limits<uint64_t>::max());
+}
+
+TEST(ParseByteSizeTest, RefusesEverythingElse) {
+  for (const char* bad :
+       {"", "GiB", "1.5GiB", "50 GiB", "50gib", "50G", "50Gi", "50GIB", "50B", "+5", "0x10", "5e9",
+        "ten", "50GiB "}) {
+    absl::StatusOr<uint64_t> n = ParseByteSize(bad);
+    ASSERT_FALSE(n.ok()) << bad;
+    EXPECT_THAT(n.status().message(), HasSubstr("is not a size")) << bad;
+  }
+  EXPECT_THAT(ParseByteSize("-1").status().message(), HasSubstr("is negative"));
+  EXPECT_THAT(ParseByteSize("-5GiB").status().message(), HasSubstr("is negative"));
+  EXPECT_THAT(ParseByteSize("18446744073709551616").status().message(), HasSubstr("too large"));
+  EXPECT_THAT(ParseByteSize("16777216TiB").status().message(), HasSubstr("too large"));
+}
+
+TEST(ParseConfigCountTest, TakesPlainDecimals) {
+  EXPECT_EQ(*ParseConfigCount("0"), 0u);
+  EXPECT_EQ(*ParseConfigCount("100000"), 100000u);
+  EXPECT_EQ(*ParseConfigCount("007"), 7u);
+  for (const char* bad : {"", "1k", "1.0", "+1", "0x10", "1e5", " 1"}) {
+    EXPECT_THAT(ParseConfigCount(bad).status().message(), HasSubstr("not a whole number")) << bad;
+  }
+  EXPECT_THAT(ParseConfigCount("-1").status().message(), HasSubstr("is negative"));
+  EXPECT_THAT(ParseConfigCount("99999999999999999999").status().message(), HasSubstr("too large"));
+}
+
+TEST(FormatTest, FormsReadBackExactly) {
+  for (uint64_t bytes : {uint64_t{0}, uint64_t{1}, uint64_t{1000}, uint64_t{1024}, uint64_t{1536},
+                         uint64_t{5} << 20, uint64_t{50} << 30, uint64_t{3} << 40,
+                         uint64_t{7000000000000}, std::numeric_limits<uint64_t>::max()}) {
+    EXPECT_EQ(*ParseByteSize(FormatByteSize(bytes)), bytes) << FormatByteSize(bytes);
+  }
+  EXPECT_EQ(FormatByteSize(uint64_t{256} << 20), "256MiB");
+  EXPECT_EQ(FormatByteSize(50000000000), "50GB");
+  EXPECT_EQ(FormatByteSize(1536), "1536");
+  for (absl::Duration d : {absl::ZeroDuration(), absl::Milliseconds(100), absl::Seconds(90),
+                           absl::Minutes(10), absl::Hours(36), absl::Hours(24 * 30)}) {
+    EXPECT_EQ(*ParseConfigDuration(FormatConfigDuration(d)), d) << FormatConfigDuration(d);
+  }
+  EXPECT_EQ(FormatConfigDuration(absl::Hours(48)), "2d");
+  EXPECT_EQ(FormatConfigDuration(absl::Milliseconds(1500)), "1500ms");
+}
+
+TEST(QuoteConfigTextTest, EscapesAndCuts) {
+  EXPECT_EQ(QuoteConfigText("3x"), "\"3x\"");
+  EXPECT_EQ(QuoteConfigText("a\nb\"c"), "\"a\\nb\\\"c\"");
+  std::string long_text(100, 'a');
+  EXPECT_EQ(QuoteConfigText(long_text), "\"" + std::string(64, 'a') + "\"...");
+}
+
+}  // namespace
+}  // namespace gpuctl::daemon
