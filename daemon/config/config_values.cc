@@ -86,7 +86,8 @@ absl::StatusOr<absl::Duration> ParseConfigDuration(absl::string_view text) {
     for (const DurationUnit& unit : kDurationUnits) {
       if (suffix != unit.suffix) continue;
       uint64_t amount = 0;
-      int64_t max_amount = absl::IDivDuration(kMaxConfigDuration, unit.unit, nullptr);
+      absl::Duration remainder;
+      int64_t max_amount = absl::IDivDuration(kMaxConfigDuration, unit.unit, &remainder);
       if (!DigitsToUint64(digits, &amount) || amount > static_cast<uint64_t>(max_amount)) {
         return absl::InvalidArgumentError(absl::StrCat(
             QuoteConfigText(text), " is too long (at most ", max_amount, unit.suffix, ")"));

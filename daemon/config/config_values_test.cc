@@ -28,12 +28,14 @@ TEST(ParseConfigDurationTest, RefusesEverythingElse) {
     absl::StatusOr<absl::Duration> d = ParseConfigDuration(bad);
     ASSERT_FALSE(d.ok()) << bad;
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(d.status().message(), HasSubstr("is not a duration (use 100ms, 10s, 10m, 2h, 30d)"))
+    EXPECT_THAT(std::string(d.status().message()),
+                HasSubstr("is not a duration (use 100ms, 10s, 10m, 2h, 30d)"))
         << bad;
   }
-  EXPECT_THAT(ParseConfigDuration("-5s").status().message(), HasSubstr("is negative"));
-  EXPECT_THAT(ParseConfigDuration("36501d").status().message(), HasSubstr("at most 36500d"));
-  EXPECT_THAT(ParseConfigDuration("99999999999999999999999s").status().message(),
+  EXPECT_THAT(std::string(ParseConfigDuration("-5s").status().message()), HasSubstr("is negative"));
+  EXPECT_THAT(std::string(ParseConfigDuration("36501d").status().message()),
+              HasSubstr("at most 36500d"));
+  EXPECT_THAT(std::string(ParseConfigDuration("99999999999999999999999s").status().message()),
               HasSubstr("too long"));
 }
 
@@ -52,17 +54,17 @@ TEST(ParseByteSizeTest, TakesBytesOrAWholeNumberAndAUnit) {
 }
 
 TEST(ParseByteSizeTest, RefusesEverythingElse) {
-  for (const char* bad :
-       {"", "GiB", "1.5GiB", "50 GiB", "50gib", "50G", "50Gi", "50GIB", "50B", "+5", "0x10", "5e9",
-        "ten", "50GiB "}) {
+  for (const char* bad : {"", "GiB", "1.5GiB", "50 GiB", "50gib", "50G", "50Gi", "50GIB", "50B",
+                          "+5", "0x10", "5e9", "ten", "50GiB "}) {
     absl::StatusOr<uint64_t> n = ParseByteSize(bad);
     ASSERT_FALSE(n.ok()) << bad;
-    EXPECT_THAT(n.status().message(), HasSubstr("is not a size")) << bad;
+    EXPECT_THAT(std::string(n.status().message()), HasSubstr("is not a size")) << bad;
   }
-  EXPECT_THAT(ParseByteSize("-1").status().message(), HasSubstr("is negative"));
-  EXPECT_THAT(ParseByteSize("-5GiB").status().message(), HasSubstr("is negative"));
-  EXPECT_THAT(ParseByteSize("18446744073709551616").status().message(), HasSubstr("too large"));
-  EXPECT_THAT(ParseByteSize("16777216TiB").status().message(), HasSubstr("too large"));
+  EXPECT_THAT(std::string(ParseByteSize("-1").status().message()), HasSubstr("is negative"));
+  EXPECT_THAT(std::string(ParseByteSize("-5GiB").status().message()), HasSubstr("is negative"));
+  EXPECT_THAT(std::string(ParseByteSize("18446744073709551616").status().message()),
+              HasSubstr("too large"));
+  EXPECT_THAT(std::string(ParseByteSize("16777216TiB").status().message()), HasSubstr("too large"));
 }
 
 TEST(ParseConfigCountTest, TakesPlainDecimals) {
@@ -70,10 +72,13 @@ TEST(ParseConfigCountTest, TakesPlainDecimals) {
   EXPECT_EQ(*ParseConfigCount("100000"), 100000u);
   EXPECT_EQ(*ParseConfigCount("007"), 7u);
   for (const char* bad : {"", "1k", "1.0", "+1", "0x10", "1e5", " 1"}) {
-    EXPECT_THAT(ParseConfigCount(bad).status().message(), HasSubstr("not a whole number")) << bad;
+    EXPECT_THAT(std::string(ParseConfigCount(bad).status().message()),
+                HasSubstr("not a whole number"))
+        << bad;
   }
-  EXPECT_THAT(ParseConfigCount("-1").status().message(), HasSubstr("is negative"));
-  EXPECT_THAT(ParseConfigCount("99999999999999999999").status().message(), HasSubstr("too large"));
+  EXPECT_THAT(std::string(ParseConfigCount("-1").status().message()), HasSubstr("is negative"));
+  EXPECT_THAT(std::string(ParseConfigCount("99999999999999999999").status().message()),
+              HasSubstr("too large"));
 }
 
 TEST(FormatTest, FormsReadBackExactly) {

@@ -15,7 +15,7 @@
 #include "daemon/common/log.h"
 #include "daemon/config/config_schema.h"
 #include "daemon/config/config_values.h"
-#include "yaml-cpp/depthguard.h"
+#include "daemon/config/yaml_document.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpuctl::daemon {
@@ -238,29 +238,6 @@ void CollectKeys(absl::Span<const ConfigKey> keys, const std::string& prefix,
   }
 }
 
-absl::Status SyntaxError(absl::string_view file, const YAML::Exception& e, absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(file, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", what));
-}
-
-// The file's one document, or a null node for an empty file.
-absl::StatusOr<YAML::Node> LoadDocument(absl::string_view text, absl::string_view file) {
-  std::vector<YAML::Node> documents;
-  try {
-    documents = YAML::LoadAll(std::string(text));
-  } catch (const YAML::DeepRecursion& e) {
-    return SyntaxError(file, e, "nested too deeply");
-  } catch (const YAML::Exception& e) {
-    return SyntaxError(file, e, absl::StrCat("invalid YAML: ", e.msg));
-  }
-  if (documents.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file, ":", LineOf(documents[1]),
-                     ": a second YAML document; the configuration is a single one"));
-  }
-  return documents.empty() ? YAML::Node() : documents[0];
-}
-
 }  // namespace
 
 int ConfigLocations::Line(absl::string_view key) const {
@@ -280,7 +257,7 @@ absl::StatusOr<ConfigLocations> ParseDaemonConfig(absl::string_view text,
                                                    FormatByteSize(kMaxConfigFileBytes),
                                                    "; not a gpuctld configuration"));
   }
-  absl::StatusOr<YAML::Node> root = LoadDocument(text, file_name);
+  absl::StatusOr<YAML::Node> root = LoadSingleYamlDocument(text, file_name);
   if (!root.ok()) return root.status();
   if (!root->IsNull() && !root->IsMap()) {
     return absl::InvalidArgumentError(

@@ -1,0 +1,492 @@
+#include "daemon/config/daemon_config.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "daemon/config/testing/expect_options.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::daemon {
+namespace {
+
+using ::gpuctl::daemon::testing::ExpectSameOptions;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+using KeyValues = std::vector<std::pair<std::string, std::string>>;
+
+// Dotted keys and their values as nested YAML; keys of one section must be
+// adjacent.
+std::string NestedYaml(const KeyValues& entries) {
+  std::string out;
+  std::vector<std::string> open;
+  for (const auto& [path, value] : entries) {
+    std::vector<std::string> parts = absl::StrSplit(path, '.');
+    size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) {
+      ++common;
+    }
+    open.resize(common);
+    for (size_t i = common; i + 1 < parts.size(); ++i) {
+      absl::StrAppend(&out, std::string(2 * i, ' '), parts[i], ":\n");
+      open.push_back(parts[i]);
+    }
+    absl::StrAppend(&out, std::string(2 * (parts.size() - 1), ' '), parts.back(), ": ", value,
+                    "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<DaemonOptions> ParseOptions(const std::string& yaml) {
+  DaemonOptions options;
+  absl::StatusOr<ConfigLocations> where = ParseDaemonConfig(yaml, "gpuctl.yaml", &options);
+  if (!where.ok()) return where.status();
+  return options;
+}
+
+std::string ParseError(const std::string& yaml) {
+  absl::StatusOr<DaemonOptions> options = ParseOptions(yaml);
+  if (options.ok()) return "(accepted)";
+  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(options.status().message());
+}
+
+TEST(DaemonConfigTest, AnEmptyFileKeepsEveryValue) {
+  DaemonOptions preset;
+  preset.listen_address = "127.0.0.1:9";
+  preset.socket_path = "/tmp/env.sock";
+  for (const char* yaml : {"", "\n\n", "# nothing yet\n", "---\n", "---\n...\n", "~\n"}) {
+    DaemonOptions options = preset;
+    absl::StatusOr<ConfigLocations> where = ParseDaemonConfig(yaml, "gpuctl.yaml", &options);
+    ASSERT_TRUE(where.ok()) << where.status();
+    ExpectSameOptions(options, preset);
+    EXPECT_EQ(where->Line("listen"), 0);
+  }
+}
+
+struct KeyCase {
+  std::string key;
+  std::string value;
+  std::function<void(DaemonOptions&)> expect;
+};
+
+// A value other than the default for every key, and what it sets.
+std::vector<KeyCase> EveryKey() {
+  return {
+      {"listen", "\"[::1]:9000\"", [](DaemonOptions& o) { o.listen_address = "[::1]:9000"; }},
+      {"insecure", "true", [](DaemonOptions& o) { o.insecure = true; }},
+      {"socket", "/tmp/g.sock", [](DaemonOptions& o) { o.socket_path = "/tmp/g.sock"; }},
+      {"log_level", "warning", [](DaemonOptions& o) { o.log_level = LogLevel::kWarning; }},
+      {"ready_file", "/tmp/ready", [](DaemonOptions& o) { o.ready_file = "/tmp/ready"; }},
+      {"trace.max_duration", "2h", [](DaemonOptions& o) { o.max_duration = absl::Hours(2); }},
+      {"trace.start_delay", "0", [](DaemonOptions& o) { o.start_delay = absl::ZeroDuration(); }},
+      {"trace.result_grace", "45s", [](DaemonOptions& o) { o.result_grace = absl::Seconds(45); }},
+      {"trace.max_payload_bytes", "1GiB",
+       [](DaemonOptions& o) { o.max_payload_bytes = uint64_t{1} << 30; }},
+      {"trace.max_buffer_bytes", "64MB", [](DaemonOptions& o) { o.max_buffer_bytes = 64000000; }},
+      {"store.path", "/data/traces", [](DaemonOptions& o) { o.store_dir = "/data/traces"; }},
+      {"store.retention.max_bytes", "1073741824",
+       [](DaemonOptions& o) { o.retention.max_bytes = uint64_t{1} << 30; }},
+      {"store.retention.max_age", "7d",
+       [](DaemonOptions& o) { o.retention.max_age = absl::Hours(24 * 7); }},
+      {"store.retention.max_count", "0", [](DaemonOptions& o) { o.retention.max_count = 0; }},
+      {"store.s3.endpoint", "https://s3.us-west-2.amazonaws.com",
+       [](DaemonOptions& o) { o.s3->endpoint = "https://s3.us-west-2.amazonaws.com"; }},
+      {"store.s3.region", "us-west-2", [](DaemonOptions& o) { o.s3->region = "us-west-2"; }},
+      {"store.s3.bucket", "fleet.traces", [](DaemonOptions& o) { o.s3->bucket = "fleet.traces"; }},
+      {"store.s3.prefix", "gpuctl/prod", [](DaemonOptions& o) { o.s3->prefix = "gpuctl/prod"; }},
+      {"store.s3.path_style", "true", [](DaemonOptions& o) { o.s3->path_style = true; }},
+      {"store.s3.access_key_id", "AKIDEXAMPLE",
+       [](DaemonOptions& o) { o.s3->access_key_id = "AKIDEXAMPLE"; }},
+      {"store.s3.secret_access_key", "c2VjcmV0",
+       [](DaemonOptions& o) { o.s3->secret_access_key = "c2VjcmV0"; }},
+      {"store.s3.session_token",
+       "dG9rZW4=", [](DaemonOptions& o) { o.s3->session_token = "dG9rZW4="; }},
+      {"store.s3.credentials_file", "/etc/gpuctl/s3-credentials",
+       [](DaemonOptions& o) { o.s3->credentials_file = "/etc/gpuctl/s3-credentials"; }},
+      {"store.s3.profile", "fleet", [](DaemonOptions& o) { o.s3->profile = "fleet"; }},
+      {"store.s3.ca_file", "/etc/ssl/ca.pem",
+       [](DaemonOptions& o) { o.s3->ca_file = "/etc/ssl/ca.pem"; }},
+      {"store.s3.multipart_threshold", "64MiB",
+       [](DaemonOptions& o) { o.s3->multipart_threshold = uint64_t{64} << 20; }},
+      {"store.s3.part_size", "32MiB",
+       [](DaemonOptions& o) { o.s3->part_size = uint64_t{32} << 20; }},
+      {"store.s3.connect_timeout", "3s",
+       [](DaemonOptions& o) { o.s3->connect_timeout = absl::Seconds(3); }},
+      {"store.s3.request_timeout", "2m",
+       [](DaemonOptions& o) { o.s3->request_timeout = absl::Minutes(2); }},
+      {"store.s3.idle_timeout", "90s",
+       [](DaemonOptions& o) { o.s3->idle_timeout = absl::Seconds(90); }},
+      {"store.s3.max_attempts", "9", [](DaemonOptions& o) { o.s3->max_attempts = 9; }},
+      {"store.s3.initial_backoff", "250ms",
+       [](DaemonOptions& o) { o.s3->initial_backoff = absl::Milliseconds(250); }},
+      {"store.s3.max_backoff", "1m",
+       [](DaemonOptions& o) { o.s3->max_backoff = absl::Minutes(1); }},
+  };
+}
+
+// What store.s3 needs besides the key under test.
+KeyValues S3Companions(const std::string& key) {
+  KeyValues companions;
+  auto add = [&](const char* name, const char* value) {
+    if (key != absl::StrCat("store.s3.", name))
+      companions.emplace_back(absl::StrCat("store.s3.", name), value);
+  };
+  add("endpoint", "http://rgw.example.com:7480");
+  add("region", "us-east-1");
+  add("bucket", "traces");
+  if (key == "store.s3.access_key_id" || key == "store.s3.session_token") {
+    add("secret_access_key", "c2VjcmV0");
+  }
+  if (key == "store.s3.secret_access_key" || key == "store.s3.session_token") {
+    add("access_key_id", "AKIDEXAMPLE");
+  }
+  return companions;
+}
+
+void ExpectS3Companions(const std::string& key, DaemonOptions& o) {
+  o.s3.emplace();
+  o.s3->endpoint = "http://rgw.example.com:7480";
+  o.s3->region = "us-east-1";
+  o.s3->bucket = "traces";
+  if (key == "store.s3.access_key_id" || key == "store.s3.session_token") {
+    o.s3->secret_access_key = "c2VjcmV0";
+  }
+  if (key == "store.s3.secret_access_key" || key == "store.s3.session_token") {
+    o.s3->access_key_id = "AKIDEXAMPLE";
+  }
+}
+
+TEST(DaemonConfigTest, TheRoundTripCasesCoverEveryKey) {
+  std::set<std::string> cased;
+  for (const KeyCase& c : EveryKey()) EXPECT_TRUE(cased.insert(c.key).second) << c.key;
+  std::vector<std::string> keys = DaemonConfigKeys();
+  EXPECT_EQ(cased, std::set<std::string>(keys.begin(), keys.end()));
+  EXPECT_EQ(keys.size(), cased.size()) << "a key is listed twice";
+}
+
+TEST(DaemonConfigTest, EveryKeySetsItsFieldAndNothingElse) {
+  for (const KeyCase& c : EveryKey()) {
+    SCOPED_TRACE(c.key);
+    KeyValues entries;
+    DaemonOptions expected;
+    if (absl::StartsWith(c.key, "store.s3.")) {
+      entries = S3Companions(c.key);
+      ExpectS3Companions(c.key, expected);
+    }
+    entries.emplace_back(c.key, c.value);
+    c.expect(expected);
+    std::string yaml = NestedYaml(entries);
+    DaemonOptions options;
+    absl::StatusOr<ConfigLocations> where = ParseDaemonConfig(yaml, "gpuctl.yaml", &options);
+    ASSERT_TRUE(where.ok()) << where.status() << "\n" << yaml;
+    ExpectSameOptions(options, expected);
+    // The key under test is the last line.
+    EXPECT_EQ(where->Line(c.key), static_cast<int>(std::count(yaml.begin(), yaml.end(), '\n')))
+        << yaml;
+  }
+}
+
+TEST(DaemonConfigTest, EveryKeyAtOnce) {
+  KeyValues entries;
+  DaemonOptions expected;
+  expected.s3.emplace();
+  for (const KeyCase& c : EveryKey()) {
+    entries.emplace_back(c.key, c.value);
+    c.expect(expected);
+  }
+  absl::StatusOr<DaemonOptions> options = ParseOptions(NestedYaml(entries));
+  ASSERT_TRUE(options.ok()) << options.status();
+  ExpectSameOptions(*options, expected);
+}
+
+TEST(DaemonConfigTest, FlowStyleAndQuotedValuesRead) {
+  absl::StatusOr<DaemonOptions> options = ParseOptions(
+      "store: {path: '/srv/t', retention: {max_bytes: \"2GiB\", max_age: '12h', max_count: 5}}\n"
+      "trace: {start_delay: \"0ms\"}\n"
+      "ready_file: \"\"\n"
+      "socket: !!str 1234\n");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->store_dir, "/srv/t");
+  EXPECT_EQ(options->retention.max_bytes, uint64_t{2} << 30);
+  EXPECT_EQ(options->retention.max_age, absl::Hours(12));
+  EXPECT_EQ(options->retention.max_count, 5u);
+  EXPECT_EQ(options->start_delay, absl::ZeroDuration());
+  EXPECT_EQ(options->ready_file, "");
+  EXPECT_EQ(options->socket_path, "1234");
+}
+
+TEST(DaemonConfigTest, SectionsWithEveryKeyCommentedOutAreEmpty) {
+  absl::StatusOr<DaemonOptions> options =
+      ParseOptions("trace:\n  # max_duration: 1h\nstore:\n  retention:\n");
+  ASSERT_TRUE(options.ok()) << options.status();
+  ExpectSameOptions(*options, DaemonOptions{});
+}
+
+TEST(DaemonConfigTest, ABadValueNamesTheFileTheLineAndTheKey) {
+  std::string yaml =
+      "# gpuctld\n"
+      "listen: 127.0.0.1:7070\n"
+      "\n"
+      "trace:\n"
+      "  max_duration: 10m\n"
+      "  start_delay: 100ms\n"
+      "\n"
+      "store:\n"
+      "  path: /var/lib/gpuctl/traces\n"
+      "  retention:\n"
+      "    max_bytes: 50GiB\n"
+      "    max_age: 3x\n"
+      "    max_count: 100000\n";
+  EXPECT_EQ(ParseError(yaml),
+            "gpuctl.yaml:12: store.retention.max_age: \"3x\" is not a duration "
+            "(use 100ms, 10s, 10m, 2h, 30d)");
+}
+
+TEST(DaemonConfigTest, UnknownKeysAreErrors) {
+  EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
+            "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, insecure, socket, "
+            "log_level, ready_file, trace, store)");
+  EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
+            "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
+            "max_bytes, max_age, max_count)");
+  EXPECT_THAT(ParseError("store:\n  s3:\n    endpoint: http://h\n    secret: x\n"),
+              StartsWith("gpuctl.yaml:4: store.s3.secret: unknown key (store.s3 takes endpoint,"));
+  // Case matters, and so does the spelling of sections.
+  EXPECT_THAT(ParseError("Listen: x\n"), StartsWith("gpuctl.yaml:1: Listen: unknown key"));
+  EXPECT_THAT(ParseError("traces:\n  max_duration: 1m\n"),
+              StartsWith("gpuctl.yaml:1: traces: unknown key"));
+  EXPECT_THAT(ParseError("\"a\\tb\": 1\n"), StartsWith("gpuctl.yaml:1: a\\tb: unknown key"));
+}
+
+TEST(DaemonConfigTest, DuplicateKeysAreErrors) {
+  EXPECT_EQ(ParseError("socket: /a\nlog_level: info\nsocket: /b\n"),
+            "gpuctl.yaml:3: socket: set twice (first on line 1)");
+  EXPECT_EQ(ParseError("store:\n  retention:\n    max_count: 1\n    max_count: 2\n"),
+            "gpuctl.yaml:4: store.retention.max_count: set twice (first on line 3)");
+  EXPECT_EQ(ParseError("store:\n  path: /a\ntrace: {}\nstore:\n  path: /b\n"),
+            "gpuctl.yaml:4: store: set twice (first on line 1)");
+  EXPECT_EQ(ParseError("trace: {max_duration: 1m, max_duration: 2m}\n"),
+            "gpuctl.yaml:1: trace.max_duration: set twice (first on line 1)");
+}
+
+TEST(DaemonConfigTest, WrongTypesAreErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"listen: [a, b]\n", "gpuctl.yaml:1: listen: expected a string, found a list"},
+      {"socket: {a: 1}\n", "gpuctl.yaml:1: socket: expected a string, found a mapping"},
+      {"socket: true\n",
+       "gpuctl.yaml:1: socket: expected a string, found the boolean true (quote it to mean the "
+       "text)"},
+      {"ready_file:\n", "gpuctl.yaml:1: ready_file: has no value (write \"\" for an empty string)"},
+      {"insecure: yes\n", "gpuctl.yaml:1: insecure: expected true or false, found \"yes\""},
+      {"insecure: \"true\"\n", "gpuctl.yaml:1: insecure: expected true or false, found \"true\""},
+      {"insecure: 1\n", "gpuctl.yaml:1: insecure: expected true or false, found \"1\""},
+      {"insecure:\n", "gpuctl.yaml:1: insecure: expected true or false, found no value"},
+      {"trace: 5\n",
+       "gpuctl.yaml:1: trace: expected a section (keys max_duration, start_delay, result_grace, "
+       "max_payload_bytes, max_buffer_bytes), found a scalar"},
+      {"store:\n  retention: [1]\n",
+       "gpuctl.yaml:2: store.retention: expected a section (keys max_bytes, max_age, max_count), "
+       "found a list"},
+      {"trace:\n  max_duration: 600\n",
+       "gpuctl.yaml:2: trace.max_duration: \"600\" is not a duration (use 100ms, 10s, 10m, 2h, "
+       "30d)"},
+      {"trace:\n  max_duration: [1m]\n",
+       "gpuctl.yaml:2: trace.max_duration: expected a duration (100ms, 10s, 10m, 2h, 30d), found "
+       "a list"},
+      {"store:\n  retention:\n    max_count: many\n",
+       "gpuctl.yaml:3: store.retention.max_count: \"many\" is not a whole number"},
+      {"store:\n  retention:\n    max_bytes: 1.5GiB\n",
+       "gpuctl.yaml:3: store.retention.max_bytes: \"1.5GiB\" is not a size (use bytes, or a "
+       "whole number with KiB, MiB, GiB, TiB, or KB, MB, GB, TB: 256MiB, 50GiB)"},
+      {"log_level: loud\n",
+       "gpuctl.yaml:1: log_level: \"loud\" is not a log level (debug, info, warning, error)"},
+      {"listen: \"\"\n", "gpuctl.yaml:1: listen: must not be empty"},
+      {"store:\n  path: ''\n", "gpuctl.yaml:2: store.path: must not be empty"},
+      {"socket: \"/run/a\\nb\"\n",
+       "gpuctl.yaml:1: socket: \"/run/a\\nb\" contains a control character"},
+      {"socket: !!int 5\n",
+       "gpuctl.yaml:1: socket: unsupported tag \"tag:yaml.org,2002:int\"; expected a string"},
+      {"? [a]\n: 1\n", "gpuctl.yaml:1: top level: a key must be a name, found a list"},
+      {"store:\n  ? {a: 1}\n  : 1\n",
+       "gpuctl.yaml:2: store: a key must be a name, found a mapping"},
+  };
+  for (const auto& [yaml, expected] : cases) EXPECT_EQ(ParseError(yaml), expected) << yaml;
+}
+
+TEST(DaemonConfigTest, NegativeAndOutOfRangeValuesAreErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"store:\n  retention:\n    max_bytes: -1\n",
+       "gpuctl.yaml:3: store.retention.max_bytes: \"-1\" is negative; a size is 0 or more bytes"},
+      {"store:\n  retention:\n    max_count: -3\n",
+       "gpuctl.yaml:3: store.retention.max_count: \"-3\" is negative; expected 0 or more"},
+      {"store:\n  retention:\n    max_age: -1d\n",
+       "gpuctl.yaml:3: store.retention.max_age: \"-1d\" is negative; a duration is 0 or more "
+       "(use 100ms, 10s, 10m, 2h, 30d)"},
+      {"store:\n  retention:\n    max_age: 36501d\n",
+       "gpuctl.yaml:3: store.retention.max_age: \"36501d\" is too long (at most 36500d)"},
+      {"store:\n  retention:\n    max_bytes: 99999999999TiB\n",
+       "gpuctl.yaml:3: store.retention.max_bytes: \"99999999999TiB\" is too large for a size"},
+      {"trace:\n  max_duration: 0s\n",
+       "gpuctl.yaml:2: trace.max_duration: \"0s\" must be more than 0"},
+      {"trace:\n  result_grace: 0\n",
+       "gpuctl.yaml:2: trace.result_grace: \"0\" must be more than 0"},
+      {"trace:\n  max_payload_bytes: 1KiB\n",
+       "gpuctl.yaml:2: trace.max_payload_bytes: 1KiB is out of range (1MiB to 64GiB)"},
+      {"trace:\n  max_buffer_bytes: 65GiB\n",
+       "gpuctl.yaml:2: trace.max_buffer_bytes: 65GiB is out of range (1MiB to 64GiB)"},
+      {"trace:\n  max_buffer_bytes: 512MiB\n",
+       "gpuctl.yaml:2: trace.max_buffer_bytes: max_buffer_bytes (512MiB) is above "
+       "max_payload_bytes (256MiB): a process's buffer must fit in one payload"},
+      {"trace:\n  max_payload_bytes: 64MiB\n",
+       "gpuctl.yaml:2: trace.max_payload_bytes: max_buffer_bytes (128MiB) is above "
+       "max_payload_bytes (64MiB): a process's buffer must fit in one payload"},
+  };
+  for (const auto& [yaml, expected] : cases) EXPECT_EQ(ParseError(yaml), expected) << yaml;
+}
+
+TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"- listen\n- socket\n",
+       "gpuctl.yaml:1: expected a mapping of keys (listen, insecure, socket, log_level, "
+       "ready_file, trace, store), found a list"},
+      {"\n\nhello\n",
+       "gpuctl.yaml:3: expected a mapping of keys (listen, insecure, socket, "
+       "log_level, ready_file, trace, store), found a scalar"},
+      {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
+       "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
+      {",\n", "gpuctl.yaml:1:1: invalid YAML: unexpected \",\""},
+      {"# gpuctld\n\n  ,\n", "gpuctl.yaml:3:3: invalid YAML: unexpected \",\""},
+      {"listen: 127.0.0.1:1\n---\n,\n",
+       "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
+      {"[:\n", "gpuctl.yaml:1:2: invalid YAML: unknown token"},
+      {"store:\n  retention: [1\n",
+       "gpuctl.yaml:3:1: invalid YAML: end of sequence flow not found"},
+      {"listen: a\n  socket: b\n", "gpuctl.yaml:2:9: invalid YAML: illegal map value"},
+      {"a: *nowhere\n", "gpuctl.yaml:1:4: invalid YAML: the referenced anchor is not defined"},
+  };
+  for (const auto& [yaml, expected] : cases) EXPECT_EQ(ParseError(yaml), expected) << yaml;
+  EXPECT_THAT(ParseError(std::string(5000, '[')), HasSubstr(": nested too deeply"));
+  EXPECT_EQ(ParseError(std::string(kMaxConfigFileBytes + 1, '#')),
+            "gpuctl.yaml: larger than 1MiB; not a gpuctld configuration");
+}
+
+TEST(DaemonConfigTest, AnErrorLeavesTheOptionsUntouched) {
+  DaemonOptions options;
+  options.store_dir = "/before";
+  absl::StatusOr<ConfigLocations> where =
+      ParseDaemonConfig("store:\n  path: /after\nlog_level: loud\n", "gpuctl.yaml", &options);
+  ASSERT_FALSE(where.ok());
+  EXPECT_EQ(options.store_dir, "/before");
+  EXPECT_FALSE(options.s3.has_value());
+  where = ParseDaemonConfig("store:\n  s3:\n    bucket: x\n", "gpuctl.yaml", &options);
+  ASSERT_FALSE(where.ok());
+  EXPECT_FALSE(options.s3.has_value());
+}
+
+TEST(DaemonConfigTest, LocationsRecordKeysAndSections) {
+  DaemonOptions options;
+  absl::StatusOr<ConfigLocations> where = ParseDaemonConfig(
+      "listen: 127.0.0.1:1\nstore:\n  retention:\n    max_age: 1d\n", "/etc/g.yaml", &options);
+  ASSERT_TRUE(where.ok()) << where.status();
+  EXPECT_EQ(where->file(), "/etc/g.yaml");
+  EXPECT_EQ(where->Line("listen"), 1);
+  EXPECT_EQ(where->Line("store"), 2);
+  EXPECT_EQ(where->Line("store.retention"), 3);
+  EXPECT_EQ(where->Line("store.retention.max_age"), 4);
+  EXPECT_EQ(where->Line("socket"), 0);
+  EXPECT_EQ(where->Error("listen", "bad").message(), "/etc/g.yaml:1: listen: bad");
+}
+
+TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
+  EXPECT_THAT(DaemonConfigKeys(),
+              ::testing::ElementsAre(
+                  "listen", "insecure", "socket", "log_level", "ready_file", "trace.max_duration",
+                  "trace.start_delay", "trace.result_grace", "trace.max_payload_bytes",
+                  "trace.max_buffer_bytes", "store.path", "store.retention.max_bytes",
+                  "store.retention.max_age", "store.retention.max_count", "store.s3.endpoint",
+                  "store.s3.region", "store.s3.bucket", "store.s3.prefix", "store.s3.path_style",
+                  "store.s3.access_key_id", "store.s3.secret_access_key", "store.s3.session_token",
+                  "store.s3.credentials_file", "store.s3.profile", "store.s3.ca_file",
+                  "store.s3.multipart_threshold", "store.s3.part_size", "store.s3.connect_timeout",
+                  "store.s3.request_timeout", "store.s3.idle_timeout", "store.s3.max_attempts",
+                  "store.s3.initial_backoff", "store.s3.max_backoff"));
+}
+
+class ConfigFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpuctl-config-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ConfigFileTest, ReadsAFile) {
+  std::string path = Write("gpuctl.yaml", "store:\n  path: /srv/traces\n");
+  DaemonOptions options;
+  absl::StatusOr<ConfigLocations> where = LoadDaemonConfigFile(path, &options);
+  ASSERT_TRUE(where.ok()) << where.status();
+  EXPECT_EQ(options.store_dir, "/srv/traces");
+  EXPECT_EQ(where->file(), path);
+  std::string empty = Write("empty.yaml", "");
+  ASSERT_TRUE(LoadDaemonConfigFile(empty, &options).ok());
+}
+
+TEST_F(ConfigFileTest, ErrorsNameThePathAsGiven) {
+  std::string path = Write("gpuctl.yaml", "\nstore:\n  path: 5s\n  bogus: 1\n");
+  DaemonOptions options;
+  absl::StatusOr<ConfigLocations> where = LoadDaemonConfigFile(path, &options);
+  ASSERT_FALSE(where.ok());
+  EXPECT_EQ(where.status().message(),
+            absl::StrCat(path, ":4: store.bogus: unknown key (store takes path, retention, s3)"));
+}
+
+TEST_F(ConfigFileTest, AFileThatCannotBeReadIsAnError) {
+  DaemonOptions options;
+  std::string missing = dir_ + "/missing.yaml";
+  EXPECT_EQ(LoadDaemonConfigFile(missing, &options).status().message(),
+            absl::StrCat("cannot read config file ", missing, ": No such file or directory"));
+  EXPECT_EQ(LoadDaemonConfigFile(dir_, &options).status().message(),
+            absl::StrCat("cannot read config file ", dir_, ": is a directory"));
+  std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(LoadDaemonConfigFile(fifo, &options).status().message(),
+            absl::StrCat("cannot read config file ", fifo, ": not a regular file"));
+  std::string big = Write("big.yaml", std::string(kMaxConfigFileBytes + 10, '#'));
+  EXPECT_THAT(std::string(LoadDaemonConfigFile(big, &options).status().message()),
+              HasSubstr("larger than 1MiB"));
+  if (geteuid() != 0) {
+    std::string locked = Write("locked.yaml", "listen: 127.0.0.1:1\n");
+    ASSERT_EQ(chmod(locked.c_str(), 0), 0);
+    EXPECT_EQ(LoadDaemonConfigFile(locked, &options).status().message(),
+              absl::StrCat("cannot read config file ", locked, ": Permission denied"));
+  }
+}
+
+}  // namespace
+}  // namespace gpuctl::daemon

@@ -1,0 +1,96 @@
+// Keeps the shipped example (deploy/config/gpuctld.yaml), its Kubernetes
+// ConfigMap and docs/configuration.md in step with the schema.
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/config/daemon_config.h"
+#include "daemon/config/testing/expect_options.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "yaml-cpp/yaml.h"
+
+namespace gpuctl::daemon {
+namespace {
+
+using ::gpuctl::daemon::testing::ExpectSameOptions;
+using ::gpuctl::daemon::testing::ExpectSameS3Config;
+
+constexpr char kExamplePath[] = GPUCTL_SOURCE_DIR "/deploy/config/gpuctld.yaml";
+constexpr char kConfigMapPath[] = GPUCTL_SOURCE_DIR "/deploy/kubernetes/configmap.yaml";
+constexpr char kDocsPath[] = GPUCTL_SOURCE_DIR "/docs/configuration.md";
+
+std::string ReadSourceFile(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The example with its commented-out settings ("  # key: value", at any
+// depth) turned on; explanations ("# Text", "# # text") stay comments.
+std::string Uncommented(const std::string& text) {
+  static const std::regex kSetting(R"(^( *)# ( *[a-z_0-9]+:( .*)?)$)");
+  std::istringstream in(text);
+  std::string out, line;
+  while (std::getline(in, line)) {
+    absl::StrAppend(&out, std::regex_replace(line, kSetting, "$1$2"), "\n");
+  }
+  return out;
+}
+
+TEST(ExampleConfigTest, TheExampleLoadsAsTheDefaults) {
+  DaemonOptions options;
+  absl::StatusOr<ConfigLocations> where =
+      ParseDaemonConfig(ReadSourceFile(kExamplePath), "gpuctld.yaml", &options);
+  ASSERT_TRUE(where.ok()) << where.status();
+  ExpectSameOptions(options, DaemonOptions{});
+}
+
+TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
+  std::string text = Uncommented(ReadSourceFile(kExamplePath));
+  DaemonOptions options;
+  absl::StatusOr<ConfigLocations> where = ParseDaemonConfig(text, "gpuctld.yaml", &options);
+  ASSERT_TRUE(where.ok()) << where.status() << "\n" << text;
+  for (const std::string& key : DaemonConfigKeys()) {
+    EXPECT_NE(where->Line(key), 0) << key << " is missing from deploy/config/gpuctld.yaml";
+  }
+  // Only where to upload is an example; every other value is the default.
+  ASSERT_TRUE(options.s3.has_value());
+  s3::S3Config expected;
+  expected.endpoint = "https://s3.us-east-1.amazonaws.com";
+  expected.region = "us-east-1";
+  expected.bucket = "gpuctl-traces";
+  expected.prefix = "gpuctl";
+  expected.credentials_file = "/etc/gpuctl/s3-credentials";
+  ExpectSameS3Config(*options.s3, expected);
+  options.s3.reset();
+  ExpectSameOptions(options, DaemonOptions{});
+}
+
+TEST(ExampleConfigTest, TheConfigMapHoldsTheExample) {
+  YAML::Node config_map = YAML::LoadFile(kConfigMapPath);
+  EXPECT_EQ(config_map["kind"].as<std::string>(), "ConfigMap");
+  EXPECT_EQ(config_map["metadata"]["namespace"].as<std::string>(), "gpuctl");
+  EXPECT_EQ(config_map["data"]["gpuctld.yaml"].as<std::string>(), ReadSourceFile(kExamplePath));
+}
+
+TEST(ExampleConfigTest, TheDocsDescribeEveryKeyAndFlag) {
+  std::string docs = ReadSourceFile(kDocsPath);
+  for (const std::string& key : DaemonConfigKeys()) {
+    EXPECT_NE(docs.find(absl::StrCat("| `", key, "` |")), std::string::npos)
+        << key << " has no row in docs/configuration.md";
+  }
+  for (const char* flag :
+       {"--config", "--listen", "--insecure", "--socket", "--log-level", "--ready-file",
+        "--max-duration", "--start-delay", "--result-grace", "--store", "--store-max-bytes",
+        "--store-max-age", "--store-max-count"}) {
+    EXPECT_NE(docs.find(absl::StrCat("`", flag)), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace gpuctl::daemon

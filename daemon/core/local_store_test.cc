@@ -300,7 +300,9 @@ TEST_F(LocalStoreTest, StartupRemovesIncompleteTracesAndTemporaryFiles) {
   std::ofstream(root_ + "/not-a-trace/.tmp-1-1") << "not ours";
 
   CaptureLog();
-  Reopen({.remove_incomplete = true});
+  LocalStoreOptions options;
+  options.remove_incomplete = true;
+  Reopen(options);
   EXPECT_TRUE(OnDisk(complete));
   EXPECT_FALSE(OnDisk(unfinished));
   EXPECT_FALSE(OnDisk(half_deleted));
@@ -360,11 +362,17 @@ TEST_F(LocalStoreTest, PagesAreStableWhileTracesAreAdded) {
 class LocalStoreRetentionTest : public LocalStoreTest {
  protected:
   // Trace ids carry real creation times; the clock starts just after them.
-  void OpenWith(RetentionPolicy policy) {
-    clock_.Set(absl::FromUnixMillis(100'000));
-    Reopen({.retention = policy, .clock = &clock_});
+  void OpenWith(RetentionPolicy policy, absl::Time now = absl::FromUnixMillis(100'000)) {
+    clock_.Set(now);
+    Reopen(WithRetention(policy));
   }
-  testing::FakeClock clock_;
+  LocalStoreOptions WithRetention(RetentionPolicy policy) {
+    LocalStoreOptions options;
+    options.retention = policy;
+    options.clock = &clock_;
+    return options;
+  }
+  gpuctl::testing::FakeClock clock_;
 };
 
 TEST_F(LocalStoreRetentionTest, CountEvictsTheOldestAfterEachCompletedTrace) {
@@ -416,7 +424,8 @@ TEST_F(LocalStoreRetentionTest, AgeEvictsWhenEnforcedPeriodically) {
 }
 
 TEST_F(LocalStoreRetentionTest, NeverEvictsTracesInProgressReadOrAwaitingUpload) {
-  OpenWith({0, absl::ZeroDuration(), 1});
+  const RetentionPolicy policy{0, absl::Minutes(1), 0};
+  OpenWith(policy, absl::FromUnixMillis(2000));
   std::string in_progress = NewId(1000);
   ASSERT_TRUE(store_->PutFile(in_progress, "h1-rank0-pid5.json.gz", "data").ok());
   std::string being_read = PutTrace(1001, "j");
@@ -429,13 +438,15 @@ TEST_F(LocalStoreRetentionTest, NeverEvictsTracesInProgressReadOrAwaitingUpload)
   std::string pinned = PutTrace(1003, "j");
   auto pin = store_->Pin(pinned);
   ASSERT_TRUE(pin.ok());
-  std::string newest = PutTrace(1004, "j");
-
-  // Over max_count, but everything older than the newest is protected.
-  EXPECT_EQ(store_->EnforceRetention(), 0u);
+  std::string unprotected = PutTrace(1004, "j");
   EXPECT_EQ(store_->Totals().traces, 5u);
   EXPECT_EQ(store_->Find(being_read)->pins, 1);
 
+  // All are past max_age; only the unprotected one may go.
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_EQ(store_->EnforceRetention(), 1u);
+  EXPECT_FALSE(OnDisk(unprotected));
+  EXPECT_EQ(store_->Totals().traces, 4u);
   reader->reset();
   EXPECT_EQ(store_->EnforceRetention(), 1u);
   EXPECT_FALSE(OnDisk(being_read));
@@ -444,17 +455,30 @@ TEST_F(LocalStoreRetentionTest, NeverEvictsTracesInProgressReadOrAwaitingUpload)
   EXPECT_FALSE(OnDisk(pinned));
 
   // The mark survives a restart.
-  OpenWith({0, absl::ZeroDuration(), 1});
+  Reopen(WithRetention(policy));
   EXPECT_THAT(store_->AwaitingUpload(), ElementsAre(awaiting));
   EXPECT_EQ(store_->EnforceRetention(), 0u);
-  EXPECT_TRUE(OnDisk(awaiting));
+  EXPECT_THAT(ListIds(), ElementsAre(awaiting));
   // Uploaded: clearing the mark lets retention take it at once.
   ASSERT_TRUE(store_->SetAwaitingUpload(awaiting, false).ok());
   EXPECT_FALSE(OnDisk(awaiting));
-  EXPECT_THAT(ListIds(), ElementsAre(newest));
+  EXPECT_THAT(ListIds(), IsEmpty());
   EXPECT_TRUE(OnDisk(in_progress));
   EXPECT_EQ(store_->SetAwaitingUpload(NewId(5), false).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(store_->SetAwaitingUpload("nope", true).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->Pin("nope").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LocalStoreRetentionTest, ProtectedTracesDoNotStopNewerOnesFromGoing) {
+  // Limits are met with what may go: oldest first among the evictable.
+  OpenWith({0, absl::ZeroDuration(), 2});
+  std::string a = PutTrace(1000, "j");
+  auto pin = store_->Pin(a);
+  ASSERT_TRUE(pin.ok());
+  std::string b = PutTrace(1001, "j");
+  std::string c = PutTrace(1002, "j");
+  EXPECT_THAT(ListIds(), ElementsAre(c, a));
+  EXPECT_FALSE(OnDisk(b));
 }
 
 TEST_F(LocalStoreRetentionTest, AReaderKeepsReadingAcrossPinsAndDeletion) {

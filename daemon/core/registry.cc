@@ -192,8 +192,20 @@ absl::flat_hash_map<PeerId, v1::ProcessRole> Registry::Roles() const {
   // newest connection.
   absl::flat_hash_map<int32_t, const AttachedProcess*> by_pid;
   for (const auto& [peer, process] : processes_) by_pid[process.info.pid()] = &process;
-  auto same_identity = [](const AttachedProcess& a, const AttachedProcess& b) {
-    return a.info.job_id() == b.info.job_id() && a.info.rank() == b.info.rank();
+  // A helper is a fork of its rank's process: the same job and rank, and
+  // either the same command line (forked without exec, like a DataLoader
+  // worker) or a multiprocessing "spawn" child. A descendant with the same
+  // rank but its own command line (a wrapper script exec'ing python, torchrun
+  // under srun taking SLURM_PROCID as its rank) is a worker of its own, which
+  // makes the ancestor its launcher.
+  auto forked_from = [](const AttachedProcess& child, const AttachedProcess& parent) {
+    if (child.info.job_id() != parent.info.job_id() || child.info.rank() != parent.info.rank()) {
+      return false;
+    }
+    const auto& c = child.info.cmdline();
+    const auto& p = parent.info.cmdline();
+    if (std::equal(c.begin(), c.end(), p.begin(), p.end())) return true;
+    return std::find(c.begin(), c.end(), "--multiprocessing-fork") != c.end();
   };
   absl::flat_hash_set<PeerId> helpers;
   absl::flat_hash_set<PeerId> launchers;
@@ -203,7 +215,7 @@ absl::flat_hash_map<PeerId, v1::ProcessRole> Registry::Roles() const {
       auto it = by_pid.find(pid);
       if (it == by_pid.end() || it->second == &process) continue;
       const AttachedProcess& ancestor = *it->second;
-      if (same_identity(ancestor, process)) {
+      if (forked_from(process, ancestor)) {
         if (nearest) helpers.insert(peer);
       } else {
         launchers.insert(ancestor.peer);

@@ -255,8 +255,9 @@ class RolesTest : public ::testing::Test {
     Attach(6, 400, "other", 0);
   }
   void Attach(PeerId peer, int pid, const std::string& job, int rank,
-              std::vector<std::string> labels = {}) {
+              std::vector<std::string> labels = {}, std::vector<std::string> cmdline = {}) {
     auto h = MakeHello(pid, job);
+    if (!cmdline.empty()) *h.mutable_cmdline() = {cmdline.begin(), cmdline.end()};
     h.set_rank(rank);
     h.set_local_rank(rank);
     h.set_world_size(rank >= 0 ? 8 : -1);
@@ -299,6 +300,29 @@ TEST_F(RolesTest, AHelperOfAHelperIsAHelper) {
   Attach(7, 302, "9", 0);
   EXPECT_EQ(registry_->Roles()[7], v1::PROCESS_ROLE_HELPER);
   EXPECT_EQ(registry_->Roles()[2], v1::PROCESS_ROLE_WORKER);
+}
+
+TEST_F(RolesTest, AnExecOfTheSameRankIsAWorkerAndMakesItsParentALauncher) {
+  // A wrapper (or torchrun under srun, which takes SLURM_PROCID as its
+  // rank) with the same job and rank as the python process it runs.
+  proc_.Add(500, 1);
+  proc_.Add(501, 500);
+  proc_.Add(502, 501);
+  Attach(7, 500, "wrap", 3, {}, {"/bin/sh", "run.sh"});
+  Attach(8, 501, "wrap", 3, {}, {"python", "train.py"});
+  // Its DataLoader workers: forks (same command line) and a spawn child.
+  Attach(9, 502, "wrap", 3, {}, {"python", "train.py"});
+  proc_.Add(503, 501);
+  Attach(10, 503, "wrap", 3, {},
+         {"python", "-c", "from multiprocessing.spawn import spawn_main", "--multiprocessing-fork"});
+  auto roles = registry_->Roles();
+  EXPECT_EQ(roles[7], v1::PROCESS_ROLE_LAUNCHER);
+  EXPECT_EQ(roles[8], v1::PROCESS_ROLE_WORKER);
+  EXPECT_EQ(roles[9], v1::PROCESS_ROLE_HELPER);
+  EXPECT_EQ(roles[10], v1::PROCESS_ROLE_HELPER);
+  v1::ProcessSelector s;
+  s.set_job_id("wrap");
+  EXPECT_THAT(Pids(s), ElementsAre(501));
 }
 
 TEST_F(RolesTest, SelectsWorkersByDefault) {

@@ -196,7 +196,9 @@ def _trace_fake_and_real(cli, client, deliver):
     """Traces job "real" with the fake client in it; `deliver(trace_id, start,
     duration)` answers the StartCapture. Returns (CLI output, exit code,
     downloaded TraceDir or None)."""
-    tracer = cli.popen("trace", "--job", "real", "--duration", "1s",
+    # This process (the fake client) is the real workload's parent, hence its
+    # launcher: only --include-helpers selects it too.
+    tracer = cli.popen("trace", "--job", "real", "--include-helpers", "--duration", "1s",
                        "-o", str(cli.workdir / "mixed"))
     try:
         trace_id, start_ns, duration_ns = client.expect_start_capture()
@@ -218,8 +220,6 @@ def _wait_window_end(start_ns, duration_ns):
 @pytest.mark.parametrize("transport", ["memfd", "inline"])
 def test_valid_hand_made_payload_is_stored(cli, daemon, real_workload, transport):
     client = FakeClient(daemon.socket)
-    # Rank 1: the real workload (rank 0) is this process's child, and a
-    # child of the same job and rank would be taken for its forked helper.
     client.hello(job="real", rank=1)
     client.expect_ack()
     cli.wait_attached([os.getpid()])
@@ -252,8 +252,6 @@ def test_valid_hand_made_payload_is_stored(cli, daemon, real_workload, transport
 @pytest.mark.parametrize("kind", sorted(BAD_DELIVERIES))
 def test_untrusted_payload_is_refused(cli, daemon, real_workload, workdir, kind):
     client = FakeClient(daemon.socket)
-    # Rank 1: the real workload (rank 0) is this process's child, and a
-    # child of the same job and rank would be taken for its forked helper.
     client.hello(job="real", rank=1)
     client.expect_ack()
     cli.wait_attached([os.getpid()])
