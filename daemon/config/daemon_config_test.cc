@@ -373,7 +373,7 @@ TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
       {"# gpuctld\n\n  ,\n", "gpuctl.yaml:3:3: invalid YAML: unexpected \",\""},
       {"listen: 127.0.0.1:1\n---\n,\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
-      {"[:\n", "gpuctl.yaml:1:2: invalid YAML: unknown token"},
+      {"[:\n", "gpuctl.yaml:2:1: invalid YAML: end of sequence flow not found"},
       {"store:\n  retention: [1\n",
        "gpuctl.yaml:3:1: invalid YAML: end of sequence flow not found"},
       {"listen: a\n  socket: b\n", "gpuctl.yaml:2:9: invalid YAML: illegal map value"},
