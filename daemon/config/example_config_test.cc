@@ -1,7 +1,6 @@
 // Keeps the shipped example (deploy/config/gpuctld.yaml), its Kubernetes
 // ConfigMap and docs/configuration.md in step with the schema.
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 
@@ -30,16 +29,38 @@ std::string ReadSourceFile(const char* path) {
   return text.str();
 }
 
-// The example with its commented-out settings ("  # key: value", at any
-// depth) turned on; explanations ("# Text", "# # text") stay comments.
+// A commented-out setting, "  # key: value" at any depth, turned on;
+// explanations ("# Text", "#   # text") stay as they are.
+std::string UncommentSetting(const std::string& line) {
+  size_t hash = line.find_first_not_of(' ');
+  if (hash == std::string::npos || line.compare(hash, 2, "# ") != 0) return line;
+  std::string setting = line.substr(hash + 2);
+  size_t name = setting.find_first_not_of(' ');
+  size_t colon = setting.find(':', name == std::string::npos ? 0 : name);
+  if (name == std::string::npos || colon == std::string::npos || colon == name) return line;
+  for (size_t i = name; i < colon; ++i) {
+    char c = setting[i];
+    if (!(c >= 'a' && c <= 'z') && !(c >= '0' && c <= '9') && c != '_') return line;
+  }
+  if (colon + 1 < setting.size() && setting[colon + 1] != ' ') return line;
+  return line.substr(0, hash) + setting;
+}
+
 std::string Uncommented(const std::string& text) {
-  static const std::regex kSetting(R"(^( *)# ( *[a-z_0-9]+:( .*)?)$)");
   std::istringstream in(text);
   std::string out, line;
-  while (std::getline(in, line)) {
-    absl::StrAppend(&out, std::regex_replace(line, kSetting, "$1$2"), "\n");
-  }
+  while (std::getline(in, line)) absl::StrAppend(&out, UncommentSetting(line), "\n");
   return out;
+}
+
+TEST(ExampleConfigTest, OnlySettingsAreUncommented) {
+  EXPECT_EQ(UncommentSetting("  # s3:"), "  s3:");
+  EXPECT_EQ(UncommentSetting("  #   endpoint: https://h"), "    endpoint: https://h");
+  EXPECT_EQ(UncommentSetting("  #   # Objects: keys"), "  #   # Objects: keys");
+  EXPECT_EQ(UncommentSetting("# Durations: a whole number"), "# Durations: a whole number");
+  EXPECT_EQ(UncommentSetting("# zero). Sizes: bytes"), "# zero). Sizes: bytes");
+  EXPECT_EQ(UncommentSetting("# see http://x"), "# see http://x");
+  EXPECT_EQ(UncommentSetting("listen: x"), "listen: x");
 }
 
 TEST(ExampleConfigTest, TheExampleLoadsAsTheDefaults) {

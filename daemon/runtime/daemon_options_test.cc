@@ -394,7 +394,7 @@ TEST_F(DaemonConfigFlagTest, BinaryRefusesABadFileBeforeStartingAnything) {
   EXPECT_EQ(WaitGpuctld(pid), 2);
   EXPECT_EQ(ReadText(dir_ + "/stderr"),
             absl::StrCat("gpuctld: ", config,
-                         ":6: store.retention.max_bytes: \"-1\" is negative; a size is 0 or more "
+                         ":5: store.retention.max_bytes: \"-1\" is negative; a size is 0 or more "
                          "bytes\n"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/run"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/traces"));
