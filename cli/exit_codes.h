@@ -2,7 +2,8 @@
 #define GPUCTL_CLI_EXIT_CODES_H_
 
 // Process exit codes of `gpuctl`. Scripts depend on these; they are part of
-// the CLI's contract and are listed in the README.
+// the CLI's contract and are listed in docs/cli.md and the README. For the
+// fleet commands (trace, ps) they summarize the hosts (FleetExitCode).
 namespace gpuctl::cli {
 
 // Every selected process delivered a trace and every download succeeded;
@@ -16,14 +17,16 @@ inline constexpr int kExitPartialFailure = 1;
 // flag. Nothing was sent to the daemon.
 inline constexpr int kExitUsage = 2;
 // Nothing matched: the daemon answered NOT_FOUND (no attached process
-// matched the selection, or no such trace). Its message is printed.
+// matched the selection, or no such trace), on every host. Its message is
+// printed.
 inline constexpr int kExitNothingMatched = 3;
-// The daemon could not be reached (connection refused, timed out), broke
-// the stream, or refused the request (INVALID_ARGUMENT, PERMISSION_DENIED,
-// UNAUTHENTICATED, any other error).
+// No daemon took the request: each could not be reached (connection
+// refused, timed out), broke the stream before answering, or refused the
+// request (INVALID_ARGUMENT, PERMISSION_DENIED, UNAUTHENTICATED, any other
+// error).
 inline constexpr int kExitDaemonError = 4;
 // The user interrupted the command (Ctrl-C or SIGTERM); a running trace was
-// cancelled on the daemon. 128 + SIGINT, as shells report it.
+// cancelled on every daemon. 128 + SIGINT, as shells report it.
 inline constexpr int kExitInterrupted = 130;
 
 }  // namespace gpuctl::cli

@@ -294,8 +294,8 @@ TEST_F(CliFleetTraceTest, LaterHostsDoNotWaitForEarlierWindows) {
 }
 
 TEST_F(CliFleetTraceTest, DispatchIsBoundedByParallel) {
-  // Each fake holds TraceStarted until two requests are in dispatch (or a
-  // while passed): with --parallel 2 the most in dispatch at once is 2.
+  // Each fake holds TraceStarted until two requests have been in dispatch
+  // at once (or a while passed): with --parallel 2 the most is exactly 2.
   std::vector<std::unique_ptr<FakeServer>> servers;
   std::atomic<int> in_dispatch{0};
   std::atomic<int> most{0};
@@ -308,7 +308,7 @@ TEST_F(CliFleetTraceTest, DispatchIsBoundedByParallel) {
       int now = ++in_dispatch;
       for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
       }
-      WaitFor([&] { return in_dispatch.load() >= 2; }, absl::Seconds(5));
+      WaitFor([&] { return most.load() >= 2; }, absl::Seconds(5));
       v1::TraceEvent started;
       started.mutable_started()->set_trace_id(request.trace_id());
       started.mutable_started()->set_host(absl::StrCat("n", i));

@@ -22,8 +22,9 @@ enum class ZeroDuration { kAllowed, kRefused };
 class ConfigValue {
  public:
   // A secret's value is never quoted in messages.
-  ConfigValue(YAML::Node node, std::string key, int line, const std::string& file, bool secret)
-      : node_(std::move(node)), key_(std::move(key)), line_(line), file_(file), secret_(secret) {}
+  ConfigValue(const YAML::Node& node, std::string key, int line, const std::string& file,
+              bool secret)
+      : node_(node), key_(std::move(key)), line_(line), file_(file), secret_(secret) {}
 
   const std::string& key() const { return key_; }
   int line() const { return line_; }

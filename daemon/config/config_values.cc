@@ -35,8 +35,8 @@ constexpr std::array<SizeUnit, 8> kSizeUnits = {{{"KiB", uint64_t{1} << 10},
                                                  {"GiB", uint64_t{1} << 30},
                                                  {"TiB", uint64_t{1} << 40},
                                                  {"KB", 1000},
-                                                 {"MB", 1000 * 1000},
-                                                 {"GB", 1000 * 1000 * 1000},
+                                                 {"MB", uint64_t{1000} * 1000},
+                                                 {"GB", uint64_t{1000} * 1000 * 1000},
                                                  {"TB", uint64_t{1000} * 1000 * 1000 * 1000}}};
 
 // Splits "123unit" into its digits and the rest; false unless the text

@@ -59,25 +59,25 @@ constexpr ConfigKey kS3Keys[] = {
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadChecked<Str>(
-               v, v.String(), [](Config* c, Str s) { c->endpoint = s; }, o);
+               v, v.String(), [](Config* c, Str s) { c->endpoint = std::move(s); }, o);
          }},
     {.name = "region",
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadChecked<Str>(
-               v, v.String(), [](Config* c, Str s) { c->region = s; }, o);
+               v, v.String(), [](Config* c, Str s) { c->region = std::move(s); }, o);
          }},
     {.name = "bucket",
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadChecked<Str>(
-               v, v.String(), [](Config* c, Str s) { c->bucket = s; }, o);
+               v, v.String(), [](Config* c, Str s) { c->bucket = std::move(s); }, o);
          }},
     {.name = "prefix",
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadChecked<Str>(
-               v, v.String(), [](Config* c, Str s) { c->prefix = s; }, o);
+               v, v.String(), [](Config* c, Str s) { c->prefix = std::move(s); }, o);
          }},
     {.name = "path_style",
      .read =
@@ -89,28 +89,28 @@ constexpr ConfigKey kS3Keys[] = {
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadPlain<Str>(
-               v.String(), [](Config* c, Str s) { c->access_key_id = s; }, o);
+               v.String(), [](Config* c, Str s) { c->access_key_id = std::move(s); }, o);
          },
      .secret = true},
     {.name = "secret_access_key",
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadPlain<Str>(
-               v.String(), [](Config* c, Str s) { c->secret_access_key = s; }, o);
+               v.String(), [](Config* c, Str s) { c->secret_access_key = std::move(s); }, o);
          },
      .secret = true},
     {.name = "session_token",
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadPlain<Str>(
-               v.String(), [](Config* c, Str s) { c->session_token = s; }, o);
+               v.String(), [](Config* c, Str s) { c->session_token = std::move(s); }, o);
          },
      .secret = true},
     {.name = "credentials_file",
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadPlain<Str>(
-               v.String(), [](Config* c, Str s) { c->credentials_file = s; }, o);
+               v.String(), [](Config* c, Str s) { c->credentials_file = std::move(s); }, o);
          }},
     {.name = "profile",
      .read =
@@ -118,13 +118,13 @@ constexpr ConfigKey kS3Keys[] = {
            absl::StatusOr<Str> s = v.String();
            if (s.ok() && s->empty()) return v.Error("must not be empty");
            return ReadPlain<Str>(
-               std::move(s), [](Config* c, Str p) { c->profile = p; }, o);
+               std::move(s), [](Config* c, Str p) { c->profile = std::move(p); }, o);
          }},
     {.name = "ca_file",
      .read =
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadPlain<Str>(
-               v.String(), [](Config* c, Str s) { c->ca_file = s; }, o);
+               v.String(), [](Config* c, Str s) { c->ca_file = std::move(s); }, o);
          }},
     {.name = "multipart_threshold",
      .read =

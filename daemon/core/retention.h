@@ -31,7 +31,8 @@ absl::string_view EvictionReasonName(EvictionReason reason);
 // as if the ones the store evicts were gone. Not thread-safe; one per pass.
 class RetentionPlanner {
  public:
-  // `count` and `bytes`: the store's totals before this pass.
+  // `count` and `bytes`: the store's totals before this pass (the store
+  // counts its complete traces, and the bytes of all).
   RetentionPlanner(const RetentionPolicy& policy, absl::Time now, uint64_t count, uint64_t bytes);
 
   // The limit the store is over while a trace created at `created` is kept,

@@ -108,7 +108,8 @@ std::vector<Eviction> StoreIndex::TakeEvictions(const RetentionPolicy& policy, a
   std::vector<Eviction> evictions;
   if (IsUnlimited(policy)) return evictions;
   absl::MutexLock lock(&mu_);
-  RetentionPlanner planner(policy, now, totals_.traces, totals_.bytes);
+  // max_count counts complete traces; max_bytes everything on disk.
+  RetentionPlanner planner(policy, now, totals_.complete, totals_.bytes);
   for (auto& [id, entry] : traces_) {
     if (entry.deleting) continue;
     std::optional<EvictionReason> reason = planner.Over(entry.created);

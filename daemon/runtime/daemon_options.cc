@@ -141,8 +141,9 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   if (given("--ready-file")) o->ready_file = cl.ready_file;
   if (given("--insecure")) o->insecure = cl.insecure;
   absl::Status s;
-  if (given("--max-duration"))
+  if (given("--max-duration")) {
     s = ApplyDuration("--max-duration", cl.max_duration, false, &o->max_duration);
+  }
   if (s.ok() && given("--start-delay")) {
     s = ApplyDuration("--start-delay", cl.start_delay, true, &o->start_delay);
   }
