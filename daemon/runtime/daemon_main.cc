@@ -29,6 +29,9 @@ constexpr int kWorkerThreads = 2;
 // Running Trace calls are cancelled after this; their results still land
 // in the store if the workers finish them.
 constexpr auto kGrpcShutdownGrace = std::chrono::seconds(2);
+// How often the store's retention runs besides after each trace: what
+// max_age needs.
+constexpr absl::Duration kRetentionPeriod = absl::Minutes(1);
 
 std::string Hostname() {
   char name[256] = {};
@@ -52,6 +55,14 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& con
   return absl::OkStatus();
 }
 
+// Applies the store's retention now, on a worker (it deletes files), and
+// then every kRetentionPeriod. Called before the loop runs, then on it.
+void ScheduleRetention(EventLoop* loop, Executor* worker, TraceStore* store) {
+  worker->Run([store] { store->EnforceRetention(); });
+  loop->PostDelayed(kRetentionPeriod,
+                    [loop, worker, store] { ScheduleRetention(loop, worker, store); });
+}
+
 // "127.0.0.1:0" + 41234 -> "127.0.0.1:41234".
 std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
@@ -72,8 +83,14 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   loop_ = std::move(*loop);
+  // The daemon is the store's only writer: a trace left without a manifest
+  // by a previous run is never completed, and goes.
+  LocalStoreOptions store_options;
+  store_options.retention = options.retention;
+  store_options.clock = &clock_;
+  store_options.remove_incomplete = true;
   absl::StatusOr<std::unique_ptr<LocalTraceStore>> store =
-      LocalTraceStore::Create(options.store_dir);
+      LocalTraceStore::Create(options.store_dir, store_options);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
   worker_ = std::make_unique<ThreadPoolExecutor>(kWorkerThreads);
@@ -84,6 +101,8 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   core_options.max_duration = options.max_duration;
   core_options.start_delay = options.start_delay;
   core_options.result_grace = options.result_grace;
+  core_options.max_payload_bytes = options.max_payload_bytes;
+  core_options.max_buffer_bytes = options.max_buffer_bytes;
   core_options.socket_path = options.socket_path;
 
   IpcServerOptions ipc_options;
@@ -101,6 +120,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                                                             store_.get(), ipc_.get()});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
+  ScheduleRetention(loop_.get(), worker_.get(), store_.get());
   // Calls that arrived since the gRPC server started waited in the loop's
   // queue; they run from here on, with the core in place.
   loop_thread_ = std::thread([this] { loop_->Run(); });
