@@ -14,7 +14,7 @@
 namespace gpuctl::daemon {
 namespace {
 
-constexpr int kRequiredSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+constexpr int kStepPageSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 
 class MappedStepCounterPage final : public StepCounterView {
  public:
@@ -63,7 +63,7 @@ absl::StatusOr<std::unique_ptr<StepCounterView>> MapStepCounterPage(UniqueFd fd)
     return absl::InvalidArgumentError(absl::StrCat(
         "step counter fd does not support seals (memfd expected): ", std::strerror(errno)));
   }
-  if ((seals & kRequiredSeals) != kRequiredSeals) {
+  if ((seals & kStepPageSeals) != kStepPageSeals) {
     return absl::InvalidArgumentError(
         absl::StrCat("step counter memfd is not sealed against shrink, grow and sealing (seals=0x",
                      absl::Hex(seals), ")"));
