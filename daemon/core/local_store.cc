@@ -212,6 +212,8 @@ absl::StatusOr<v1::TraceManifest> ParseManifest(const std::string& json, absl::s
 absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir) {
   auto json = ReadSmallFile(dir_fd, std::string(kManifestFileName), kMaxManifestBytes);
   if (!json.ok()) return json.status();
+  if (auto job = ManifestJobId(*json); job.ok()) return job;
+  // The full parser says precisely what is wrong.
   auto manifest = ParseManifest(*json, absl::StrCat(dir, "/", kManifestFileName));
   if (!manifest.ok()) return manifest.status();
   return std::move(*manifest->mutable_job_id());
@@ -290,12 +292,14 @@ absl::Status LocalTraceStore::Scan(bool remove_incomplete) {
     ::closedir(d);
     if (!has_manifest && remove_incomplete) {
       bool manifest_gone = false;
-      absl::Status st = RemoveTraceFiles(id, &manifest_gone);
-      LogWarning("removed an incomplete trace (the daemon stopped while writing or deleting it)",
-                 {{"trace_id", id},
-                  {"files", trace.files.size()},
-                  {"error", st.ok() ? "none" : st.ToString()}});
-      ++incomplete_removed;
+      if (absl::Status st = RemoveTraceFiles(id, &manifest_gone); !st.ok()) {
+        LogError("could not remove an incomplete trace",
+                 {{"trace_id", id}, {"error", st.ToString()}});
+      } else {
+        LogWarning("removed an incomplete trace (the daemon stopped while writing or deleting it)",
+                   {{"trace_id", id}, {"files", trace.files.size()}});
+        ++incomplete_removed;
+      }
       continue;
     }
     trace.complete = has_manifest;
@@ -503,6 +507,18 @@ absl::Status LocalTraceStore::SetAwaitingMark(absl::string_view trace_id, bool a
 
 size_t LocalTraceStore::EnforceRetention() {
   if (IsUnlimited(retention_)) return 0;
+  // One pass at a time: a call made while another runs leaves the request
+  // to it, which goes round again, rather than taking a second thread.
+  enforce_requested_.store(true);
+  size_t evicted = 0;
+  while (enforce_requested_.load() && enforce_mu_.TryLock()) {
+    while (enforce_requested_.exchange(false)) evicted += EvictOnce();
+    enforce_mu_.Unlock();
+  }
+  return evicted;
+}
+
+size_t LocalTraceStore::EvictOnce() {
   const absl::Time now = clock_->Now();
   size_t evicted = 0;
   for (const Eviction& eviction : index_->TakeEvictions(retention_, now)) {
@@ -517,12 +533,12 @@ size_t LocalTraceStore::EnforceRetention() {
     }
     index_->FinishDelete(eviction.trace_id);
     ++evicted;
-    LogInfo("trace evicted", {{"trace_id", eviction.trace_id},
-                              {"reason", EvictionReasonName(eviction.reason)},
-                              {"bytes", eviction.bytes},
-                              {"age", absl::FormatDuration(absl::Trunc(
-                                          now - eviction.created, absl::Seconds(1)))},
-                              {"retention", DescribeRetention(retention_)}});
+    LogInfo("trace evicted",
+            {{"trace_id", eviction.trace_id},
+             {"reason", EvictionReasonName(eviction.reason)},
+             {"bytes", eviction.bytes},
+             {"age", absl::FormatDuration(absl::Trunc(now - eviction.created, absl::Seconds(1)))},
+             {"retention", DescribeRetention(retention_)}});
     if (!st.ok()) {
       LogWarning("evicted trace left files behind (removed at the next start)",
                  {{"trace_id", eviction.trace_id}, {"error", st.ToString()}});

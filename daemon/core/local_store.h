@@ -43,10 +43,12 @@ struct LocalStoreOptions {
 // must be the directory's only writer while it is open.
 //
 // Retention (LocalStoreOptions::retention) deletes complete traces, oldest
-// first, after each PutManifest and on EnforceRetention(); never a trace in
-// progress, pinned (by Pin(), an open reader or a write in progress), or
-// awaiting upload. The awaiting-upload mark is an empty ".awaiting-upload"
-// file in the trace's directory.
+// first among those it may delete, after each PutManifest and on
+// EnforceRetention(); never a trace in progress, pinned (by Pin(), an open
+// reader or a write in progress), or awaiting upload. max_count counts the
+// complete traces, max_bytes every file; max_age goes by the time in the
+// trace id. The awaiting-upload mark is an empty ".awaiting-upload" file in
+// the trace's directory.
 //
 // Trace ids must pass IsValidTraceId and file names must match
 // [A-Za-z0-9._-]{1,255} without a leading dot, so no input can reach
@@ -93,6 +95,8 @@ class LocalTraceStore final : public TraceStore {
   // An error before the manifest is gone leaves the trace whole.
   absl::Status RemoveTraceFiles(absl::string_view trace_id, bool* manifest_gone);
   absl::Status SetAwaitingMark(absl::string_view trace_id, bool awaiting);
+  // One retention pass; returns the traces evicted.
+  size_t EvictOnce();
 
   const std::string root_;
   const RetentionPolicy retention_;
@@ -103,6 +107,9 @@ class LocalTraceStore final : public TraceStore {
   std::atomic<uint64_t> temp_counter_{0};
   // Keeps a trace's awaiting-upload mark on disk and in the index in step.
   absl::Mutex mark_mu_;
+  // Held by the one retention pass running; see EnforceRetention.
+  absl::Mutex enforce_mu_;
+  std::atomic<bool> enforce_requested_{false};
 };
 
 // True for names a store accepts: [A-Za-z0-9._-]{1,255}, no leading dot.

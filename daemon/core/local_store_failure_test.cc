@@ -219,7 +219,8 @@ TEST(LocalStoreCrashTest, AKilledWriterLeavesNoPartialFileAndStartupCleansUp) {
     ASSERT_TRUE(AwaitProgress(progress[0], absl::Uniform(gen, 0, 6))) << "round " << round;
     int looks = absl::Uniform(gen, 0, 4);
     for (int i = 0; i < looks; ++i) {
-      for (const std::string& p : CheckVisibleState(root, **observer, &complete)) ADD_FAILURE() << p;
+      for (const std::string& p : CheckVisibleState(root, **observer, &complete))
+        ADD_FAILURE() << p;
     }
     absl::Time until = absl::Now() + absl::Microseconds(absl::Uniform(gen, 0, 3000));
     while (absl::Now() < until) {
@@ -321,8 +322,8 @@ TEST_F(LocalStoreDiskFullTest, AFullDiskIsReportedAndTheStoreKeepsServing) {
   }
   st = store_->PutManifest(ManifestFor(other));
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
-  EXPECT_EQ(st.message(), absl::StrCat("no space left on device writing ", tmp_, "/traces/",
-                                       other, "/manifest.json"));
+  EXPECT_EQ(st.message(), absl::StrCat("no space left on device writing ", tmp_, "/traces/", other,
+                                       "/manifest.json"));
   EXPECT_THAT(TempFiles(tmp_), ::testing::IsEmpty());
   st = store_->PutFile(GenerateTraceId(absl::Now() + absl::Milliseconds(2), gen_), "f", "x");
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
@@ -347,8 +348,8 @@ TEST_F(LocalStoreDiskFullTest, AReadOnlyFileSystemIsPermissionDenied) {
       << std::strerror(errno);
   absl::Status st = store_->PutManifest(ManifestFor(id));
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
-  EXPECT_EQ(st.message(), absl::StrCat("read-only file system writing ", tmp_, "/traces/", id,
-                                       "/manifest.json"));
+  EXPECT_EQ(st.message(),
+            absl::StrCat("read-only file system writing ", tmp_, "/traces/", id, "/manifest.json"));
   std::string fresh = GenerateTraceId(absl::Now() + absl::Milliseconds(1), gen_);
   st = store_->PutFile(fresh, "f.json.gz", "data");
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
@@ -367,7 +368,8 @@ TEST(LocalStoreFileSizeLimitTest, AWriteOverTheLimitIsResourceExhausted) {
   std::string id = GenerateTraceId(absl::Now(), gen);
   struct rlimit saved;
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  struct sigaction ignore {}, previous{};
+  struct sigaction ignore {
+  }, previous{};
   ignore.sa_handler = SIG_IGN;
   ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &previous), 0);
   struct rlimit small = saved;
@@ -379,8 +381,8 @@ TEST(LocalStoreFileSizeLimitTest, AWriteOverTheLimitIsResourceExhausted) {
   ASSERT_EQ(::sigaction(SIGXFSZ, &previous, nullptr), 0);
 
   EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted) << big;
-  EXPECT_EQ(big.message(), absl::StrCat("file size limit exceeded writing ", tmp, "/traces/", id,
-                                        "/big.json.gz"));
+  EXPECT_EQ(big.message(),
+            absl::StrCat("file size limit exceeded writing ", tmp, "/traces/", id, "/big.json.gz"));
   EXPECT_TRUE(fits.ok()) << fits;
   EXPECT_THAT(TempFiles(tmp), ::testing::IsEmpty());
   EXPECT_EQ((*store)->Find(id)->total_bytes, 1000u);
@@ -429,10 +431,10 @@ TEST(LocalStorePermissionTest, AnUnwritableStoreIsPermissionDeniedNamingThePath)
     return absl::StrCat(absl::StatusCodeToString(a.code()), ": ", a.message(), "\n",
                         absl::StatusCodeToString(b.code()), ": ", b.message());
   });
-  EXPECT_EQ(result, absl::StrCat("PERMISSION_DENIED: permission denied creating directory ", tmp,
-                                 "/traces/", fresh, "\n",
-                                 "PERMISSION_DENIED: permission denied writing ", tmp,
-                                 "/traces/", existing, "/manifest.json"));
+  EXPECT_EQ(result,
+            absl::StrCat("PERMISSION_DENIED: permission denied creating directory ", tmp,
+                         "/traces/", fresh, "\n", "PERMISSION_DENIED: permission denied writing ",
+                         tmp, "/traces/", existing, "/manifest.json"));
   ::chmod((tmp + "/traces").c_str(), 0750);
   ::chmod((tmp + "/traces/" + existing).c_str(), 0750);
   fs::remove_all(tmp);

@@ -13,9 +13,9 @@ TEST(RetentionTest, ZeroMeansUnlimited) {
   EXPECT_EQ(DescribeRetention(policy), "unlimited");
   RetentionPlanner planner(policy, kNow, 1'000'000, uint64_t{1} << 50);
   EXPECT_EQ(planner.Over(kNow - absl::Hours(24 * 3650)), std::nullopt);
-  for (RetentionPolicy one : {RetentionPolicy{1, absl::ZeroDuration(), 0},
-                              RetentionPolicy{0, absl::Seconds(1), 0},
-                              RetentionPolicy{0, absl::ZeroDuration(), 1}}) {
+  for (RetentionPolicy one :
+       {RetentionPolicy{1, absl::ZeroDuration(), 0}, RetentionPolicy{0, absl::Seconds(1), 0},
+        RetentionPolicy{0, absl::ZeroDuration(), 1}}) {
     EXPECT_FALSE(IsUnlimited(one));
   }
 }

@@ -1,11 +1,202 @@
 #include "daemon/core/store_index.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/trace_store.h"
 
 namespace gpuctl::daemon {
+namespace {
+
+constexpr int kMaxJsonDepth = 100;
+
+// Walks the top level of a JSON object, skipping values it is not asked
+// for. Every method returns false on malformed input.
+class TopLevelJson {
+ public:
+  explicit TopLevelJson(absl::string_view text) : text_(text) {}
+
+  bool Consume(char c) {
+    SkipSpace();
+    if (pos_ >= text_.size() || text_[pos_] != c) return false;
+    ++pos_;
+    return true;
+  }
+  bool Peek(char c) {
+    SkipSpace();
+    return pos_ < text_.size() && text_[pos_] == c;
+  }
+  bool PeekLiteral(absl::string_view literal) {
+    SkipSpace();
+    return text_.substr(pos_, literal.size()) == literal;
+  }
+
+  // A string, unescaped into `out` (UTF-8).
+  bool String(std::string* out) {
+    if (!Consume('"')) return false;
+    out->clear();
+    while (pos_ < text_.size()) {
+      char c = text_[pos_++];
+      if (c == '"') return true;
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (c != '\\') {
+        out->push_back(c);
+        continue;
+      }
+      if (pos_ >= text_.size()) return false;
+      char e = text_[pos_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out->push_back(e);
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
+        case 'u':
+          if (!Unicode(out)) return false;
+          break;
+        default:
+          return false;
+      }
+    }
+    return false;
+  }
+
+  // Any value, nested ones included.
+  bool SkipValue(int depth = 0) {
+    if (depth > kMaxJsonDepth) return false;
+    SkipSpace();
+    if (pos_ >= text_.size()) return false;
+    char c = text_[pos_];
+    if (c == '"') {
+      std::string ignored;
+      return String(&ignored);
+    }
+    if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      ++pos_;
+      if (Consume(close)) return true;
+      do {
+        if (c == '{') {
+          std::string key;
+          if (!String(&key) || !Consume(':')) return false;
+        }
+        if (!SkipValue(depth + 1)) return false;
+      } while (Consume(','));
+      return Consume(close);
+    }
+    // Numbers and literals: the characters they may contain.
+    size_t start = pos_;
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '-' ||
+            text_[pos_] == '+' || text_[pos_] == '.')) {
+      ++pos_;
+    }
+    return pos_ > start;
+  }
+
+ private:
+  void SkipSpace() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' ||
+                                   text_[pos_] == '\r' || text_[pos_] == '\t')) {
+      ++pos_;
+    }
+  }
+
+  bool Hex4(uint32_t* v) {
+    if (pos_ + 4 > text_.size()) return false;
+    *v = 0;
+    for (int i = 0; i < 4; ++i) {
+      char c = text_[pos_++];
+      uint32_t d;
+      if (c >= '0' && c <= '9') {
+        d = c - '0';
+      } else if (c >= 'a' && c <= 'f') {
+        d = c - 'a' + 10;
+      } else if (c >= 'A' && c <= 'F') {
+        d = c - 'A' + 10;
+      } else {
+        return false;
+      }
+      *v = *v * 16 + d;
+    }
+    return true;
+  }
+
+  // After "\u": one code point (a surrogate pair takes two escapes).
+  bool Unicode(std::string* out) {
+    uint32_t cp;
+    if (!Hex4(&cp)) return false;
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+      uint32_t low;
+      if (text_.substr(pos_, 2) != "\\u") return false;
+      pos_ += 2;
+      if (!Hex4(&low) || low < 0xDC00 || low > 0xDFFF) return false;
+      cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+      return false;
+    }
+    if (cp < 0x80) {
+      out->push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+    return true;
+  }
+
+  absl::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> ManifestJobId(absl::string_view json) {
+  TopLevelJson parser(json);
+  const absl::Status malformed = absl::InvalidArgumentError("manifest is not a JSON object");
+  if (!parser.Consume('{')) return malformed;
+  if (parser.Consume('}')) return std::string();
+  std::string key;
+  do {
+    if (!parser.String(&key) || !parser.Consume(':')) return malformed;
+    if (key != "job_id" && key != "jobId") {
+      if (!parser.SkipValue()) return malformed;
+      continue;
+    }
+    if (parser.PeekLiteral("null")) return std::string();
+    std::string job;
+    if (!parser.Peek('"') || !parser.String(&job)) {
+      return absl::InvalidArgumentError("manifest job_id is not a string");
+    }
+    return job;
+  } while (parser.Consume(','));
+  if (!parser.Consume('}')) return malformed;
+  return std::string();
+}
 
 void StoreIndex::Add(StoredTrace trace) {
   absl::MutexLock lock(&mu_);
@@ -28,8 +219,8 @@ void StoreIndex::AddTrace(absl::string_view trace_id, absl::Time created) {
   FindOrAdd(trace_id, created);
 }
 
-void StoreIndex::RecordFile(absl::string_view trace_id, absl::Time created,
-                            absl::string_view name, uint64_t bytes) {
+void StoreIndex::RecordFile(absl::string_view trace_id, absl::Time created, absl::string_view name,
+                            uint64_t bytes) {
   absl::MutexLock lock(&mu_);
   Entry& entry = FindOrAdd(trace_id, created);
   SetFile(entry, name, bytes);
@@ -66,9 +257,8 @@ bool StoreIndex::Pin(absl::string_view trace_id) {
 
 void StoreIndex::PinForWrite(absl::string_view trace_id) {
   absl::MutexLock lock(&mu_);
-  auto not_deleting = [this, trace_id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !IsDeleting(trace_id);
-  };
+  auto not_deleting = [this, trace_id]()
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !IsDeleting(trace_id); };
   mu_.Await(absl::Condition(&not_deleting));
   ++pins_[std::string(trace_id)];
 }
@@ -134,8 +324,7 @@ absl::Status StoreIndex::TakeForDelete(absl::string_view trace_id) {
         absl::StrCat("trace ", trace_id, " is being read or written"));
   }
   if (it->second.awaiting_upload) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("trace ", trace_id, " is not uploaded yet"));
+    return absl::FailedPreconditionError(absl::StrCat("trace ", trace_id, " is not uploaded yet"));
   }
   Account(it->first, it->second, -1);
   it->second.deleting = true;
@@ -230,9 +419,7 @@ void StoreIndex::Account(const std::string& trace_id, const Entry& entry, int si
   if (entry.awaiting_upload) add(totals_.awaiting_upload, 1);
 }
 
-bool StoreIndex::IsPinned(absl::string_view trace_id) const {
-  return pins_.contains(trace_id);
-}
+bool StoreIndex::IsPinned(absl::string_view trace_id) const { return pins_.contains(trace_id); }
 
 bool StoreIndex::IsDeleting(absl::string_view trace_id) const {
   auto it = traces_.find(trace_id);

@@ -45,7 +45,7 @@ class TracePin {
 
   // Lets the trace go now; idempotent.
   void Release() {
-    absl::AnyInvocable<void() &&> release = std::exchange(release_, nullptr);
+    absl::AnyInvocable<void()&&> release = std::exchange(release_, nullptr);
     if (release) std::move(release)();
   }
 
