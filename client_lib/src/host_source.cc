@@ -219,10 +219,18 @@ void HostSource::TakeLocked(ThreadBuffer* buffer, int64_t end_ns) {
   ThreadRecords records;
   records.tid = buffer->tid;
   records.thread_name = std::move(buffer->thread_name);
-  records.events = std::move(buffer->events);
-  // Ranges still open at the end are closed there (innermost last).
+  // The window's end instant is chosen before the gate closes, so a thread may
+  // record after it: events that begin after the end are dropped, ranges that
+  // run past it are clipped there, and ranges still open are closed there
+  // (innermost last).
+  records.events.reserve(buffer->events.size() + buffer->stack.size());
+  for (HostEvent& event : buffer->events) {
+    if (event.start_ns > end_ns) continue;
+    if (event.is_range && event.end_ns > end_ns) event.end_ns = end_ns;
+    records.events.push_back(std::move(event));
+  }
   for (OpenRange& open : buffer->stack) {
-    if (!open.kept) continue;
+    if (!open.kept || open.start_ns > end_ns) continue;
     records.events.push_back(HostEvent{.is_range = true,
                                        .depth = open.depth,
                                        .start_ns = open.start_ns,

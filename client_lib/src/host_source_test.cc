@@ -109,6 +109,33 @@ TEST_F(HostSourceTest, RangesOpenAtWindowEndAreClosedThere) {
   EXPECT_EQ(p.Ranges("nested-open")[0].depth, 1u);
 }
 
+TEST_F(HostSourceTest, EventsAfterTheEndInstantAreClippedOrDropped) {
+  // The end instant is fixed before the gate closes; threads keep recording
+  // until Stop, and nothing may end before it starts or lie past the end.
+  Open();
+  source_.Push("spans-end");
+  source_.Push("ends-after");
+  const int64_t end = clock_.RealtimeNs();
+  source_.Pop();              // "ends-after" ends after the end instant
+  source_.Push("starts-after");
+  source_.Pop();
+  source_.Push("open-after");
+  source_.Step();
+  source_.Stop(end);
+  RecordWriter writer;
+  const CollectStats stats = source_.Collect(writer);
+  std::optional<DecodedPayload> p = DecodePayload(writer.Finish({stats.dropped_events, start_, end, 1}));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->Ranges("starts-after").empty());
+  EXPECT_TRUE(p->Ranges("open-after").empty());
+  EXPECT_TRUE(p->OfKind(kStep).empty());
+  ASSERT_EQ(p->Ranges("spans-end").size(), 1u);
+  ASSERT_EQ(p->Ranges("ends-after").size(), 1u);
+  EXPECT_EQ(p->Ranges("spans-end")[0].end_ns, end);
+  EXPECT_EQ(p->Ranges("ends-after")[0].end_ns, end);
+  for (const auto& r : p->OfKind(kRange)) EXPECT_LE(r.start_ns, r.end_ns);
+}
+
 TEST_F(HostSourceTest, RangePushedBeforeTheWindowIsNotRecordedAndItsPopIsIgnored) {
   source_.Push("before");  // window closed: nothing
   Open();

@@ -219,6 +219,42 @@ absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir) {
   return std::move(*manifest->mutable_job_id());
 }
 
+// Reads one trace directory for the index, removing temporary files
+// (counted in `temp_removed`). The trace is complete if it has a manifest.
+absl::StatusOr<StoredTrace> ScanTraceDir(const std::string& dir, const std::string& id,
+                                         size_t* temp_removed) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return ErrnoError(errno, "listing", dir);
+  const int dir_fd = ::dirfd(d);
+  StoredTrace trace;
+  trace.trace_id = id;
+  trace.created = CreatedAt(id);
+  while (struct dirent* e = ::readdir(d)) {
+    absl::string_view name = e->d_name;
+    struct stat st;
+    if (absl::StartsWith(name, kTempPrefix)) {
+      if (::unlinkat(dir_fd, e->d_name, 0) == 0) ++*temp_removed;
+    } else if (name == kAwaitingUploadMark) {
+      trace.awaiting_upload = true;
+    } else if (IsValidStoreFileName(name) &&
+               ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
+      trace.complete = trace.complete || name == kManifestFileName;
+      trace.files.emplace_back(std::string(name), static_cast<uint64_t>(st.st_size));
+    }
+  }
+  if (trace.complete) {
+    absl::StatusOr<std::string> job = ReadJobId(dir_fd, dir);
+    // Still indexed (List skips it, saying why) and evicted like the others.
+    if (job.ok()) {
+      trace.job_id = std::move(*job);
+    } else {
+      LogWarning("unreadable manifest", {{"trace_id", id}, {"error", job.status().ToString()}});
+    }
+  }
+  ::closedir(d);
+  return trace;
+}
+
 }  // namespace
 
 bool IsValidStoreFileName(absl::string_view name) {
@@ -255,55 +291,24 @@ absl::Status LocalTraceStore::Scan(bool remove_incomplete) {
   size_t incomplete_removed = 0;
   for (const std::string& id : *ids) {
     if (!IsValidTraceId(id)) continue;
-    std::string dir = absl::StrCat(root_, "/", id);
-    DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) {
-      if (errno != ENOTDIR) LogWarning("skipping trace", {{"path", dir}, {"error", errno}});
+    absl::StatusOr<StoredTrace> trace = ScanTraceDir(Location(id), id, &temp_removed);
+    if (!trace.ok()) {
+      LogWarning("skipping trace", {{"trace_id", id}, {"error", trace.status().ToString()}});
       continue;
     }
-    const int dir_fd = ::dirfd(d);
-    StoredTrace trace;
-    trace.trace_id = id;
-    trace.created = CreatedAt(id);
-    bool has_manifest = false;
-    while (struct dirent* e = ::readdir(d)) {
-      absl::string_view name = e->d_name;
-      struct stat st;
-      if (absl::StartsWith(name, kTempPrefix)) {
-        if (::unlinkat(dir_fd, e->d_name, 0) == 0) ++temp_removed;
-      } else if (name == kAwaitingUploadMark) {
-        trace.awaiting_upload = true;
-      } else if (IsValidStoreFileName(name) &&
-                 ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-                 S_ISREG(st.st_mode)) {
-        has_manifest = has_manifest || name == kManifestFileName;
-        trace.files.emplace_back(std::string(name), static_cast<uint64_t>(st.st_size));
-      }
-    }
-    if (has_manifest) {
-      absl::StatusOr<std::string> job = ReadJobId(dir_fd, dir);
-      // Still indexed (List skips it, saying why) and evicted like the others.
-      if (job.ok()) {
-        trace.job_id = std::move(*job);
-      } else {
-        LogWarning("unreadable manifest", {{"trace_id", id}, {"error", job.status().ToString()}});
-      }
-    }
-    ::closedir(d);
-    if (!has_manifest && remove_incomplete) {
+    if (!trace->complete && remove_incomplete) {
       bool manifest_gone = false;
       if (absl::Status st = RemoveTraceFiles(id, &manifest_gone); !st.ok()) {
         LogError("could not remove an incomplete trace",
                  {{"trace_id", id}, {"error", st.ToString()}});
       } else {
         LogWarning("removed an incomplete trace (the daemon stopped while writing or deleting it)",
-                   {{"trace_id", id}, {"files", trace.files.size()}});
+                   {{"trace_id", id}, {"files", trace->files.size()}});
         ++incomplete_removed;
       }
       continue;
     }
-    trace.complete = has_manifest;
-    index_->Add(std::move(trace));
+    index_->Add(*std::move(trace));
   }
   StoreTotals totals = index_->Totals();
   LogInfo("trace store indexed", {{"root", root_},
