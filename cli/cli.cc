@@ -98,6 +98,8 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   AddFleetFlags(ps, f.fleet);
   AddSelectorFlags(ps, f.selector, /*for_trace=*/false);
   ps->add_flag("--json", f.ps.json, "Print one machine-readable JSON document");
+  ps->add_flag("--all", f.ps.all,
+               "Also list the processes gpuctld refused lately (uid not allowed, bad Hello...)");
   ps->callback([&p, &env] {
     PsOptions options =
         OrUsageError(ValidatePsFlags(p.flags.ps, p.flags.fleet, p.flags.selector, env.env_host));

@@ -332,6 +332,7 @@ TEST_F(CliTraceCommandTest, JsonOutput) {
   EXPECT_EQ(host["startTime"], "1970-01-01T00:16:40Z");
   EXPECT_EQ(host["endTime"], "1970-01-01T00:16:42Z");
   EXPECT_EQ(host["location"], absl::StrCat("/var/lib/gpuctl/traces/", kTraceId));
+  EXPECT_EQ(host["storage"]["state"], "STORAGE_STATE_LOCAL");
   EXPECT_EQ(host["processesOk"], 1);
   EXPECT_EQ(host["processesFailed"], 1);
   ASSERT_EQ(host["results"].size(), 2u);
@@ -344,6 +345,46 @@ TEST_F(CliTraceCommandTest, JsonOutput) {
   // One host: its manifest keeps its name.
   EXPECT_TRUE(fs::exists(saved / "manifest.json"));
   EXPECT_THAT(console_.err.str(), HasSubstr("stored by gpuctld at"));
+}
+
+TEST_F(CliTraceCommandTest, SaysWhereTheTraceIsStoredAndWhetherItsUploadIsPending) {
+  const std::string remote = absl::StrCat("s3://traces/gp/2024/07/11/", kTraceId, "/");
+  v1::TraceStorage uploaded;
+  uploaded.set_state(v1::STORAGE_STATE_UPLOADED);
+  uploaded.set_remote_location(remote);
+  uploaded.set_remote_endpoint("http://127.0.0.1:7480");
+  server_.service().trace = testing::ScriptedTrace(
+      {Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)}, true, "node1", uploaded);
+  ASSERT_EQ(Run(TraceArgs({"--no-download"})), kExitOk) << console_.err.str();
+  EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat("stored by gpuctld at ", server_.target(),
+                                                         " in ", remote, "\n")));
+
+  v1::TraceStorage pending;
+  pending.set_state(v1::STORAGE_STATE_UPLOAD_PENDING);
+  pending.set_local_location(absl::StrCat("/var/lib/gpuctl/traces/", kTraceId));
+  pending.set_remote_location(remote);
+  pending.set_upload_error("S3 PutObject at http://127.0.0.1:7480 failed: connection refused");
+  pending.set_upload_attempts(1);
+  server_.service().trace = testing::ScriptedTrace(
+      {Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)}, true, "node1", pending);
+  console_.out.str("");
+  // The trace is safe on the daemon's disk: not a failure.
+  ASSERT_EQ(Run(TraceArgs({"--no-download"})), kExitOk) << console_.err.str();
+  const std::string expected =
+      absl::StrCat("stored by gpuctld at ", server_.target(), " in /var/lib/gpuctl/traces/",
+                   kTraceId, "; upload to ", remote,
+                   " pending: S3 PutObject at http://127.0.0.1:7480 failed: connection refused\n");
+  EXPECT_THAT(console_.out.str(), HasSubstr(expected));
+
+  console_.out.str("");
+  ASSERT_EQ(Run(TraceArgs({"--no-download", "--json"})), kExitOk) << console_.err.str();
+  nlohmann::json host = nlohmann::json::parse(console_.out.str())["hosts"][0];
+  EXPECT_EQ(host["storage"]["state"], "STORAGE_STATE_UPLOAD_PENDING");
+  EXPECT_EQ(host["storage"]["localLocation"], absl::StrCat("/var/lib/gpuctl/traces/", kTraceId));
+  EXPECT_EQ(host["storage"]["remoteLocation"], remote);
+  EXPECT_EQ(host["storage"]["uploadError"],
+            "S3 PutObject at http://127.0.0.1:7480 failed: connection refused");
+  EXPECT_EQ(host["storage"]["uploadAttempts"], 1);
 }
 
 TEST_F(CliTraceCommandTest, TerminalProgressRedrawsAndClears) {

@@ -259,6 +259,7 @@ absl::StatusOr<PsOptions> ValidatePsFlags(const PsFlags& ps, const FleetFlags& f
   if (!selector.ok()) return selector.status();
   options.selector = *std::move(selector);
   options.json = ps.json;
+  options.include_rejected = ps.all;
   return options;
 }
 

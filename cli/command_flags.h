@@ -49,6 +49,7 @@ struct TraceFlags {
 
 struct PsFlags {
   bool json = false;
+  bool all = false;  // --all: also the refused attachments
 };
 
 void AddFleetFlags(CLI::App* command, FleetFlags& flags);

@@ -273,12 +273,14 @@ inline v1::ProcessResult FakeResult(int pid, int rank, v1::CaptureStatus status,
 }
 
 // A daemon named `host` that selects `processes`, reports each as capturing
-// and then `results`, and completes (unless told not to). The trace id is
-// the request's.
+// and then `results`, and completes (unless told not to) with `storage`
+// (local when unset; the location follows it). The trace id is the
+// request's.
 inline FakeGpuctlService::TraceFn ScriptedTrace(std::vector<v1::ProcessInfo> processes,
                                                 std::vector<v1::ProcessResult> results,
                                                 bool complete = true,
-                                                const std::string& host = "node1") {
+                                                const std::string& host = "node1",
+                                                v1::TraceStorage storage = {}) {
   return [=](grpc::ServerContext*, const v1::TraceRequest& request,
              grpc::ServerWriter<v1::TraceEvent>* writer) {
     const std::string& id = request.trace_id();
@@ -314,7 +316,14 @@ inline FakeGpuctlService::TraceFn ScriptedTrace(std::vector<v1::ProcessInfo> pro
     if (complete) {
       v1::TraceEvent done;
       done.mutable_completed()->set_trace_id(id);
-      done.mutable_completed()->set_location(absl::StrCat("/var/lib/gpuctl/traces/", id));
+      const std::string local = absl::StrCat("/var/lib/gpuctl/traces/", id);
+      done.mutable_completed()->set_location(
+          storage.state() == v1::STORAGE_STATE_UPLOADED ? storage.remote_location() : local);
+      *done.mutable_completed()->mutable_storage() = storage;
+      if (storage.state() == v1::STORAGE_STATE_UNSPECIFIED) {
+        done.mutable_completed()->mutable_storage()->set_state(v1::STORAGE_STATE_LOCAL);
+        done.mutable_completed()->mutable_storage()->set_local_location(local);
+      }
       done.mutable_completed()->set_processes_ok(ok);
       done.mutable_completed()->set_processes_failed(results.size() - ok);
       writer->Write(done);

@@ -142,6 +142,48 @@ TEST_F(CliFleetPsTest, EmptySelectionSaysSo) {
               HasSubstr("no processes matching job \"7\" attached to gpuctld on node1"));
 }
 
+TEST_F(CliFleetPsTest, AllAlsoListsRefusedAttachmentsNewestFirst) {
+  for (int pid : {700, 701}) {
+    v1::RejectedAttachment* r = a_.service().processes.add_rejected();
+    r->set_pid(pid);
+    r->set_uid(1001);
+    r->set_reason(absl::StrCat("uid 1001 may not attach (not in ipc.allowed_uids)\x1b[2J", pid));
+    r->mutable_time()->set_seconds(1'700'000'000 + pid);
+    r->set_job_id(pid == 700 ? "" : "42");
+  }
+  ASSERT_EQ(Run({"ps", "--all", "--host", a_.target()}), kExitOk) << console_.err.str();
+  ASSERT_EQ(a_.service().list_processes_requests().size(), 1u);
+  EXPECT_TRUE(a_.service().list_processes_requests()[0].include_rejected());
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, HasSubstr("  100     1  worker"));
+  EXPECT_THAT(out, HasSubstr("Refused lately:\n"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("HOST +PID +UID +TIME +JOB +REASON"));
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(a_.target(), "  700  1001  2023-11-14 22:25:00  -")));
+  // No escape sequence from a Hello reaches the terminal.
+  EXPECT_THAT(out, HasSubstr("uid 1001 may not attach (not in ipc.allowed_uids)?[2J700"));
+  EXPECT_LT(out.find("  700  "), out.find("  701  "));  // the daemon's order
+
+  console_.out.str("");
+  ASSERT_EQ(Run({"ps", "--all", "--json", "--host", a_.target()}), kExitOk);
+  nlohmann::json json = nlohmann::json::parse(console_.out.str());
+  const nlohmann::json& rejected = json["hosts"][0]["rejected"];
+  ASSERT_EQ(rejected.size(), 2u);
+  EXPECT_EQ(rejected[0]["pid"], 700);
+  EXPECT_EQ(rejected[0]["uid"], 1001);
+  EXPECT_EQ(rejected[1]["jobId"], "42");
+  EXPECT_EQ(rejected[0]["time"], "2023-11-14T22:25:00Z");
+}
+
+TEST_F(CliFleetPsTest, WithoutAllRefusalsAreNeitherAskedNorShown) {
+  a_.service().processes.add_rejected()->set_pid(700);
+  ASSERT_EQ(Run({"ps", "--host", a_.target()}), kExitOk);
+  EXPECT_FALSE(a_.service().list_processes_requests()[0].include_rejected());
+  EXPECT_THAT(console_.out.str(), Not(HasSubstr("Refused")));
+  console_.out.str("");
+  ASSERT_EQ(Run({"ps", "--json", "--host", a_.target()}), kExitOk);
+  EXPECT_FALSE(nlohmann::json::parse(console_.out.str())["hosts"][0].contains("rejected"));
+}
+
 TEST_F(CliFleetPsTest, HostsFileAndDnsName) {
   std::string tmpl = (fs::temp_directory_path() / "gpuctl-ps-hosts-XXXXXX").string();
   const std::string dir = mkdtemp(tmpl.data());

@@ -29,6 +29,20 @@ std::string DurationText(const google::protobuf::Duration& d) {
   return FormatUserDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
 }
 
+// The STATE column of `gpuctl traces`.
+absl::string_view StorageStateWord(v1::StorageState state) {
+  switch (state) {
+    case v1::STORAGE_STATE_LOCAL:
+      return "local";
+    case v1::STORAGE_STATE_UPLOAD_PENDING:
+      return "pending";
+    case v1::STORAGE_STATE_UPLOADED:
+      return "uploaded";
+    default:
+      return "-";  // stored by a daemon that did not say
+  }
+}
+
 }  // namespace
 
 int RunTraces(const std::string& target, const std::string& job_id, int limit, bool json,
@@ -69,8 +83,8 @@ int RunTraces(const std::string& target, const std::string& job_id, int limit, b
              << " stored by gpuctld at " << target << "\n";
     return kExitOk;
   }
-  Table table({"TRACE ID", "CREATED", "JOB", "PROCESSES", "SIZE", "LOCATION"},
-              {false, false, false, true, true, false});
+  Table table({"TRACE ID", "CREATED", "JOB", "PROCESSES", "SIZE", "STATE", "LOCATION"},
+              {false, false, false, true, true, false, false});
   for (const v1::TraceManifest& t : all.traces()) {
     uint64_t bytes = 0;
     int ok = 0;
@@ -81,6 +95,7 @@ int RunTraces(const std::string& target, const std::string& job_id, int limit, b
     table.AddRow({Printable(t.trace_id()), TimestampText(t.created_at(), env.time_zone),
                   t.job_id().empty() ? "-" : Printable(t.job_id()),
                   absl::StrCat(ok, "/", t.results_size()), HumanBytes(bytes),
+                  std::string(StorageStateWord(t.storage().state())),
                   t.location().empty() ? "-" : Printable(t.location())});
   }
   table.Render(*env.out);

@@ -57,11 +57,10 @@ TEST_F(CliListCommandsTest, TracesFollowsPageTokens) {
   *pages["p3"].add_traces() = Manifest("t1", 0, 1);
   ASSERT_EQ(Run({"traces", "--job", "42"}), kExitOk) << console_.err.str();
   const std::string out = console_.out.str();
-  EXPECT_THAT(out, HasSubstr("TRACE ID  CREATED              JOB  PROCESSES     SIZE  LOCATION\n"));
-  EXPECT_THAT(
-      out,
-      HasSubstr(
-          "t3        2024-05-01 12:34:56  42         2/2  2.0 KiB  /var/lib/gpuctl/traces/t3\n"));
+  EXPECT_THAT(out, HasSubstr("TRACE ID  CREATED              JOB  PROCESSES     SIZE  STATE  "
+                             "LOCATION\n"));
+  EXPECT_THAT(out, HasSubstr("t3        2024-05-01 12:34:56  42         2/2  2.0 KiB  -      "
+                             "/var/lib/gpuctl/traces/t3\n"));
   EXPECT_THAT(out, HasSubstr("t2        2024-05-01 12:34:56  42         1/2"));
   EXPECT_THAT(out, HasSubstr("t1        2024-05-01 12:34:56  42         0/1      0 B"));
   std::vector<v1::ListTracesRequest> requests = server_.service().list_traces_requests();
@@ -69,6 +68,37 @@ TEST_F(CliListCommandsTest, TracesFollowsPageTokens) {
   EXPECT_EQ(requests[1].page_token(), "p2");
   EXPECT_EQ(requests[2].page_token(), "p3");
   EXPECT_EQ(requests[2].job_id(), "42");
+}
+
+TEST_F(CliListCommandsTest, TracesShowWhereEachTraceIsStored) {
+  auto& page = server_.service().trace_pages[""];
+  v1::TraceManifest uploaded = Manifest("t3", 1, 0);
+  uploaded.set_location("s3://traces/gp/2024/05/01/t3/");
+  uploaded.mutable_storage()->set_state(v1::STORAGE_STATE_UPLOADED);
+  uploaded.mutable_storage()->set_remote_location("s3://traces/gp/2024/05/01/t3/");
+  *page.add_traces() = uploaded;
+  v1::TraceManifest pending = Manifest("t2", 1, 0);
+  pending.mutable_storage()->set_state(v1::STORAGE_STATE_UPLOAD_PENDING);
+  pending.mutable_storage()->set_upload_error("S3 PutObject failed: HTTP 503");
+  *page.add_traces() = pending;
+  v1::TraceManifest local = Manifest("t1", 1, 0);
+  local.mutable_storage()->set_state(v1::STORAGE_STATE_LOCAL);
+  *page.add_traces() = local;
+  ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  uploaded  s3://traces/gp/2024/05/01/t3/\n"));
+  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  pending   /var/lib/gpuctl/traces/t2\n"));
+  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  local     /var/lib/gpuctl/traces/t1\n"));
+
+  TestConsole json_console;
+  ASSERT_EQ(RunCli({"traces", "--json", "--host", server_.target()}, json_console.env()), kExitOk);
+  nlohmann::json json = nlohmann::json::parse(json_console.out.str());
+  ASSERT_EQ(json["traces"].size(), 3u);
+  EXPECT_EQ(json["traces"][0]["storage"]["state"], "STORAGE_STATE_UPLOADED");
+  EXPECT_EQ(json["traces"][0]["storage"]["remoteLocation"], "s3://traces/gp/2024/05/01/t3/");
+  EXPECT_EQ(json["traces"][1]["storage"]["state"], "STORAGE_STATE_UPLOAD_PENDING");
+  EXPECT_EQ(json["traces"][1]["storage"]["uploadError"], "S3 PutObject failed: HTTP 503");
+  EXPECT_EQ(json["traces"][2]["storage"]["state"], "STORAGE_STATE_LOCAL");
 }
 
 TEST_F(CliListCommandsTest, TracesLimitStopsPaging) {

@@ -13,7 +13,7 @@ namespace gpuctl::cli {
 std::vector<HostProcesses> ListProcessesOnHosts(const std::vector<HostEntry>& hosts,
                                                 const v1::ProcessSelector& selector,
                                                 size_t parallel, absl::Duration timeout,
-                                                CancelGroup& cancel) {
+                                                CancelGroup& cancel, bool include_rejected) {
   std::vector<HostProcesses> answers(hosts.size());
   RunBounded(hosts.size(), parallel, [&](size_t i) {
     HostProcesses& answer = answers[i];
@@ -35,6 +35,7 @@ std::vector<HostProcesses> ListProcessesOnHosts(const std::vector<HostEntry>& ho
     if (!channel.ok()) return fail(channel.status());
     v1::ListProcessesRequest request;
     *request.mutable_selector() = selector;
+    request.set_include_rejected(include_rejected);
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(deadline));
     grpc::Status status;

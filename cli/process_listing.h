@@ -20,14 +20,16 @@ struct HostProcesses {
   v1::ListProcessesResponse response;
 };
 
-// ListProcesses(selector) on every host, at most `parallel` at once, each
-// within `timeout` for connecting and answering. Hosts whose entry carries
-// an error are not contacted (unreachable). Cancelling `cancel` ends the
-// calls in flight and skips the rest (kCancelled).
+// ListProcesses(selector, include_rejected) on every host, at most
+// `parallel` at once, each within `timeout` for connecting and answering.
+// Hosts whose entry carries an error are not contacted (unreachable).
+// Cancelling `cancel` ends the calls in flight and skips the rest
+// (kCancelled).
 std::vector<HostProcesses> ListProcessesOnHosts(const std::vector<HostEntry>& hosts,
                                                 const v1::ProcessSelector& selector,
                                                 size_t parallel, absl::Duration timeout,
-                                                CancelGroup& cancel);
+                                                CancelGroup& cancel,
+                                                bool include_rejected = false);
 
 }  // namespace gpuctl::cli
 

@@ -16,6 +16,7 @@ namespace {
 
 constexpr size_t kLabelsColumnChars = 40;
 constexpr size_t kCommandColumnChars = 40;
+constexpr size_t kReasonColumnChars = 80;
 
 std::string LabelsText(const google::protobuf::Map<std::string, std::string>& labels) {
   if (labels.empty()) return "-";
@@ -50,7 +51,28 @@ void PrintTable(const std::vector<HostProcesses>& answers, std::ostream& out) {
   table.Render(out);
 }
 
-std::string PsJson(const std::vector<HostProcesses>& answers) {
+// Newest first per host, as the daemons send them.
+void PrintRejected(const std::vector<HostProcesses>& answers, absl::TimeZone zone,
+                   std::ostream& out) {
+  Table table({"HOST", "PID", "UID", "TIME", "JOB", "REASON"},
+              {false, true, true, false, false, false});
+  for (const HostProcesses& answer : answers) {
+    for (const v1::RejectedAttachment& r : answer.response.rejected()) {
+      table.AddRow({answer.target, absl::StrCat(r.pid()), absl::StrCat(r.uid()),
+                    TimestampText(r.time(), zone), r.job_id().empty() ? "-" : Printable(r.job_id()),
+                    Shorten(Printable(r.reason()), kReasonColumnChars)});
+    }
+  }
+  table.Render(out);
+}
+
+size_t RejectedCount(const std::vector<HostProcesses>& answers) {
+  size_t n = 0;
+  for (const HostProcesses& answer : answers) n += answer.response.rejected_size();
+  return n;
+}
+
+std::string PsJson(const std::vector<HostProcesses>& answers, bool include_rejected) {
   google::protobuf::Struct root;
   google::protobuf::ListValue* hosts = (*root.mutable_fields())["hosts"].mutable_list_value();
   for (const HostProcesses& answer : answers) {
@@ -62,6 +84,11 @@ std::string PsJson(const std::vector<HostProcesses>& answers) {
     google::protobuf::ListValue* processes = fields["processes"].mutable_list_value();
     for (const v1::ProcessInfo& p : answer.response.processes()) {
       SetJsonValue(processes->add_values(), p);
+    }
+    if (!include_rejected) continue;
+    google::protobuf::ListValue* rejected = fields["rejected"].mutable_list_value();
+    for (const v1::RejectedAttachment& r : answer.response.rejected()) {
+      SetJsonValue(rejected->add_values(), r);
     }
   }
   return ToJson(root);
@@ -76,8 +103,9 @@ int RunPs(const PsOptions& options, const CliEnv& env) {
     return kExitUsage;
   }
   CancelGroup cancel(env.interrupts);
-  std::vector<HostProcesses> answers = ListProcessesOnHosts(
-      *hosts, options.selector, options.parallel, options.host_timeout, cancel);
+  std::vector<HostProcesses> answers =
+      ListProcessesOnHosts(*hosts, options.selector, options.parallel, options.host_timeout, cancel,
+                           options.include_rejected);
   if (cancel.cancelled()) {
     *env.err << "gpuctl: ps cancelled\n";
     return kExitInterrupted;
@@ -92,10 +120,17 @@ int RunPs(const PsOptions& options, const CliEnv& env) {
     if (answer.status != HostStatus::kOk) *env.err << "gpuctl: " << answer.error << "\n";
   }
   if (options.json) {
-    *env.out << PsJson(answers) << "\n";
+    *env.out << PsJson(answers, options.include_rejected) << "\n";
+    return FleetExitCode(statuses, answered);
+  }
+  if (options.include_rejected && RejectedCount(answers) > 0) {
+    if (rows > 0) PrintTable(answers, *env.out);
+    *env.out << (rows > 0 ? "\n" : "") << "Refused lately:\n";
+    PrintRejected(answers, env.time_zone, *env.out);
   } else if (rows > 0) {
     PrintTable(answers, *env.out);
-  } else if (std::count(answered.begin(), answered.end(), true) > 0) {
+  }
+  if (rows == 0 && std::count(answered.begin(), answered.end(), true) > 0) {
     std::string where = answers.size() == 1
                             ? absl::StrCat("gpuctld on ", Printable(answers[0].response.host()))
                             : absl::StrCat(answers.size(), " hosts");

@@ -134,8 +134,17 @@ void PrintWhere(const TraceOptions& options, const TraceReport& report, std::ost
   }
   std::ostream& where = options.json ? err : out;
   if (report.hosts.size() == 1 && report.hosts[0].completed) {
+    const v1::TraceCompleted& completed = *report.hosts[0].completed;
     where << "stored by gpuctld at " << report.hosts[0].target << " in "
-          << Printable(report.hosts[0].completed->location()) << "\n";
+          << Printable(completed.location());
+    // Still safe on the daemon's disk; it keeps retrying the upload.
+    if (completed.storage().state() == v1::STORAGE_STATE_UPLOAD_PENDING) {
+      where << "; upload to " << Printable(completed.storage().remote_location()) << " pending";
+      if (!completed.storage().upload_error().empty()) {
+        where << ": " << Printable(completed.storage().upload_error());
+      }
+    }
+    where << "\n";
   }
   if (options.download || options.json) return;
   for (const HostTrace& host : report.hosts) {

@@ -139,6 +139,11 @@ google::protobuf::Value HostJson(const HostTrace& h, const HostDownload& downloa
   f["startTime"] = h.started ? TimeValue(h.started->start_time()) : NullValue();
   f["endTime"] = h.started ? TimeValue(h.started->end_time()) : NullValue();
   f["location"] = h.completed ? StringValue(h.completed->location()) : NullValue();
+  if (h.completed && h.completed->has_storage()) {
+    SetJsonValue(&f["storage"], h.completed->storage());
+  } else {
+    f["storage"] = NullValue();
+  }
   size_t ok = 0;
   google::protobuf::ListValue* results = f["results"].mutable_list_value();
   for (const v1::ProcessResult* r : SortedResults(h)) {

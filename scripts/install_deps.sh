@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything gpuctl needs to build and test on Debian 12:
-# Debian packages (only those missing) and a Python virtual environment
-# (.venv) with the test-side consumers from PyPI.
+# Debian packages (only those missing), Ceph for the S3 tests
+# (scripts/ceph/install.sh) and a Python virtual environment (.venv) with
+# the test-side consumers from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# Ceph (mon, osd, radosgw) for the tests against a real S3 gateway
+# (scripts/ceph/start.sh).
+./scripts/ceph/install.sh
 
 if [ -n "${GPUCTL_SKIP_VENV:-}" ]; then
   exit 0

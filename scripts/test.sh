@@ -2,7 +2,9 @@
 # Builds gpuctl and runs the whole test suite (unit and end-to-end) twice:
 # first under AddressSanitizer + UBSan (build-asan/), then a normal build
 # (build/), whose CTest summary is the last thing printed. Exits non-zero if
-# anything fails to build or any test fails.
+# anything fails to build or any test fails. Both passes test against one
+# single-node Ceph cluster with an S3 gateway (scripts/ceph), started after
+# the first build and stopped on exit.
 #
 #   ./scripts/test.sh            both passes
 #   GPUCTL_SKIP_ASAN=1 ./scripts/test.sh   normal pass only
@@ -13,10 +15,35 @@ cd "$(dirname "$0")/.."
 jobs="${GPUCTL_JOBS:-2}"
 started=$(date +%s)
 log_dir="$(mktemp -d "${TMPDIR:-/tmp}/gpuctl-test.XXXXXX")"
-trap 'rm -rf "$log_dir"' EXIT
+ceph_dir=""
+# The Ceph cluster goes on every exit: success, failure, Ctrl-C or SIGTERM.
+cleanup() {
+  if [ -n "$ceph_dir" ] && ! ./scripts/ceph/stop.sh "$ceph_dir"; then
+    echo "test.sh: stopping the Ceph cluster in $ceph_dir failed" >&2
+  fi
+  rm -rf "$log_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 elapsed() { local s=$(( $(date +%s) - $1 )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 step() { printf '\n==> %s\n' "$*"; }
+
+# The S3 tests (test/e2e/test_s3.py, s3_client_radosgw_test) share one
+# single-node Ceph cluster with an S3 gateway, started once before the first
+# test pass; they read its DIR/env through GPUCTL_TEST_CEPH_DIR.
+start_ceph() {
+  [ -z "$ceph_dir" ] || return 0
+  step "Ceph cluster with an S3 gateway (scripts/ceph/start.sh)"
+  ceph_dir="$log_dir/ceph"
+  if ! ./scripts/ceph/start.sh "$ceph_dir" 2>"$log_dir/ceph-start.log"; then
+    cat "$log_dir/ceph-start.log"
+    return 1
+  fi
+  tail -n 1 "$log_dir/ceph-start.log"
+  export GPUCTL_TEST_CEPH_DIR="$ceph_dir"
+}
 
 ./scripts/install_deps.sh
 
@@ -40,6 +67,7 @@ if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan+UBSan build (build-asan/)"
   asan_start=$(date +%s)
   configure_and_build build-asan -DGPUCTL_SANITIZE=ON
+  start_ceph
   step "ASan+UBSan tests"
   # Any report fails the test whose process printed it (e2e fixtures scan
   # the daemon's and workloads' output for reports).
@@ -58,6 +86,7 @@ fi
 step "Release build (build/)"
 normal_start=$(date +%s)
 configure_and_build build
+start_ceph
 step "Tests"
 normal_rc=0
 ctest --test-dir build --output-on-failure -j "$jobs" 2>&1 | tee "$log_dir/normal.log" \

@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +24,12 @@ constexpr int kGoodbyeTimeoutMs = 200;
 // Datagrams handled per wake-up before timers get a look.
 constexpr int kMaxMessagesPerWake = 64;
 constexpr int64_t kMaxTimerNs = 60'000'000'000;
+// A window's start instant is met by waking this long before it and then
+// polling the clock, yielding the CPU between reads: a timer alone wakes
+// hundreds of microseconds late on a busy or virtualised host, and late by
+// a different amount in every process of a job. Costs at most this much
+// CPU time once per window.
+constexpr int64_t kOpenSpinNs = 1'000'000;
 
 }  // namespace
 
@@ -99,16 +107,19 @@ void Agent::AbandonInForkChild() {
 
 void Agent::Run() {
   pthread_setname_np(pthread_self(), "gpuctl-agent");
+  // This thread's timers fire when due instead of up to 50 µs later.
+  prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   try {
     while (!stop_.load(std::memory_order_acquire)) {
       if (!conn_.is_open() && !Connect()) {
-        Sleep(backoff_.NextDelayMs());
+        Sleep(RetryDelayMs());
         continue;
       }
       pollfd fds[2] = {{conn_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       const int64_t timeout_ns = PollTimeoutNs();
       const timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000),
                              static_cast<long>(timeout_ns % 1'000'000'000)};
+      if (spinning_) sched_yield();
       const int rc = ppoll(fds, 2, timeout_ns < 0 ? nullptr : &timeout, nullptr);
       if (rc < 0 && errno != EINTR) {
         Disconnect("poll failed");
@@ -126,7 +137,7 @@ void Agent::Run() {
         Disconnect("sending a capture message failed");
         ok = false;
       }
-      if (!ok) Sleep(backoff_.NextDelayMs());
+      if (!ok) Sleep(RetryDelayMs());
     }
     SayGoodbye();
   } catch (...) {
@@ -195,10 +206,16 @@ void Agent::DrainWake() {
 
 int64_t Agent::PollTimeoutNs() {
   int64_t timeout = -1;
+  spinning_ = false;
   if (std::optional<int64_t> deadline = session_.DeadlineNs()) {
     const int64_t now = clock_->RealtimeNs();
+    int64_t wake = *deadline;
+    if (std::optional<int64_t> start = session_.PendingStartNs(); start && *start == *deadline) {
+      wake = *start - kOpenSpinNs;
+      spinning_ = wake <= now && now < *start;
+    }
     // Capped so that a clock step is noticed within a minute.
-    timeout = *deadline <= now ? 0 : std::min(*deadline - now, kMaxTimerNs);
+    timeout = wake <= now ? 0 : std::min(wake - now, kMaxTimerNs);
   }
   if (awaiting_ack_) {
     const int64_t left = std::max<int64_t>(0, ack_deadline_ns_ - clock_->MonotonicNs());
@@ -228,6 +245,14 @@ bool Agent::ReadMessages() {
       Disconnect("malformed message from the daemon");
       return false;
     }
+    if (const auto* rejected = std::get_if<wire::HelloRejected>(&message)) {
+      if (!awaiting_ack_) {
+        Disconnect("protocol error");
+        return false;
+      }
+      OnRejected(*rejected);
+      return false;
+    }
     if (!HandleMessage(message)) {
       Disconnect("protocol error");
       return false;
@@ -242,6 +267,7 @@ bool Agent::HandleMessage(const wire::DaemonMessage& message) {
     awaiting_ack_ = false;
     session_.set_max_payload_bytes(ack->max_payload_bytes);
     backoff_.Reset();
+    refused_ = false;
     handshakes_.fetch_add(1, std::memory_order_acq_rel);
     omit_step_page_ = false;
     connected_.store(true, std::memory_order_release);
@@ -257,6 +283,38 @@ bool Agent::HandleMessage(const wire::DaemonMessage& message) {
   }
   // A message kind from a newer daemon: ignored.
   return true;
+}
+
+void Agent::OnRejected(const wire::HelloRejected& rejected) {
+  constexpr size_t kMaxShownBytes = 512;
+  std::string text = "gpuctld refused this process: " + rejected.message.substr(0, kMaxShownBytes);
+  if (rejected.reason == static_cast<int32_t>(wire::RejectReason::kProtocolVersion)) {
+    text += " (library protocol " + std::to_string(wire::kProtocolMajor) + "." +
+            std::to_string(wire::kProtocolMinor) + ", daemon " +
+            std::to_string(rejected.protocol_major) + "." +
+            std::to_string(rejected.protocol_minor) + ")";
+  }
+  const int64_t delay = options_.backoff_max_ms;
+  text += "; no profiling until it accepts (retrying every " +
+          (delay % 1000 == 0 ? std::to_string(delay / 1000) + "s)" : std::to_string(delay) + "ms)");
+  refused_ = true;
+  Disconnect(text);
+  if (text != last_reported_) {
+    last_reported_ = text;
+    if (options_.report) {
+      options_.report(text);
+    } else {
+      const std::string line = "gpuctl: " + text + "\n";
+      (void)!write(STDERR_FILENO, line.data(), line.size());
+    }
+  }
+  // Last: whoever sees the count sees the report and last_error() too.
+  rejections_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+int64_t Agent::RetryDelayMs() {
+  // A refusal is a decision, not a failure: the full delay at once.
+  return refused_ ? options_.backoff_max_ms : backoff_.NextDelayMs();
 }
 
 void Agent::SayGoodbye() {

@@ -13,6 +13,11 @@
 // Hello without it; after a completed handshake the page is offered again
 // on the next connection.
 //
+// A daemon that refuses the Hello (HelloRejected: a uid not allowed,
+// another protocol major...) is reported once per distinct message and
+// retried only every backoff_max_ms, the refusal being unlikely to change
+// soon; the application is never disturbed.
+//
 // Threads: Start/RequestStop/Join/WaitStopped are called by the owner
 // (Runtime) under its lock; OnStepMarked by application threads (under the
 // owner's lock, so never during those); connected() from anywhere;
@@ -49,6 +54,9 @@ struct AgentOptions {
   // The step counter page (StepCounterPage::fd()), sent with every Hello;
   // -1: none. Not owned.
   int step_page_fd = -1;
+  // Where a refusal by the daemon (HelloRejected) is reported, once per
+  // distinct message, on the agent thread; null: one line on stderr.
+  std::function<void(const std::string&)> report;
 };
 
 class Agent final : private CaptureOutput {
@@ -77,6 +85,8 @@ class Agent final : private CaptureOutput {
   std::string last_error() const;
   // Handshakes completed so far (tests).
   uint64_t handshakes() const { return handshakes_.load(std::memory_order_acquire); }
+  // Hellos the daemon refused so far (tests).
+  uint64_t rejections() const { return rejections_.load(std::memory_order_acquire); }
 
   // Application thread, step slow path while kGateStepWatch is set.
   void OnStepMarked(uint64_t step, int64_t now_ns) { session_.OnStepMarked(step, now_ns); }
@@ -100,7 +110,12 @@ class Agent final : private CaptureOutput {
   // Reads every queued datagram; false when the connection must be dropped.
   bool ReadMessages();
   bool HandleMessage(const wire::DaemonMessage& message);
-  // Nanoseconds until a timer is due; -1: none.
+  // Reports a refusal (once per message) and disconnects.
+  void OnRejected(const wire::HelloRejected& rejected);
+  // The wait before the next connection attempt.
+  int64_t RetryDelayMs();
+  // Nanoseconds until a timer is due; -1: none. Sets spinning_ while the
+  // agent polls the clock in the last stretch before a window's start.
   int64_t PollTimeoutNs();
   void SayGoodbye();
 
@@ -118,14 +133,19 @@ class Agent final : private CaptureOutput {
   IpcConnection conn_;
   int wake_fd_ = -1;
   bool awaiting_ack_ = false;
+  // Agent thread only: see PollTimeoutNs.
+  bool spinning_ = false;
   bool sent_step_page_ = false;  // the current connection's Hello carried it
   bool omit_step_page_ = false;  // the last Hello with it was refused
   int64_t ack_deadline_ns_ = 0;  // monotonic
+  bool refused_ = false;         // the last Hello was refused
+  std::string last_reported_;    // the last refusal reported
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> handshakes_{0};
+  std::atomic<uint64_t> rejections_{0};
   mutable std::mutex stop_mu_;
   std::string stop_reason_;
   std::string last_error_;  // guarded by stop_mu_

@@ -337,6 +337,12 @@ std::optional<int64_t> CaptureSession::DeadlineNs() {
   return std::nullopt;
 }
 
+std::optional<int64_t> CaptureSession::PendingStartNs() {
+  std::lock_guard lock(mu_);
+  if (state_ == State::kPending) return start_ns_;
+  return std::nullopt;
+}
+
 bool CaptureSession::idle() {
   std::lock_guard lock(mu_);
   return state_ == State::kIdle;

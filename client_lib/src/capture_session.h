@@ -89,6 +89,8 @@ class CaptureSession {
   // millisecond); in the past when work is due now; nullopt when nothing
   // is timed.
   std::optional<int64_t> DeadlineNs();
+  // The start instant of a time window waiting to open; nullopt otherwise.
+  std::optional<int64_t> PendingStartNs();
   bool idle();
 
   // Application thread, while kGateStepWatch is set: the mark of `step`

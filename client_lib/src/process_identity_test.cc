@@ -89,7 +89,7 @@ TEST(ProcessIdentityTest, HelloCarriesLabelsAndStepCapabilities) {
   // The agent sets these with the descriptor it sends.
   EXPECT_EQ(hello.capabilities & wire::kCapabilityStepCounter, 0u);
   EXPECT_FALSE(hello.step_counter);
-  EXPECT_EQ(hello.protocol_minor, 1u);
+  EXPECT_EQ(hello.protocol_minor, wire::kProtocolMinor);
 }
 
 TEST(ProcessIdentityTest, InvalidUtf8FromTheEnvironmentIsReplaced) {

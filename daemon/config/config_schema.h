@@ -38,6 +38,9 @@ absl::Status StoreTo(absl::StatusOr<T> value, U* out) {
   return absl::OkStatus();
 }
 
+// The keys of the ipc section (ipc_config_keys.cc).
+absl::Span<const ConfigKey> IpcConfigKeys();
+
 // The keys of store.s3 and the checks across them (s3_config_keys.cc).
 absl::Span<const ConfigKey> S3ConfigKeys();
 void OpenS3Section(DaemonOptions* options);

@@ -138,6 +138,7 @@ absl::Span<const ConfigKey> TopLevelKeys() {
       {.name = "ready_file",
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return StoreTo(v.String(), &o->ready_file); }},
+      {.name = "ipc", .keys = IpcConfigKeys},
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},
       {.name = "store", .keys = StoreKeys},
   };

@@ -92,6 +92,12 @@ std::vector<KeyCase> EveryKey() {
       {"socket", "/tmp/g.sock", [](DaemonOptions& o) { o.socket_path = "/tmp/g.sock"; }},
       {"log_level", "warning", [](DaemonOptions& o) { o.log_level = LogLevel::kWarning; }},
       {"ready_file", "/tmp/ready", [](DaemonOptions& o) { o.ready_file = "/tmp/ready"; }},
+      {"ipc.socket_mode", "\"0600\"", [](DaemonOptions& o) { o.socket_mode = 0600; }},
+      {"ipc.socket_group", "render", [](DaemonOptions& o) { o.socket_group = "render"; }},
+      {"ipc.allowed_uids", "[1000, alice]",
+       [](DaemonOptions& o) {
+         o.allowed_users = {"1000", "alice"};
+       }},
       {"trace.max_duration", "2h", [](DaemonOptions& o) { o.max_duration = absl::Hours(2); }},
       {"trace.start_delay", "0", [](DaemonOptions& o) { o.start_delay = absl::ZeroDuration(); }},
       {"trace.result_grace", "45s", [](DaemonOptions& o) { o.result_grace = absl::Seconds(45); }},
@@ -136,6 +142,11 @@ std::vector<KeyCase> EveryKey() {
        [](DaemonOptions& o) { o.s3->initial_backoff = absl::Milliseconds(250); }},
       {"store.s3.max_backoff", "1m",
        [](DaemonOptions& o) { o.s3->max_backoff = absl::Minutes(1); }},
+      {"store.s3.upload_wait", "0",
+       [](DaemonOptions& o) { o.s3_store.upload_wait = absl::ZeroDuration(); }},
+      {"store.s3.keep_local", "true", [](DaemonOptions& o) { o.s3_store.keep_local = true; }},
+      {"store.s3.upload_retry_max", "1h",
+       [](DaemonOptions& o) { o.s3_store.upload_retry_max = absl::Hours(1); }},
   };
 }
 
@@ -257,10 +268,26 @@ TEST(DaemonConfigTest, ABadValueNamesTheFileTheLineAndTheKey) {
             "(use 100ms, 10s, 10m, 2h, 30d)");
 }
 
+TEST(DaemonConfigTest, BadIpcValuesAreErrors) {
+  EXPECT_EQ(ParseError("ipc:\n  socket_mode: \"0680\"\n"),
+            "gpuctl.yaml:2: ipc.socket_mode: socket mode \"0680\" is not octal (write permission "
+            "bits in octal, like \"0660\")");
+  EXPECT_THAT(ParseError("ipc:\n  socket_mode: \"4660\"\n"), HasSubstr("setuid"));
+  EXPECT_THAT(ParseError("ipc:\n  socket_group: \"a b\"\n"),
+              HasSubstr("gpuctl.yaml:2: ipc.socket_group: socket group \"a b\" holds a blank"));
+  EXPECT_THAT(ParseError("ipc:\n  allowed_uids: 1000\n"),
+              HasSubstr("ipc.allowed_uids: expected a list of users"));
+  EXPECT_THAT(ParseError("ipc:\n  allowed_uids: []\n"), HasSubstr("would refuse every process"));
+  EXPECT_THAT(ParseError("ipc:\n  allowed_uids: [1000, [2]]\n"),
+              HasSubstr("entry 2 must be a uid or a user name"));
+  EXPECT_THAT(ParseError("ipc:\n  allowed_uids: [4294967295]\n"),
+              HasSubstr("entry 1: uid 4294967295 is out of range"));
+}
+
 TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
             "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, insecure, socket, "
-            "log_level, ready_file, trace, store)");
+            "log_level, ready_file, ipc, trace, store)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -363,10 +390,10 @@ TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"- listen\n- socket\n",
        "gpuctl.yaml:1: expected a mapping of keys (listen, insecure, socket, log_level, "
-       "ready_file, trace, store), found a list"},
+       "ready_file, ipc, trace, store), found a list"},
       {"\n\nhello\n",
        "gpuctl.yaml:3: expected a mapping of keys (listen, insecure, socket, "
-       "log_level, ready_file, trace, store), found a scalar"},
+       "log_level, ready_file, ipc, trace, store), found a scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
       {",\n", "gpuctl.yaml:1:1: invalid YAML: unexpected \",\""},
@@ -413,18 +440,20 @@ TEST(DaemonConfigTest, LocationsRecordKeysAndSections) {
 }
 
 TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
-  EXPECT_THAT(DaemonConfigKeys(),
-              ::testing::ElementsAre(
-                  "listen", "insecure", "socket", "log_level", "ready_file", "trace.max_duration",
-                  "trace.start_delay", "trace.result_grace", "trace.max_payload_bytes",
-                  "trace.max_buffer_bytes", "store.path", "store.retention.max_bytes",
-                  "store.retention.max_age", "store.retention.max_count", "store.s3.endpoint",
-                  "store.s3.region", "store.s3.bucket", "store.s3.prefix", "store.s3.path_style",
-                  "store.s3.access_key_id", "store.s3.secret_access_key", "store.s3.session_token",
-                  "store.s3.credentials_file", "store.s3.profile", "store.s3.ca_file",
-                  "store.s3.multipart_threshold", "store.s3.part_size", "store.s3.connect_timeout",
-                  "store.s3.request_timeout", "store.s3.idle_timeout", "store.s3.max_attempts",
-                  "store.s3.initial_backoff", "store.s3.max_backoff"));
+  EXPECT_THAT(
+      DaemonConfigKeys(),
+      ::testing::ElementsAre(
+          "listen", "insecure", "socket", "log_level", "ready_file", "ipc.socket_mode",
+          "ipc.socket_group", "ipc.allowed_uids", "trace.max_duration", "trace.start_delay",
+          "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes", "store.path",
+          "store.retention.max_bytes", "store.retention.max_age", "store.retention.max_count",
+          "store.s3.endpoint", "store.s3.region", "store.s3.bucket", "store.s3.prefix",
+          "store.s3.path_style", "store.s3.access_key_id", "store.s3.secret_access_key",
+          "store.s3.session_token", "store.s3.credentials_file", "store.s3.profile",
+          "store.s3.ca_file", "store.s3.multipart_threshold", "store.s3.part_size",
+          "store.s3.connect_timeout", "store.s3.request_timeout", "store.s3.idle_timeout",
+          "store.s3.max_attempts", "store.s3.initial_backoff", "store.s3.max_backoff",
+          "store.s3.upload_wait", "store.s3.keep_local", "store.s3.upload_retry_max"));
 }
 
 class ConfigFileTest : public ::testing::Test {

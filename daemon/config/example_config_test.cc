@@ -89,6 +89,11 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   expected.credentials_file = "/etc/gpuctl/s3-credentials";
   ExpectSameS3Config(*options.s3, expected);
   options.s3.reset();
+  // Who may attach: examples too (names resolved at startup, not here).
+  EXPECT_EQ(options.socket_group, "gpuctl");
+  EXPECT_EQ(options.allowed_users, (std::vector<std::string>{"1000", "alice"}));
+  options.socket_group.clear();
+  options.allowed_users.clear();
   ExpectSameOptions(options, DaemonOptions{});
 }
 
@@ -108,7 +113,7 @@ TEST(ExampleConfigTest, TheDocsDescribeEveryKeyAndFlag) {
   for (const char* flag :
        {"--config", "--listen", "--insecure", "--socket", "--log-level", "--ready-file",
         "--max-duration", "--start-delay", "--result-grace", "--store", "--store-max-bytes",
-        "--store-max-age", "--store-max-count"}) {
+        "--store-max-age", "--store-max-count", "--socket-mode", "--socket-group"}) {
     EXPECT_NE(docs.find(absl::StrCat("`", flag)), std::string::npos) << flag;
   }
 }

@@ -54,6 +54,10 @@ absl::Status ReadTimeout(const ConfigValue& v, void (*set)(Config*, Dur), Daemon
   return ReadChecked<Dur>(v, v.Duration(ZeroDuration::kRefused), set, o);
 }
 
+// The retry interval starts at S3StoreOptions::upload_retry_initial (1s).
+constexpr absl::Duration kMaxUploadRetryMax = absl::Hours(24);
+constexpr absl::Duration kMaxUploadWait = absl::Hours(1);
+
 constexpr ConfigKey kS3Keys[] = {
     {.name = "endpoint",
      .read =
@@ -176,6 +180,40 @@ constexpr ConfigKey kS3Keys[] = {
          [](const ConfigValue& v, DaemonOptions* o) {
            return ReadTimeout(
                v, [](Config* c, Dur d) { c->max_backoff = d; }, o);
+         }},
+    // How traces move to the bucket (s3::S3StoreOptions), not the client.
+    {.name = "upload_wait",
+     .read =
+         [](const ConfigValue& v, DaemonOptions* o) {
+           absl::StatusOr<Dur> d = v.Duration(ZeroDuration::kAllowed);
+           if (!d.ok()) return d.status();
+           if (*d > kMaxUploadWait) {
+             return v.Error(absl::StrCat("at most ", absl::FormatDuration(kMaxUploadWait),
+                                         " (0 completes traces without waiting)"));
+           }
+           o->s3_store.upload_wait = *d;
+           return absl::OkStatus();
+         }},
+    {.name = "keep_local",
+     .read =
+         [](const ConfigValue& v, DaemonOptions* o) {
+           absl::StatusOr<bool> b = v.Bool();
+           if (!b.ok()) return b.status();
+           o->s3_store.keep_local = *b;
+           return absl::OkStatus();
+         }},
+    {.name = "upload_retry_max",
+     .read =
+         [](const ConfigValue& v, DaemonOptions* o) {
+           absl::StatusOr<Dur> d = v.Duration(ZeroDuration::kRefused);
+           if (!d.ok()) return d.status();
+           const Dur min = o->s3_store.upload_retry_initial;
+           if (*d < min || *d > kMaxUploadRetryMax) {
+             return v.Error(absl::StrCat("must be within [", absl::FormatDuration(min), ", ",
+                                         absl::FormatDuration(kMaxUploadRetryMax), "]"));
+           }
+           o->s3_store.upload_retry_max = *d;
+           return absl::OkStatus();
          }},
 };
 

@@ -153,6 +153,40 @@ TEST(S3ConfigKeysTest, KeysFromTheFileGoTogether) {
   EXPECT_EQ(both->s3->credentials_file, "/etc/gpuctl/s3");
 }
 
+TEST(S3ConfigKeysTest, UploadKeysDefaultAndParse) {
+  absl::StatusOr<DaemonOptions> defaults = ParseS3("");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->s3_store.upload_wait, absl::Seconds(30));
+  EXPECT_FALSE(defaults->s3_store.keep_local);
+  EXPECT_EQ(defaults->s3_store.upload_retry_max, absl::Minutes(5));
+
+  absl::StatusOr<DaemonOptions> set =
+      ParseS3("    upload_wait: 0\n    keep_local: true\n    upload_retry_max: 90s\n");
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(set->s3_store.upload_wait, absl::ZeroDuration());
+  EXPECT_TRUE(set->s3_store.keep_local);
+  EXPECT_EQ(set->s3_store.upload_retry_max, absl::Seconds(90));
+}
+
+TEST(S3ConfigKeysTest, UploadKeysAreValidated) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"    upload_wait: 2h\n",
+       "gpuctl.yaml:6: store.s3.upload_wait: at most 1h (0 completes traces without waiting)"},
+      {"    upload_wait: soon\n", "gpuctl.yaml:6: store.s3.upload_wait: "},
+      {"    keep_local: yes please\n",
+       "gpuctl.yaml:6: store.s3.keep_local: expected true or false, found \"yes please\""},
+      {"    upload_retry_max: 0\n",
+       "gpuctl.yaml:6: store.s3.upload_retry_max: \"0\" must be more than 0"},
+      {"    upload_retry_max: 500ms\n",
+       "gpuctl.yaml:6: store.s3.upload_retry_max: must be within [1s, 24h]"},
+      {"    upload_retry_max: 25h\n",
+       "gpuctl.yaml:6: store.s3.upload_retry_max: must be within [1s, 24h]"},
+  };
+  for (const auto& [extra, expected] : cases) {
+    EXPECT_THAT(S3Error(extra), StartsWith(expected)) << extra;
+  }
+}
+
 TEST(S3ConfigKeysTest, SecretsNeverAppearInMessages) {
   for (const char* extra : {"    secret_access_key: \"hunter2\\tx\"\n    access_key_id: AKID\n",
                             "    access_key_id: \"hunter2\\tx\"\n",

@@ -1,8 +1,10 @@
 #ifndef GPUCTL_DAEMON_CORE_DAEMON_CORE_H_
 #define GPUCTL_DAEMON_CORE_DAEMON_CORE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +37,8 @@ struct CoreOptions {
   std::string socket_path;
   // The daemon's view of /proc (process ancestry, container pids).
   std::string proc_root = "/proc";
+  // Only processes of these uids may attach (ipc.allowed_uids); empty: any.
+  std::vector<uint32_t> allowed_uids;
 };
 
 // Receives a trace's progress. Called on the event-loop thread. After
@@ -92,7 +96,8 @@ class DaemonCore {
                                                  std::shared_ptr<TraceObserver> observer) = 0;
   virtual void CancelTrace(absl::string_view trace_id) = 0;
   // The processes the selector picks (every process when it has no
-  // criterion), with role, labels and live step counters.
+  // criterion), with role, labels and live step counters; with
+  // include_rejected also the last refused attachments, newest first.
   // INVALID_ARGUMENT for a malformed selector.
   virtual absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
       const v1::ListProcessesRequest& request) = 0;

@@ -23,7 +23,7 @@ class DaemonCoreImpl final : public DaemonCore {
       : options_(options),
         deps_(deps),
         started_at_(deps.clock->Now()),
-        registry_(options.proc_root) {}
+        registry_(options.proc_root, options.allowed_uids) {}
   ~DaemonCoreImpl() override;
 
   absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
@@ -67,7 +67,10 @@ class DaemonCoreImpl final : public DaemonCore {
   void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result);
   void OnDeadline(const std::string& trace_id);
   void Complete(TraceSession& session);
-  void OnManifestWritten(const std::string& trace_id, absl::Status status);
+  // `stored`: the trace's location and storage as the store reports them
+  // once the manifest is written.
+  void OnManifestWritten(const std::string& trace_id, absl::Status status,
+                         v1::TraceCompleted stored);
   void RememberTraceId(const std::string& id);
   // Runs `fn` on the loop later unless this core is gone by then.
   template <typename Fn>

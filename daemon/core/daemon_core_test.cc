@@ -87,6 +87,9 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   EXPECT_EQ(last.completed().processes_ok(), 2u);
   EXPECT_EQ(last.completed().processes_failed(), 0u);
   EXPECT_EQ(last.completed().location(), tmp_ + "/traces/" + *id);
+  EXPECT_EQ(last.completed().storage().state(), v1::STORAGE_STATE_LOCAL);
+  EXPECT_EQ(last.completed().storage().local_location(), tmp_ + "/traces/" + *id);
+  EXPECT_EQ(last.completed().storage().remote_location(), "");
 
   auto manifest = store_->GetManifest(*id);
   ASSERT_TRUE(manifest.ok()) << manifest.status();
@@ -95,6 +98,8 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   EXPECT_EQ(manifest->duration().seconds(), 2);
   EXPECT_EQ(manifest->results_size(), 2);
   EXPECT_EQ(manifest->location(), last.completed().location());
+  EXPECT_EQ(manifest->storage().state(), v1::STORAGE_STATE_LOCAL);
+  EXPECT_EQ(manifest->storage().local_location(), last.completed().location());
   EXPECT_EQ(loop_.pending_timers(), 0u);  // deadline cancelled
   EXPECT_EQ(core_->GetStatus().active_traces(), 0u);
   EXPECT_EQ(core_->ListProcesses({})->processes(0).capture_state(), v1::CAPTURE_STATE_IDLE);

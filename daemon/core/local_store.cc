@@ -566,6 +566,37 @@ absl::Status LocalTraceStore::Delete(absl::string_view trace_id) {
   return st;
 }
 
+absl::Status LocalTraceStore::RemoveDataFiles(absl::string_view trace_id) {
+  if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
+  // Waits out a deletion, and keeps retention away meanwhile.
+  index_->PinForWrite(trace_id);
+  absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
+  std::optional<StoredTrace> trace = index_->Find(trace_id);
+  if (!trace.has_value()) return absl::NotFoundError(absl::StrCat("no trace ", trace_id));
+  if (!trace->complete || trace->awaiting_upload) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "trace ", trace_id, trace->complete ? " is awaiting upload" : " is in progress",
+        "; its files are its only copy"));
+  }
+  const std::string dir = Location(trace_id);
+  absl::Status first;
+  bool removed = false;
+  for (const auto& [name, bytes] : trace->files) {
+    if (name == kManifestFileName) continue;
+    std::string path = absl::StrCat(dir, "/", name);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      if (first.ok()) first = ErrnoError(errno, "deleting", path);
+      continue;
+    }
+    index_->ForgetFile(trace_id, name);
+    removed = true;
+  }
+  if (removed) {
+    if (absl::Status st = FsyncDir(dir); !st.ok() && first.ok()) first = st;
+  }
+  return first;
+}
+
 absl::Status LocalTraceStore::RemoveTraceFiles(absl::string_view trace_id, bool* manifest_gone) {
   const std::string dir = Location(trace_id);
   const std::string manifest = absl::StrCat(dir, "/", kManifestFileName);

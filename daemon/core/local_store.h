@@ -76,6 +76,11 @@ class LocalTraceStore final : public TraceStore {
   // Deletes a trace now, complete or in progress. FAILED_PRECONDITION when
   // it is pinned or awaiting upload, NOT_FOUND when unknown.
   absl::Status Delete(absl::string_view trace_id);
+  // Deletes a complete trace's data files but keeps its manifest, so the
+  // trace stays listed (its files now live elsewhere). FAILED_PRECONDITION
+  // while it is awaiting upload or in progress, NOT_FOUND when unknown.
+  // Open readers keep reading what they opened.
+  absl::Status RemoveDataFiles(absl::string_view trace_id);
   // What the index holds for one trace; nullopt when unknown.
   std::optional<StoredTrace> Find(absl::string_view trace_id) const;
   StoreTotals Totals() const;

@@ -248,6 +248,48 @@ TEST_F(LocalStoreTest, PutFileRefusesTheManifestName) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(LocalStoreTest, RemoveDataFilesKeepsTheManifestListedAndCounted) {
+  const std::string id = PutTrace(1000, "j", 100);
+  ASSERT_TRUE(store_->PutFile(id, "h1-rank1-pid6.json.gz", std::string(50, 'y')).ok());
+  const uint64_t manifest_bytes = fs::file_size(root_ + "/" + id + "/manifest.json");
+  auto reader = store_->Open(id, "h1-rank1-pid6.json.gz");
+  ASSERT_TRUE(reader.ok()) << reader.status();
+
+  ASSERT_TRUE(store_->RemoveDataFiles(id).ok());
+  EXPECT_FALSE(fs::exists(root_ + "/" + id + "/h1-rank0-pid5.json.gz"));
+  EXPECT_FALSE(fs::exists(root_ + "/" + id + "/h1-rank1-pid6.json.gz"));
+  EXPECT_THAT(ListIds(), ElementsAre(id));
+  EXPECT_EQ(store_->GetManifest(id)->job_id(), "j");
+  std::optional<StoredTrace> trace = store_->Find(id);
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_THAT(trace->files,
+              ElementsAre(std::make_pair(std::string("manifest.json"), manifest_bytes)));
+  EXPECT_EQ(trace->total_bytes, manifest_bytes);
+  EXPECT_EQ(store_->Totals().bytes, manifest_bytes);
+  EXPECT_EQ(store_->Open(id, "h1-rank0-pid5.json.gz").status().code(), absl::StatusCode::kNotFound);
+  // A reader opened before keeps its file.
+  std::string chunk;
+  ASSERT_TRUE((*reader)->Read(100, &chunk).ok());
+  EXPECT_EQ(chunk, std::string(50, 'y'));
+
+  Reopen();
+  EXPECT_EQ(store_->Find(id)->files, trace->files);
+  EXPECT_EQ(store_->Totals().bytes, manifest_bytes);
+}
+
+TEST_F(LocalStoreTest, RemoveDataFilesRefusesTheOnlyCopy) {
+  const std::string awaiting = PutTrace(1000, "j");
+  ASSERT_TRUE(store_->SetAwaitingUpload(awaiting, true).ok());
+  EXPECT_EQ(store_->RemoveDataFiles(awaiting).code(), absl::StatusCode::kFailedPrecondition);
+  const std::string in_progress = NewId(2000);
+  ASSERT_TRUE(store_->PutFile(in_progress, "f", "x").ok());
+  EXPECT_EQ(store_->RemoveDataFiles(in_progress).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->RemoveDataFiles(NewId(3000)).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->RemoveDataFiles("../x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fs::exists(root_ + "/" + awaiting + "/h1-rank0-pid5.json.gz"));
+  EXPECT_TRUE(fs::exists(root_ + "/" + in_progress + "/f"));
+}
+
 TEST_F(LocalStoreTest, IndexSurvivesARestart) {
   std::vector<std::string> ids;
   for (int i = 0; i < 6; ++i) ids.push_back(PutTrace(1000 + i, i % 3 == 0 ? "a" : "b", 100 + i));

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "daemon/core/cmdline_redaction.h"
 #include "daemon/core/proto_time.h"
 
 namespace gpuctl::daemon {
@@ -152,6 +153,33 @@ absl::Status Registry::Add(PeerId peer, const PeerCredentials& creds, const v1::
   if (processes_.contains(peer)) {
     return absl::AlreadyExistsError(absl::StrCat("peer ", peer, " already sent Hello"));
   }
+  absl::Status status = CheckAndAdd(peer, creds, hello, now, std::move(steps));
+  if (!status.ok()) RememberRejection(creds, hello, now, status);
+  return status;
+}
+
+void Registry::RememberRejection(const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                                 absl::Time now, const absl::Status& status) {
+  v1::RejectedAttachment entry;
+  entry.set_pid(creds.pid);
+  entry.set_uid(creds.uid);
+  entry.set_reason(std::string(status.message()));
+  *entry.mutable_time() = ToProtoTimestamp(now);
+  // Only what the checks let through is worth showing; sizes are bounded.
+  if (hello.job_id().size() <= kMaxJobIdBytes) entry.set_job_id(hello.job_id());
+  entry.set_rank(hello.rank() >= -1 ? hello.rank() : -1);
+  rejected_.push_back(std::move(entry));
+  while (rejected_.size() > kMaxRejectedAttachments) rejected_.pop_front();
+}
+
+absl::Status Registry::CheckAndAdd(PeerId peer, const PeerCredentials& creds,
+                                   const v1::ipc::Hello& hello, absl::Time now,
+                                   std::unique_ptr<StepCounterView> steps) {
+  if (!allowed_uids_.empty() &&
+      std::find(allowed_uids_.begin(), allowed_uids_.end(), creds.uid) == allowed_uids_.end()) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("uid ", creds.uid, " may not attach (not in ipc.allowed_uids)"));
+  }
   if (auto st = ValidateHello(creds, hello, proc_root_); !st.ok()) return st;
   absl::StatusOr<absl::btree_map<std::string, std::string>> labels = ParseHelloLabels(hello);
   if (!labels.ok()) return labels.status();
@@ -171,7 +199,9 @@ absl::Status Registry::Add(PeerId peer, const PeerCredentials& creds, const v1::
   info.set_local_rank(hello.local_rank());
   info.set_world_size(hello.world_size());
   info.set_hostname(hello.hostname());
-  *info.mutable_cmdline() = hello.cmdline();
+  for (std::string& arg : RedactCommandLine({hello.cmdline().begin(), hello.cmdline().end()})) {
+    info.add_cmdline(std::move(arg));
+  }
   info.set_library_version(hello.library_version());
   *info.mutable_attached_at() = ToProtoTimestamp(now);
   info.set_capture_state(v1::CAPTURE_STATE_IDLE);

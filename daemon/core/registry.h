@@ -2,6 +2,7 @@
 #define GPUCTL_DAEMON_CORE_REGISTRY_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,9 +21,10 @@
 namespace gpuctl::daemon {
 
 // IPC protocol version this daemon speaks. Minor 1: Hello labels and the
-// shared step counter; StartCapture skew and iteration windows.
+// shared step counter; StartCapture skew and iteration windows. Minor 2:
+// HelloRejected. docs/protocol.md has the versioning rules.
 inline constexpr uint32_t kIpcProtocolMajor = 1;
-inline constexpr uint32_t kIpcProtocolMinor = 1;
+inline constexpr uint32_t kIpcProtocolMinor = 2;
 
 // Limits on what a Hello may carry (labels: see selector.h).
 inline constexpr size_t kMaxHostnameBytes = 255;
@@ -32,9 +34,12 @@ inline constexpr size_t kMaxVersionBytes = 64;
 // How far up the process tree the registry looks for ancestors.
 inline constexpr int kMaxAncestors = 64;
 
+// How many refused attachments the registry remembers (the newest).
+inline constexpr size_t kMaxRejectedAttachments = 100;
+
 // Checks a Hello against the kernel's credentials and the limits above:
-// PERMISSION_DENIED for a pid that is not the peer's, FAILED_PRECONDITION for
-// another protocol major, INVALID_ARGUMENT for oversized or bad fields
+// FAILED_PRECONDITION for another protocol major, PERMISSION_DENIED for a
+// pid that is not the peer's, INVALID_ARGUMENT for oversized or bad fields
 // (labels included: ipc.proto's rules).
 //
 // creds.pid is the peer's pid in the daemon's pid namespace; a process in a
@@ -83,12 +88,17 @@ struct Selection {
 class Registry {
  public:
   // `proc_root` is where the daemon's view of /proc is (tests pass a fake).
-  explicit Registry(std::string proc_root = "/proc") : proc_root_(std::move(proc_root)) {}
+  // `allowed_uids`: the only uids whose processes may attach; empty: any.
+  explicit Registry(std::string proc_root = "/proc", std::vector<uint32_t> allowed_uids = {})
+      : proc_root_(std::move(proc_root)), allowed_uids_(std::move(allowed_uids)) {}
 
-  // Validates and adds, reading the process's ancestors (falling back to
-  // the Hello's ppid when /proc cannot be read and the Hello's pid is the
-  // daemon's). `steps` may be null. ALREADY_EXISTS if the peer already said
-  // Hello.
+  // Checks the peer's uid against the allow-list (PERMISSION_DENIED naming
+  // it), validates (ValidateHello) and adds, reading the process's
+  // ancestors (falling back to the Hello's ppid when /proc cannot be read
+  // and the Hello's pid is the daemon's). The command line is stored with
+  // credentials redacted (RedactCommandLine). `steps` may be null.
+  // ALREADY_EXISTS if the peer already said Hello. Every refusal but that
+  // one is remembered (Rejected()).
   absl::Status Add(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
                    absl::Time now, std::unique_ptr<StepCounterView> steps = nullptr);
   void Remove(PeerId peer);
@@ -113,12 +123,22 @@ class Registry {
   std::vector<const AttachedProcess*> All() const;
   size_t size() const { return processes_.size(); }
 
+  // The last kMaxRejectedAttachments refusals, oldest first.
+  const std::deque<v1::RejectedAttachment>& Rejected() const { return rejected_; }
+
   // `3 attached: job "7" x2, job "" x1` (most common job first).
   std::string DescribeAttached() const;
 
  private:
+  absl::Status CheckAndAdd(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                           absl::Time now, std::unique_ptr<StepCounterView> steps);
+  void RememberRejection(const PeerCredentials& creds, const v1::ipc::Hello& hello, absl::Time now,
+                         const absl::Status& status);
+
   std::string proc_root_;
+  std::vector<uint32_t> allowed_uids_;
   absl::btree_map<PeerId, AttachedProcess> processes_;
+  std::deque<v1::RejectedAttachment> rejected_;
 };
 
 }  // namespace gpuctl::daemon

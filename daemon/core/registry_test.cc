@@ -83,7 +83,61 @@ TEST(RegistryTest, RefusesPidMismatchAndOtherProtocol) {
   st = ValidateHello(Creds(10), h);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(st.message(), HasSubstr("2.3"));
-  EXPECT_THAT(st.message(), HasSubstr("daemon speaks 1.1"));
+  EXPECT_THAT(st.message(),
+              HasSubstr(absl::StrCat("daemon speaks ", kIpcProtocolMajor, ".", kIpcProtocolMinor)));
+}
+
+TEST(RegistryTest, OnlyAllowedUidsAttach) {
+  Registry r("/proc", {1000, 1002});
+  absl::Time now = absl::FromUnixSeconds(1704067200);
+  EXPECT_TRUE(r.Add(1, {10, 1000, 1000}, MakeHello(10, "42"), now).ok());
+  EXPECT_TRUE(r.Add(2, {12, 1002, 1000}, MakeHello(12, "42"), now).ok());
+  absl::Status st = r.Add(3, {11, 1001, 1000}, MakeHello(11, "42"), now);
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(st.message(), "uid 1001 may not attach (not in ipc.allowed_uids)");
+  EXPECT_EQ(r.Find(3), nullptr);
+  EXPECT_EQ(r.size(), 2u);
+  // No list: every uid.
+  EXPECT_TRUE(Registry().Add(1, {11, 1001, 1000}, MakeHello(11, "42"), now).ok());
+}
+
+TEST(RegistryTest, RemembersTheLastRefusals) {
+  Registry r("/proc", {0});
+  absl::Time now = absl::FromUnixSeconds(1704067200);
+  for (int i = 0; i < static_cast<int>(kMaxRejectedAttachments) + 5; ++i) {
+    EXPECT_FALSE(
+        r.Add(i, {100 + i, 1000, 1000}, MakeHello(100 + i, "7"), now + absl::Seconds(i)).ok());
+  }
+  ASSERT_EQ(r.Rejected().size(), kMaxRejectedAttachments);
+  const v1::RejectedAttachment& oldest = r.Rejected().front();
+  EXPECT_EQ(oldest.pid(), 105);
+  EXPECT_EQ(oldest.uid(), 1000u);
+  EXPECT_EQ(oldest.time().seconds(), 1704067200 + 5);
+  EXPECT_EQ(oldest.job_id(), "7");
+  EXPECT_EQ(oldest.rank(), 0);
+  EXPECT_THAT(oldest.reason(), HasSubstr("uid 1000 may not attach"));
+
+  // A pid mismatch is remembered with the peer's real pid.
+  Registry open;
+  EXPECT_FALSE(open.Add(1, Creds(11), MakeHello(10, "42"), now).ok());
+  ASSERT_EQ(open.Rejected().size(), 1u);
+  EXPECT_EQ(open.Rejected().back().pid(), 11);
+  EXPECT_THAT(open.Rejected().back().reason(), HasSubstr("claims pid 10"));
+  // An accepted process is not.
+  EXPECT_TRUE(open.Add(2, Creds(10), MakeHello(10, "42"), now).ok());
+  EXPECT_EQ(open.Rejected().size(), 1u);
+}
+
+TEST(RegistryTest, StoresTheCommandLineWithCredentialsRedacted) {
+  Registry r;
+  v1::ipc::Hello hello = MakeHello(10, "42");
+  hello.add_cmdline("train.py");
+  hello.add_cmdline("--hf-token");
+  hello.add_cmdline("hf_abc");
+  hello.add_cmdline("--db=postgres://u:pw@db/x");
+  ASSERT_TRUE(r.Add(1, Creds(10), hello, absl::Now()).ok());
+  EXPECT_THAT(r.Find(1)->info.cmdline(),
+              ElementsAre("python", "train.py", "--hf-token", "***", "--db=postgres://u:***@db/x"));
 }
 
 // A process in a container claims its pid in its own namespace; the daemon

@@ -238,6 +238,21 @@ void StoreIndex::RecordManifest(absl::string_view trace_id, absl::Time created,
   SetFile(entry, kManifestFileName, bytes);
 }
 
+bool StoreIndex::ForgetFile(absl::string_view trace_id, absl::string_view name) {
+  absl::MutexLock lock(&mu_);
+  auto trace = traces_.find(trace_id);
+  if (trace == traces_.end()) return false;
+  Entry& entry = trace->second;
+  auto it = std::lower_bound(entry.files.begin(), entry.files.end(), name,
+                             [](const auto& file, absl::string_view n) { return file.first < n; });
+  if (it == entry.files.end() || it->first != name) return false;
+  const uint64_t bytes = it->second;
+  entry.files.erase(it);
+  entry.bytes -= std::min(entry.bytes, bytes);
+  if (!entry.deleting) totals_.bytes -= std::min(totals_.bytes, bytes);
+  return true;
+}
+
 bool StoreIndex::SetAwaitingUpload(absl::string_view trace_id, bool awaiting) {
   absl::MutexLock lock(&mu_);
   auto it = traces_.find(trace_id);

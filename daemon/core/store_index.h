@@ -75,6 +75,9 @@ class StoreIndex {
   // Records a written manifest of `bytes`: the trace is complete.
   void RecordManifest(absl::string_view trace_id, absl::Time created, absl::string_view job_id,
                       uint64_t bytes);
+  // Records that `name` is gone from a trace that stays (its data files
+  // removed once copied elsewhere). False when the trace or file is unknown.
+  bool ForgetFile(absl::string_view trace_id, absl::string_view name);
   // False when the trace is unknown.
   bool SetAwaitingUpload(absl::string_view trace_id, bool awaiting);
 

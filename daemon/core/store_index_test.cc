@@ -72,6 +72,21 @@ TEST_F(StoreIndexTest, TracksFilesBytesAndCompletion) {
   EXPECT_FALSE(index_.Find(Id(2)).has_value());
 }
 
+TEST_F(StoreIndexTest, ForgetFileDropsOneFileFromTheTotals) {
+  AddComplete(1, "j", 1000);
+  AddComplete(2, "j", 10);
+  EXPECT_TRUE(index_.ForgetFile(Id(1), "f.json.gz"));
+  EXPECT_FALSE(index_.ForgetFile(Id(1), "f.json.gz"));
+  EXPECT_FALSE(index_.ForgetFile(Id(3), "f.json.gz"));
+  std::optional<StoredTrace> trace = index_.Find(Id(1));
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_THAT(trace->files, ElementsAre(std::make_pair(std::string("manifest.json"), 100u)));
+  EXPECT_EQ(trace->total_bytes, 100u);
+  EXPECT_TRUE(trace->complete);
+  EXPECT_EQ(index_.Totals().bytes, 210u);
+  EXPECT_EQ(index_.Totals().complete, 2u);
+}
+
 TEST_F(StoreIndexTest, PagesNewestFirstByJob) {
   for (int i = 0; i < 7; ++i) AddComplete(i, i % 2 == 0 ? "even" : "odd", 1);
   // Added out of order, as a startup scan may.

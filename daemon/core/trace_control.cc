@@ -310,19 +310,32 @@ void DaemonCoreImpl::Complete(TraceSession& session) {
     deps_.loop->Cancel(session.deadline_timer);
     session.deadline_timer = 0;
   }
-  v1::TraceManifest manifest =
-      BuildManifest(session, options_, deps_.store->Location(session.id), deps_.clock->Now());
+  const std::string location = deps_.store->Location(session.id);
+  v1::TraceManifest manifest = BuildManifest(session, options_, location, deps_.clock->Now());
+  // A store with a remote backend replaces this with its own state.
+  manifest.mutable_storage()->set_state(v1::STORAGE_STATE_LOCAL);
+  manifest.mutable_storage()->set_local_location(location);
   // Storage blocks; the worker writes and the loop reports.
   deps_.worker->Run([this, store = deps_.store, loop = deps_.loop,
                      weak = std::weak_ptr<bool>(alive_), manifest = std::move(manifest)]() mutable {
     absl::Status st = store->PutManifest(manifest);
-    loop->Post([this, weak = std::move(weak), trace_id = manifest.trace_id(), st]() {
-      if (!weak.expired()) OnManifestWritten(trace_id, st);
+    // The store may have moved the trace meanwhile (uploaded it): what it
+    // holds now is what the caller is told.
+    v1::TraceCompleted stored;
+    absl::StatusOr<v1::TraceManifest> written =
+        st.ok() ? store->GetManifest(manifest.trace_id()) : absl::StatusOr<v1::TraceManifest>(st);
+    const v1::TraceManifest& source = written.ok() ? *written : manifest;
+    stored.set_location(source.location());
+    *stored.mutable_storage() = source.storage();
+    loop->Post([this, weak = std::move(weak), trace_id = manifest.trace_id(), st,
+                stored = std::move(stored)]() mutable {
+      if (!weak.expired()) OnManifestWritten(trace_id, st, std::move(stored));
     });
   });
 }
 
-void DaemonCoreImpl::OnManifestWritten(const std::string& trace_id, absl::Status status) {
+void DaemonCoreImpl::OnManifestWritten(const std::string& trace_id, absl::Status status,
+                                       v1::TraceCompleted stored) {
   auto it = sessions_.find(trace_id);
   if (it == sessions_.end()) return;
   std::unique_ptr<TraceSession> session = std::move(it->second);
@@ -331,8 +344,8 @@ void DaemonCoreImpl::OnManifestWritten(const std::string& trace_id, absl::Status
 
   v1::TraceEvent event;
   v1::TraceCompleted* completed = event.mutable_completed();
+  *completed = std::move(stored);
   completed->set_trace_id(trace_id);
-  completed->set_location(deps_.store->Location(trace_id));
   for (const TraceSlot& slot : session->slots) {
     if (slot.result.status() == v1::CAPTURE_STATUS_OK) {
       completed->set_processes_ok(completed->processes_ok() + 1);
@@ -343,7 +356,8 @@ void DaemonCoreImpl::OnManifestWritten(const std::string& trace_id, absl::Status
   LogInfo("trace completed", {{"trace_id", trace_id},
                               {"ok", completed->processes_ok()},
                               {"failed", completed->processes_failed()},
-                              {"location", completed->location()}});
+                              {"location", completed->location()},
+                              {"storage", v1::StorageState_Name(completed->storage().state())}});
   if (!status.ok()) {
     LogError("could not store the manifest",
              {{"trace_id", trace_id}, {"error", status.ToString()}});
@@ -383,6 +397,10 @@ absl::StatusOr<v1::ListProcessesResponse> DaemonCoreImpl::ListProcesses(
          info->capture_state() == v1::CAPTURE_STATE_CAPTURING)) {
       info->set_capture_state(v1::CAPTURE_STATE_COLLECTING);
     }
+  }
+  if (request.include_rejected()) {
+    const auto& rejected = registry_.Rejected();
+    response.mutable_rejected()->Add(rejected.rbegin(), rejected.rend());
   }
   return response;
 }

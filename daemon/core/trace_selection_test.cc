@@ -282,7 +282,7 @@ TEST_F(TraceTest, ListProcessesShowsLabelsAndLiveSteps) {
   EXPECT_EQ(core_->OnPeerHello(3, {102, 1000, 1000}, broken, nullptr).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(core_->GetStatus().attached_processes(), 2u);
-  EXPECT_EQ(core_->GetStatus().ipc_protocol_minor(), 1u);
+  EXPECT_EQ(core_->GetStatus().ipc_protocol_minor(), kIpcProtocolMinor);
 }
 
 TEST_F(TraceTest, TheStepCounterViewLivesAsLongAsTheProcessIsAttached) {

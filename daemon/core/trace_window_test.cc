@@ -24,7 +24,7 @@ TEST_F(TraceTest, UsesTheRequestedStartInstantAndRecordsTheClockOffset) {
 
   for (PeerId peer : {1, 2}) {
     ASSERT_EQ(StartsTo(peer).size(), 1u);
-    const v1::ipc::StartCapture& s = StartsTo(peer)[0];
+    const v1::ipc::StartCapture s = StartsTo(peer)[0];
     EXPECT_EQ(s.start_time_unix_ns(), absl::ToUnixNanos(start));
     EXPECT_EQ(s.duration_ns(), 3'000'000'000);
     EXPECT_EQ(s.max_start_skew_ns(), 20'000'000);
@@ -212,7 +212,7 @@ TEST_F(TraceTest, IterationWindowPicksTheStartStepFromTheSelectedProcesses) {
   // The largest step is 37: next multiple of 1 above 37 + 2.
   for (PeerId peer : {1, 2, 3}) {
     ASSERT_EQ(StartsTo(peer).size(), 1u);
-    const v1::ipc::StartCapture& s = StartsTo(peer)[0];
+    const v1::ipc::StartCapture s = StartsTo(peer)[0];
     EXPECT_EQ(s.start_step(), 40u);
     EXPECT_EQ(s.iterations(), 3u);
     EXPECT_EQ(s.start_time_unix_ns(), absl::ToUnixNanos(now)) << "watch from receipt";

@@ -48,11 +48,25 @@ absl::string_view MessageName(const ClientMessage& msg) {
   return "unknown message";
 }
 
+v1::ipc::RejectReason RejectReasonFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kPermissionDenied:
+      return v1::ipc::REJECT_REASON_PERMISSION_DENIED;
+    case absl::StatusCode::kFailedPrecondition:
+      return v1::ipc::REJECT_REASON_PROTOCOL_VERSION;
+    case absl::StatusCode::kInvalidArgument:
+      return v1::ipc::REJECT_REASON_INVALID_HELLO;
+    default:
+      return v1::ipc::REJECT_REASON_UNSPECIFIED;
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<IpcServer>> IpcServer::Create(const IpcServerOptions& options,
                                                              EventLoop* loop) {
-  absl::StatusOr<UniqueFd> fd = ListenSeqpacket(options.socket_path, kListenBacklog);
+  absl::StatusOr<UniqueFd> fd =
+      ListenSeqpacket(options.socket_path, kListenBacklog, options.access);
   if (!fd.ok()) return fd.status();
   return std::unique_ptr<IpcServer>(new IpcServer(options, loop, std::move(*fd)));
 }
@@ -263,6 +277,14 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
   absl::Status status = core_->OnPeerHello(peer->id, peer->creds, hello, std::move(steps));
   if (peer->closed) return false;
   if (!status.ok()) {
+    v1::ipc::DaemonMessage reply;
+    v1::ipc::HelloRejected* rejected = reply.mutable_hello_rejected();
+    rejected->set_reason(RejectReasonFor(status));
+    rejected->set_message(std::string(status.message()));
+    rejected->set_protocol_major(kProtocolMajor);
+    rejected->set_protocol_minor(kProtocolMinor);
+    // Best effort: the connection closes either way.
+    (void)SendTo(*peer, reply);
     DropPeer(peer, absl::StrCat("Hello refused: ", status.message()), Notify::kNow);
     return false;
   }

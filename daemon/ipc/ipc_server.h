@@ -14,6 +14,7 @@
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/core/registry.h"
+#include "daemon/ipc/socket_access.h"
 #include "daemon/ipc/unix_socket.h"
 #include "daemon/runtime/event_loop.h"
 #include "gpuctl/v1/ipc.pb.h"
@@ -29,6 +30,8 @@ struct IpcServerOptions {
   absl::Duration hello_timeout = absl::Seconds(5);
   // Connections beyond this are accepted and closed at once.
   size_t max_peers = 4096;
+  // The socket file's mode and group (its directory is checked too).
+  SocketAccess access;
 };
 
 // Largest datagram either side sends (see proto/gpuctl/v1/ipc.proto).
@@ -46,6 +49,10 @@ inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
 // A Hello with step_counter set must carry the step counter memfd; the
 // server checks and maps it and hands the core a read-only view, which the
 // core owns from then on.
+//
+// A Hello the core refuses is answered with HelloRejected (the status's
+// code mapped to a RejectReason, its message) before the connection is
+// closed, so the library can say why and stop retrying at once.
 //
 // OnPeerGone is reported only for peers whose Hello the core accepted.
 // A peer that breaks the protocol (oversize or malformed datagram, an

@@ -61,7 +61,7 @@ TEST_F(IpcServerTest, HelloIsRoutedWithKernelCredentialsAndAcknowledged) {
   ASSERT_TRUE(ack.ok()) << ack.status();
   ASSERT_TRUE(ack->has_hello_ack());
   EXPECT_EQ(ack->hello_ack().protocol_major(), 1u);
-  EXPECT_EQ(ack->hello_ack().protocol_minor(), 1u);
+  EXPECT_EQ(ack->hello_ack().protocol_minor(), kIpcProtocolMinor);
   EXPECT_EQ(ack->hello_ack().daemon_version(), "9.9.9-test");
   EXPECT_EQ(ack->hello_ack().max_payload_bytes(), IpcServerOptions{}.max_payload_bytes);
   absl::Notification gone;
@@ -70,7 +70,7 @@ TEST_F(IpcServerTest, HelloIsRoutedWithKernelCredentialsAndAcknowledged) {
   ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
 }
 
-TEST_F(IpcServerTest, RefusedHelloClosesTheConnectionWithoutAck) {
+TEST_F(IpcServerTest, RefusedHelloIsAnsweredWithHelloRejectedThenClosed) {
   IpcTestClient client = Connect();
   EXPECT_CALL(core_, OnPeerHello(_, _, _, _))
       .WillOnce(Return(absl::PermissionDeniedError("pid 1 does not match the socket's pid")));
@@ -78,7 +78,11 @@ TEST_F(IpcServerTest, RefusedHelloClosesTheConnectionWithoutAck) {
   // The core never accepted the peer, so it hears nothing more of it.
   EXPECT_CALL(core_, OnPeerGone(_, _, _)).Times(0);
   auto reply = client.Receive();
-  EXPECT_FALSE(reply.ok());
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  ASSERT_TRUE(reply->has_hello_rejected());
+  EXPECT_FALSE(reply->has_hello_ack());
+  EXPECT_EQ(reply->hello_rejected().reason(), v1::ipc::REJECT_REASON_PERMISSION_DENIED);
+  EXPECT_EQ(reply->hello_rejected().message(), "pid 1 does not match the socket's pid");
   EXPECT_TRUE(client.WaitForClose());
 }
 

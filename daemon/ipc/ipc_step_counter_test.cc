@@ -175,7 +175,7 @@ TEST_F(IpcStepCounterTest, SealedPageIsMappedReadOnlyAndReadLive) {
   auto ack = client_->Receive();
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_TRUE(ack->has_hello_ack());
-  EXPECT_EQ(ack->hello_ack().protocol_minor(), 1u);
+  EXPECT_EQ(ack->hello_ack().protocol_minor(), kIpcProtocolMinor);
   ASSERT_TRUE(accepted.WaitForNotificationWithTimeout(kTestDeadline));
   EXPECT_EQ(fds_during_hello.load(), 0) << "the received descriptor is closed once mapped";
   EXPECT_EQ(CountMappings(page.name()), 2) << "the test's mapping and the daemon's";

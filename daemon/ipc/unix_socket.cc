@@ -6,6 +6,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,24 +18,6 @@ namespace {
 
 absl::Status Errno(absl::string_view what, const std::string& path, int err) {
   return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(err)));
-}
-
-// mkdir -p with mode 0755 for every directory it creates.
-absl::Status MakeDirectories(const std::string& dir) {
-  if (dir.empty()) return absl::OkStatus();
-  struct stat st {};
-  if (stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(dir, " exists and is not a directory"));
-  }
-  size_t slash = dir.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    if (absl::Status s = MakeDirectories(dir.substr(0, slash)); !s.ok()) return s;
-  }
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return Errno("cannot create directory", dir, errno);
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<sockaddr_un> MakeAddress(const std::string& path) {
@@ -81,21 +64,22 @@ void UniqueFd::Reset() {
   fd_ = -1;
 }
 
-absl::StatusOr<UniqueFd> ListenSeqpacket(const std::string& path, int backlog) {
+absl::StatusOr<UniqueFd> ListenSeqpacket(const std::string& path, int backlog,
+                                         const SocketAccess& access) {
   absl::StatusOr<sockaddr_un> addr = MakeAddress(path);
   if (!addr.ok()) return addr.status();
   size_t slash = path.find_last_of('/');
-  if (slash != std::string::npos && slash > 0) {
-    if (absl::Status s = MakeDirectories(path.substr(0, slash)); !s.ok()) return s;
-  }
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  if (absl::Status s = PrepareSocketDirectory(dir, access, geteuid()); !s.ok()) return s;
   if (absl::Status s = RemoveStaleSocket(path, *addr); !s.ok()) return s;
   UniqueFd fd(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Errno("socket() for", path, errno);
   if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
     return Errno("cannot bind", path, errno);
   }
-  // Any local user may attach a process; peers are identified by SO_PEERCRED.
-  if (chmod(path.c_str(), 0666) != 0) return Errno("cannot chmod", path, errno);
+  // Who may connect is settled before listen(): until then every connect
+  // is refused. Peers are then identified by SO_PEERCRED.
+  if (absl::Status s = ApplySocketAccess(path, access); !s.ok()) return s;
   if (listen(fd.get(), backlog) != 0) return Errno("cannot listen on", path, errno);
   return fd;
 }

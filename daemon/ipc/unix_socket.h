@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "daemon/ipc/socket_access.h"
 
 namespace gpuctl::daemon {
 
@@ -41,11 +42,14 @@ class UniqueFd {
 };
 
 // Creates a listening, non-blocking, close-on-exec SOCK_SEQPACKET socket at
-// `path`. Creates the parent directory (0755) when missing. An existing
-// socket file is replaced only when nothing accepts connections on it; a
-// live listener (another daemon) or a path that is not a socket is an error
-// (FAILED_PRECONDITION) naming the path. The socket file is made 0666.
-absl::StatusOr<UniqueFd> ListenSeqpacket(const std::string& path, int backlog);
+// `path`. The parent directory is created or checked by
+// PrepareSocketDirectory (socket_access.h). An existing socket file is
+// replaced only when nothing accepts connections on it; a live listener
+// (another daemon) or a path that is not a socket is an error
+// (FAILED_PRECONDITION) naming the path. The socket file gets `access`'s
+// group and mode before it listens.
+absl::StatusOr<UniqueFd> ListenSeqpacket(const std::string& path, int backlog,
+                                         const SocketAccess& access = {});
 
 // One datagram read with recvmsg. `fds` holds every descriptor that arrived
 // with it (already owned, close-on-exec), even when it is otherwise refused.

@@ -28,7 +28,7 @@ class UnixSocketTest : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(UnixSocketTest, CreatesParentDirectoriesAndAWorldWritableSocket) {
+TEST_F(UnixSocketTest, CreatesParentDirectoriesAndAGroupOnlySocketByDefault) {
   std::string path = dir_ + "/a/b/gpuctl.sock";
   auto fd = ListenSeqpacket(path, 8);
   ASSERT_TRUE(fd.ok()) << fd.status();
@@ -37,7 +37,33 @@ TEST_F(UnixSocketTest, CreatesParentDirectoriesAndAWorldWritableSocket) {
   EXPECT_EQ(st.st_mode & 0777, 0755u);
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_TRUE(S_ISSOCK(st.st_mode));
-  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+}
+
+TEST_F(UnixSocketTest, AppliesTheConfiguredModeAndGroup) {
+  std::string path = dir_ + "/run/gpuctl.sock";
+  SocketAccess access{.mode = 0600, .group = getegid()};
+  auto fd = ListenSeqpacket(path, 8, access);
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  struct stat st {};
+  ASSERT_EQ(stat((dir_ + "/run").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0750u);  // a group is set: no access for others
+  EXPECT_EQ(st.st_gid, getegid());
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_gid, getegid());
+}
+
+TEST_F(UnixSocketTest, RefusesAWorldWritableDirectoryWithoutTheStickyBit) {
+  ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+  auto fd = ListenSeqpacket(dir_ + "/gpuctl.sock", 8);
+  ASSERT_FALSE(fd.ok());
+  EXPECT_EQ(fd.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(fd.status().message().find("anyone may write"), std::string::npos) << fd.status();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/gpuctl.sock"));
+  // With the sticky bit (like /tmp) only the owner may remove the socket.
+  ASSERT_EQ(chmod(dir_.c_str(), 01777), 0);
+  EXPECT_TRUE(ListenSeqpacket(dir_ + "/gpuctl.sock", 8).ok());
 }
 
 TEST_F(UnixSocketTest, RefusesWhenAnotherListenerIsAlive) {

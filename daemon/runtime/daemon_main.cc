@@ -32,6 +32,8 @@ constexpr auto kGrpcShutdownGrace = std::chrono::seconds(2);
 // How often the store's retention runs besides after each trace: what
 // max_age needs.
 constexpr absl::Duration kRetentionPeriod = absl::Minutes(1);
+// The service's full name, as grpc.health.v1 and reflection name it.
+constexpr char kGpuctlServiceName[] = "gpuctl.v1.Gpuctl";
 
 std::string Hostname() {
   char name[256] = {};
@@ -83,16 +85,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   loop_ = std::move(*loop);
-  // The daemon is the store's only writer: a trace left without a manifest
-  // by a previous run is never completed, and goes.
-  LocalStoreOptions store_options;
-  store_options.retention = options.retention;
-  store_options.clock = &clock_;
-  store_options.remove_incomplete = true;
-  absl::StatusOr<std::unique_ptr<LocalTraceStore>> store =
-      LocalTraceStore::Create(options.store_dir, store_options);
-  if (!store.ok()) return store.status();
-  store_ = std::move(*store);
+  if (absl::Status s = OpenStore(options); !s.ok()) return s;
   worker_ = std::make_unique<ThreadPoolExecutor>(kWorkerThreads);
 
   CoreOptions core_options;
@@ -104,11 +97,14 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   core_options.max_payload_bytes = options.max_payload_bytes;
   core_options.max_buffer_bytes = options.max_buffer_bytes;
   core_options.socket_path = options.socket_path;
+  core_options.allowed_uids = options.allowed_uids;
 
   IpcServerOptions ipc_options;
   ipc_options.socket_path = options.socket_path;
   ipc_options.daemon_version = GPUCTL_VERSION;
   ipc_options.max_payload_bytes = core_options.max_payload_bytes;
+  ipc_options.access.mode = options.socket_mode;
+  if (options.socket_gid.has_value()) ipc_options.access.group = *options.socket_gid;
   absl::StatusOr<std::unique_ptr<IpcServer>> ipc = IpcServer::Create(ipc_options, loop_.get());
   if (!ipc.ok()) return ipc.status();
   ipc_ = std::move(*ipc);
@@ -128,10 +124,51 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   if (!options.ready_file.empty()) {
     if (absl::Status s = WriteFileAtomically(options.ready_file, grpc_address_); !s.ok()) return s;
   }
-  LogInfo("gpuctld ready", {{"grpc", grpc_address_},
-                            {"socket", options.socket_path},
-                            {"store", options.store_dir},
-                            {"version", GPUCTL_VERSION}});
+  SetServing(true);
+  LogInfo("gpuctld ready",
+          {{"grpc", grpc_address_},
+           {"socket", options.socket_path},
+           {"store", s3_store_ != nullptr ? s3_store_->Location("") : options.store_dir},
+           {"version", GPUCTL_VERSION}});
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::OpenStore(const DaemonOptions& options) {
+  // The daemon is the store's only writer: a trace left without a manifest
+  // by a previous run is never completed, and goes.
+  LocalStoreOptions store_options;
+  store_options.retention = options.retention;
+  store_options.clock = &clock_;
+  store_options.remove_incomplete = true;
+  absl::StatusOr<std::unique_ptr<LocalTraceStore>> store =
+      LocalTraceStore::Create(options.store_dir, store_options);
+  if (!store.ok()) return store.status();
+  if (!options.s3.has_value()) {
+    store_ = std::move(*store);
+    return absl::OkStatus();
+  }
+  // Credentials are resolved here: none found is a reason not to start.
+  absl::StatusOr<std::unique_ptr<s3::S3Client>> client = s3::S3Client::Create(*options.s3);
+  if (!client.ok()) {
+    return absl::Status(client.status().code(),
+                        absl::StrCat("store.s3: ", client.status().message()));
+  }
+  const s3::S3Config& config = (*client)->config();
+  LogInfo("storing traces in S3",
+          {{"endpoint", config.endpoint},
+           {"bucket", config.bucket},
+           {"prefix", config.prefix},
+           {"credentials", (*client)->credentials_source()},
+           {"spool", options.store_dir},
+           {"upload_wait", absl::FormatDuration(options.s3_store.upload_wait)},
+           {"keep_local", options.s3_store.keep_local ? "true" : "false"},
+           {"upload_retry_max", absl::FormatDuration(options.s3_store.upload_retry_max)}});
+  s3::TraceUploaderDeps deps;
+  deps.clock = &clock_;
+  std::unique_ptr<s3::S3TraceStore> s3_store = s3::S3TraceStore::Create(
+      *std::move(store), *std::move(client), options.s3_store, std::move(deps));
+  s3_store_ = s3_store.get();
+  store_ = std::move(s3_store);
   return absl::OkStatus();
 }
 
@@ -153,7 +190,19 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
                                                " (address in use or not available?)"));
   }
   grpc_address_ = BoundAddress(options.listen_address, port);
+  // Calls wait in the loop's queue until the core is in place: not serving
+  // until then (Init sets SERVING last).
+  SetServing(false);
   return absl::OkStatus();
+}
+
+void Daemon::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health =
+      grpc_server_ == nullptr ? nullptr : grpc_server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  // "" is the whole server; the service by name for clients that ask so.
+  health->SetServingStatus(serving);
+  health->SetServingStatus(kGpuctlServiceName, serving);
 }
 
 void Daemon::Shutdown() {
@@ -165,6 +214,9 @@ void Daemon::Shutdown() {
     loop_thread_ = std::thread([this] { loop_->Run(); });
   }
   if (grpc_server_ != nullptr) {
+    // Health watchers and load balancers hear NOT_SERVING before the
+    // server stops taking calls.
+    SetServing(false);
     grpc_server_->Shutdown(std::chrono::system_clock::now() + kGrpcShutdownGrace);
   }
   if (loop_thread_.joinable()) {
@@ -174,6 +226,9 @@ void Daemon::Shutdown() {
     });
     loop_thread_.join();
   }
+  // Workers waiting for an upload return at once; their traces stay
+  // marked for the next start.
+  if (s3_store_ != nullptr) s3_store_->Shutdown();
   // Workers may still post to the (stopped) loop; the core must outlive
   // them.
   if (worker_ != nullptr) worker_->Shutdown();
@@ -181,6 +236,7 @@ void Daemon::Shutdown() {
   service_.reset();
   core_.reset();
   ipc_.reset();
+  s3_store_ = nullptr;
   store_.reset();
   worker_.reset();
   loop_.reset();

@@ -14,6 +14,7 @@
 #include "daemon/rpc/grpc_service.h"
 #include "daemon/runtime/daemon_options.h"
 #include "daemon/runtime/event_loop.h"
+#include "daemon/s3/s3_trace_store.h"
 #include "grpcpp/grpcpp.h"
 
 namespace gpuctl::daemon {
@@ -21,6 +22,9 @@ namespace gpuctl::daemon {
 // A running gpuctld: the event loop on its own thread, the core, the IPC
 // server and the gRPC server, wired together. Start() returns once both
 // servers accept connections (and the ready file, if any, is written).
+// The gRPC server also serves grpc.health.v1.Health (SERVING from then
+// until Shutdown begins, NOT_SERVING before and after) and, where gRPC's
+// reflection library is available, server reflection.
 class Daemon {
  public:
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options);
@@ -41,12 +45,18 @@ class Daemon {
   Daemon() = default;
   absl::Status Init(const DaemonOptions& options);
   absl::Status StartGrpc(const DaemonOptions& options);
+  // The local store, or with options.s3 the S3 store spooling in it.
+  absl::Status OpenStore(const DaemonOptions& options);
+  // grpc.health.v1 status of the server and of gpuctl.v1.Gpuctl.
+  void SetServing(bool serving);
 
   RealClock clock_;
   std::unique_ptr<EventLoop> loop_;
   std::thread loop_thread_;
   std::unique_ptr<ThreadPoolExecutor> worker_;
   std::unique_ptr<TraceStore> store_;
+  // store_ when it is an S3 store: its uploader stops before the workers.
+  s3::S3TraceStore* s3_store_ = nullptr;
   std::unique_ptr<IpcServer> ipc_;
   std::unique_ptr<DaemonCore> core_;
   std::unique_ptr<GrpcService> service_;

@@ -99,6 +99,45 @@ TEST_F(DaemonTest, RefusesASocketAnotherDaemonServes) {
   EXPECT_TRUE(client->Receive().ok());
 }
 
+s3::S3Config UnreachableS3() {
+  s3::S3Config config;
+  config.endpoint = "http://127.0.0.1:9";
+  config.region = "us-east-1";
+  config.bucket = "traces";
+  config.prefix = "fleet/a";
+  config.path_style = true;
+  return config;
+}
+
+TEST_F(DaemonTest, WithS3ReportsTheBucketAndTheSpool) {
+  options_.s3 = UnreachableS3();
+  options_.s3->access_key_id = "AKIDTEST";
+  options_.s3->secret_access_key = "secret";
+  options_.s3_store.upload_wait = absl::ZeroDuration();
+  auto daemon = Daemon::Start(options_);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = v1::Gpuctl::NewStub(
+      grpc::CreateChannel((*daemon)->grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(stub->GetStatus(&ctx, v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.store_location(), "s3://traces/fleet/a (spooled in " + options_.store_dir + ")");
+  (*daemon)->Shutdown();
+}
+
+TEST_F(DaemonTest, WithS3RefusesToStartWithoutCredentials) {
+  options_.s3 = UnreachableS3();
+  options_.s3->credentials_file = dir_ + "/no-such-credentials";
+  auto daemon = Daemon::Start(options_);
+  ASSERT_FALSE(daemon.ok());
+  const std::string message(daemon.status().message());
+  EXPECT_THAT(message, ::testing::StartsWith("store.s3: "));
+  EXPECT_THAT(message, ::testing::HasSubstr(dir_ + "/no-such-credentials"));
+  // Nothing is left serving.
+  EXPECT_FALSE(std::filesystem::exists(options_.socket_path));
+}
+
 pid_t Spawn(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));

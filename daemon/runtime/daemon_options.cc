@@ -100,6 +100,7 @@ struct CommandLine {
   std::string listen, socket, store, ready_file, log_level;
   std::string max_duration, start_delay, result_grace;
   std::string store_max_bytes, store_max_age, store_max_count;
+  std::string socket_mode, socket_group;
   bool insecure = false;
   bool version = false;
 };
@@ -113,6 +114,10 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_option(
       "--socket", cl.socket,
       absl::StrCat("IPC socket path (default $GPUCTL_SOCKET or ", kDefaultSocketPath, ")"));
+  app.add_option("--socket-mode", cl.socket_mode,
+                 "IPC socket permission bits in octal (default 0660)");
+  app.add_option("--socket-group", cl.socket_group,
+                 "group (name or gid) given to the IPC socket: its members may attach");
   app.add_option("--store", cl.store,
                  absl::StrCat("trace store directory (default ", kDefaultStoreDir, ")"));
   app.add_option("--store-max-bytes", cl.store_max_bytes,
@@ -162,6 +167,14 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
     s = ApplyParsed("--store-max-count", ParseConfigCount(cl.store_max_count),
                     &o->retention.max_count);
   }
+  if (s.ok() && given("--socket-mode")) {
+    s = ApplyParsed("--socket-mode", ParseSocketMode(cl.socket_mode), &o->socket_mode);
+  }
+  if (s.ok() && given("--socket-group")) {
+    s = CheckGroupSpelling(cl.socket_group);
+    if (!s.ok()) s = absl::InvalidArgumentError(absl::StrCat("--socket-group: ", s.message()));
+    o->socket_group = cl.socket_group;
+  }
   if (s.ok() && given("--log-level") && !ParseLogLevel(cl.log_level, &o->log_level)) {
     s = absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level \"", cl.log_level,
                                                 "\" (debug, info, warning, error)"));
@@ -169,9 +182,32 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   return s;
 }
 
-// Checks the merged options; a value from the file is reported at its line.
-absl::Status ValidateMerged(const CLI::App& app, const DaemonOptions& o,
-                            const ConfigLocations& file) {
+// Looks up ipc.socket_group and ipc.allowed_uids in the group and user
+// databases, reporting a missing name at the file's line or the flag.
+absl::Status ResolveAccessIds(const CLI::App& app, const ConfigLocations& file, DaemonOptions& o) {
+  o.socket_gid.reset();
+  if (!o.socket_group.empty()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup(o.socket_group);
+    if (!gid.ok()) {
+      return app.count("--socket-group") > 0
+                 ? absl::InvalidArgumentError(
+                       absl::StrCat("--socket-group: ", gid.status().message()))
+                 : file.Error("ipc.socket_group", gid.status().message());
+    }
+    o.socket_gid = *gid;
+  }
+  o.allowed_uids.clear();
+  for (const std::string& user : o.allowed_users) {
+    absl::StatusOr<uid_t> uid = ResolveUser(user);
+    if (!uid.ok()) return file.Error("ipc.allowed_uids", uid.status().message());
+    o.allowed_uids.push_back(*uid);
+  }
+  return absl::OkStatus();
+}
+
+// Checks the merged options (resolving names); a value from the file is
+// reported at its line.
+absl::Status ValidateMerged(const CLI::App& app, DaemonOptions& o, const ConfigLocations& file) {
   if (app.count("--listen") > 0 || file.Line("listen") == 0) {
     if (absl::Status s = ValidateListenAddress(o.listen_address, o.insecure); !s.ok()) return s;
   } else {
@@ -185,6 +221,7 @@ absl::Status ValidateMerged(const CLI::App& app, const DaemonOptions& o,
     }
   }
   if (o.socket_path.empty()) return absl::InvalidArgumentError("--socket must not be empty");
+  if (absl::Status s = ResolveAccessIds(app, file, o); !s.ok()) return s;
   if (o.store_dir.empty()) return absl::InvalidArgumentError("--store must not be empty");
   return absl::OkStatus();
 }

@@ -5,12 +5,15 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/common/log.h"
 #include "daemon/core/retention.h"
+#include "daemon/ipc/socket_access.h"
 #include "daemon/s3/s3_config.h"
+#include "daemon/s3/s3_store_options.h"
 
 namespace gpuctl::daemon {
 
@@ -46,6 +49,19 @@ struct DaemonOptions {
   // Set: traces go to this bucket, spooled in the local store until they
   // are uploaded. Validated (ValidateS3Config); credentials not resolved.
   std::optional<s3::S3Config> s3;
+  // How traces move to the bucket (store.s3.upload_wait, keep_local,
+  // upload_retry_max); used only with `s3`.
+  s3::S3StoreOptions s3_store;
+  // The IPC socket file's permission bits and group (ipc.socket_mode,
+  // ipc.socket_group: a group name or gid as written, "" for none).
+  uint32_t socket_mode = kDefaultSocketMode;
+  std::string socket_group;
+  // ipc.allowed_uids as written (uids or user names); empty: any user.
+  std::vector<std::string> allowed_users;
+  // socket_group and allowed_users resolved against the group and user
+  // databases by ParseDaemonFlags.
+  std::optional<uint32_t> socket_gid;
+  std::vector<uint32_t> allowed_uids;
 };
 
 // The outcome of parsing: options to run with, or an exit code (0 after

@@ -123,6 +123,35 @@ TEST(DaemonOptionsTest, ParsesEveryFlag) {
   EXPECT_EQ(o.log_level, LogLevel::kDebug);
 }
 
+TEST(DaemonOptionsTest, SocketAccessFlagsAndNamesResolvedAtStartup) {
+  Parsed p = Parse({"--socket-mode", "0600", "--socket-group", "root"});
+  ASSERT_TRUE(p.flags.options.has_value()) << p.err;
+  EXPECT_EQ(p.flags.options->socket_mode, 0600u);
+  EXPECT_EQ(p.flags.options->socket_gid, 0u);
+  EXPECT_EQ(Parse({}).flags.options->socket_mode, 0660u);
+  EXPECT_FALSE(Parse({}).flags.options->socket_gid.has_value());
+
+  Parsed bad = Parse({"--socket-group", "no-such-group-gpuctl"});
+  EXPECT_EQ(bad.flags.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--socket-group: no group named \"no-such-group-gpuctl\""));
+  EXPECT_THAT(Parse({"--socket-mode", "rw"}).err, HasSubstr("--socket-mode: socket mode \"rw\""));
+
+  char tmpl[] = "/tmp/gpuctld-access-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string config = std::string(tmpl) + "/gpuctld.yaml";
+  std::ofstream(config) << "ipc:\n  socket_group: \"0\"\n  allowed_uids: [root, 1234]\n";
+  Parsed file = Parse({"--config", config});
+  ASSERT_TRUE(file.flags.options.has_value()) << file.err;
+  EXPECT_EQ(file.flags.options->socket_gid, 0u);
+  EXPECT_EQ(file.flags.options->allowed_uids, (std::vector<uint32_t>{0, 1234}));
+  std::ofstream(config) << "ipc:\n  allowed_uids: [1000, no-such-user-gpuctl]\n";
+  Parsed missing = Parse({"--config", config});
+  EXPECT_EQ(missing.flags.exit_code, 2);
+  EXPECT_THAT(missing.err, HasSubstr(config + ":2: ipc.allowed_uids: no user named "
+                                              "\"no-such-user-gpuctl\""));
+  std::filesystem::remove_all(tmpl);
+}
+
 TEST(DaemonOptionsTest, StartDelayMayBeZero) {
   Parsed p = Parse({"--start-delay", "0"});
   ASSERT_TRUE(p.flags.options.has_value()) << p.err;

@@ -52,7 +52,7 @@ def test_a_process_that_cannot_open_in_time_opens_at_once_and_says_so(cli, start
     os.kill(frozen.pid, signal.SIGSTOP)
     try:
         tracer = cli.popen("trace", "--job", "late", "--duration", "500ms", "--start-delay",
-                           "100ms", "--max-start-skew", "20ms", "-o", str(out))
+                           "1s", "--max-start-skew", "100ms", "-o", str(out))
 
         def capturing():
             states = {p["pid"]: p.get("capture_state") for p in cli.processes()}
@@ -60,7 +60,8 @@ def test_a_process_that_cannot_open_in_time_opens_at_once_and_says_so(cli, start
 
         wait_until(capturing, what="the running process's window to open")
         # The input of this test: the stopped process stays stopped well past
-        # the allowed skew after the other one opened.
+        # the allowed skew (100ms) after the other one opened. The start delay
+        # is long enough for a loaded machine to deliver the request in time.
         time.sleep(0.3)
     finally:
         os.kill(frozen.pid, signal.SIGCONT)

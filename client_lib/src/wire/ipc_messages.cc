@@ -68,6 +68,14 @@ void PutFields(Sink& s, const CancelCapture& m) {
 }
 
 template <typename Sink>
+void PutFields(Sink& s, const HelloRejected& m) {
+  PutVarintField(s, 1, Int32ToVarint(m.reason));
+  PutStringField(s, 2, m.message);
+  PutVarintField(s, 3, m.protocol_major);
+  PutVarintField(s, 4, m.protocol_minor);
+}
+
+template <typename Sink>
 void PutFields(Sink& s, const CaptureStarted& m) {
   PutStringField(s, 1, m.trace_id);
   PutVarintField(s, 2, static_cast<uint64_t>(m.opened_at_unix_ns));
@@ -117,7 +125,8 @@ static_assert(std::variant_size_v<ClientMessage> == 6);
 static_assert(std::is_same_v<std::variant_alternative_t<1, DaemonMessage>, HelloAck>);
 static_assert(std::is_same_v<std::variant_alternative_t<2, DaemonMessage>, StartCapture>);
 static_assert(std::is_same_v<std::variant_alternative_t<3, DaemonMessage>, CancelCapture>);
-static_assert(std::variant_size_v<DaemonMessage> == 4);
+static_assert(std::is_same_v<std::variant_alternative_t<4, DaemonMessage>, HelloRejected>);
+static_assert(std::variant_size_v<DaemonMessage> == 5);
 
 template <typename Variant>
 void EncodeOneof(const Variant& message, std::string* out) {
@@ -298,6 +307,25 @@ bool MergeField(const WireField& f, CancelCapture* m) {
       return SetString(f, &m->trace_id);
     case 2:
       return SetString(f, &m->reason);
+    default:
+      break;
+  }
+  return true;
+}
+
+bool MergeField(const WireField& f, HelloRejected* m) {
+  switch (f.field_number) {
+    case 1:
+      SetInt32(f, &m->reason);
+      break;
+    case 2:
+      return SetString(f, &m->message);
+    case 3:
+      SetUint32(f, &m->protocol_major);
+      break;
+    case 4:
+      SetUint32(f, &m->protocol_minor);
+      break;
     default:
       break;
   }

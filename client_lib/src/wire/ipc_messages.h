@@ -15,7 +15,7 @@
 namespace gpuctl::wire {
 
 inline constexpr uint32_t kProtocolMajor = 1;
-inline constexpr uint32_t kProtocolMinor = 1;
+inline constexpr uint32_t kProtocolMinor = 2;
 // Largest datagram either side sends or accepts.
 inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
 
@@ -66,6 +66,23 @@ struct HelloAck {
   std::string daemon_version;
   uint64_t max_payload_bytes = 0;
   bool operator==(const HelloAck&) const = default;
+};
+
+// gpuctl.v1.ipc.RejectReason
+enum class RejectReason : int32_t {
+  kUnspecified = 0,
+  kPermissionDenied = 1,
+  kProtocolVersion = 2,
+  kInvalidHello = 3,
+};
+
+struct HelloRejected {  // minor 2
+  // Raw enum value (RejectReason), kept as sent.
+  int32_t reason = 0;
+  std::string message;
+  uint32_t protocol_major = 0;
+  uint32_t protocol_minor = 0;
+  bool operator==(const HelloRejected&) const = default;
 };
 
 struct StartCapture {
@@ -129,7 +146,8 @@ struct Goodbye {
 // An empty oneof decodes as std::monostate.
 using ClientMessage =
     std::variant<std::monostate, Hello, CaptureStarted, CaptureResult, PayloadChunk, Goodbye>;
-using DaemonMessage = std::variant<std::monostate, HelloAck, StartCapture, CancelCapture>;
+using DaemonMessage =
+    std::variant<std::monostate, HelloAck, StartCapture, CancelCapture, HelloRejected>;
 
 // Appends the encoding of `message` to `out`.
 void Encode(const ClientMessage& message, std::string* out);

@@ -84,6 +84,14 @@ void Fill(const CancelCapture& in, pb::CancelCapture* out) {
   out->set_reason(in.reason);
 }
 
+void Fill(const HelloRejected& in, pb::HelloRejected* out) {
+  // Unknown enum values are kept by proto3, as by the codec.
+  out->set_reason(static_cast<pb::RejectReason>(in.reason));
+  out->set_message(in.message);
+  out->set_protocol_major(in.protocol_major);
+  out->set_protocol_minor(in.protocol_minor);
+}
+
 Hello Convert(const pb::Hello& in) {
   Hello out;
   out.protocol_major = in.protocol_major();
@@ -156,6 +164,13 @@ CancelCapture Convert(const pb::CancelCapture& in) {
   return CancelCapture{.trace_id = in.trace_id(), .reason = in.reason()};
 }
 
+HelloRejected Convert(const pb::HelloRejected& in) {
+  return HelloRejected{.reason = in.reason(),
+                       .message = in.message(),
+                       .protocol_major = in.protocol_major(),
+                       .protocol_minor = in.protocol_minor()};
+}
+
 }  // namespace
 
 pb::ClientMessage ToProto(const ClientMessage& message) {
@@ -189,6 +204,9 @@ pb::DaemonMessage ToProto(const DaemonMessage& message) {
   if (const auto* m = std::get_if<CancelCapture>(&message)) {
     Fill(*m, out.mutable_cancel_capture());
   }
+  if (const auto* m = std::get_if<HelloRejected>(&message)) {
+    Fill(*m, out.mutable_hello_rejected());
+  }
   return out;
 }
 
@@ -218,6 +236,8 @@ DaemonMessage FromProto(const pb::DaemonMessage& message) {
       return Convert(message.start_capture());
     case pb::DaemonMessage::kCancelCapture:
       return Convert(message.cancel_capture());
+    case pb::DaemonMessage::kHelloRejected:
+      return Convert(message.hello_rejected());
     case pb::DaemonMessage::MSG_NOT_SET:
       break;
   }
@@ -383,7 +403,7 @@ ClientMessage RandomMessages::Client(int alternative) {
 }
 
 DaemonMessage RandomMessages::Daemon(int alternative) {
-  const uint64_t index = alternative < 0 ? Below(4) : static_cast<uint64_t>(alternative);
+  const uint64_t index = alternative < 0 ? Below(5) : static_cast<uint64_t>(alternative);
   switch (index) {
     case 1:
       return HelloAck{Uint32(), Uint32(), Utf8String(), Uint64()};
@@ -401,6 +421,8 @@ DaemonMessage RandomMessages::Daemon(int alternative) {
     }
     case 3:
       return CancelCapture{Utf8String(), Utf8String()};
+    case 4:
+      return HelloRejected{Int32(), Utf8String(), Uint32(), Uint32()};
     default:
       return std::monostate{};
   }

@@ -38,7 +38,7 @@ struct Schema<ClientMessage> {
 template <>
 struct Schema<DaemonMessage> {
   using Proto = pb::DaemonMessage;
-  static constexpr int kAlternatives = 4;
+  static constexpr int kAlternatives = static_cast<int>(std::variant_size_v<DaemonMessage>);
   static DaemonMessage Random(RandomMessages& r, int alternative) { return r.Daemon(alternative); }
 };
 
@@ -327,7 +327,7 @@ TEST(WireCompatMinor1Test, NewFieldsLandInProtobufsFieldsByName) {
   EXPECT_EQ(got->max_start_skew_ns, -7);
   EXPECT_EQ(got->start_step, uint64_t{1} << 40);
   EXPECT_EQ(got->iterations, std::numeric_limits<uint32_t>::max());
-  EXPECT_EQ(kProtocolMinor, 1u);
+  EXPECT_GE(kProtocolMinor, 1u);
 }
 
 // Labels are a repeated string: they append across merged Hellos, as in protobuf.
@@ -447,6 +447,7 @@ TEST(WireCompatUtf8Test, InvalidUtf8InStringFieldsIsRefusedLikeProtobuf) {
   ExpectBothReject(DaemonMessage(HelloAck{.daemon_version = bad}));
   ExpectBothReject(DaemonMessage(StartCapture{.trace_id = "\xff"}));
   ExpectBothReject(DaemonMessage(CancelCapture{.reason = bad}));
+  ExpectBothReject(DaemonMessage(HelloRejected{.message = bad}));
   // `bytes` fields carry anything.
   const ClientMessage chunk = PayloadChunk{.trace_id = "t", .offset = 4, .data = bad};
   EXPECT_TRUE(ExpectSameVerdict<ClientMessage>(WireEncode(chunk), false));

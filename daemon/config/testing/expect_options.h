@@ -45,6 +45,12 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.retention.max_bytes, b.retention.max_bytes);
   EXPECT_EQ(a.retention.max_age, b.retention.max_age);
   EXPECT_EQ(a.retention.max_count, b.retention.max_count);
+  EXPECT_EQ(a.socket_mode, b.socket_mode);
+  EXPECT_EQ(a.socket_group, b.socket_group);
+  EXPECT_EQ(a.allowed_users, b.allowed_users);
+  EXPECT_EQ(a.s3_store.upload_wait, b.s3_store.upload_wait);
+  EXPECT_EQ(a.s3_store.keep_local, b.s3_store.keep_local);
+  EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);
   ASSERT_EQ(a.s3.has_value(), b.s3.has_value());
   if (a.s3.has_value()) ExpectSameS3Config(*a.s3, *b.s3);
 }

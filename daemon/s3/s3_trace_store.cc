@@ -1,0 +1,180 @@
+#include "daemon/s3/s3_trace_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/common/trace_id.h"
+#include "daemon/s3/trace_object_key.h"
+
+namespace gpuctl::s3 {
+namespace {
+
+// How long Shutdown waits for an upload in flight before leaving it.
+constexpr absl::Duration kUploadStopGrace = absl::Seconds(2);
+// Bytes fetched per ranged GET: fewer round trips than one per Read call.
+constexpr uint64_t kRemoteReadAhead = 8 * kMiB;
+
+// Reads one object of the bucket in ranged GETs, keeping the trace pinned.
+class RemoteFileReader final : public daemon::TraceFileReader {
+ public:
+  RemoteFileReader(std::shared_ptr<S3Client> client, std::string key, uint64_t size,
+                   daemon::TracePin pin)
+      : client_(std::move(client)), key_(std::move(key)), size_(size), pin_(std::move(pin)) {}
+
+  uint64_t size() const override { return size_; }
+
+  absl::Status Read(size_t max_bytes, std::string* out) override {
+    out->clear();
+    if (buffered_ == buffer_.size()) {
+      if (absl::Status st = Fill(max_bytes); !st.ok()) return st;
+    }
+    const size_t n = std::min(max_bytes, buffer_.size() - buffered_);
+    out->assign(buffer_, buffered_, n);
+    buffered_ += n;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Fill(size_t max_bytes) {
+    buffer_.clear();
+    buffered_ = 0;
+    if (offset_ >= size_ || max_bytes == 0) return absl::OkStatus();
+    const uint64_t length =
+        std::min(size_ - offset_, std::max<uint64_t>(max_bytes, kRemoteReadAhead));
+    absl::Status st = client_->GetObject(
+        key_,
+        [this](absl::string_view chunk) {
+          buffer_.append(chunk.data(), chunk.size());
+          return absl::OkStatus();
+        },
+        ByteRange{offset_, length});
+    if (!st.ok()) return st;
+    if (buffer_.size() != length) {
+      return absl::DataLossError(absl::StrCat("S3 object ", key_, " returned ", buffer_.size(),
+                                              " bytes at offset ", offset_, ", expected ", length));
+    }
+    offset_ += length;
+    return absl::OkStatus();
+  }
+
+  const std::shared_ptr<S3Client> client_;
+  const std::string key_;
+  const uint64_t size_;
+  daemon::TracePin pin_;
+  uint64_t offset_ = 0;  // of the next fetch
+  std::string buffer_;
+  size_t buffered_ = 0;  // bytes of buffer_ already returned
+};
+
+}  // namespace
+
+std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::LocalTraceStore> spool,
+                                                   std::unique_ptr<S3Client> client,
+                                                   S3StoreOptions options, TraceUploaderDeps deps) {
+  std::shared_ptr<daemon::LocalTraceStore> shared_spool = std::move(spool);
+  std::shared_ptr<S3Client> shared_client = std::move(client);
+  auto uploader =
+      std::make_shared<TraceUploader>(shared_spool, shared_client, options, std::move(deps));
+  size_t resumed = 0;
+  for (const std::string& id : shared_spool->AwaitingUpload()) {
+    std::optional<daemon::StoredTrace> trace = shared_spool->Find(id);
+    if (!trace.has_value() || !trace->complete) continue;
+    uploader->Enqueue(id);
+    ++resumed;
+  }
+  if (resumed > 0) LogInfo("resuming trace uploads", {{"traces", resumed}});
+  TraceUploader::Start(uploader);
+  return std::unique_ptr<S3TraceStore>(new S3TraceStore(
+      std::move(shared_spool), std::move(shared_client), options, std::move(uploader)));
+}
+
+S3TraceStore::S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool,
+                           std::shared_ptr<S3Client> client, S3StoreOptions options,
+                           std::shared_ptr<TraceUploader> uploader)
+    : spool_(std::move(spool)),
+      client_(std::move(client)),
+      options_(options),
+      uploader_(std::move(uploader)) {}
+
+S3TraceStore::~S3TraceStore() { Shutdown(); }
+
+void S3TraceStore::Shutdown() { uploader_->Stop(kUploadStopGrace); }
+
+std::string S3TraceStore::Location(absl::string_view trace_id) const {
+  if (trace_id.empty()) {
+    return absl::StrCat(uploader_->RemoteRoot(), " (spooled in ", spool_->root(), ")");
+  }
+  std::optional<daemon::StoredTrace> trace = spool_->Find(trace_id);
+  if (trace.has_value() && trace->complete && !trace->awaiting_upload) {
+    return uploader_->RemoteLocation(trace_id);
+  }
+  return spool_->Location(trace_id);
+}
+
+absl::Status S3TraceStore::PutFile(absl::string_view trace_id, absl::string_view name,
+                                   absl::string_view data) {
+  return spool_->PutFile(trace_id, name, data);
+}
+
+absl::Status S3TraceStore::PutManifest(const v1::TraceManifest& manifest) {
+  const std::string& trace_id = manifest.trace_id();
+  if (!IsValidTraceId(trace_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", trace_id, "\""));
+  }
+  // Marked first: from the moment the trace is complete, it is never
+  // deleted before it is in the bucket, restarts included.
+  if (absl::Status st = spool_->SetAwaitingUpload(trace_id, true); !st.ok()) return st;
+  v1::TraceManifest pending = manifest;
+  const std::string local = spool_->Location(trace_id);
+  v1::TraceStorage* storage = pending.mutable_storage();
+  storage->set_state(v1::STORAGE_STATE_UPLOAD_PENDING);
+  storage->set_local_location(local);
+  storage->set_remote_location(uploader_->RemoteLocation(trace_id));
+  storage->set_remote_endpoint(uploader_->endpoint());
+  pending.set_location(local);
+  if (absl::Status st = spool_->PutManifest(pending); !st.ok()) return st;
+  std::shared_ptr<absl::Notification> attempted = uploader_->Enqueue(trace_id);
+  if (options_.upload_wait > absl::ZeroDuration()) {
+    attempted->WaitForNotificationWithTimeout(options_.upload_wait);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::TraceManifest> S3TraceStore::GetManifest(absl::string_view trace_id) {
+  return spool_->GetManifest(trace_id);
+}
+
+absl::StatusOr<v1::ListTracesResponse> S3TraceStore::List(const v1::ListTracesRequest& request) {
+  return spool_->List(request);
+}
+
+absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::Open(
+    absl::string_view trace_id, absl::string_view name) {
+  absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> local = spool_->Open(trace_id, name);
+  if (local.ok() || !absl::IsNotFound(local.status())) return local;
+  // Only an uploaded trace has its files in the bucket.
+  std::optional<daemon::StoredTrace> trace = spool_->Find(trace_id);
+  if (!trace.has_value() || !trace->complete || trace->awaiting_upload) return local;
+  absl::StatusOr<daemon::TracePin> pin = spool_->Pin(trace_id);
+  if (!pin.ok()) return pin.status();
+  absl::StatusOr<std::string> key = TraceObjectKey(client_->config().prefix, trace_id, name);
+  if (!key.ok()) return key.status();
+  absl::StatusOr<ObjectInfo> info = client_->HeadObject(*key);
+  if (!info.ok()) return info.status();
+  return std::unique_ptr<daemon::TraceFileReader>(
+      new RemoteFileReader(client_, *std::move(key), info->size, *std::move(pin)));
+}
+
+absl::StatusOr<daemon::TracePin> S3TraceStore::Pin(absl::string_view trace_id) {
+  return spool_->Pin(trace_id);
+}
+
+absl::Status S3TraceStore::SetAwaitingUpload(absl::string_view trace_id, bool awaiting) {
+  return spool_->SetAwaitingUpload(trace_id, awaiting);
+}
+
+size_t S3TraceStore::EnforceRetention() { return spool_->EnforceRetention(); }
+
+}  // namespace gpuctl::s3

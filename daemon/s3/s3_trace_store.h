@@ -1,0 +1,82 @@
+#ifndef GPUCTL_DAEMON_S3_S3_TRACE_STORE_H_
+#define GPUCTL_DAEMON_S3_S3_TRACE_STORE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "daemon/core/local_store.h"
+#include "daemon/core/trace_store.h"
+#include "daemon/s3/s3_client.h"
+#include "daemon/s3/s3_store_options.h"
+#include "daemon/s3/trace_uploader.h"
+
+namespace gpuctl::s3 {
+
+// A TraceStore whose traces end up in an S3 bucket, under
+// <prefix>/<yyyy>/<mm>/<dd>/<trace-id>/ (trace_object_key.h), spooled in a
+// LocalTraceStore until uploaded.
+//
+// Files are written to the spool. PutManifest marks the trace awaiting
+// upload (durably) before writing its manifest (state UPLOAD_PENDING), hands
+// it to the uploader thread (trace_uploader.h) and waits up to
+// upload_wait for the first attempt, so a completed trace usually reports
+// itself uploaded. At creation every trace still marked is queued again:
+// a restart loses nothing.
+//
+// Manifests are always read from the spool, which keeps them after the
+// upload (listing stays a local index that survives restarts). Open serves
+// a file from the spool while it is there, else from the bucket, in ranged
+// reads. Retention applies to the spool and never deletes a trace awaiting
+// upload.
+//
+// Thread-safe; every method may block on I/O (call off the event loop).
+class S3TraceStore final : public daemon::TraceStore {
+ public:
+  // Queues the spool's traces awaiting upload and starts the uploader.
+  static std::unique_ptr<S3TraceStore> Create(std::unique_ptr<daemon::LocalTraceStore> spool,
+                                              std::unique_ptr<S3Client> client,
+                                              S3StoreOptions options, TraceUploaderDeps deps = {});
+  // Shuts down if Shutdown() was not called.
+  ~S3TraceStore() override;
+  S3TraceStore(const S3TraceStore&) = delete;
+  S3TraceStore& operator=(const S3TraceStore&) = delete;
+
+  // Stops the uploader: waits briefly for an upload in flight, then leaves
+  // it. PutManifest calls from then on leave their traces marked for the
+  // next start. Idempotent.
+  void Shutdown();
+
+  // The s3:// URL of an uploaded trace, else its spool directory. For an
+  // empty id, the store: "s3://bucket/prefix (spooled in /var/lib/...)".
+  std::string Location(absl::string_view trace_id) const override;
+  absl::Status PutFile(absl::string_view trace_id, absl::string_view name,
+                       absl::string_view data) override;
+  absl::Status PutManifest(const v1::TraceManifest& manifest) override;
+  absl::StatusOr<v1::TraceManifest> GetManifest(absl::string_view trace_id) override;
+  absl::StatusOr<v1::ListTracesResponse> List(const v1::ListTracesRequest& request) override;
+  absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> Open(absl::string_view trace_id,
+                                                                absl::string_view name) override;
+  absl::StatusOr<daemon::TracePin> Pin(absl::string_view trace_id) override;
+  absl::Status SetAwaitingUpload(absl::string_view trace_id, bool awaiting) override;
+  size_t EnforceRetention() override;
+
+  daemon::LocalTraceStore& spool() const { return *spool_; }
+  // Traces queued for upload, in flight included.
+  size_t pending_uploads() const { return uploader_->pending(); }
+
+ private:
+  S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool, std::shared_ptr<S3Client> client,
+               S3StoreOptions options, std::shared_ptr<TraceUploader> uploader);
+
+  const std::shared_ptr<daemon::LocalTraceStore> spool_;
+  const std::shared_ptr<S3Client> client_;
+  const S3StoreOptions options_;
+  const std::shared_ptr<TraceUploader> uploader_;
+};
+
+}  // namespace gpuctl::s3
+
+#endif  // GPUCTL_DAEMON_S3_S3_TRACE_STORE_H_

@@ -1,0 +1,118 @@
+#ifndef GPUCTL_DAEMON_S3_TRACE_UPLOADER_H_
+#define GPUCTL_DAEMON_S3_TRACE_UPLOADER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/btree_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "daemon/common/clock.h"
+#include "daemon/core/local_store.h"
+#include "daemon/s3/s3_client.h"
+#include "daemon/s3/s3_store_options.h"
+
+namespace gpuctl::s3 {
+
+// What the uploader takes from its surroundings; parts left empty get the
+// real thing.
+struct TraceUploaderDeps {
+  // Stamps uploaded_at. Real when null. Not owned; must outlive the uploader.
+  Clock* clock = nullptr;
+  // A uniformly random duration in [0, bound]: the retry delay's jitter.
+  std::function<absl::Duration(absl::Duration bound)> jitter;
+  // Called on the uploader thread after each attempt, with its outcome, once
+  // the queue reflects it.
+  std::function<void(absl::string_view trace_id, const absl::Status& status)> on_attempt;
+};
+
+// Copies completed traces from the local spool to the bucket, on its own
+// thread, one trace at a time:
+//
+//   pin; PutObjectFromFile each data file; put the final manifest (state
+//   UPLOADED) to the bucket LAST, then locally; clear the awaiting-upload
+//   mark; unless keep_local, remove the local data files (not the manifest).
+//
+// A failed attempt records its error and attempt count in the local
+// manifest (still UPLOAD_PENDING) and is retried after
+// min(upload_retry_max, upload_retry_initial * 2^(n-1)) (half of it
+// jittered); authentication errors wait upload_retry_max at once. It never
+// gives up: the awaiting-upload mark keeps the trace queued across restarts.
+//
+// Shared by the store and its thread: the thread keeps it (and the spool
+// and client) alive when Stop abandons an upload in flight. Thread-safe.
+class TraceUploader {
+ public:
+  TraceUploader(std::shared_ptr<daemon::LocalTraceStore> spool, std::shared_ptr<S3Client> client,
+                S3StoreOptions options, TraceUploaderDeps deps);
+  ~TraceUploader();
+  TraceUploader(const TraceUploader&) = delete;
+  TraceUploader& operator=(const TraceUploader&) = delete;
+
+  // Starts the thread, which holds `self` until it ends.
+  static void Start(const std::shared_ptr<TraceUploader>& self);
+  // Queues a trace for an attempt now. The notification is set once that
+  // attempt has ended (or at Stop); already set after Stop.
+  std::shared_ptr<absl::Notification> Enqueue(absl::string_view trace_id);
+  // Ends the thread: waits up to `grace` for an attempt in flight, then
+  // leaves it to finish on its own. Traces not uploaded stay marked.
+  // Idempotent.
+  void Stop(absl::Duration grace);
+
+  // "s3://<bucket>/<prefix>/<yyyy>/<mm>/<dd>/<trace-id>/".
+  std::string RemoteLocation(absl::string_view trace_id) const;
+  // "s3://<bucket>/<prefix>".
+  std::string RemoteRoot() const;
+  const std::string& endpoint() const { return client_->config().endpoint; }
+  size_t pending() const;
+
+ private:
+  struct Pending {
+    absl::Time due = absl::InfinitePast();
+    // Failures since this run queued it: the backoff's exponent.
+    int failures = 0;
+    bool in_flight = false;
+    std::vector<std::shared_ptr<absl::Notification>> waiters;
+  };
+
+  void Run();
+  // The next trace due, marked in flight; false to stop.
+  bool TakeNext(std::string* trace_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the waiters; drops the trace when uploaded or `gone`, else
+  // schedules the next attempt.
+  void Finish(const std::string& trace_id, const absl::Status& status, bool gone)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One attempt; `attempt` counts every attempt of the trace, earlier runs'
+  // included (0 when the manifest could not be read). `gone`: the trace is
+  // no longer awaiting upload (deleted, or done meanwhile).
+  absl::Status Upload(const std::string& trace_id, uint32_t* attempt, bool* gone);
+  absl::Status UploadFiles(const daemon::StoredTrace& trace);
+  void RecordFailure(const std::string& trace_id, uint32_t attempt, const absl::Status& error);
+  absl::Duration RetryDelay(int failures, const absl::Status& error);
+
+  const std::shared_ptr<daemon::LocalTraceStore> spool_;
+  const std::shared_ptr<S3Client> client_;
+  const S3StoreOptions options_;
+  const TraceUploaderDeps deps_;
+  RealClock real_clock_;
+  Clock* const clock_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;
+  absl::btree_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+  absl::Notification exited_;
+};
+
+}  // namespace gpuctl::s3
+
+#endif  // GPUCTL_DAEMON_S3_TRACE_UPLOADER_H_

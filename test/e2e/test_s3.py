@@ -1,0 +1,561 @@
+"""gpuctld storing traces in S3: a real Ceph radosgw (scripts/ceph), a real
+gpuctld whose config file points at it, real workloads and the real CLI;
+boto3 checks the bucket on its own.
+
+The cluster is GPUCTL_TEST_CEPH_DIR's (scripts/test.sh starts one for the
+whole suite), else one started here in a temporary directory. Without Ceph
+the tests fail under CI=true and skip otherwise. Each test writes under its
+own key prefix, deleted at teardown. Some tests stop the shared gateway:
+CTest runs these tests one at a time (RESOURCE_LOCK radosgw), and the
+bucket fixture starts the gateway again when a test left it stopped.
+"""
+
+import gzip
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.config import Config
+
+from conftest import LineReader, Workload
+from e2e_util import check_workload_trace, load_trace, sanitizer_report, snake_keys, wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+CEPH_SCRIPTS = REPO / "scripts" / "ceph"
+PYTHON_DIR = REPO / "python"
+
+UPLOADED = "STORAGE_STATE_UPLOADED"
+PENDING = "STORAGE_STATE_UPLOAD_PENDING"
+MIB = 1024 * 1024
+# Uploads retried in the background: the gateway is back within seconds, the
+# daemon's next attempt comes within upload_retry_max (1s here).
+UPLOAD_DEADLINE_S = 60.0
+AUTH_ERROR_CODES = ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied")
+
+
+# --- The cluster and the bucket -----------------------------------------
+
+class Ceph:
+    """A cluster started by scripts/ceph/start.sh DIR."""
+
+    def __init__(self, path):
+        self.dir = Path(path)
+
+    def env(self):
+        values = {}
+        for line in (self.dir / "env").read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep:
+                values[key] = value
+        return values
+
+    def rgw(self, action):
+        """rgw.sh DIR stop|start: stops or starts the gateway and waits."""
+        result = subprocess.run([str(CEPH_SCRIPTS / "rgw.sh"), str(self.dir), action],
+                                capture_output=True, text=True, timeout=120,
+                                stdin=subprocess.DEVNULL)
+        assert result.returncode == 0, \
+            f"rgw.sh {action} exited {result.returncode}:\n{result.stdout}{result.stderr}"
+
+    def rgw_serving(self):
+        return subprocess.run([str(CEPH_SCRIPTS / "rgw.sh"), str(self.dir), "status"],
+                              capture_output=True, timeout=60,
+                              stdin=subprocess.DEVNULL).returncode == 0
+
+
+def _ceph_tools_missing():
+    return [t for t in ("ceph-mon", "ceph-osd", "radosgw", "radosgw-admin", "ceph",
+                        "ceph-authtool", "monmaptool") if shutil.which(t) is None]
+
+
+@pytest.fixture(scope="session")
+def ceph():
+    raw = os.environ.get("GPUCTL_TEST_CEPH_DIR")
+    if raw:
+        if not (Path(raw) / "env").is_file():
+            pytest.fail(f"GPUCTL_TEST_CEPH_DIR={raw} holds no cluster (no env file); "
+                        "start one with scripts/ceph/start.sh DIR")
+        yield Ceph(raw)
+        return
+    missing = _ceph_tools_missing()
+    if missing:
+        reason = (f"no S3 gateway: GPUCTL_TEST_CEPH_DIR is unset and {', '.join(missing)} "
+                  "not installed (run scripts/ceph/install.sh)")
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with tempfile.TemporaryDirectory(prefix="gpuctl-ceph-") as parent:
+        path = Path(parent) / "cluster"
+        try:
+            started = subprocess.run([str(CEPH_SCRIPTS / "start.sh"), str(path)],
+                                     capture_output=True, text=True, timeout=300,
+                                     stdin=subprocess.DEVNULL)
+            assert started.returncode == 0, \
+                f"scripts/ceph/start.sh failed:\n{started.stdout}{started.stderr}"
+            yield Ceph(path)
+        finally:
+            subprocess.run([str(CEPH_SCRIPTS / "stop.sh"), str(path)], timeout=120,
+                           stdin=subprocess.DEVNULL)
+
+
+class Bucket:
+    """The test bucket seen through boto3, an S3 client independent of gpuctld's."""
+
+    def __init__(self, ceph, prefix):
+        env = ceph.env()
+        self.endpoint = env["S3_ENDPOINT"]
+        self.region = env["S3_REGION"]
+        self.name = env["S3_BUCKET"]
+        self.access_key = env["AWS_ACCESS_KEY_ID"]
+        self.secret_key = env["AWS_SECRET_ACCESS_KEY"]
+        self.prefix = prefix
+        self.client = boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name=self.region,
+            aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
+            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 2},
+                          connect_timeout=5, read_timeout=60))
+
+    def objects(self, under=""):
+        """{key: listing entry} of every object under prefix/under."""
+        found = {}
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.name, Prefix=f"{self.prefix}/{under}")
+        for page in pages:
+            for entry in page.get("Contents", []):
+                found[entry["Key"]] = entry
+        return found
+
+    def get(self, key):
+        return self.client.get_object(Bucket=self.name, Key=key)["Body"].read()
+
+    def head(self, key):
+        return self.client.head_object(Bucket=self.name, Key=key)
+
+    def delete_all(self):
+        keys = list(self.objects())
+        for start in range(0, len(keys), 1000):
+            self.client.delete_objects(Bucket=self.name, Delete={
+                "Objects": [{"Key": k} for k in keys[start:start + 1000]], "Quiet": True})
+
+
+@pytest.fixture
+def bucket(ceph, request):
+    """The bucket with a key prefix of this test's own; the gateway is
+    serving at the start and again at the end."""
+    if not ceph.rgw_serving():
+        ceph.rgw("start")
+    name = request.node.name.replace("_", "-")[:48]
+    b = Bucket(ceph, f"e2e/{name}-{uuid.uuid4().hex[:8]}")
+    yield b
+    if not ceph.rgw_serving():
+        ceph.rgw("start")
+    b.delete_all()
+
+
+def _yaml_scalar(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    # A JSON string is a YAML double-quoted scalar: a secret of digits stays a string.
+    return json.dumps(value)
+
+
+@pytest.fixture
+def start_s3_daemon(start_daemon, workdir, bucket):
+    """start_s3_daemon(name="gpuctld", **store_s3_keys) -> Daemon whose config
+    file uploads to the test bucket; keys override the defaults below."""
+
+    def start(name="gpuctld", **overrides):
+        settings = {
+            "endpoint": bucket.endpoint,
+            "region": bucket.region,
+            "bucket": bucket.name,
+            "prefix": bucket.prefix,
+            "path_style": True,
+            "access_key_id": bucket.access_key,
+            "secret_access_key": bucket.secret_key,
+            # Fail fast while the gateway is down; retry soon in the background.
+            "max_attempts": 2,
+            "initial_backoff": "100ms",
+            "max_backoff": "1s",
+            "connect_timeout": "2s",
+            "upload_wait": "20s",
+            "upload_retry_max": "1s",
+        }
+        settings.update(overrides)
+        lines = ["store:", "  s3:"] + [f"    {k}: {_yaml_scalar(v)}" for k, v in settings.items()]
+        config = workdir / f"{name}.yaml"
+        config.write_text("\n".join(lines) + "\n")
+        return start_daemon("--config", str(config), name=name)
+
+    return start
+
+
+# --- Reading what the CLI and the stores say ------------------------------
+
+def trace_day(trace_id):
+    """The UTC day of a UUIDv7 trace id's timestamp, as yyyy/mm/dd."""
+    ms = int(trace_id.replace("-", "")[:12], 16)
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y/%m/%d")
+
+
+def trace_key_prefix(bucket, trace_id):
+    return f"{bucket.prefix}/{trace_day(trace_id)}/{trace_id}/"
+
+
+def run_trace(cli, *args):
+    """gpuctl trace ... --json on one host: (host document, TraceDir, the
+    CLI's stderr, where the store location goes with --json)."""
+    result, trace = cli.trace(*args, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = snake_keys(json.loads(result.stdout))
+    assert len(doc["hosts"]) == 1, doc
+    host = doc["hosts"][0]
+    assert host["status"] == "ok", host
+    assert trace is not None, "nothing downloaded:\n" + result.stdout + result.stderr
+    return host, trace, result.stderr
+
+
+def listed_manifest(cli, trace_id):
+    """The trace's manifest as `gpuctl traces --json` lists it (None if not listed)."""
+    result = cli.run("traces", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = snake_keys(json.loads(result.stdout))
+    found = [m for m in doc.get("traces", []) if m.get("trace_id") == trace_id]
+    return found[0] if found else None
+
+
+def wait_uploaded(cli, trace_id):
+    def uploaded():
+        manifest = listed_manifest(cli, trace_id)
+        if manifest and manifest.get("storage", {}).get("state") == UPLOADED:
+            return manifest
+        return None
+    return wait_until(uploaded, UPLOAD_DEADLINE_S, interval=0.25,
+                      what=f"trace {trace_id} listed as uploaded")
+
+
+def data_files(directory):
+    return sorted(p.name for p in Path(directory).glob("*.json.gz"))
+
+
+def wait_local_data_removed(local_dir):
+    wait_until(lambda: not data_files(local_dir), what=f"data files removed from {local_dir}")
+
+
+def check_trace_objects(bucket, trace_id, files, contents):
+    """The bucket holds exactly the trace's files and manifest, the files
+    byte for byte as `contents` ({name: bytes}); returns the S3 manifest."""
+    prefix = trace_key_prefix(bucket, trace_id)
+    objects = bucket.objects(under=f"{trace_day(trace_id)}/{trace_id}/")
+    assert sorted(objects) == sorted([prefix + f for f in files] + [prefix + "manifest.json"]), \
+        objects
+    for name in files:
+        assert bucket.get(prefix + name) == contents[name], f"{name} differs in S3"
+    # The manifest goes up last: a reader that sees it finds every file.
+    manifest_time = objects[prefix + "manifest.json"]["LastModified"]
+    assert all(objects[prefix + f]["LastModified"] <= manifest_time for f in files), objects
+    manifest = snake_keys(json.loads(bucket.get(prefix + "manifest.json")))
+    assert manifest["trace_id"] == trace_id
+    assert sorted(r["file"] for r in manifest["results"] if r.get("file")) == sorted(files)
+    return manifest
+
+
+def expect_auth_error(message):
+    assert any(code in message for code in AUTH_ERROR_CODES), \
+        f"no S3 authentication error code ({', '.join(AUTH_ERROR_CODES)}) in: {message}"
+
+
+def endpoint_hostport(bucket):
+    return bucket.endpoint.split("://", 1)[1]
+
+
+# --- Tests ----------------------------------------------------------------
+
+def test_trace_is_uploaded_and_read_back_from_the_bucket(start_s3_daemon, cli_for, start_workload,
+                                                          bucket, workdir):
+    daemon = start_s3_daemon()
+    cli = cli_for(daemon)
+    ranks = [start_workload(job="s3", rank=r, world_size=2) for r in (0, 1)]
+    cli.wait_attached([w.pid for w in ranks])
+
+    host, trace, _ = run_trace(cli, "--job", "s3", "--duration", "1s")
+    trace_id = trace.trace_id
+    remote = f"s3://{bucket.name}/{trace_key_prefix(bucket, trace_id)}"
+    storage = host["storage"]
+    assert storage["state"] == UPLOADED, storage
+    assert storage["remote_location"] == remote, storage
+    assert storage["remote_endpoint"] == bucket.endpoint, storage
+    assert not storage.get("upload_error"), storage
+    assert storage.get("uploaded_at"), storage
+    assert host["location"] == remote, host
+
+    files = sorted(r["file"] for r in host["results"])
+    assert len(files) == 2, host["results"]
+    # The CLI downloaded through gpuctld, which read the files from S3.
+    downloaded = {f: (trace.path / f).read_bytes() for f in files}
+    s3_manifest = check_trace_objects(bucket, trace_id, files, downloaded)
+    assert s3_manifest["storage"]["state"] == UPLOADED, s3_manifest
+    assert s3_manifest["storage"]["remote_location"] == remote
+
+    # Each object parses on its own as the workload's trace.
+    for workload, rank in zip(ranks, (0, 1)):
+        (result,) = [r for r in host["results"] if int(r["pid"]) == workload.pid]
+        name = result["file"]
+        assert name == f"{result['host']}-rank{rank}-pid{workload.pid}.json.gz", result
+        copy = workdir / f"from-s3-{name}"
+        copy.write_bytes(bucket.get(trace_key_prefix(bucket, trace_id) + name))
+        from_s3 = check_workload_trace(copy, workload.pid, rank)
+        _, from_cli = load_trace(trace.path / name)
+        assert from_s3["traceEvents"] == from_cli["traceEvents"]
+
+    # The spool keeps only the manifest, which says where the files went.
+    local_dir = workdir / "store" / trace_id
+    wait_local_data_removed(local_dir)
+    assert (local_dir / "manifest.json").is_file()
+    assert not (local_dir / ".awaiting-upload").exists()
+    local_manifest = snake_keys(json.loads((local_dir / "manifest.json").read_text()))
+    assert local_manifest["storage"]["state"] == UPLOADED, local_manifest
+    assert local_manifest["storage"]["remote_location"] == remote
+
+    listed = listed_manifest(cli, trace_id)
+    assert listed is not None and listed["storage"]["state"] == UPLOADED, listed
+    assert listed["storage"]["remote_location"] == remote, listed
+    table = cli.run("traces")
+    assert table.returncode == 0, table.stderr
+    row = [line for line in table.stdout.splitlines() if trace_id in line]
+    assert len(row) == 1 and remote.rstrip("/") in row[0], table.stdout
+
+    # gpuctl get serves an uploaded trace from the bucket.
+    got = cli.run("get", trace_id, "-o", str(workdir / "fetched"))
+    assert got.returncode == 0, got.stdout + got.stderr
+    fetched = workdir / "fetched" / trace_id
+    for name, data in downloaded.items():
+        assert (fetched / name).read_bytes() == data, name
+    assert snake_keys(json.loads((fetched / "manifest.json").read_text()))["trace_id"] == trace_id
+
+
+def test_wrong_secret_leaves_the_trace_pending_in_the_local_store(start_s3_daemon, cli_for,
+                                                                  start_workload, bucket, workdir):
+    daemon = start_s3_daemon(secret_access_key="not-the-secret-" + uuid.uuid4().hex)
+    cli = cli_for(daemon)
+    workload = start_workload(job="s3-auth", rank=0, world_size=1)
+    cli.wait_attached([workload.pid])
+
+    host, trace, stderr = run_trace(cli, "--job", "s3-auth", "--duration", "1s")
+    trace_id = trace.trace_id
+    local_dir = workdir / "store" / trace_id
+    storage = host["storage"]
+    assert storage["state"] == PENDING, storage
+    assert storage["remote_location"] == f"s3://{bucket.name}/{trace_key_prefix(bucket, trace_id)}"
+    error = storage["upload_error"]
+    assert endpoint_hostport(bucket) in error, error
+    expect_auth_error(error)
+    assert int(storage["upload_attempts"]) >= 1, storage
+    assert Path(storage["local_location"]).resolve() == local_dir.resolve(), storage
+    assert Path(host["location"]).resolve() == local_dir.resolve(), host
+    assert f"upload to {storage['remote_location']} pending: " in stderr, stderr
+
+    # The trace is safe in the local store, marked for upload, and served from there.
+    (result,) = host["results"]
+    assert result["status"] == "CAPTURE_STATUS_OK", result
+    assert data_files(local_dir) == [result["file"]]
+    assert (local_dir / result["file"]).stat().st_size == int(result["stored_bytes"])
+    assert (local_dir / ".awaiting-upload").exists()
+    check_workload_trace(local_dir / result["file"], workload.pid, 0)
+    got = cli.run("get", trace_id, "-o", str(workdir / "fetched"))
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert (workdir / "fetched" / trace_id / result["file"]).read_bytes() == \
+        (local_dir / result["file"]).read_bytes()
+
+    assert bucket.objects() == {}, "a rejected upload left objects in the bucket"
+    listed = listed_manifest(cli, trace_id)
+    assert listed["storage"]["state"] == PENDING, listed
+    expect_auth_error(listed["storage"]["upload_error"])
+    table = cli.run("traces")
+    row = [line for line in table.stdout.splitlines() if trace_id in line]
+    assert len(row) == 1 and "pending" in row[0], table.stdout
+
+
+def test_upload_waits_for_a_stopped_gateway_and_completes_when_it_returns(
+        ceph, start_s3_daemon, cli_for, start_workload, bucket, workdir):
+    daemon = start_s3_daemon()
+    cli = cli_for(daemon)
+    workload = start_workload(job="s3-down", rank=0, world_size=1)
+    cli.wait_attached([workload.pid])
+
+    ceph.rgw("stop")
+    host, trace, _ = run_trace(cli, "--job", "s3-down", "--duration", "1s")
+    trace_id = trace.trace_id
+    storage = host["storage"]
+    assert storage["state"] == PENDING, storage
+    assert endpoint_hostport(bucket) in storage["upload_error"], storage
+    local_dir = workdir / "store" / trace_id
+    files = data_files(local_dir)
+    assert files == [host["results"][0]["file"]], files
+    spooled = {f: (local_dir / f).read_bytes() for f in files}
+    # The CLI's copy came from the spool.
+    assert {f: (trace.path / f).read_bytes() for f in files} == spooled
+
+    ceph.rgw("start")
+    manifest = wait_uploaded(cli, trace_id)
+    assert int(manifest["storage"]["upload_attempts"]) >= 2, manifest
+    assert manifest["storage"]["remote_location"] == \
+        f"s3://{bucket.name}/{trace_key_prefix(bucket, trace_id)}"
+    check_trace_objects(bucket, trace_id, files, spooled)
+    wait_local_data_removed(local_dir)
+    assert not (local_dir / ".awaiting-upload").exists()
+
+    # Served from the bucket now.
+    got = cli.run("get", trace_id, "-o", str(workdir / "fetched"))
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert {f: (workdir / "fetched" / trace_id / f).read_bytes() for f in files} == spooled
+
+
+def test_pending_upload_survives_a_daemon_restart(ceph, start_s3_daemon, cli_for, start_workload,
+                                                  bucket, workdir):
+    first = start_s3_daemon()
+    cli = cli_for(first)
+    workload = start_workload(job="s3-restart", rank=0, world_size=1)
+    cli.wait_attached([workload.pid])
+
+    ceph.rgw("stop")
+    host, trace, _ = run_trace(cli, "--job", "s3-restart", "--duration", "1s")
+    trace_id = trace.trace_id
+    assert host["storage"]["state"] == PENDING, host["storage"]
+    local_dir = workdir / "store" / trace_id
+    files = data_files(local_dir)
+    assert files, f"no data file in {local_dir}"
+    spooled = {f: (local_dir / f).read_bytes() for f in files}
+    assert first.stop() == 0, first.log()
+
+    # Nothing could have gone up before the restart: the gateway was down.
+    ceph.rgw("start")
+    second = start_s3_daemon()
+    cli = cli_for(second)
+    wait_uploaded(cli, trace_id)
+    check_trace_objects(bucket, trace_id, files, spooled)
+    wait_local_data_removed(local_dir)
+
+
+# A workload of distinct 4000-character range names (random base64, of
+# which gzip keeps about 3 kB each): at RANGES_PER_S, a 1 s window makes a
+# .json.gz of about 18 MB, above the 5 MiB parts' multipart threshold.
+# Names come from a pool of random bytes made once (cheap to slice), large
+# enough that no name repeats within 2 s.
+RANGES_PER_S = 6000
+RANGES_SCRIPT = f"""\
+import base64
+import os
+import time
+
+import gpuctl
+
+RATE = {RANGES_PER_S}
+TICK = 0.005
+NAME_CHARS = 4000
+POOL_NAMES = 2 * RATE
+pool = base64.b64encode(os.urandom(POOL_NAMES * NAME_CHARS * 3 // 4)).decode("ascii")
+announced = False
+n = 0
+next_tick = time.monotonic()
+while True:
+    if not announced and gpuctl.connected():
+        print("connected", flush=True)
+        announced = True
+    for _ in range(int(RATE * TICK)):
+        at = (n % POOL_NAMES) * NAME_CHARS
+        gpuctl.range_push(pool[at:at + NAME_CHARS])
+        gpuctl.range_pop()
+        n += 1
+    next_tick += TICK
+    delay = next_tick - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+    else:
+        next_tick = time.monotonic()
+"""
+
+
+@pytest.fixture
+def start_ranges_workload(workdir, lib_path):
+    """Runs RANGES_SCRIPT under LD_PRELOAD=libgpuctl.so with the gpuctl
+    Python package; killed at teardown."""
+    workloads = []
+
+    def start():
+        script = workdir / "ranges.py"
+        script.write_text(textwrap.dedent(RANGES_SCRIPT))
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("GPUCTL_") and k not in ("LD_PRELOAD", "PYTHONPATH")}
+        env.update(PYTHONPATH=str(PYTHON_DIR), GPUCTL_SOCKET=str(workdir / "gpuctl.sock"),
+                   GPUCTL_JOB_ID="s3-multipart", PYTHONDONTWRITEBYTECODE="1")
+        # Set by CTest for sanitized builds: the runtime must load first.
+        first = os.environ.get("GPUCTL_E2E_PRELOAD_FIRST")
+        if first:
+            # What the interpreter itself leaves allocated at exit is not gpuctl's.
+            asan = os.environ.get("ASAN_OPTIONS")
+            env["ASAN_OPTIONS"] = f"{asan}:detect_leaks=0" if asan else "detect_leaks=0"
+        env["LD_PRELOAD"] = ":".join(([first] if first else []) + [str(lib_path)])
+        proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        workloads.append(Workload(proc, LineReader(proc.stdout)))
+        return workloads[-1]
+
+    yield start
+    for workload in workloads:
+        workload.proc.kill()
+        workload.wait(10)
+        output = "\n".join(workload.lines())
+        assert not sanitizer_report(output), output
+
+
+def multipart_etag(data, part_size):
+    """S3's ETag of a multipart object: MD5 of the parts' MD5s, "-<parts>"."""
+    digests = b"".join(hashlib.md5(data[o:o + part_size]).digest()
+                       for o in range(0, len(data), part_size))
+    return f'"{hashlib.md5(digests).hexdigest()}-{math.ceil(len(data) / part_size)}"'
+
+
+def test_large_trace_goes_up_in_parts(start_s3_daemon, cli_for, start_ranges_workload, bucket):
+    daemon = start_s3_daemon(multipart_threshold="5MiB", part_size="5MiB")
+    cli = cli_for(daemon)
+    workload = start_ranges_workload()
+    wait_until(lambda: "connected" in workload.lines(), what="the ranges workload connected")
+    cli.wait_attached([workload.pid])
+
+    host, trace, _ = run_trace(cli, "--pid", str(workload.pid), "--duration", "1s")
+    assert host["storage"]["state"] == UPLOADED, host["storage"]
+    (result,) = host["results"]
+    assert result["status"] == "CAPTURE_STATUS_OK", result
+    data = (trace.path / result["file"]).read_bytes()
+    assert len(data) == int(result["stored_bytes"])
+    assert len(data) >= 10 * MIB, \
+        f"the trace is {len(data)} bytes: too small to need three parts of 5 MiB"
+
+    key = trace_key_prefix(bucket, trace.trace_id) + result["file"]
+    head = bucket.head(key)
+    assert head["ContentLength"] == len(data), head
+    assert re.fullmatch(r'"[0-9a-f]{32}-\d+"', head["ETag"]), head["ETag"]
+    assert head["ETag"] == multipart_etag(data, 5 * MIB), head["ETag"]
+    from_s3 = bucket.get(key)
+    assert hashlib.sha256(from_s3).hexdigest() == hashlib.sha256(data).hexdigest()
+
+    events = json.loads(gzip.decompress(from_s3))["traceEvents"]
+    named = [e for e in events if e.get("cat") == "user_annotation" and len(e["name"]) == 4000]
+    assert len(named) >= 1000, f"{len(named)} ranges of the workload in the trace"
+    assert len({e["name"] for e in named}) == len(named), "range names repeat"
