@@ -66,7 +66,10 @@ asan_time="skipped"
 if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan+UBSan build (build-asan/)"
   asan_start=$(date +%s)
-  configure_and_build build-asan -DGPUCTL_SANITIZE=ON
+  # -O1 -g1: line tables are all the reports need, and the pass builds in
+  # about two thirds of the time -O2 -g takes.
+  configure_and_build build-asan -DGPUCTL_SANITIZE=ON \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   start_ceph
   step "ASan+UBSan tests"
   # Any report fails the test whose process printed it (e2e fixtures scan
