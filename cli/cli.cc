@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "cli/channel_security.h"
 #include "cli/command_flags.h"
 #include "cli/connection.h"
 #include "cli/download.h"
@@ -42,6 +43,8 @@ struct Flags {
   SelectorFlags selector;
   TraceFlags trace;
   PsFlags ps;
+  // Every command that talks to gpuctld.
+  SecurityFlags security;
 };
 
 void AddHostFlags(CLI::App* cmd, Flags& flags, bool with_json) {
@@ -143,6 +146,8 @@ void DefineCommands(Parser& p, const CliEnv& env) {
     p.run = [target, &p, &env] { return RunStatus(target, p.flags.json, env); };
   });
 
+  for (CLI::App* cmd : {trace, ps, traces, get, status}) AddSecurityFlags(cmd, f.security);
+
   CLI::App* help = p.app.add_subcommand("help", "Show this help");
   help->callback([&p, &env] {
     p.run = [&p, &env] {
@@ -155,7 +160,9 @@ void DefineCommands(Parser& p, const CliEnv& env) {
 
 }  // namespace
 
-int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
+int RunCli(const std::vector<std::string>& args, const CliEnv& given_env) {
+  // Commands read the connection settings resolved after parsing.
+  CliEnv env = given_env;
   Parser parser;
   DefineCommands(parser, env);
   // CLI11 would only say "A subcommand is required".
@@ -183,6 +190,14 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& env) {
     return kExitUsage;
   }
   if (!parser.run) return kExitUsage;
+  if (parser.app.got_subcommand("help")) return parser.run();
+  absl::StatusOr<ChannelSecurity> security =
+      ResolveChannelSecurity(parser.flags.security, env.env_security);
+  if (!security.ok()) {
+    *env.err << "gpuctl: " << security.status().message() << "\n" << kUsageHint;
+    return kExitUsage;
+  }
+  env.security = *std::move(security);
   return parser.run();
 }
 
@@ -194,6 +209,7 @@ int Main(int argc, char** argv) {
     env.terminal_columns = ws.ws_col;
   }
   if (const char* host = std::getenv("GPUCTL_HOST"); host != nullptr) env.env_host = host;
+  env.env_security = SecurityFromEnvironment();
   env.time_zone = absl::LocalTimeZone();
   absl::StatusOr<std::unique_ptr<SignalInterruptSource>> interrupts =
       SignalInterruptSource::Create();

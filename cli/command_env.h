@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cli/channel_security.h"
+#include "cli/connection.h"
 #include "cli/interrupt.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 
@@ -34,6 +36,12 @@ struct CliEnv {
   absl::Duration rpc_timeout = absl::Seconds(30);
   // Deadline of one GetTrace transfer.
   absl::Duration download_timeout = absl::Minutes(30);
+  // TLS and token settings from the environment (SecurityFromEnvironment);
+  // flags win over them.
+  SecurityFlags env_security;
+  // What every connection uses: resolved from the flags and env_security
+  // before a command runs.
+  ChannelSecurity security;
   // Optional; Ctrl-C cancels a running trace or download.
   InterruptSource* interrupts = nullptr;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
@@ -12,6 +13,7 @@
 #include "cli/format.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
@@ -27,6 +29,64 @@ bool ValidPort(absl::string_view port) {
 }
 
 std::chrono::system_clock::time_point ToChrono(absl::Time t) { return absl::ToChronoTime(t); }
+
+// Adds the bearer token to every call of a channel.
+class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(const std::string* header) : header_(header) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", *header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;
+};
+
+class BearerTokenInterceptorFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenInterceptorFactory(const std::string& token)
+      : header_(absl::StrCat("Bearer ", token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new BearerTokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
+std::shared_ptr<grpc::Channel> OpenChannel(const std::string& target, grpc::ChannelArguments args,
+                                           const ChannelSecurity& security) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      security.credentials != nullptr ? security.credentials : grpc::InsecureChannelCredentials();
+  if (!security.server_name.empty()) args.SetSslTargetNameOverride(security.server_name);
+  if (security.token.empty()) return grpc::CreateCustomChannel(target, credentials, args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> factories;
+  factories.push_back(std::make_unique<BearerTokenInterceptorFactory>(security.token));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(target, credentials, args,
+                                                                 std::move(factories));
+}
+
+// What a connection that reached the host and then failed suggests: a
+// peer that closed it or a failed handshake hints at a TLS mismatch.
+std::string SecurityHint(const std::string& reason, const ChannelSecurity& security) {
+  bool handshake_like = false;
+  for (absl::string_view sign :
+       {"Socket closed", "Connection reset", "andshake", "SSL", "certificate", "EOF"}) {
+    handshake_like = handshake_like || absl::StrContains(reason, sign);
+  }
+  if (!handshake_like) return "";
+  if (security.tls) {
+    return " (TLS handshake failed? check --tls-ca, --tls-cert/--tls-key and --tls-server-name, "
+           "and that gpuctld serves TLS)";
+  }
+  return " (gpuctld may require TLS: pass --tls or --tls-ca)";
+}
 
 }  // namespace
 
@@ -55,14 +115,14 @@ absl::StatusOr<std::string> NormalizeHost(absl::string_view host) {
 
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target,
                                                        absl::Duration timeout,
-                                                       const std::atomic<bool>* cancelled) {
+                                                       const std::atomic<bool>* cancelled,
+                                                       const ChannelSecurity& security) {
   grpc::ChannelArguments args;
   // Bounds a single connection attempt so a silent host fails within the
   // timeout rather than gRPC's 20 s default.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS,
               static_cast<int>(std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout))));
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::Channel> channel = OpenChannel(target, std::move(args), security);
   const absl::Time deadline = absl::Now() + timeout;
   auto is_cancelled = [&] { return cancelled != nullptr && cancelled->load(); };
   grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
@@ -90,6 +150,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target
     grpc::Status probe = v1::Gpuctl::NewStub(channel)->GetStatus(&context, {}, &ignored);
     if (!probe.ok() && probe.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       reason = probe.error_message();
+      reason += SecurityHint(reason, security);
     }
   }
   return FromRpcStatus(grpc::Status(grpc::StatusCode::UNAVAILABLE, reason));
@@ -119,6 +180,10 @@ int ReportError(const absl::Status& status, absl::string_view host, std::ostream
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
       err << "gpuctl: cannot reach gpuctld at " << host << ": " << message << "\n";
+      return kExitDaemonError;
+    case absl::StatusCode::kUnauthenticated:
+      err << "gpuctl: gpuctld at " << host << " " << kUnauthenticatedText << message
+          << kUnauthenticatedHint << "\n";
       return kExitDaemonError;
     default:
       err << "gpuctl: gpuctld at " << host << " refused the request: " << message << "\n";

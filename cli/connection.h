@@ -11,12 +11,24 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "grpcpp/channel.h"
+#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/status.h"
 
 namespace gpuctl::cli {
 
 inline constexpr absl::string_view kDefaultHost = "127.0.0.1:7070";
 inline constexpr int kDefaultPort = 7070;
+
+// The credentials of every connection to gpuctld (channel_security.h
+// builds them from flags): plain text when `credentials` is null.
+struct ChannelSecurity {
+  bool tls = false;
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Overrides the name checked against the server certificate.
+  std::string server_name;
+  // Sent as "authorization: Bearer <token>" on every call when not empty.
+  std::string token;
+};
 
 // Turns what a user typed into a gRPC target: "node7" -> "node7:7070",
 // "::1" -> "[::1]:7070"; "HOST:PORT", "[v6]:PORT" and URIs ("dns:///...",
@@ -29,11 +41,12 @@ absl::StatusOr<std::string> NormalizeHost(absl::string_view host);
 // host after `timeout`; both as UNAVAILABLE carrying gRPC's reason, marked
 // as an RPC error (see IsRpcError). When `cancelled` is given and becomes
 // true, the wait ends within kConnectCancelLatency with CANCELLED (not an
-// RPC error).
+// RPC error). A connection that fails after reaching the host says whether
+// a TLS mismatch may be the cause.
 inline constexpr absl::Duration kConnectCancelLatency = absl::Milliseconds(50);
 absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
     const std::string& target, absl::Duration timeout,
-    const std::atomic<bool>* cancelled = nullptr);
+    const std::atomic<bool>* cancelled = nullptr, const ChannelSecurity& security = {});
 
 // Converts a status returned by the daemon (or by gRPC on its behalf) and
 // marks it so callers can tell it from a local failure.
@@ -46,6 +59,12 @@ bool IsRpcError(const absl::Status& status);
 // kExitDaemonError; any other daemon error -> "gpuctld at HOST refused the
 // request: ..." and kExitDaemonError; a local failure -> kExitPartialFailure.
 int ReportError(const absl::Status& status, absl::string_view host, std::ostream& err);
+
+// How an UNAUTHENTICATED answer reads: "gpuctld at HOST " + text + the
+// daemon's message + hint.
+inline constexpr absl::string_view kUnauthenticatedText = "rejected the credentials (UNAUTHENTICATED): ";
+inline constexpr absl::string_view kUnauthenticatedHint =
+    "; pass the daemon's token with --token-file or $GPUCTL_TOKEN_FILE";
 
 }  // namespace gpuctl::cli
 

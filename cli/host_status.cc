@@ -51,6 +51,9 @@ HostFailure ClassifyFailure(const absl::Status& status, absl::string_view target
               absl::StrCat("gpuctld at ", target, " did not answer in time: ", message)};
     case absl::StatusCode::kCancelled:
       return {HostStatus::kCancelled, "cancelled"};
+    case absl::StatusCode::kUnauthenticated:
+      return {HostStatus::kRefused, absl::StrCat("gpuctld at ", target, " ", kUnauthenticatedText,
+                                                 message, kUnauthenticatedHint)};
     default:
       return {HostStatus::kRefused,
               absl::StrCat("gpuctld at ", target, " refused the request: ", message)};

@@ -155,7 +155,9 @@ TEST_F(CliListCommandsTest, Status) {
 TEST_F(CliListCommandsTest, ErrorsMapToExitCodes) {
   server_.service().unary_error = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "token required");
   EXPECT_EQ(Run({"ps"}), kExitDaemonError);
-  EXPECT_THAT(console_.err.str(), HasSubstr("refused the request: token required"));
+  EXPECT_THAT(console_.err.str(),
+              HasSubstr("rejected the credentials (UNAUTHENTICATED): token required; pass the "
+                        "daemon's token with --token-file"));
   EXPECT_EQ(console_.out.str(), "");
   EXPECT_EQ(Run({"status"}), kExitDaemonError);
   EXPECT_EQ(Run({"traces"}), kExitDaemonError);

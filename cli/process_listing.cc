@@ -13,7 +13,8 @@ namespace gpuctl::cli {
 std::vector<HostProcesses> ListProcessesOnHosts(const std::vector<HostEntry>& hosts,
                                                 const v1::ProcessSelector& selector,
                                                 size_t parallel, absl::Duration timeout,
-                                                CancelGroup& cancel, bool include_rejected) {
+                                                CancelGroup& cancel, bool include_rejected,
+                                                const ChannelSecurity& security) {
   std::vector<HostProcesses> answers(hosts.size());
   RunBounded(hosts.size(), parallel, [&](size_t i) {
     HostProcesses& answer = answers[i];
@@ -31,7 +32,7 @@ std::vector<HostProcesses> ListProcessesOnHosts(const std::vector<HostEntry>& ho
     }
     const absl::Time deadline = absl::Now() + timeout;
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        Connect(answer.target, timeout, cancel.flag());
+        Connect(answer.target, timeout, cancel.flag(), security);
     if (!channel.ok()) return fail(channel.status());
     v1::ListProcessesRequest request;
     *request.mutable_selector() = selector;

@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "cli/cancel_group.h"
 #include "cli/host_list.h"
+#include "cli/connection.h"
 #include "cli/host_status.h"
 #include "gpuctl/v1/service.pb.h"
 
@@ -29,7 +30,8 @@ std::vector<HostProcesses> ListProcessesOnHosts(const std::vector<HostEntry>& ho
                                                 const v1::ProcessSelector& selector,
                                                 size_t parallel, absl::Duration timeout,
                                                 CancelGroup& cancel,
-                                                bool include_rejected = false);
+                                                bool include_rejected = false,
+                                                const ChannelSecurity& security = {});
 
 }  // namespace gpuctl::cli
 

@@ -105,7 +105,7 @@ int RunPs(const PsOptions& options, const CliEnv& env) {
   CancelGroup cancel(env.interrupts);
   std::vector<HostProcesses> answers =
       ListProcessesOnHosts(*hosts, options.selector, options.parallel, options.host_timeout, cancel,
-                           options.include_rejected);
+                           options.include_rejected, env.security);
   if (cancel.cancelled()) {
     *env.err << "gpuctl: ps cancelled\n";
     return kExitInterrupted;

@@ -43,7 +43,7 @@ StepChoice PickStartStep(const std::vector<HostEntry>& hosts, const TraceOptions
   {
     CancelGroup cancel(env.interrupts);
     choice.answers = ListProcessesOnHosts(hosts, options.selector, options.parallel,
-                                          options.host_timeout, cancel);
+                                          options.host_timeout, cancel, false, env.security);
     if (cancel.cancelled()) {
       choice.interrupted = true;
       return choice;
@@ -106,6 +106,7 @@ bool Download(const TraceOptions& options, const CliEnv& env, TraceReport& repor
   request.parallel = options.parallel;
   request.connect_timeout = options.host_timeout;
   request.transfer_timeout = env.download_timeout;
+  request.security = env.security;
   CancelGroup cancel(env.interrupts);
   report.downloads = DownloadFleetTrace(report.hosts, request, cancel);
   if (cancel.cancelled()) return false;
@@ -283,6 +284,7 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   fanout.host_timeout = options.host_timeout;
   fanout.stream_length = options.duration.value_or(kMaxUserDuration) + env.trace_margin;
   fanout.result_margin = env.trace_margin;
+  fanout.security = env.security;
   std::unique_ptr<TraceProgress> progress =
       env.err_is_terminal ? MakeTerminalProgress(*env.err, env.terminal_columns, targets)
                           : MakePlainProgress(*env.err, targets);

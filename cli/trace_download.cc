@@ -110,7 +110,7 @@ std::vector<HostDownload> DownloadFleetTrace(const std::vector<HostTrace>& hosts
       return;
     }
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        Connect(hosts[i].target, options.connect_timeout, cancel.flag());
+        Connect(hosts[i].target, options.connect_timeout, cancel.flag(), options.security);
     if (!channel.ok()) {
       download.status = channel.status();
       return;

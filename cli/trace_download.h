@@ -43,6 +43,7 @@ struct FleetDownloadOptions {
   size_t parallel = 64;
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration transfer_timeout = absl::Minutes(30);
+  ChannelSecurity security;
 };
 
 // Fetches every planned host's files into <output_root>/<trace_id>/, at

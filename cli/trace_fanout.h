@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "cli/connection.h"
 #include "cli/host_list.h"
 #include "cli/host_status.h"
 #include "cli/interrupt.h"
@@ -52,6 +53,8 @@ struct TraceFanoutOptions {
   // A host whose trace has not completed this long after the end it
   // announced (TraceStarted.end_time) is given up as timed out.
   absl::Duration result_margin = absl::Seconds(60);
+  // TLS and token of every host's connection.
+  ChannelSecurity security;
 };
 
 struct TraceFanoutResult {

@@ -41,6 +41,10 @@ absl::Status StoreTo(absl::StatusOr<T> value, U* out) {
 // The keys of the ipc section (ipc_config_keys.cc).
 absl::Span<const ConfigKey> IpcConfigKeys();
 
+// The keys of the tls and auth sections (security_config_keys.cc).
+absl::Span<const ConfigKey> TlsConfigKeys();
+absl::Span<const ConfigKey> AuthConfigKeys();
+
 // The keys of store.s3 and the checks across them (s3_config_keys.cc).
 absl::Span<const ConfigKey> S3ConfigKeys();
 void OpenS3Section(DaemonOptions* options);

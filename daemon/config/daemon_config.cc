@@ -42,6 +42,16 @@ absl::Status ReadTraceBytes(const ConfigValue& v, uint64_t* out) {
   return StoreTo(std::move(bytes), out);
 }
 
+absl::Status ReadIngestBytes(const ConfigValue& v, uint64_t* out) {
+  absl::StatusOr<uint64_t> bytes = v.Size();
+  if (bytes.ok() && *bytes != 0 && (*bytes < kMinIngestBytes || *bytes > kMaxIngestBytes)) {
+    return v.Error(absl::StrCat(FormatByteSize(*bytes), " is out of range (0 for no cap, or ",
+                                FormatByteSize(kMinIngestBytes), " to ",
+                                FormatByteSize(kMaxIngestBytes), ")"));
+  }
+  return StoreTo(std::move(bytes), out);
+}
+
 absl::Status CheckTraceSection(const ConfigLocations& where, DaemonOptions* o) {
   if (o->max_buffer_bytes > o->max_payload_bytes) {
     // Report it where the file set either (a default is never wrong alone).
@@ -78,6 +88,9 @@ absl::Span<const ConfigKey> TraceKeys() {
       {.name = "max_buffer_bytes",
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return ReadTraceBytes(v, &o->max_buffer_bytes); }},
+      {.name = "max_ingest_bytes",
+       .read = [](const ConfigValue& v,
+                  DaemonOptions* o) { return ReadIngestBytes(v, &o->max_ingest_bytes); }},
   };
   return kKeys;
 }
@@ -139,6 +152,8 @@ absl::Span<const ConfigKey> TopLevelKeys() {
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return StoreTo(v.String(), &o->ready_file); }},
       {.name = "ipc", .keys = IpcConfigKeys},
+      {.name = "tls", .keys = TlsConfigKeys},
+      {.name = "auth", .keys = AuthConfigKeys},
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},
       {.name = "store", .keys = StoreKeys},
   };

@@ -98,12 +98,20 @@ std::vector<KeyCase> EveryKey() {
        [](DaemonOptions& o) {
          o.allowed_users = {"1000", "alice"};
        }},
+      {"tls.cert", "/etc/gpuctl/s.pem", [](DaemonOptions& o) { o.tls_cert = "/etc/gpuctl/s.pem"; }},
+      {"tls.key", "/etc/gpuctl/s.key", [](DaemonOptions& o) { o.tls_key = "/etc/gpuctl/s.key"; }},
+      {"tls.client_ca", "/etc/gpuctl/ca.pem",
+       [](DaemonOptions& o) { o.tls_client_ca = "/etc/gpuctl/ca.pem"; }},
+      {"auth.token_file", "/etc/gpuctl/token",
+       [](DaemonOptions& o) { o.auth_token_file = "/etc/gpuctl/token"; }},
       {"trace.max_duration", "2h", [](DaemonOptions& o) { o.max_duration = absl::Hours(2); }},
       {"trace.start_delay", "0", [](DaemonOptions& o) { o.start_delay = absl::ZeroDuration(); }},
       {"trace.result_grace", "45s", [](DaemonOptions& o) { o.result_grace = absl::Seconds(45); }},
       {"trace.max_payload_bytes", "1GiB",
        [](DaemonOptions& o) { o.max_payload_bytes = uint64_t{1} << 30; }},
       {"trace.max_buffer_bytes", "64MB", [](DaemonOptions& o) { o.max_buffer_bytes = 64000000; }},
+      {"trace.max_ingest_bytes", "2GiB",
+       [](DaemonOptions& o) { o.max_ingest_bytes = uint64_t{2} << 30; }},
       {"store.path", "/data/traces", [](DaemonOptions& o) { o.store_dir = "/data/traces"; }},
       {"store.retention.max_bytes", "1073741824",
        [](DaemonOptions& o) { o.retention.max_bytes = uint64_t{1} << 30; }},
@@ -287,7 +295,7 @@ TEST(DaemonConfigTest, BadIpcValuesAreErrors) {
 TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
             "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, insecure, socket, "
-            "log_level, ready_file, ipc, trace, store)");
+            "log_level, ready_file, ipc, tls, auth, trace, store)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -325,7 +333,7 @@ TEST(DaemonConfigTest, WrongTypesAreErrors) {
       {"insecure:\n", "gpuctl.yaml:1: insecure: expected true or false, found no value"},
       {"trace: 5\n",
        "gpuctl.yaml:1: trace: expected a section (keys max_duration, start_delay, result_grace, "
-       "max_payload_bytes, max_buffer_bytes), found a scalar"},
+       "max_payload_bytes, max_buffer_bytes, max_ingest_bytes), found a scalar"},
       {"store:\n  retention: [1]\n",
        "gpuctl.yaml:2: store.retention: expected a section (keys max_bytes, max_age, max_count), "
        "found a list"},
@@ -374,6 +382,9 @@ TEST(DaemonConfigTest, NegativeAndOutOfRangeValuesAreErrors) {
        "gpuctl.yaml:2: trace.result_grace: \"0\" must be more than 0"},
       {"trace:\n  max_payload_bytes: 1KiB\n",
        "gpuctl.yaml:2: trace.max_payload_bytes: 1KiB is out of range (1MiB to 64GiB)"},
+      {"trace:\n  max_ingest_bytes: 1KiB\n",
+       "gpuctl.yaml:2: trace.max_ingest_bytes: 1KiB is out of range (0 for no cap, or 1MiB to "
+       "1TiB)"},
       {"trace:\n  max_buffer_bytes: 65GiB\n",
        "gpuctl.yaml:2: trace.max_buffer_bytes: 65GiB is out of range (1MiB to 64GiB)"},
       {"trace:\n  max_buffer_bytes: 512MiB\n",
@@ -390,10 +401,10 @@ TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"- listen\n- socket\n",
        "gpuctl.yaml:1: expected a mapping of keys (listen, insecure, socket, log_level, "
-       "ready_file, ipc, trace, store), found a list"},
+       "ready_file, ipc, tls, auth, trace, store), found a list"},
       {"\n\nhello\n",
        "gpuctl.yaml:3: expected a mapping of keys (listen, insecure, socket, "
-       "log_level, ready_file, ipc, trace, store), found a scalar"},
+       "log_level, ready_file, ipc, tls, auth, trace, store), found a scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
       {",\n", "gpuctl.yaml:1:1: invalid YAML: unexpected \",\""},
@@ -444,8 +455,10 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
       DaemonConfigKeys(),
       ::testing::ElementsAre(
           "listen", "insecure", "socket", "log_level", "ready_file", "ipc.socket_mode",
-          "ipc.socket_group", "ipc.allowed_uids", "trace.max_duration", "trace.start_delay",
-          "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes", "store.path",
+          "ipc.socket_group", "ipc.allowed_uids", "tls.cert", "tls.key", "tls.client_ca",
+          "auth.token_file", "trace.max_duration", "trace.start_delay",
+          "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes",
+          "trace.max_ingest_bytes", "store.path",
           "store.retention.max_bytes", "store.retention.max_age", "store.retention.max_count",
           "store.s3.endpoint", "store.s3.region", "store.s3.bucket", "store.s3.prefix",
           "store.s3.path_style", "store.s3.access_key_id", "store.s3.secret_access_key",

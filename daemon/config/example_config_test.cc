@@ -113,7 +113,8 @@ TEST(ExampleConfigTest, TheDocsDescribeEveryKeyAndFlag) {
   for (const char* flag :
        {"--config", "--listen", "--insecure", "--socket", "--log-level", "--ready-file",
         "--max-duration", "--start-delay", "--result-grace", "--store", "--store-max-bytes",
-        "--store-max-age", "--store-max-count", "--socket-mode", "--socket-group"}) {
+        "--store-max-age", "--store-max-count", "--socket-mode", "--socket-group",
+        "--max-ingest-bytes"}) {
     EXPECT_NE(docs.find(absl::StrCat("`", flag)), std::string::npos) << flag;
   }
 }

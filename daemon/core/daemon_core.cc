@@ -138,18 +138,41 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
   job.reported_host_only = result.host_only();
   job.reported_cupti_dropped = result.cupti_dropped_records();
   v1::ProcessResult window = WindowResult(session, result);
+  const uint64_t bytes = job.payload->bytes().size();
+  // Conversion is what costs memory (a mapped memfd's pages, once read,
+  // and the output): the payload waits here, untouched, until its bytes fit
+  // under max_ingest_bytes.
+  slot.ingest_id = admission_.Submit(bytes, [this, job = std::move(job), window = std::move(window),
+                                             peer = slot.peer](IngestAdmission::Id id) mutable {
+    RunCapture(id, std::move(job), std::move(window), peer);
+  });
+  // FIFO: when anything still waits, this payload (the last in) does.
+  if (admission_.waiting_count() > 0) {
+    LogInfo("trace data waits for ingest capacity",
+            {{"trace_id", session.id},
+             {"pid", slot.info.pid()},
+             {"payload_bytes", bytes},
+             {"converting_bytes", admission_.running_bytes()},
+             {"waiting", admission_.waiting_count()}});
+  }
+}
+
+void DaemonCoreImpl::RunCapture(IngestAdmission::Id ingest_id, CaptureJob job,
+                                v1::ProcessResult window, PeerId peer) {
   // The worker touches neither `this` nor the session: the core may be gone
   // by the time it finishes. `this` is used on the loop once `weak` says it
   // is still alive (both live on the loop thread).
   deps_.worker->Run([this, store = deps_.store, loop = deps_.loop, job = std::move(job),
-                     window = std::move(window), peer = slot.peer,
+                     window = std::move(window), peer, ingest_id,
                      weak = std::weak_ptr<bool>(alive_)]() mutable {
     std::string trace_id = job.trace_id;
     v1::ProcessResult processed = ProcessCapture(std::move(job), store);
     processed.MergeFrom(window);
-    loop->Post([this, weak = std::move(weak), trace_id = std::move(trace_id), peer,
+    loop->Post([this, weak = std::move(weak), trace_id = std::move(trace_id), peer, ingest_id,
                 processed = std::move(processed)]() mutable {
-      if (!weak.expired()) OnProcessed(trace_id, peer, std::move(processed));
+      if (weak.expired()) return;
+      admission_.Release(ingest_id);
+      OnProcessed(trace_id, peer, std::move(processed));
     });
   });
 }

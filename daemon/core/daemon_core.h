@@ -30,6 +30,9 @@ struct CoreOptions {
   absl::Duration start_delay = absl::Milliseconds(100);
   // Largest payload accepted from one process.
   uint64_t max_payload_bytes = 256ull << 20;
+  // Trace data validated and converted at once (trace.max_ingest_bytes);
+  // results beyond it wait their turn. 0: no cap.
+  uint64_t max_ingest_bytes = 512ull << 20;
   // Record buffer cap sent to processes.
   uint64_t max_buffer_bytes = 128ull << 20;
   // Reported by GetStatus only.

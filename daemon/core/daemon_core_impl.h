@@ -9,7 +9,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
+#include "daemon/core/capture_processor.h"
 #include "daemon/core/daemon_core.h"
+#include "daemon/core/ingest_admission.h"
 #include "daemon/core/registry.h"
 #include "daemon/core/trace_session.h"
 
@@ -23,7 +25,8 @@ class DaemonCoreImpl final : public DaemonCore {
       : options_(options),
         deps_(deps),
         started_at_(deps.clock->Now()),
-        registry_(options.proc_root, options.allowed_uids) {}
+        registry_(options.proc_root, options.allowed_uids),
+        admission_(options.max_ingest_bytes) {}
   ~DaemonCoreImpl() override;
 
   absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
@@ -64,6 +67,9 @@ class DaemonCoreImpl final : public DaemonCore {
   void ReleaseProcess(PeerId peer, absl::string_view trace_id);
   void ProcessPayload(TraceSession& session, TraceSlot& slot, const v1::ipc::CaptureResult& result,
                       std::unique_ptr<Payload> payload);
+  // Converts an admitted payload on the worker.
+  void RunCapture(IngestAdmission::Id ingest_id, CaptureJob job, v1::ProcessResult window,
+                  PeerId peer);
   void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result);
   void OnDeadline(const std::string& trace_id);
   void Complete(TraceSession& session);
@@ -84,6 +90,7 @@ class DaemonCoreImpl final : public DaemonCore {
   const Deps deps_;
   const absl::Time started_at_;
   Registry registry_;
+  IngestAdmission admission_;
   absl::flat_hash_map<std::string, std::unique_ptr<TraceSession>> sessions_;
   // Ids of finished traces, so a caller cannot reuse one.
   std::deque<std::string> recent_ids_;

@@ -300,6 +300,8 @@ void DaemonCoreImpl::CancelTrace(absl::string_view trace_id) {
   for (TraceSlot& slot : session->slots) {
     if (slot.done) continue;
     if (!slot.processing) SendCancel(*session, slot.peer, "cancelled");
+    // Trace data still waiting for ingest capacity is dropped unconverted.
+    if (slot.processing) admission_.Cancel(slot.ingest_id);
     FinishSlot(*session, slot, ResultWith(v1::CAPTURE_STATUS_FAILED, "cancelled"));
   }
 }

@@ -22,6 +22,9 @@ struct TraceSlot {
   PeerId peer = 0;
   v1::ProcessInfo info;     // as selected
   bool processing = false;  // payload handed to the worker
+  // While processing: the payload's IngestAdmission entry (it may still be
+  // waiting for capacity).
+  uint64_t ingest_id = 0;
   bool done = false;        // `result` is final
   bool joined = false;      // attached after the request and joined it
   v1::ProcessResult result;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstring>
 #include <utility>
 
@@ -29,6 +30,12 @@ constexpr absl::Duration kAcceptRetryDelay = absl::Milliseconds(100);
 // Inline buffers grow with the chunks; only this much is reserved up front
 // on the strength of an announced size.
 constexpr size_t kInlineInitialReserve = 16u << 20;
+
+absl::Time IpcMonotonicNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return absl::TimeFromTimespec(ts);
+}
 
 absl::string_view MessageName(const ClientMessage& msg) {
   switch (msg.msg_case()) {
@@ -76,6 +83,7 @@ IpcServer::IpcServer(const IpcServerOptions& options, EventLoop* loop, UniqueFd 
       loop_(loop),
       listen_fd_(std::move(listen_fd)),
       recv_buffer_(kMaxIpcMessageBytes + 1),
+      hello_limiter_(options.hello_rate, options.hello_burst),
       self_(std::make_shared<IpcServer*>(this)) {}
 
 IpcServer::~IpcServer() { Stop(); }
@@ -259,6 +267,15 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
                             std::vector<UniqueFd> fds) {
   if (peer->hello_timer != 0) loop_->Cancel(peer->hello_timer);
   peer->hello_timer = 0;
+  const absl::Time now =
+      options_.clock != nullptr ? options_.clock->Now() : IpcMonotonicNow();
+  if (!hello_limiter_.TryAcquire(peer->creds.uid, now)) {
+    RefuseHello(peer, absl::ResourceExhaustedError(absl::StrCat(
+                          "too many registrations from uid ", peer->creds.uid, " (more than ",
+                          options_.hello_burst, " at once or ", options_.hello_rate,
+                          " a second); retry later")));
+    return false;
+  }
   std::unique_ptr<StepCounterView> steps;
   if (hello.step_counter()) {
     if (fds.size() != 1) {
@@ -277,15 +294,7 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
   absl::Status status = core_->OnPeerHello(peer->id, peer->creds, hello, std::move(steps));
   if (peer->closed) return false;
   if (!status.ok()) {
-    v1::ipc::DaemonMessage reply;
-    v1::ipc::HelloRejected* rejected = reply.mutable_hello_rejected();
-    rejected->set_reason(RejectReasonFor(status));
-    rejected->set_message(std::string(status.message()));
-    rejected->set_protocol_major(kProtocolMajor);
-    rejected->set_protocol_minor(kProtocolMinor);
-    // Best effort: the connection closes either way.
-    (void)SendTo(*peer, reply);
-    DropPeer(peer, absl::StrCat("Hello refused: ", status.message()), Notify::kNow);
+    RefuseHello(peer, status);
     return false;
   }
   peer->accepted = true;
@@ -304,6 +313,18 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
                                  {"job_id", hello.job_id()},
                                  {"rank", hello.rank()}});
   return true;
+}
+
+void IpcServer::RefuseHello(const std::shared_ptr<Peer>& peer, const absl::Status& status) {
+  v1::ipc::DaemonMessage reply;
+  v1::ipc::HelloRejected* rejected = reply.mutable_hello_rejected();
+  rejected->set_reason(RejectReasonFor(status));
+  rejected->set_message(std::string(status.message()));
+  rejected->set_protocol_major(kProtocolMajor);
+  rejected->set_protocol_minor(kProtocolMinor);
+  // Best effort: the connection closes either way.
+  (void)SendTo(*peer, reply);
+  DropPeer(peer, absl::StrCat("Hello refused: ", status.message()), Notify::kNow);
 }
 
 bool IpcServer::HandleResult(const std::shared_ptr<Peer>& peer, const CaptureResult& result,

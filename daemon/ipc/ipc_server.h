@@ -13,7 +13,9 @@
 #include "absl/time/time.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/peer_channel.h"
+#include "daemon/common/clock.h"
 #include "daemon/core/registry.h"
+#include "daemon/ipc/hello_rate_limiter.h"
 #include "daemon/ipc/socket_access.h"
 #include "daemon/ipc/unix_socket.h"
 #include "daemon/runtime/event_loop.h"
@@ -30,6 +32,13 @@ struct IpcServerOptions {
   absl::Duration hello_timeout = absl::Seconds(5);
   // Connections beyond this are accepted and closed at once.
   size_t max_peers = 4096;
+  // Hellos per uid: a bucket of `hello_burst` refilled at `hello_rate` a
+  // second; a Hello beyond it is refused (HelloRejected) and the library
+  // retries after its longest backoff. hello_rate 0: no limit.
+  double hello_rate = 200;
+  double hello_burst = 2000;
+  // The time source for the Hello rate limit; null: CLOCK_MONOTONIC.
+  Clock* clock = nullptr;
   // The socket file's mode and group (its directory is checked too).
   SocketAccess access;
 };
@@ -115,6 +124,8 @@ class IpcServer final : public PeerChannel {
   // descriptor is missing or fails the checks), then asks the core.
   bool HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::Hello& hello,
                    std::vector<UniqueFd> fds);
+  // Answers HelloRejected and drops the peer.
+  void RefuseHello(const std::shared_ptr<Peer>& peer, const absl::Status& status);
   bool HandleResult(const std::shared_ptr<Peer>& peer, const v1::ipc::CaptureResult& result,
                     std::vector<UniqueFd> fds);
   bool HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk);
@@ -132,6 +143,7 @@ class IpcServer final : public PeerChannel {
   PeerId next_peer_id_ = 1;
   absl::flat_hash_map<PeerId, std::shared_ptr<Peer>> peers_;
   std::vector<uint8_t> recv_buffer_;
+  HelloRateLimiter hello_limiter_;
   // Tasks posted to the loop hold a weak reference and do nothing once the
   // server is gone.
   std::shared_ptr<IpcServer*> self_;

@@ -5,9 +5,27 @@
 #include "daemon/rpc/trace_reactor.h"
 
 namespace gpuctl::daemon {
+namespace {
+
+// Ends a server-streaming call at once with `status`.
+template <typename T>
+class RejectedWriteReactor final : public grpc::ServerWriteReactor<T> {
+ public:
+  explicit RejectedWriteReactor(const grpc::Status& status) { this->Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::Status GrpcService::Authenticate(const grpc::CallbackServerContext& context) const {
+  return auth_ == nullptr ? grpc::Status::OK : auth_->Check(context);
+}
 
 grpc::ServerWriteReactor<v1::TraceEvent>* GrpcService::Trace(grpc::CallbackServerContext* context,
                                                              const v1::TraceRequest* request) {
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
+    return new RejectedWriteReactor<v1::TraceEvent>(auth);
+  }
   std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
   loop_->Post([this, reactor, request = *request] { reactor->StartOnLoop(core_, request); });
   return reactor.get();
@@ -17,6 +35,10 @@ grpc::ServerUnaryReactor* GrpcService::ListProcesses(grpc::CallbackServerContext
                                                      const v1::ListProcessesRequest* request,
                                                      v1::ListProcessesResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
   // request and response stay valid until Finish.
   loop_->Post([this, reactor, request, response] {
     absl::StatusOr<v1::ListProcessesResponse> listed = core_->ListProcesses(*request);
@@ -30,6 +52,10 @@ grpc::ServerUnaryReactor* GrpcService::GetStatus(grpc::CallbackServerContext* co
                                                  const v1::GetStatusRequest* request,
                                                  v1::GetStatusResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
   loop_->Post([this, reactor, response] {
     *response = core_->GetStatus();
     reactor->Finish(grpc::Status::OK);
@@ -41,6 +67,10 @@ grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* c
                                                   const v1::ListTracesRequest* request,
                                                   v1::ListTracesResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
   if (request->page_size() < 0 || request->page_size() > 1000) {
     reactor->Finish(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "page_size must be between 0 and 1000"));
@@ -62,6 +92,9 @@ grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* c
 
 grpc::ServerWriteReactor<v1::TraceChunk>* GrpcService::GetTrace(
     grpc::CallbackServerContext* context, const v1::GetTraceRequest* request) {
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
+    return new RejectedWriteReactor<v1::TraceChunk>(auth);
+  }
   return new GetTraceReactor(store_, io_, *request);
 }
 

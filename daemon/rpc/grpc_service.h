@@ -4,6 +4,7 @@
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/trace_store.h"
+#include "daemon/rpc/bearer_token.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -23,6 +24,9 @@ class GrpcService final : public v1::Gpuctl::CallbackService {
   GrpcService(DaemonCore* core, TaskRunner* loop, TraceStore* store, Executor* io)
       : core_(core), loop_(loop), store_(store), io_(io) {}
   void set_core(DaemonCore* core) { core_ = core; }
+  // Set: every call must carry the bearer token. Outlives the server; set
+  // before it starts.
+  void set_auth(const BearerTokenAuth* auth) { auth_ = auth; }
 
   grpc::ServerWriteReactor<v1::TraceEvent>* Trace(grpc::CallbackServerContext* context,
                                                   const v1::TraceRequest* request) override;
@@ -39,10 +43,13 @@ class GrpcService final : public v1::Gpuctl::CallbackService {
                                       v1::GetStatusResponse* response) override;
 
  private:
+  grpc::Status Authenticate(const grpc::CallbackServerContext& context) const;
+
   DaemonCore* core_;
   TaskRunner* const loop_;
   TraceStore* const store_;
   Executor* const io_;
+  const BearerTokenAuth* auth_ = nullptr;
 };
 
 }  // namespace gpuctl::daemon

@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/common/log.h"
 #include "daemon/core/local_store.h"
+#include "daemon/rpc/transport_security.h"
 
 #ifdef GPUCTL_HAVE_GRPC_REFLECTION
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -95,6 +96,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   core_options.start_delay = options.start_delay;
   core_options.result_grace = options.result_grace;
   core_options.max_payload_bytes = options.max_payload_bytes;
+  core_options.max_ingest_bytes = options.max_ingest_bytes;
   core_options.max_buffer_bytes = options.max_buffer_bytes;
   core_options.socket_path = options.socket_path;
   core_options.allowed_uids = options.allowed_uids;
@@ -127,6 +129,10 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   SetServing(true);
   LogInfo("gpuctld ready",
           {{"grpc", grpc_address_},
+           {"tls", options.tls_cert.empty()           ? "off"
+                   : options.tls_client_ca.empty() ? "on"
+                                                   : "mutual"},
+           {"auth", options.auth_token_file.empty() ? "none" : "bearer token"},
            {"socket", options.socket_path},
            {"store", s3_store_ != nullptr ? s3_store_->Location("") : options.store_dir},
            {"version", GPUCTL_VERSION}});
@@ -180,9 +186,23 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
 #ifdef GPUCTL_HAVE_GRPC_REFLECTION
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 #endif
+  // Files are read now: a bad certificate or token file stops the start.
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(
+      ServerTlsFiles{options.tls_cert, options.tls_key, options.tls_client_ca});
+  if (!credentials.ok()) return credentials.status();
+  if (!options.auth_token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(options.auth_token_file);
+    if (!token.ok()) return token.status();
+    auth_ = std::make_unique<BearerTokenAuth>(*std::move(token));
+    service_->set_auth(auth_.get());
+    if (options.tls_cert.empty() && !IsLoopbackListen(options.listen_address)) {
+      LogWarning("the bearer token crosses the network in plain text: serve TLS too",
+                 {{"listen", options.listen_address}});
+    }
+  }
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options.listen_address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen_address, *credentials, &port);
   builder.RegisterService(service_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port == 0) {

@@ -60,6 +60,8 @@ class Daemon {
   std::unique_ptr<IpcServer> ipc_;
   std::unique_ptr<DaemonCore> core_;
   std::unique_ptr<GrpcService> service_;
+  // Set with --auth-token-file; outlives grpc_server_.
+  std::unique_ptr<BearerTokenAuth> auth_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;
   bool stopped_ = false;

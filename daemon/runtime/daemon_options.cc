@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <ostream>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -51,21 +52,21 @@ absl::Status CheckListenShape(const std::string& address) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
 bool IsLoopbackListen(const std::string& address) {
   std::string host = address.substr(0, address.rfind(':'));
   return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
 
-}  // namespace
-
-absl::Status ValidateListenAddress(const std::string& address, bool insecure) {
+absl::Status ValidateListenAddress(const std::string& address, bool secured) {
   if (absl::Status s = CheckListenShape(address); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("invalid --listen \"", address, "\": ", s.message()));
   }
-  if (!IsLoopbackListen(address) && !insecure) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("refusing to serve ", address, kInsecureRefusal, "pass --insecure"));
+  if (!IsLoopbackListen(address) && !secured) {
+    return absl::InvalidArgumentError(absl::StrCat("refusing to serve ", address, kInsecureRefusal,
+                                                   "serve TLS (--tls-cert, --tls-key), or pass --insecure"));
   }
   return absl::OkStatus();
 }
@@ -94,13 +95,26 @@ absl::Status ApplyParsed(const char* flag, absl::StatusOr<T> value, U* out) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<uint64_t> ParseIngestBytes(const std::string& text) {
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
+  if (bytes.ok() && *bytes != 0 && (*bytes < kMinIngestBytes || *bytes > kMaxIngestBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(FormatByteSize(*bytes),
+                                                   " is out of range (0 for no cap, or ",
+                                                   FormatByteSize(kMinIngestBytes), " to ",
+                                                   FormatByteSize(kMaxIngestBytes), ")"));
+  }
+  return bytes;
+}
+
 // The command line as given: empty strings and false for flags not given.
 struct CommandLine {
   std::string config;
   std::string listen, socket, store, ready_file, log_level;
   std::string max_duration, start_delay, result_grace;
   std::string store_max_bytes, store_max_age, store_max_count;
+  std::string max_ingest_bytes;
   std::string socket_mode, socket_group;
+  std::string tls_cert, tls_key, tls_client_ca, auth_token_file;
   bool insecure = false;
   bool version = false;
 };
@@ -130,8 +144,18 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_option("--start-delay", cl.start_delay, "delay before windows open (default 100ms)");
   app.add_option("--result-grace", cl.result_grace,
                  "wait for results after a window (default 10s)");
+  app.add_option("--max-ingest-bytes", cl.max_ingest_bytes,
+                 "trace data converted at once, e.g. 512MiB; results beyond it wait; 0: no "
+                 "cap (default 512MiB)");
   app.add_option("--ready-file", cl.ready_file, "write the bound gRPC address here once serving");
   app.add_option("--log-level", cl.log_level, "debug, info, warning or error (default info)");
+  app.add_option("--tls-cert", cl.tls_cert, "serve gRPC over TLS with this PEM certificate chain");
+  app.add_option("--tls-key", cl.tls_key, "the PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", cl.tls_client_ca,
+                 "require client certificates signed by this PEM CA (mutual TLS)");
+  app.add_option("--auth-token-file", cl.auth_token_file,
+                 "require \"authorization: Bearer <token>\" on every call; the file (mode 0600) "
+                 "holds the token");
   app.add_flag("--insecure", cl.insecure,
                "allow a non-loopback --listen without transport security");
   app.add_flag("--version", cl.version, "print the version and exit");
@@ -146,6 +170,15 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   if (given("--ready-file")) o->ready_file = cl.ready_file;
   if (given("--insecure")) o->insecure = cl.insecure;
   absl::Status s;
+  for (auto [flag, value, out] : {std::tuple{"--tls-cert", &cl.tls_cert, &o->tls_cert},
+                                  std::tuple{"--tls-key", &cl.tls_key, &o->tls_key},
+                                  std::tuple{"--tls-client-ca", &cl.tls_client_ca, &o->tls_client_ca},
+                                  std::tuple{"--auth-token-file", &cl.auth_token_file,
+                                             &o->auth_token_file}}) {
+    if (!given(flag)) continue;
+    if (value->empty() && s.ok()) s = absl::InvalidArgumentError(absl::StrCat(flag, " is empty"));
+    *out = *value;
+  }
   if (given("--max-duration")) {
     s = ApplyDuration("--max-duration", cl.max_duration, false, &o->max_duration);
   }
@@ -166,6 +199,10 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   if (s.ok() && given("--store-max-count")) {
     s = ApplyParsed("--store-max-count", ParseConfigCount(cl.store_max_count),
                     &o->retention.max_count);
+  }
+  if (s.ok() && given("--max-ingest-bytes")) {
+    s = ApplyParsed("--max-ingest-bytes", ParseIngestBytes(cl.max_ingest_bytes),
+                    &o->max_ingest_bytes);
   }
   if (s.ok() && given("--socket-mode")) {
     s = ApplyParsed("--socket-mode", ParseSocketMode(cl.socket_mode), &o->socket_mode);
@@ -208,16 +245,26 @@ absl::Status ResolveAccessIds(const CLI::App& app, const ConfigLocations& file, 
 // Checks the merged options (resolving names); a value from the file is
 // reported at its line.
 absl::Status ValidateMerged(const CLI::App& app, DaemonOptions& o, const ConfigLocations& file) {
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError(
+        "TLS needs both a certificate and its key (--tls-cert and --tls-key, or tls.cert and "
+        "tls.key)");
+  }
+  if (!o.tls_client_ca.empty() && o.tls_cert.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca (tls.client_ca) requires TLS: give --tls-cert and --tls-key too");
+  }
+  const bool secured = o.insecure || !o.tls_cert.empty();
   if (app.count("--listen") > 0 || file.Line("listen") == 0) {
-    if (absl::Status s = ValidateListenAddress(o.listen_address, o.insecure); !s.ok()) return s;
+    if (absl::Status s = ValidateListenAddress(o.listen_address, secured); !s.ok()) return s;
   } else {
     if (absl::Status s = CheckListenShape(o.listen_address); !s.ok()) {
       return file.Error("listen", absl::StrCat("\"", o.listen_address, "\": ", s.message()));
     }
-    if (!IsLoopbackListen(o.listen_address) && !o.insecure) {
+    if (!IsLoopbackListen(o.listen_address) && !secured) {
       return file.Error("listen",
                         absl::StrCat("refusing to serve ", o.listen_address, kInsecureRefusal,
-                                     "set insecure: true (or pass --insecure)"));
+                                     "configure tls (cert, key), or set insecure: true (or pass --insecure)"));
     }
   }
   if (o.socket_path.empty()) return absl::InvalidArgumentError("--socket must not be empty");

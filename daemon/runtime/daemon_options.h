@@ -21,6 +21,11 @@ inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
 inline constexpr char kDefaultSocketPath[] = "/run/gpuctl/gpuctl.sock";
 inline constexpr char kDefaultStoreDir[] = "/var/lib/gpuctl/traces";
 inline constexpr uint64_t kDefaultMaxPayloadBytes = uint64_t{256} << 20;
+inline constexpr uint64_t kDefaultMaxIngestBytes = uint64_t{512} << 20;
+// trace.max_ingest_bytes / --max-ingest-bytes: 0 (no cap) or in
+// [kMinIngestBytes, kMaxIngestBytes].
+inline constexpr uint64_t kMinIngestBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxIngestBytes = uint64_t{1} << 40;
 inline constexpr uint64_t kDefaultMaxBufferBytes = uint64_t{128} << 20;
 
 // What the local store keeps unless told otherwise.
@@ -41,8 +46,20 @@ struct DaemonOptions {
   LogLevel log_level = LogLevel::kInfo;
   // Serve a non-loopback address without transport security.
   bool insecure = false;
+  // TLS for the gRPC API (tls.cert/key/client_ca, --tls-*): PEM files read
+  // at startup. cert and key together; client_ca requires client
+  // certificates signed by it (mutual TLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  // auth.token_file / --auth-token-file: every gpuctl.v1 call must carry
+  // "authorization: Bearer <the file's token>".
+  std::string auth_token_file;
   // The largest result payload a process may hand over.
   uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;
+  // Trace data validated and converted at once (trace.max_ingest_bytes,
+  // --max-ingest-bytes); 0: no cap.
+  uint64_t max_ingest_bytes = kDefaultMaxIngestBytes;
   // The record buffer cap sent to processes; at most max_payload_bytes.
   uint64_t max_buffer_bytes = kDefaultMaxBufferBytes;
   RetentionPolicy retention = kDefaultRetention;
@@ -83,7 +100,11 @@ ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* sock
 absl::StatusOr<absl::Duration> ParseHumanDuration(const std::string& text);
 
 // Splits "host:port" / "[v6]:port"; the port must be 0-65535.
-absl::Status ValidateListenAddress(const std::string& address, bool insecure);
+// `secured`: TLS or --insecure, either of which allows a non-loopback host.
+absl::Status ValidateListenAddress(const std::string& address, bool secured);
+
+// True for a loopback listen address ("127.x", "localhost", "[::1]").
+bool IsLoopbackListen(const std::string& address);
 
 }  // namespace gpuctl::daemon
 

@@ -74,6 +74,25 @@ TEST(DaemonOptionsTest, DefaultsOfTheFileOnlySettings) {
   EXPECT_FALSE(o.insecure);
 }
 
+TEST(DaemonOptionsTest, MaxIngestBytesFlag) {
+  EXPECT_EQ(Parse({}).flags.options->max_ingest_bytes, CoreOptions{}.max_ingest_bytes);
+  Parsed p = Parse({"--max-ingest-bytes", "2GiB"});
+  ASSERT_TRUE(p.flags.options.has_value()) << p.err;
+  EXPECT_EQ(p.flags.options->max_ingest_bytes, uint64_t{2} << 30);
+  Parsed none = Parse({"--max-ingest-bytes=0"});
+  ASSERT_TRUE(none.flags.options.has_value()) << none.err;
+  EXPECT_EQ(none.flags.options->max_ingest_bytes, 0u);
+  for (const char* bad : {"1KiB", "2TiB", "lots", "-1"}) {
+    Parsed refused = Parse({"--max-ingest-bytes", bad});
+    EXPECT_FALSE(refused.flags.options.has_value()) << bad;
+    EXPECT_EQ(refused.flags.exit_code, 2) << bad;
+    EXPECT_NE(refused.err.find("--max-ingest-bytes: "), std::string::npos) << refused.err;
+  }
+  EXPECT_NE(Parse({"--max-ingest-bytes", "1KiB"}).err.find("1KiB is out of range (0 for no cap, or "
+                                                           "1MiB to 1TiB)"),
+            std::string::npos);
+}
+
 TEST(DaemonOptionsTest, StoreRetentionFlags) {
   Parsed p = Parse({"--store-max-bytes", "10GB", "--store-max-age=7d", "--store-max-count", "25"});
   ASSERT_TRUE(p.flags.options.has_value()) << p.err;
@@ -357,7 +376,8 @@ TEST_F(DaemonConfigFlagTest, ListenFromTheFileIsCheckedWithTheFlags) {
   EXPECT_EQ(open.flags.exit_code, 2);
   EXPECT_THAT(open.err, HasSubstr("gpuctld.yaml:1: listen: refusing to serve 0.0.0.0:7070 "
                                   "without transport security; listen on a loopback address or "
-                                  "set insecure: true (or pass --insecure)"));
+                                  "configure tls (cert, key), or set insecure: true (or pass "
+                                  "--insecure)"));
   EXPECT_TRUE(ParseWith("listen: 0.0.0.0:7070\ninsecure: true\n").flags.options.has_value());
   EXPECT_TRUE(ParseWith("listen: 0.0.0.0:7070\n", {"--insecure"}).flags.options.has_value());
   // The flag replaces the file's address before it is checked.
@@ -365,6 +385,48 @@ TEST_F(DaemonConfigFlagTest, ListenFromTheFileIsCheckedWithTheFlags) {
       ParseWith("listen: 0.0.0.0:7070\n", {"--listen", "127.0.0.1:0"}).flags.options.has_value());
   Parsed flag = ParseWith("insecure: false\n", {"--listen", "0.0.0.0:1"});
   EXPECT_THAT(flag.err, HasSubstr("pass --insecure"));
+}
+
+TEST_F(DaemonConfigFlagTest, TlsAndAuthFromFileAndFlags) {
+  Parsed file = ParseWith(
+      "listen: 0.0.0.0:7070\ntls:\n  cert: /c.pem\n  key: /k.pem\n  client_ca: /ca.pem\n"
+      "auth:\n  token_file: /t\n");
+  ASSERT_TRUE(file.flags.options.has_value()) << file.err;
+  EXPECT_EQ(file.flags.options->tls_cert, "/c.pem");
+  EXPECT_EQ(file.flags.options->tls_key, "/k.pem");
+  EXPECT_EQ(file.flags.options->tls_client_ca, "/ca.pem");
+  EXPECT_EQ(file.flags.options->auth_token_file, "/t");
+  // Flags win over the file.
+  Parsed flags = ParseWith("tls:\n  cert: /c.pem\n  key: /k.pem\n",
+                           {"--tls-cert", "/x.pem", "--auth-token-file", "/tok"});
+  ASSERT_TRUE(flags.flags.options.has_value()) << flags.err;
+  EXPECT_EQ(flags.flags.options->tls_cert, "/x.pem");
+  EXPECT_EQ(flags.flags.options->tls_key, "/k.pem");
+  EXPECT_EQ(flags.flags.options->auth_token_file, "/tok");
+}
+
+TEST_F(DaemonConfigFlagTest, TlsSettingsAreCheckedTogether) {
+  Parsed no_key = Parse({"--tls-cert", "/c.pem"});
+  EXPECT_EQ(no_key.flags.exit_code, 2);
+  EXPECT_THAT(no_key.err, HasSubstr("TLS needs both a certificate and its key"));
+  Parsed ca_only = Parse({"--tls-client-ca", "/ca.pem"});
+  EXPECT_EQ(ca_only.flags.exit_code, 2);
+  EXPECT_THAT(ca_only.err, HasSubstr("--tls-client-ca (tls.client_ca) requires TLS"));
+  Parsed empty = Parse({"--auth-token-file", ""});
+  EXPECT_THAT(empty.err, HasSubstr("--auth-token-file is empty"));
+  Parsed empty_key = ParseWith("tls:\n  cert: \"\"\n");
+  EXPECT_THAT(empty_key.err, HasSubstr("gpuctld.yaml:2: tls.cert: must not be empty"));
+  Parsed unknown = ParseWith("tls:\n  certificate: /c.pem\n");
+  EXPECT_EQ(unknown.flags.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("tls.certificate"));
+}
+
+TEST_F(DaemonConfigFlagTest, TlsAllowsNonLoopbackListen) {
+  Parsed plain = Parse({"--listen", "0.0.0.0:0"});
+  EXPECT_EQ(plain.flags.exit_code, 2);
+  EXPECT_THAT(plain.err, HasSubstr("refusing to serve 0.0.0.0:0"));
+  Parsed tls = Parse({"--listen", "0.0.0.0:0", "--tls-cert", "/c.pem", "--tls-key", "/k.pem"});
+  EXPECT_TRUE(tls.flags.options.has_value()) << tls.err;
 }
 
 std::string ReadText(const std::string& path) {
