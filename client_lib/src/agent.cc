@@ -28,8 +28,9 @@ constexpr int64_t kMaxTimerNs = 60'000'000'000;
 // polling the clock, yielding the CPU between reads: a timer alone wakes
 // hundreds of microseconds late on a busy or virtualised host, and late by
 // a different amount in every process of a job. Costs at most this much
-// CPU time once per window.
-constexpr int64_t kOpenSpinNs = 1'000'000;
+// CPU time once per window; short, since on a host with more processes
+// than cores every spinning agent takes time from the others.
+constexpr int64_t kOpenSpinNs = 200'000;
 
 }  // namespace
 
