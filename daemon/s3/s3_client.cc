@@ -120,9 +120,7 @@ RequestTarget S3Client::Target(absl::string_view operation, absl::string_view ke
 }
 
 absl::Duration S3Client::Backoff(int attempt) const {
-  absl::Duration cap = config_.initial_backoff;
-  for (int i = 1; i < attempt && cap < config_.max_backoff; ++i) cap *= 2;
-  return std::min(cap, config_.max_backoff);
+  return ExponentialBackoff(config_.initial_backoff, config_.max_backoff, attempt);
 }
 
 S3Client::AttemptOutcome S3Client::Classify(const RequestTarget& target,

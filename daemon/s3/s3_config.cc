@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "absl/strings/ascii.h"
@@ -143,6 +144,12 @@ absl::Status ValidateObjectKey(absl::string_view key) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Duration ExponentialBackoff(absl::Duration initial, absl::Duration max, int attempt) {
+  absl::Duration cap = initial;
+  for (int i = 1; i < attempt && cap < max; ++i) cap *= 2;
+  return std::min(cap, max);
 }
 
 absl::Status ValidateKeyPrefix(absl::string_view prefix) {

@@ -100,6 +100,11 @@ absl::Status ValidateObjectKey(absl::string_view key);
 // without empty segments ("a//b").
 absl::Status ValidateKeyPrefix(absl::string_view prefix);
 
+// The bound of the wait before retry number `attempt` (1 for the first
+// retry): `initial` doubled per earlier retry, at most `max`. Callers add
+// their jitter below it.
+absl::Duration ExponentialBackoff(absl::Duration initial, absl::Duration max, int attempt);
+
 }  // namespace gpuctl::s3
 
 #endif  // GPUCTL_DAEMON_S3_S3_CONFIG_H_

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/core/proto_time.h"
+#include "daemon/s3/s3_config.h"
 #include "daemon/s3/trace_object_key.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -169,12 +170,10 @@ void TraceUploader::Finish(const std::string& trace_id, const absl::Status& stat
 }
 
 absl::Duration TraceUploader::RetryDelay(int failures, const absl::Status& error) {
-  absl::Duration base = options_.upload_retry_max;
-  if (!IsAuthError(error)) {
-    base = options_.upload_retry_initial;
-    for (int i = 1; i < failures && base < options_.upload_retry_max; ++i) base *= 2;
-    base = std::min(base, options_.upload_retry_max);
-  }
+  const absl::Duration base =
+      IsAuthError(error)
+          ? options_.upload_retry_max
+          : ExponentialBackoff(options_.upload_retry_initial, options_.upload_retry_max, failures);
   absl::Duration half = base / 2;
   if (deps_.jitter) return half + deps_.jitter(half);
   static thread_local absl::BitGen gen;
