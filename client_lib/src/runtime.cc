@@ -6,15 +6,23 @@ namespace gpuctl::client {
 #ifdef GPUCTL_HAVE_CUPTI
 namespace {
 
-cupti::CuptiSource::Deps CuptiDeps(Clock* clock, const EnvLookup& env) {
+// The real process's CUPTI; the clock is set by the constructor.
+cupti::CuptiSource::Deps CuptiDeps(const EnvLookup& env) {
   cupti::CuptiSource::Deps deps;
-  deps.clock = clock;
   deps.load = [](std::string* error) {
     return cupti::LoadCuptiApi(cupti::ProcessLoaderEnvironment(), error);
   };
   deps.process_has_cuda = [] { return cupti::ProcessHasCuda(cupti::ProcessLoaderEnvironment()); };
+  deps.probe_devices = [](bool may_initialize) {
+    return cupti::ProbeCudaDevices(cupti::ProcessLoaderEnvironment(), may_initialize);
+  };
   // An explicit CUPTI is loaded even before the process has loaded CUDA.
   deps.force_load = !env("GPUCTL_CUPTI_PATH").value_or("").empty();
+  return deps;
+}
+
+cupti::CuptiSource::Deps WithClock(cupti::CuptiSource::Deps deps, Clock* clock) {
+  deps.clock = clock;
   return deps;
 }
 
@@ -30,21 +38,26 @@ AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
   return options;
 }
 
+#ifdef GPUCTL_HAVE_CUPTI
 Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env)
+    : Runtime(std::move(options), state, env, CuptiDeps(env)) {}
+
+Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env,
+                 cupti::CuptiSource::Deps cupti_deps)
     : options_(std::move(options)),
       state_(state),
       env_(std::move(env)),
-      host_(state, &clock_)
-#ifdef GPUCTL_HAVE_CUPTI
-      ,
-      cupti_(CuptiDeps(&clock_, env_))
-#endif
-{
+      host_(state, &clock_),
+      cupti_(WithClock(std::move(cupti_deps), &clock_)) {
   page_.Install(state_);
-#ifdef GPUCTL_HAVE_CUPTI
   host_.set_range_listener(&cupti_);
-#endif
 }
+#else
+Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env)
+    : options_(std::move(options)), state_(state), env_(std::move(env)), host_(state, &clock_) {
+  page_.Install(state_);
+}
+#endif
 
 Runtime::~Runtime() {
   Shutdown();
@@ -143,6 +156,11 @@ void Runtime::ChildAfterFork() {
   // The parent's iteration window (if any) is not the child's.
   state_->gate.fetch_and(~kGateStepWatch, std::memory_order_relaxed);
   host_.ResetInForkChild();
+#ifdef GPUCTL_HAVE_CUPTI
+  // The parent's CUPTI window (if any) is not the child's either; nothing
+  // here calls CUPTI.
+  cupti_.ResetInForkChild();
+#endif
   HostSource::UnlockRegistryForFork();
   const bool had_agent = agent_ != nullptr;
   if (had_agent) {

@@ -35,6 +35,12 @@ class Runtime {
   // counter onto a shared page (StepCounterPage) and, when destroyed, back;
   // no thread may mark steps across either.
   Runtime(AgentOptions options, AnnotationState* state, EnvLookup env);
+#ifdef GPUCTL_HAVE_CUPTI
+  // With the CUPTI source's dependencies given (tests: the fake CUPTI); its
+  // clock is the runtime's.
+  Runtime(AgentOptions options, AnnotationState* state, EnvLookup env,
+          cupti::CuptiSource::Deps cupti_deps);
+#endif
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -59,6 +65,9 @@ class Runtime {
   void OnStepMarked(uint64_t step, int64_t now_ns);
 
   HostSource& host() { return host_; }
+#ifdef GPUCTL_HAVE_CUPTI
+  cupti::CuptiSource& cupti() { return cupti_; }
+#endif
   // The shared step page's descriptor; -1 when the counter is private.
   int step_page_fd() const { return page_.fd(); }
   AnnotationState& state() { return *state_; }

@@ -192,9 +192,14 @@ def test_connection_churn_leaves_no_fds_or_memory_behind(cli, daemon):
     wait_until(lambda: not cli.processes(), what="the churned clients to detach")
     wait_until(lambda: _fd_count(pid) <= fds_before + 2, timeout=10,
                what=f"gpuctld's fd count back near {fds_before}")
+    assert daemon.alive()
+    if os.environ.get("GPUCTL_E2E_PRELOAD_FIRST"):
+        # Under ASan freed memory sits in the quarantine (up to 256 MiB), so
+        # RSS says nothing here; LeakSanitizer checks the daemon at its exit
+        # instead (the fixture fails the test on any report).
+        return
     rss_after = _rss_kib(pid)
     assert rss_after - rss_before < 8 * 1024, (rss_before, rss_after)
-    assert daemon.alive()
 
 
 def test_silent_grpc_connections_do_not_delay_others(cli, daemon):

@@ -3,8 +3,10 @@ with dlopen (here the fake CUPTI library, which delivers real CUPTI record
 structs), gpuctld validates and converts the records, the CLI downloads a
 kineto-compatible trace."""
 
+import json
+
 from conftest import build_output
-from e2e_util import load_trace
+from e2e_util import load_trace, trace_results
 
 
 def _fake_cupti_env(build_dir, scenario="multi_device"):
@@ -102,12 +104,19 @@ def test_cupti_unusable_says_why_and_the_job_goes_on(cli, start_workload, workdi
         "GPUCTL_CUPTI_PATH": str(workdir / "no-such-libcupti.so"),
         "CUDA_HOME": str(workdir / "no-cuda")})
     cli.wait_attached([workload.pid])
-    code, output = _trace_without_file(cli, workload)
-    row = next(line for line in output.splitlines() if str(workload.pid) in line.split())
-    status = row.split()[3]
-    assert status in ("unavailable", "ok"), output
-    assert "CUPTI" in output or "host-only" in output, output
-    assert code == (0 if status == "ok" else 1), output
+    result = cli.run("trace", "--pid", str(workload.pid), "--duration", "1s",
+                     "--no-download", "--json")
+    output = result.stdout + result.stderr
+    res = next(r for r in trace_results(json.loads(result.stdout))
+               if int(r["pid"]) == workload.pid)
+    assert res["status"] in ("CAPTURE_STATUS_UNAVAILABLE", "CAPTURE_STATUS_OK"), res
+    if res["status"] == "CAPTURE_STATUS_OK":
+        # A libcupti found elsewhere, and no driver: a host-only trace.
+        assert res.get("host_only") is True, res
+        assert res["message"].startswith("host-only trace: "), res
+    else:
+        assert "CUPTI" in res["message"], res
+    assert result.returncode == (0 if res["status"] == "CAPTURE_STATUS_OK" else 1), output
     assert workload.proc.poll() is None
     # The library still answers the next request.
     code, output = _trace_without_file(cli, workload)

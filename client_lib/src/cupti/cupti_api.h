@@ -75,6 +75,29 @@ std::vector<Candidate> CuptiCandidates(const LoaderEnvironment& env);
 // libcublas, libcupti).
 bool ProcessHasCuda(const LoaderEnvironment& env);
 
+// What the CUDA driver already loaded in the process says about its
+// devices.
+struct DeviceProbe {
+  enum class State {
+    kUsable,           // at least one device
+    kNoDevice,         // no usable device: none, a stub driver, no device node...
+    kDriverNotLoaded,  // no libcuda in the process
+    kNotInitialized,   // the driver is loaded but nobody called cuInit yet
+    kUnknown,          // the driver answered something else (see detail)
+  };
+  State state = State::kUnknown;
+  int devices = 0;
+  // What the driver said, e.g. "cuInit: CUDA_ERROR_NO_DEVICE (100)".
+  std::string detail;
+};
+
+// Asks the libcuda the process has already loaded (a loaded object named
+// libcuda.so*, opened by its path with RTLD_NOLOAD: never loads the
+// driver) for its device count.
+// cuInit(0) is called only when `may_initialize` is true and the driver is
+// not initialized yet; otherwise such a driver gives kNotInitialized.
+DeviceProbe ProbeCudaDevices(const LoaderEnvironment& env, bool may_initialize);
+
 // Loads the first candidate that opens and has every required symbol. On
 // failure returns nullopt and sets `error` to a message naming each path
 // tried and why it was not used.

@@ -1,3 +1,4 @@
+#include <cuda.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/stat.h>
@@ -104,7 +105,119 @@ const char* ResolveAll(const LoaderEnvironment& env, void* handle, CuptiApi* api
   return nullptr;
 }
 
+// Driver results that mean there is no device this process can use.
+bool MeansNoDevice(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_STUB_LIBRARY:
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_SYSTEM_NOT_READY:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* KnownErrorName(CUresult result) {
+  switch (result) {
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_NO_DEVICE:
+      return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_STUB_LIBRARY:
+      return "CUDA_ERROR_STUB_LIBRARY";
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+      return "CUDA_ERROR_DEVICE_UNAVAILABLE";
+    case CUDA_ERROR_INVALID_DEVICE:
+      return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_SYSTEM_NOT_READY:
+      return "CUDA_ERROR_SYSTEM_NOT_READY";
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+      return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+      return "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    case CUDA_ERROR_UNKNOWN:
+      return "CUDA_ERROR_UNKNOWN";
+    default:
+      return "CUDA error";
+  }
+}
+
+// The loaded libcuda, opened by the path it was loaded from (RTLD_NOLOAD:
+// never loads anything; by path, not by name, so no directory is
+// searched).
+void* OpenLoadedDriver(const LoaderEnvironment& env) {
+  for (const std::string& object : env.loaded_objects()) {
+    if (Basename(object).substr(0, 10) != "libcuda.so") continue;
+    if (void* handle = env.open(object, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD)) return handle;
+  }
+  return nullptr;
+}
+
+struct DriverApi {
+  CUresult (*init)(unsigned int) = nullptr;
+  CUresult (*device_count)(int*) = nullptr;
+  CUresult (*error_name)(CUresult, const char**) = nullptr;
+
+  // "cuInit: CUDA_ERROR_NO_DEVICE (100)".
+  std::string Describe(const char* call, CUresult result) const {
+    const char* name = nullptr;
+    if (error_name == nullptr || error_name(result, &name) != CUDA_SUCCESS || name == nullptr) {
+      name = KnownErrorName(result);  // a stub driver names nothing
+    }
+    return std::string(call) + ": " + name + " (" + std::to_string(static_cast<int>(result)) + ")";
+  }
+};
+
+DeviceProbe Classify(const DriverApi& driver, const char* call, CUresult result) {
+  DeviceProbe probe;
+  probe.state =
+      MeansNoDevice(result) ? DeviceProbe::State::kNoDevice : DeviceProbe::State::kUnknown;
+  probe.detail = driver.Describe(call, result);
+  return probe;
+}
+
+DeviceProbe CountDevices(const DriverApi& driver, bool may_initialize) {
+  int count = 0;
+  CUresult result = driver.device_count(&count);
+  if (result == CUDA_ERROR_NOT_INITIALIZED) {
+    if (!may_initialize) {
+      return {DeviceProbe::State::kNotInitialized, 0, driver.Describe("cuDeviceGetCount", result)};
+    }
+    if (const CUresult init = driver.init(0); init != CUDA_SUCCESS) {
+      return Classify(driver, "cuInit", init);
+    }
+    result = driver.device_count(&count);
+  }
+  if (result != CUDA_SUCCESS) return Classify(driver, "cuDeviceGetCount", result);
+  if (count <= 0) return {DeviceProbe::State::kNoDevice, 0, "cuDeviceGetCount: 0 devices"};
+  return {DeviceProbe::State::kUsable, count,
+          "cuDeviceGetCount: " + std::to_string(count) + " device" + (count == 1 ? "" : "s")};
+}
+
 }  // namespace
+
+DeviceProbe ProbeCudaDevices(const LoaderEnvironment& env, bool may_initialize) {
+  void* handle = OpenLoadedDriver(env);
+  if (handle == nullptr) {
+    return {DeviceProbe::State::kDriverNotLoaded, 0, "libcuda.so.1 is not loaded"};
+  }
+  DriverApi driver;
+  Resolve(env, handle, "cuGetErrorName", &driver.error_name);
+  DeviceProbe probe;
+  if (!Resolve(env, handle, "cuInit", &driver.init) ||
+      !Resolve(env, handle, "cuDeviceGetCount", &driver.device_count)) {
+    probe.detail = "the loaded libcuda has no cuInit or cuDeviceGetCount";
+  } else {
+    probe = CountDevices(driver, may_initialize);
+  }
+  // Only drops the reference RTLD_NOLOAD took; the driver stays loaded.
+  env.close(handle);
+  return probe;
+}
 
 std::vector<Candidate> CuptiCandidates(const LoaderEnvironment& env) {
   std::vector<Candidate> out;

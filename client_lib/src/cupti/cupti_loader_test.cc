@@ -3,6 +3,7 @@
 
 #include <map>
 #include <set>
+#include <string_view>
 
 #include "client_lib/src/cupti/cupti_api.h"
 
@@ -163,6 +164,137 @@ TEST(CuptiLoaderTest, CudaPresenceFromLoadedObjects) {
   EXPECT_TRUE(ProcessHasCuda(p.Env()));
 }
 
+// A CUDA driver for ProbeCudaDevices: what its entry points return, and
+// what they were asked.
+struct FakeDriver {
+  CUresult before_init = CUDA_ERROR_NOT_INITIALIZED;  // cuDeviceGetCount before cuInit
+  CUresult init = CUDA_SUCCESS;
+  int devices = 1;
+  bool initialized = false;
+  int init_calls = 0;
+};
+FakeDriver* g_driver = nullptr;
+
+CUresult FakeInit(unsigned int) {
+  ++g_driver->init_calls;
+  g_driver->initialized = g_driver->init == CUDA_SUCCESS;
+  return g_driver->init;
+}
+CUresult FakeDeviceGetCount(int* count) {
+  if (!g_driver->initialized) return g_driver->before_init;
+  *count = g_driver->devices;
+  return CUDA_SUCCESS;
+}
+CUresult FakeGetErrorName(CUresult result, const char** name) {
+  switch (result) {
+    case CUDA_ERROR_NO_DEVICE:
+      *name = "CUDA_ERROR_NO_DEVICE";
+      return CUDA_SUCCESS;
+    case CUDA_ERROR_STUB_LIBRARY:
+      *name = "CUDA_ERROR_STUB_LIBRARY";
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+class ProbeTest : public ::testing::Test {
+ protected:
+  void SetUp() override { g_driver = &driver_; }
+  void TearDown() override { g_driver = nullptr; }
+
+  LoaderEnvironment Env() {
+    LoaderEnvironment e = process_.Env();
+    e.symbol = [](void*, const char* name) -> void* {
+      const std::string_view n(name);
+      if (n == "cuInit") return reinterpret_cast<void*>(&FakeInit);
+      if (n == "cuDeviceGetCount") return reinterpret_cast<void*>(&FakeDeviceGetCount);
+      if (n == "cuGetErrorName") return reinterpret_cast<void*>(&FakeGetErrorName);
+      return nullptr;
+    };
+    return e;
+  }
+
+  // The driver as the process loaded it.
+  void LoadDriver(const std::string& path = "/usr/lib/x86_64-linux-gnu/libcuda.so.1") {
+    process_.loaded.push_back(path);
+    process_.already_loaded.insert(path);
+  }
+
+  FakeProcess process_;
+  FakeDriver driver_;
+};
+
+TEST_F(ProbeTest, NeverLoadsTheDriver) {
+  process_.loaded = {"/lib/libc.so.6", "/usr/local/cuda/lib64/libcudart.so.13"};
+  process_.files.insert("/usr/lib/x86_64-linux-gnu/libcuda.so.1");  // installed, not loaded
+  DeviceProbe probe = ProbeCudaDevices(Env(), /*may_initialize=*/true);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kDriverNotLoaded);
+  EXPECT_EQ(probe.detail, "libcuda.so.1 is not loaded");
+  EXPECT_EQ(driver_.init_calls, 0);
+  EXPECT_TRUE(process_.opened.empty());
+}
+
+TEST_F(ProbeTest, OpensTheLoadedDriverByItsPathWithoutLoading) {
+  process_.loaded = {"/lib/libc.so.6"};
+  LoadDriver("/opt/stubs/libcuda.so");
+  driver_.initialized = true;
+  DeviceProbe probe = ProbeCudaDevices(Env(), false);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kUsable);
+  EXPECT_EQ(probe.detail, "cuDeviceGetCount: 1 device");
+  EXPECT_EQ(process_.opened, std::vector<std::string>{"noload:/opt/stubs/libcuda.so"});
+  EXPECT_EQ(process_.closes, 1);  // the reference NOLOAD took, nothing more
+}
+
+TEST_F(ProbeTest, UninitializedDriverIsLeftAloneUnlessAllowed) {
+  LoadDriver();
+  driver_.devices = 2;
+  DeviceProbe probe = ProbeCudaDevices(Env(), /*may_initialize=*/false);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kNotInitialized);
+  EXPECT_EQ(driver_.init_calls, 0);
+  probe = ProbeCudaDevices(Env(), /*may_initialize=*/true);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kUsable);
+  EXPECT_EQ(probe.devices, 2);
+  EXPECT_EQ(driver_.init_calls, 1);
+}
+
+TEST_F(ProbeTest, StubDriverMeansNoDeviceWithoutInitializing) {
+  LoadDriver();
+  driver_.before_init = CUDA_ERROR_STUB_LIBRARY;  // what the toolkit's stub says
+  DeviceProbe probe = ProbeCudaDevices(Env(), false);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kNoDevice);
+  EXPECT_EQ(probe.detail, "cuDeviceGetCount: CUDA_ERROR_STUB_LIBRARY (34)");
+  EXPECT_EQ(driver_.init_calls, 0);
+}
+
+TEST_F(ProbeTest, NoDeviceFromCuInitOrAZeroCount) {
+  LoadDriver();
+  driver_.init = CUDA_ERROR_NO_DEVICE;
+  DeviceProbe probe = ProbeCudaDevices(Env(), true);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kNoDevice);
+  EXPECT_EQ(probe.detail, "cuInit: CUDA_ERROR_NO_DEVICE (100)");
+
+  driver_ = FakeDriver{};
+  driver_.devices = 0;
+  probe = ProbeCudaDevices(Env(), true);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kNoDevice);
+  EXPECT_EQ(probe.detail, "cuDeviceGetCount: 0 devices");
+}
+
+TEST_F(ProbeTest, OtherDriverErrorsAreNotCalledNoDevice) {
+  LoadDriver();
+  driver_.init = CUDA_ERROR_UNKNOWN;
+  DeviceProbe probe = ProbeCudaDevices(Env(), true);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kUnknown);
+  // Named even though the driver names nothing (a stub does not).
+  EXPECT_EQ(probe.detail, "cuInit: CUDA_ERROR_UNKNOWN (999)");
+  driver_ = FakeDriver{};
+  driver_.init = CUDA_ERROR_OUT_OF_MEMORY;
+  probe = ProbeCudaDevices(Env(), true);
+  EXPECT_EQ(probe.state, DeviceProbe::State::kUnknown);
+  EXPECT_EQ(probe.detail, "cuInit: CUDA error (2)");
+}
+
 TEST(CuptiLoaderTest, RealProcessEnvironmentSeesThisProcess) {
   LoaderEnvironment env = ProcessLoaderEnvironment();
   bool libc = false;
@@ -171,6 +303,9 @@ TEST(CuptiLoaderTest, RealProcessEnvironmentSeesThisProcess) {
   }
   EXPECT_TRUE(libc);
   EXPECT_TRUE(env.is_directory("/"));
+  EXPECT_FALSE(ProcessHasCuda(env));
+  // No driver here: the probe says so and loads nothing.
+  EXPECT_EQ(ProbeCudaDevices(env, true).state, DeviceProbe::State::kDriverNotLoaded);
   EXPECT_FALSE(ProcessHasCuda(env));
 }
 

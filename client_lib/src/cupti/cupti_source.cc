@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cstdlib>
+#include <new>
 #include <utility>
 
 #include "client_lib/src/activities.h"
@@ -90,16 +91,64 @@ void CuptiSource::ResetWindow() {
   translator_.Reset(0, 0, nullptr);
 }
 
+DeviceProbe CuptiSource::ProbeDevices(bool may_initialize) const {
+  if (!deps_.probe_devices) return {};
+  return deps_.probe_devices(may_initialize);
+}
+
+bool CuptiSource::PrepareHostOnly(std::string reason) {
+  host_only_ = true;
+  message_ = std::move(reason);
+  return true;
+}
+
+bool CuptiSource::OnSubscribeFailed(CUptiResult result, PrepareError* error) {
+  const std::string cupti_said = "cuptiSubscribe: " + ResultString(result);
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    *error = {wire::CaptureStatus::kBusy, "CUPTI is not available to gpuctl: " + cupti_said +
+                                              " (another tool, e.g. Nsight or a profiler, owns "
+                                              "CUPTI)"};
+    return false;
+  }
+  if (IsNoDevice(result)) return PrepareHostOnly("no usable CUDA device (" + cupti_said + ")");
+  // CUPTI's own codes rarely name the cause (a missing driver is
+  // CUPTI_ERROR_UNKNOWN): ask the driver, which CUPTI has loaded and
+  // initialized by now if it could.
+  const DeviceProbe probe = ProbeDevices(/*may_initialize=*/true);
+  switch (probe.state) {
+    case DeviceProbe::State::kNoDevice:
+      return PrepareHostOnly("no usable CUDA device (" + probe.detail + "; " + cupti_said + ")");
+    case DeviceProbe::State::kDriverNotLoaded:
+      return PrepareHostOnly("no CUDA driver in this process (" + probe.detail + "; " + cupti_said +
+                             ")");
+    default:
+      break;
+  }
+  std::string message = "CUPTI is not available to gpuctl: " + cupti_said;
+  if (!probe.detail.empty()) message += " (the CUDA driver says " + probe.detail + ")";
+  *error = {wire::CaptureStatus::kUnavailable, std::move(message)};
+  return false;
+}
+
 bool CuptiSource::Prepare(const CaptureRequest& request, PrepareError* error) {
   Abort();
   SettleRelease();
   ResetWindow();
   activities_ = request.activities;
   if (activities_ == 0) return true;
+  if (fork_child_of_cupti_) {
+    return PrepareHostOnly(
+        "this process was forked from one that had attached CUPTI; CUDA and CUPTI are not "
+        "usable in a fork child of a process that initialized them");
+  }
   if (!deps_.force_load && !deps_.process_has_cuda()) {
-    host_only_ = true;
-    message_ = "host-only trace: no CUDA library is loaded in this process";
-    return true;
+    return PrepareHostOnly("no CUDA library is loaded in this process");
+  }
+  // A driver already loaded and initialized that has no device: no need to
+  // load CUPTI at all. An uninitialized driver is left alone.
+  if (DeviceProbe probe = ProbeDevices(/*may_initialize=*/false);
+      probe.state == DeviceProbe::State::kNoDevice) {
+    return PrepareHostOnly("no usable CUDA device (" + probe.detail + ")");
   }
   if (!api_) {
     std::string load_error;
@@ -109,22 +158,13 @@ bool CuptiSource::Prepare(const CaptureRequest& request, PrepareError* error) {
       return false;
     }
   }
+  // Set before the call: a fork during it must not let the child use the
+  // copy; a failed subscribe leaves CUPTI holding nothing.
+  const bool attached_before = cupti_attached_once_.exchange(true, std::memory_order_relaxed);
   const CUptiResult subscribed = api_->Subscribe(&subscriber_, &OnApiCallback, this);
   if (subscribed != CUPTI_SUCCESS) {
-    if (IsNoDevice(subscribed)) {
-      host_only_ = true;
-      message_ = "host-only trace: no usable CUDA device (" + ResultString(subscribed) + ")";
-      return true;
-    }
-    const wire::CaptureStatus status = subscribed == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-                                           ? wire::CaptureStatus::kBusy
-                                           : wire::CaptureStatus::kUnavailable;
-    *error = {status,
-              "CUPTI is not available to gpuctl: cuptiSubscribe: " + ResultString(subscribed) +
-                  (status == wire::CaptureStatus::kBusy
-                       ? " (another tool, e.g. Nsight or a profiler, owns CUPTI)"
-                       : "")};
-    return false;
+    cupti_attached_once_.store(attached_before, std::memory_order_relaxed);
+    return OnSubscribeFailed(subscribed, error);
   }
   subscribed_ = true;
   released_ = false;
@@ -199,7 +239,7 @@ void CuptiSource::EnableKinds() {
     if (IsNoDevice(result)) {
       DisableKinds();
       host_only_ = true;
-      message_ = "host-only trace: no usable CUDA device (" + ResultString(result) + ")";
+      message_ = "no usable CUDA device (" + ResultString(result) + ")";
       Release();
       return;
     }
@@ -334,7 +374,9 @@ CollectStats CuptiSource::Collect(RecordWriter& writer) {
   stats.dropped_events = info.dropped_by_cupti + info.dropped_at_cap;
   stats.cupti_dropped = info.dropped_by_cupti;
   stats.host_only = host_only_;
-  stats.message = message_;
+  // The payload's kCaptureInfo carries the bare reason; the result says
+  // what it is.
+  stats.message = host_only_ ? "host-only trace: " + message_ : message_;
   ResetWindow();
   return stats;
 }
@@ -351,6 +393,36 @@ void CuptiSource::Abort() {
     Release();
   }
   ResetWindow();
+}
+
+void CuptiSource::ResetInForkChild() {
+  // The parent's CUPTI state is copied here but is not this process's to
+  // use or release; a pending release is the parent's to carry out.
+  fork_child_of_cupti_ =
+      fork_child_of_cupti_ || cupti_attached_once_.load(std::memory_order_relaxed);
+  correlating_.store(false, std::memory_order_relaxed);
+  release_.store(kReleaseIdle, std::memory_order_relaxed);
+  subscribed_ = released_ = false;
+  subscriber_ = nullptr;
+  CuptiSource* self = this;
+  if (g_active.compare_exchange_strong(self, nullptr)) g_clock.store(nullptr);
+  activities_ = enabled_ = 0;
+  enabled_kinds_.clear();
+  host_only_ = failed_ = false;
+  message_.clear();
+  if (!mu_.try_lock()) {
+    // Held at the fork by a thread that does not exist here (a CUPTI
+    // buffer thread mid-record): the records may be half-written, so they
+    // are abandoned, not freed, and the lock is made anew.
+    new (&mu_) std::mutex;
+    new (&translator_) ActivityTranslator;
+    mu_.lock();
+  }
+  accepting_ = false;
+  buffers_in_flight_ = 0;
+  cupti_dropped_ = 0;
+  translator_.Reset(0, 0, nullptr);
+  mu_.unlock();
 }
 
 bool CuptiSource::OnRangePush(uint64_t range_id) {

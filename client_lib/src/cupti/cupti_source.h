@@ -14,6 +14,19 @@
 //     kCaptureInfo record.
 // Nothing is loaded and nothing runs outside windows.
 //
+// No usable GPU (no device, a stub driver, no driver at all) gives a
+// host-only window: the capture succeeds with the host records and says
+// why. Prepare asks the driver already loaded in the process (never loading
+// or initializing it) before loading CUPTI, and again, allowed to call
+// cuInit, when cuptiSubscribe fails; only a failure the driver does not
+// explain is UNAVAILABLE.
+//
+// fork(): a child inherits a copy of the parent's CUPTI state, which is
+// not its own to use. ResetInForkChild forgets the parent's window without
+// calling CUPTI; a child of a process that had attached CUPTI records
+// host-only windows (CUDA is not usable in the child of a process that
+// initialized it).
+//
 // Threads: CUPTI delivers buffers on its own threads and the API-exit
 // callback on application threads; the source is process-wide (CUPTI's
 // buffer callbacks carry no context), so at most one CuptiSource may be
@@ -56,6 +69,9 @@ class CuptiSource final : public ActivitySource, public RangeListener {
     // `force_load` is false, a window records host activity only.
     std::function<bool()> process_has_cuda;
     bool force_load = false;
+    // Asks the loaded CUDA driver for its devices (ProbeCudaDevices); the
+    // argument says whether it may call cuInit. Unset: nothing is known.
+    std::function<DeviceProbe(bool may_initialize)> probe_devices;
   };
 
   explicit CuptiSource(Deps deps);
@@ -72,6 +88,12 @@ class CuptiSource final : public ActivitySource, public RangeListener {
   bool OnRangePush(uint64_t range_id) override;
   void OnRangePop() override;
 
+  // Fork child, only thread: forgets the parent's window, subscription and
+  // pending release without calling CUPTI (its state here is a copy of the
+  // parent's). Records a CUPTI thread was writing at the fork are abandoned
+  // rather than freed.
+  void ResetInForkChild();
+
   // Whether a cuptiFinalize is waiting for the next API exit (tests).
   bool finalize_pending() const { return release_.load() == kReleasePending; }
   uint64_t finalizations() const { return finalizations_.load(); }
@@ -87,6 +109,12 @@ class CuptiSource final : public ActivitySource, public RangeListener {
   static uint64_t CUPTIAPI Timestamp();
 
   std::string ResultString(CUptiResult result) const;
+  DeviceProbe ProbeDevices(bool may_initialize) const;
+  // Prepare's end for a window without GPU activity: `reason` says why.
+  bool PrepareHostOnly(std::string reason);
+  // After cuptiSubscribe failed: host-only when the driver explains it,
+  // else false with `error` set (BUSY or UNAVAILABLE).
+  bool OnSubscribeFailed(CUptiResult result, PrepareError* error);
   // Waits for a finalize in progress; cancels a pending one (unsubscribes).
   void SettleRelease();
   void SetAttributes();
@@ -104,6 +132,10 @@ class CuptiSource final : public ActivitySource, public RangeListener {
   // Agent thread only: subscribed and not yet handed to Release().
   bool subscribed_ = false;
   bool released_ = false;
+  // Set from this process's first successful cuptiSubscribe (and during
+  // each call); a fork child that inherits it set never calls CUPTI.
+  std::atomic<bool> cupti_attached_once_{false};
+  bool fork_child_of_cupti_ = false;  // agent thread, and the fork child handler
   std::atomic<int> release_{kReleaseIdle};
   std::atomic<uint64_t> finalizations_{0};
   std::atomic<bool> correlating_{false};

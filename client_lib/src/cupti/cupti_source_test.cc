@@ -3,9 +3,13 @@
 #include "client_lib/src/cupti/cupti_source.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "client_lib/src/cupti/fake/fake_cupti_table.h"
 #include "client_lib/src/payload_decoder_for_test.h"
+#include "client_lib/src/runtime.h"
 #include "gpuctl/v1/records.h"
 
 namespace gpuctl::client::cupti {
@@ -46,6 +50,10 @@ class CuptiSourceTest : public ::testing::Test {
       return testing::FakeCuptiApi();
     };
     deps.process_has_cuda = [this] { return has_cuda_; };
+    deps.probe_devices = [this](bool may_initialize) {
+      probes_.push_back(may_initialize);
+      return may_initialize ? probe_after_cupti_ : probe_;
+    };
     return deps;
   }
 
@@ -81,6 +89,12 @@ class CuptiSourceTest : public ::testing::Test {
 
   SteppingClock clock_;
   bool has_cuda_ = true;
+  // What the CUDA driver says before CUPTI is loaded (may not initialize)
+  // and after cuptiSubscribe failed (may initialize).
+  DeviceProbe probe_{DeviceProbe::State::kNotInitialized, 0,
+                     "cuDeviceGetCount: CUDA_ERROR_NOT_INITIALIZED (3)"};
+  DeviceProbe probe_after_cupti_{DeviceProbe::State::kUsable, 1, "cuDeviceGetCount: 1 device"};
+  std::vector<bool> probes_;
   std::string load_error_;
   int loads_ = 0;
   int64_t start_ = 0;
@@ -363,12 +377,117 @@ TEST_F(CuptiSourceTest, NoDeviceGivesAHostOnlyCapture) {
   CollectStats stats;
   DecodedPayload p = Window(source, &stats);
   EXPECT_TRUE(stats.host_only);
-  EXPECT_NE(stats.message.find("CUPTI_ERROR_NOT_INITIALIZED"), std::string::npos) << stats.message;
+  EXPECT_EQ(stats.message, "host-only trace: no usable CUDA device (CUPTI_ERROR_NOT_INITIALIZED)");
   std::vector<DecodedEvent> info = p.OfKind(K(records::Kind::kCaptureInfo));
   ASSERT_EQ(info.size(), 1u);
   EXPECT_EQ(info[0].U32(4), records::kCaptureFlagHostOnly);
+  // The payload carries the bare reason (the daemon adds "host-only trace").
+  EXPECT_EQ(info[0].name, "no usable CUDA device (CUPTI_ERROR_NOT_INITIALIZED)");
   EXPECT_EQ(p.events.size(), 1u);
   EXPECT_EQ(Count("flush"), 0);
+}
+
+// A window of `host` and `source` together, with one range pushed in it.
+DecodedPayload HostAndGpuWindow(HostSource& host, CuptiSource& source, Clock& clock,
+                                CollectStats* stats) {
+  const int64_t start = clock.RealtimeNs();
+  host.Start(start);
+  source.Start(start);
+  host.Push("forward");
+  host.Pop();
+  const int64_t end = clock.RealtimeNs();
+  host.Stop(end);
+  source.Stop(end);
+  RecordWriter writer;
+  host.Collect(writer);
+  *stats = source.Collect(writer);
+  return DecodePayload(writer.Finish({0, start, end, 1})).value_or(DecodedPayload{});
+}
+
+TEST_F(CuptiSourceTest, DriverWithoutDeviceGivesHostOnlyWithoutLoadingCupti) {
+  probe_ = {DeviceProbe::State::kNoDevice, 0, "cuDeviceGetCount: CUDA_ERROR_STUB_LIBRARY (34)"};
+  AnnotationState state;
+  HostSource host(&state, &clock_);
+  CuptiSource source(Deps());
+  host.set_range_listener(&source);
+  PrepareError error;
+  ASSERT_TRUE(host.Prepare(Request(), &error));
+  ASSERT_TRUE(source.Prepare(Request(), &error)) << error.message;
+  EXPECT_EQ(probes_, std::vector<bool>{false});  // never cuInit before CUPTI
+  EXPECT_EQ(loads_, 0);
+  CollectStats stats;
+  DecodedPayload p = HostAndGpuWindow(host, source, clock_, &stats);
+  EXPECT_TRUE(stats.host_only);
+  const std::string reason =
+      "no usable CUDA device (cuDeviceGetCount: CUDA_ERROR_STUB_LIBRARY (34))";
+  EXPECT_EQ(stats.message, "host-only trace: " + reason);
+  std::vector<DecodedEvent> info = p.OfKind(K(records::Kind::kCaptureInfo));
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(info[0].U32(4), records::kCaptureFlagHostOnly);
+  EXPECT_EQ(info[0].name, reason);
+  EXPECT_EQ(p.Ranges("forward").size(), 1u);
+  EXPECT_EQ(Count("subscribe") + Count("subscribe_failed"), 0);
+  EXPECT_EQ(Count("ext_push"), 0);
+}
+
+TEST_F(CuptiSourceTest, SubscribeFailureWithoutADriverKeepsTheHostRanges) {
+  // This machine's case: CUDA libraries loaded, no libcuda anywhere; the
+  // real CUPTI answers CUPTI_ERROR_UNKNOWN.
+  gpuctl_fake_cupti_reset("subscribe_unknown");
+  probe_ =
+      probe_after_cupti_ = {DeviceProbe::State::kDriverNotLoaded, 0, "libcuda.so.1 is not loaded"};
+  AnnotationState state;
+  HostSource host(&state, &clock_);
+  CuptiSource source(Deps());
+  host.set_range_listener(&source);
+  PrepareError error;
+  ASSERT_TRUE(host.Prepare(Request(), &error));
+  ASSERT_TRUE(source.Prepare(Request(), &error)) << error.message;
+  EXPECT_EQ(probes_, (std::vector<bool>{false, true}));
+  EXPECT_EQ(Count("subscribe_failed"), 1);
+  CollectStats stats;
+  DecodedPayload p = HostAndGpuWindow(host, source, clock_, &stats);
+  EXPECT_TRUE(stats.host_only);
+  EXPECT_EQ(stats.message,
+            "host-only trace: no CUDA driver in this process (libcuda.so.1 is not loaded; "
+            "cuptiSubscribe: CUPTI_ERROR_UNKNOWN)");
+  EXPECT_EQ(p.Ranges("forward").size(), 1u);
+  std::vector<DecodedEvent> info = p.OfKind(K(records::Kind::kCaptureInfo));
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(info[0].U32(4), records::kCaptureFlagHostOnly);
+  // Nothing was subscribed, so nothing is released or flushed.
+  EXPECT_FALSE(source.finalize_pending());
+  EXPECT_EQ(Count("flush") + Count("unsubscribe") + Count("finalize"), 0);
+}
+
+TEST_F(CuptiSourceTest, SubscribeFailureTheDriverExplainsIsHostOnly) {
+  gpuctl_fake_cupti_reset("subscribe_unknown");
+  probe_after_cupti_ = {DeviceProbe::State::kNoDevice, 0, "cuInit: CUDA_ERROR_NO_DEVICE (100)"};
+  CuptiSource source(Deps());
+  PrepareError error;
+  ASSERT_TRUE(source.Prepare(Request(), &error)) << error.message;
+  CollectStats stats;
+  Window(source, &stats);
+  EXPECT_TRUE(stats.host_only);
+  EXPECT_EQ(stats.message,
+            "host-only trace: no usable CUDA device (cuInit: CUDA_ERROR_NO_DEVICE (100); "
+            "cuptiSubscribe: CUPTI_ERROR_UNKNOWN)");
+}
+
+TEST_F(CuptiSourceTest, SubscribeFailureWithAUsableDeviceIsUnavailable) {
+  gpuctl_fake_cupti_reset("subscribe_unknown");
+  CuptiSource source(Deps());
+  PrepareError error;
+  EXPECT_FALSE(source.Prepare(Request(), &error));
+  EXPECT_EQ(error.status, wire::CaptureStatus::kUnavailable);
+  EXPECT_EQ(error.message,
+            "CUPTI is not available to gpuctl: cuptiSubscribe: CUPTI_ERROR_UNKNOWN (the CUDA "
+            "driver says cuDeviceGetCount: 1 device)");
+  source.Abort();
+  EXPECT_EQ(Count("unsubscribe") + Count("finalize") + Count("flush"), 0);
+  // The next capture tries CUPTI again.
+  EXPECT_FALSE(source.Prepare(Request(), &error));
+  EXPECT_EQ(Count("subscribe_failed"), 2);
 }
 
 TEST_F(CuptiSourceTest, ProcessWithoutCudaLoadsNothing) {
@@ -490,6 +609,210 @@ TEST_F(CuptiSourceTest, GpuctlRangesBecomeExternalCorrelationIds) {
     }
   }
   EXPECT_TRUE(linked);
+}
+
+// fork(). The test process has no other thread at the fork (the fake CUPTI
+// runs none), so these run under ASan too: GCC 12's ASan can hang a child
+// only when another thread was inside malloc at the fork.
+
+// Every fake CUPTI call a child could make on the parent's behalf.
+std::vector<int64_t> CuptiCallCounts() {
+  std::vector<int64_t> counts;
+  for (const char* what : {"subscribe", "subscribe_failed", "unsubscribe", "finalize", "flush",
+                           "register_callbacks", "register_timestamp", "ext_push", "ext_pop"}) {
+    counts.push_back(Count(what));
+  }
+  counts.push_back(Count(("enable:" + Kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)).c_str()));
+  return counts;
+}
+
+// Waits for `child` and returns its exit code (-1 if it did not exit).
+int ExitCodeOf(pid_t child) {
+  int status = 0;
+  if (waitpid(child, &status, 0) != child || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+// In the child of a process with an open window: no CUPTI call, no
+// correlation, and a later window of its own completes, host-only, with
+// its host ranges. Returns 0 or the number of the failed check.
+int CheckForkChild(HostSource& host, CuptiSource& source, Clock& clock) {
+  const std::vector<int64_t> before = CuptiCallCounts();
+  if (source.OnRangePush(99)) return 20;
+  if (source.finalize_pending()) return 21;
+  // A CUDA call returning in the child reaches the copied callback: it must
+  // not finalize the parent's CUPTI.
+  gpuctl_fake_cupti_api_exit();
+  PrepareError error;
+  const CaptureRequest request{"child", 0, records::kDefaultActivities, 0};
+  if (!host.Prepare(request, &error) || !source.Prepare(request, &error)) return 22;
+  CollectStats stats;
+  DecodedPayload p = HostAndGpuWindow(host, source, clock, &stats);
+  if (!stats.host_only || stats.message.find("forked") == std::string::npos) return 23;
+  if (p.Ranges("forward").size() != 1) return 24;
+  if (!p.OfKind(K(records::Kind::kKernel)).empty()) return 25;
+  // A second window works the same.
+  if (!source.Prepare(request, &error)) return 26;
+  HostAndGpuWindow(host, source, clock, &stats);
+  if (!stats.host_only) return 27;
+  if (CuptiCallCounts() != before) return 28;
+  return 0;
+}
+
+TEST_F(CuptiSourceTest, ForkChildMidWindowStartsCleanAndNeverCallsCupti) {
+  AnnotationState state;
+  HostSource host(&state, &clock_);
+  CuptiSource source(Deps());
+  host.set_range_listener(&source);
+  PrepareError error;
+  ASSERT_TRUE(host.Prepare(Request(), &error));
+  ASSERT_TRUE(source.Prepare(Request(), &error));
+  start_ = clock_.RealtimeNs();
+  host.Start(start_);
+  source.Start(start_);
+  host.Push("parent_range");  // correlated: pushed to CUPTI
+  ASSERT_EQ(Count("ext_push"), 1);
+
+  HostSource::LockRegistryForFork();
+  const pid_t child = fork();
+  if (child == 0) {
+    host.ResetInForkChild();
+    HostSource::UnlockRegistryForFork();
+    source.ResetInForkChild();
+    _exit(CheckForkChild(host, source, clock_));
+  }
+  HostSource::UnlockRegistryForFork();
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(ExitCodeOf(child), 0);
+
+  // The parent's window is untouched by the child.
+  gpuctl_fake_cupti_launch_kernel("parent_kernel");
+  host.Pop();
+  end_ = clock_.RealtimeNs();
+  host.Stop(end_);
+  source.Stop(end_);
+  RecordWriter writer;
+  host.Collect(writer);
+  CollectStats stats = source.Collect(writer);
+  EXPECT_FALSE(stats.host_only) << stats.message;
+  std::optional<DecodedPayload> p = DecodePayload(writer.Finish({0, start_, end_, 1}));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(Named(*p, records::Kind::kKernel, "parent_kernel").size(), 1u);
+  EXPECT_EQ(p->Ranges("parent_range").size(), 1u);
+  EXPECT_EQ(gpuctl_fake_cupti_api_exit(), 1);
+  EXPECT_EQ(Count("finalize"), 1);
+}
+
+TEST_F(CuptiSourceTest, ForkChildLeavesTheParentsPendingReleaseAlone) {
+  CuptiSource source(Deps());
+  PrepareError error;
+  ASSERT_TRUE(source.Prepare(Request(), &error));
+  Window(source);
+  ASSERT_TRUE(source.finalize_pending());
+  const pid_t child = fork();
+  if (child == 0) {
+    source.ResetInForkChild();
+    if (source.finalize_pending()) _exit(30);
+    // The copied callback runs (the fake's copy has the domains enabled),
+    // and must not finalize.
+    if (gpuctl_fake_cupti_api_exit() != 1) _exit(31);
+    if (Count("finalize") != 0 || source.finalizations() != 0) _exit(32);
+    // The child's next Prepare neither unsubscribes nor subscribes.
+    const int64_t unsubscribed = Count("unsubscribe");
+    if (!source.Prepare(Request(), &error)) _exit(33);
+    if (Count("unsubscribe") != unsubscribed || Count("subscribe") != 1) _exit(34);
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(ExitCodeOf(child), 0);
+  // The parent still releases at its next API exit.
+  EXPECT_TRUE(source.finalize_pending());
+  EXPECT_EQ(gpuctl_fake_cupti_api_exit(), 1);
+  EXPECT_EQ(Count("finalize"), 1);
+}
+
+TEST_F(CuptiSourceTest, ChildOfAProcessThatNeverAttachedCuptiCapturesNormally) {
+  CuptiSource source(Deps());
+  const pid_t child = fork();
+  if (child == 0) {
+    source.ResetInForkChild();
+    PrepareError error;
+    if (!source.Prepare(Request(), &error)) _exit(40);
+    CollectStats stats;
+    DecodedPayload p = Window(source, &stats);
+    if (stats.host_only || Named(p, records::Kind::kKernel, "fake_kernel_a").size() != 1) _exit(41);
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(ExitCodeOf(child), 0);
+}
+
+TEST_F(CuptiSourceTest, FailedSubscribeInTheParentDoesNotMakeTheChildHostOnly) {
+  gpuctl_fake_cupti_reset("subscribe_unknown");
+  CuptiSource source(Deps());
+  PrepareError error;
+  ASSERT_FALSE(source.Prepare(Request(), &error));  // CUPTI holds nothing
+  const pid_t child = fork();
+  if (child == 0) {
+    source.ResetInForkChild();
+    gpuctl_fake_cupti_reset("basic");
+    if (!source.Prepare(Request(), &error)) _exit(60);
+    CollectStats stats;
+    Window(source, &stats);
+    _exit(stats.host_only || Count("subscribe") != 1 ? 61 : 0);
+  }
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(ExitCodeOf(child), 0);
+}
+
+// The runtime's fork handlers reach the CUPTI source (api.cc wires them to
+// pthread_atfork as this test does).
+std::atomic<Runtime*> g_runtime{nullptr};
+
+TEST_F(CuptiSourceTest, RuntimeForkHandlersResetTheCuptiSource) {
+  static const bool installed = [] {
+    pthread_atfork(
+        [] {
+          if (Runtime* r = g_runtime.load()) r->PrepareFork();
+        },
+        [] {
+          if (Runtime* r = g_runtime.load()) r->ParentAfterFork();
+        },
+        [] {
+          if (Runtime* r = g_runtime.load()) r->ChildAfterFork();
+        });
+    return true;
+  }();
+  (void)installed;
+  AnnotationState state;
+  AgentOptions options;
+  options.socket_path = "/nonexistent/gpuctl.sock";
+  Runtime runtime(
+      options, &state, [](const char*) { return std::optional<std::string>(); }, Deps());
+  g_runtime.store(&runtime);
+  PrepareError error;
+  ASSERT_TRUE(runtime.host().Prepare(Request(), &error));
+  ASSERT_TRUE(runtime.cupti().Prepare(Request(), &error));
+  const int64_t start = clock_.RealtimeNs();
+  runtime.host().Start(start);
+  runtime.cupti().Start(start);
+  ASSERT_TRUE(runtime.cupti().OnRangePush(1));
+  const pid_t child = fork();
+  if (child == 0) {
+    if (runtime.cupti().OnRangePush(2)) _exit(50);
+    PrepareError child_error;
+    if (!runtime.cupti().Prepare(Request(), &child_error)) _exit(51);
+    CollectStats stats;
+    Window(runtime.cupti(), &stats);
+    if (!stats.host_only || stats.message.find("forked") == std::string::npos) _exit(52);
+    _exit(Count("subscribe") == 1 && Count("flush") == 0 ? 0 : 53);
+  }
+  g_runtime.store(nullptr);
+  ASSERT_GT(child, 0);
+  EXPECT_EQ(ExitCodeOf(child), 0);
+  runtime.cupti().OnRangePop();
+  runtime.cupti().Abort();
+  runtime.host().Abort();
 }
 
 }  // namespace

@@ -404,6 +404,11 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Ca
   if (s.scenario == "subscriber_conflict" || s.subscribed) {
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
+  // What the real CUPTI returns when it cannot reach a driver.
+  if (s.scenario == "subscribe_unknown") {
+    Count("subscribe_failed");
+    return CUPTI_ERROR_UNKNOWN;
+  }
   s.subscribed = true;
   s.callback = callback;
   s.userdata = userdata;

@@ -8,7 +8,8 @@
 //
 // Scenario (gpuctl_fake_cupti_reset, or GPUCTL_FAKE_CUPTI_SCENARIO at the
 // first call): basic | multi_device | flood | subscriber_conflict |
-// fail_mid_window | no_device. Generated records lie inside
+// fail_mid_window | no_device | subscribe_unknown (cuptiSubscribe returns
+// CUPTI_ERROR_UNKNOWN, as the real one does without a driver). Generated records lie inside
 // [first enable, flush] (by the registered timestamp callback), plus one
 // kernel before and one after, an unknown record kind and noise API calls.
 #ifndef GPUCTL_CLIENT_LIB_SRC_CUPTI_FAKE_FAKE_CUPTI_H_
@@ -27,7 +28,7 @@ int gpuctl_fake_cupti_api_exit(void);
 // under a pushed CUSTOM0 id, an external correlation record, all delivered
 // at the next flush.
 void gpuctl_fake_cupti_launch_kernel(const char* name);
-// Counters: "subscribe", "unsubscribe", "finalize", "register_callbacks",
+// Counters: "subscribe", "subscribe_failed", "unsubscribe", "finalize", "register_callbacks",
 // "register_timestamp", "enable_without_timestamp", "flush", "ext_push", "ext_pop",
 // "enable:<kind>", "enabled:<kind>" (1 while enabled), "attr:<attribute>" (last value),
 // "domain:<domain>" (1 while enabled).
