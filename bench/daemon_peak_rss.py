@@ -5,7 +5,9 @@ trace results at the same moment, with and without trace.max_ingest_bytes.
 Each process is a small client speaking the IPC protocol (the e2e tests'
 FakeClient, test/e2e/test_ipc_robustness.py): it attaches with its own pid,
 waits for StartCapture, and at the window's end sends a valid record payload
-of --payload-mib (one range repeated) as a sealed memfd or inline.
+of --payload-mib (one range repeated) as a sealed memfd or inline. The cap
+bounds inline payloads held by the daemon too: a client whose payload does
+not fit waits in its sends until the daemon reads it.
 
 Usage: bench/daemon_peak_rss.py [--build build] [--clients 64] [--payload-mib 16]
        [--transport memfd|inline] [--caps 0,512MiB]
@@ -59,6 +61,9 @@ def client_main(socket_path, rank, size, transport):
     while time.time_ns() < end_ns:
         time.sleep(0.005)
     payload = big_payload(os.getpid(), start_ns, end_ns, size)
+    # Inline payloads beyond the daemon's budget are read later: the sends
+    # block until then.
+    client.sock.settimeout(None)
     if transport == "memfd":
         fd = sealed_memfd(payload)
         del payload

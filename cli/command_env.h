@@ -29,9 +29,12 @@ struct CliEnv {
   absl::TimeZone time_zone = absl::UTCTimeZone();
   // How long to wait for the daemon to accept the connection.
   absl::Duration connect_timeout = absl::Seconds(5);
-  // Trace call deadline = window + this (the daemon's grace, conversion and
-  // storage).
+  // After a trace's window, a host that sends nothing for this long is
+  // given up as timed out (a daemon reports a long ingest every 10s).
   absl::Duration trace_margin = absl::Seconds(60);
+  // However busy the daemon, a host whose trace has not completed this long
+  // after the window is given up as timed out.
+  absl::Duration trace_result_limit = absl::Hours(1);
   // Deadline of the short calls (ps, traces, status).
   absl::Duration rpc_timeout = absl::Seconds(30);
   // Deadline of one GetTrace transfer.

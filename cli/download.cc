@@ -33,10 +33,12 @@ class PartialFile {
   ~PartialFile() { Abandon(); }
 
   absl::Status Open(const std::string& dir, const std::string& name, uint64_t size) {
-    // `name` is the local name, checked safe by the caller.
-    final_path_ = absl::StrCat(dir, "/", name);
-    // A leading dot keeps the temporary apart from every valid final name.
-    temp_path_ = absl::StrCat(dir, "/.", name, ".XXXXXX");
+    absl::StatusOr<std::string> final_path = SavedFilePath(dir, name);
+    if (!final_path.ok()) return final_path.status();
+    absl::StatusOr<std::string> temp_path = TemporaryFileTemplate(dir, name);
+    if (!temp_path.ok()) return temp_path.status();
+    final_path_ = std::move(*final_path);
+    temp_path_ = std::move(*temp_path);
     fd_ = mkostemp(temp_path_.data(), O_CLOEXEC);
     if (fd_ < 0) return ErrnoError("cannot create", temp_path_);
     size_ = size;
@@ -162,16 +164,6 @@ class Receiver {
 
 }  // namespace
 
-bool IsSafeName(absl::string_view name) {
-  if (name.empty() || name.size() > 255 || name[0] == '.') return false;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
                                              const DownloadOptions& options) {
   if (!IsSafeName(options.trace_id)) {
@@ -189,8 +181,10 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
           absl::StrCat("unsafe local file name \"", Printable(local), "\""));
     }
   }
+  absl::StatusOr<std::string> directory = TraceDirectory(options.output_root, options.trace_id);
+  if (!directory.ok()) return directory.status();
   DownloadResult result;
-  result.directory = (std::filesystem::path(options.output_root) / options.trace_id).string();
+  result.directory = std::move(*directory);
   std::error_code ec;
   std::filesystem::create_directories(result.directory, ec);
   if (ec) {

@@ -10,14 +10,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "cli/cancel_group.h"
+#include "cli/download_paths.h"  // IsSafeName
 #include "gpuctl/v1/service.grpc.pb.h"
 
 namespace gpuctl::cli {
-
-// A name that is safe as one path component on every host: 1-255 characters
-// of [A-Za-z0-9._-], not starting with '.'. Trace ids and file names from
-// the daemon must pass before they touch the filesystem.
-bool IsSafeName(absl::string_view name);
 
 struct DownloadedFile {
   std::string name;  // as saved (see DownloadOptions::local_names)

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/exit_codes.h"
 #include "cli/fake_gpuctl_service_test_util.h"
+#include "cli/proto_time.h"
 #include "cli/selector.h"
 #include "daemon/common/trace_id.h"
 #include "gmock/gmock.h"
@@ -113,6 +114,8 @@ class CliFleetTraceTest : public ::testing::Test {
   int Run(std::vector<std::string> args) {
     CliEnv env = console_.env();
     env.interrupts = &interrupts_;
+    if (trace_margin_.has_value()) env.trace_margin = *trace_margin_;
+    if (trace_result_limit_.has_value()) env.trace_result_limit = *trace_result_limit_;
     args.insert(args.begin(), "trace");
     args.insert(args.end(), {"-o", dir_});
     return RunCli(args, env);
@@ -124,7 +127,48 @@ class CliFleetTraceTest : public ::testing::Test {
   TestConsole console_;
   ManualInterrupts interrupts_;
   std::string dir_;
+  std::optional<absl::Duration> trace_margin_;
+  std::optional<absl::Duration> trace_result_limit_;
 };
+
+// A daemon still ingesting after the window: TraceStarted with a window that
+// is already over, then PROCESSING for the process every `every` until
+// `busy` has passed (or forever when `busy` is infinite) or the caller
+// cancels; then the result and TraceCompleted.
+FakeGpuctlService::TraceFn SlowIngest(const v1::ProcessInfo& process,
+                                      const v1::ProcessResult& result, absl::Duration every,
+                                      absl::Duration busy) {
+  return [=](grpc::ServerContext* context, const v1::TraceRequest& request,
+             grpc::ServerWriter<v1::TraceEvent>* writer) {
+    const absl::Time now = absl::Now();
+    v1::TraceEvent started;
+    started.mutable_started()->set_trace_id(request.trace_id());
+    started.mutable_started()->set_host("node1");
+    ToProtoTime(now, started.mutable_started()->mutable_start_time());
+    ToProtoTime(now, started.mutable_started()->mutable_end_time());
+    ToProtoTime(now, started.mutable_started()->mutable_received_at());
+    *started.mutable_started()->add_processes() = process;
+    if (!writer->Write(started)) return grpc::Status::CANCELLED;
+    while (absl::Now() - now < busy) {
+      if (context->IsCancelled()) return grpc::Status::CANCELLED;
+      v1::TraceEvent progress;
+      progress.mutable_progress()->set_pid(process.pid());
+      progress.mutable_progress()->set_phase(v1::PROCESS_PHASE_PROCESSING);
+      progress.mutable_progress()->set_message("converting");
+      if (every > absl::ZeroDuration() && !writer->Write(progress)) {
+        return grpc::Status::CANCELLED;
+      }
+      absl::SleepFor(every > absl::ZeroDuration() ? every : absl::Milliseconds(20));
+    }
+    v1::TraceEvent done;
+    *done.mutable_result() = result;
+    writer->Write(done);
+    v1::TraceEvent completed;
+    completed.mutable_completed()->set_trace_id(request.trace_id());
+    writer->Write(completed);
+    return grpc::Status::OK;
+  };
+}
 
 TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTraces) {
   const std::string dead = DeadTarget();
@@ -264,6 +308,66 @@ TEST_F(CliFleetTraceTest, SlowHostTimesOutWithoutHoldingTheOthers) {
   const std::string silent_status = json["hosts"][2]["status"];
   EXPECT_TRUE(silent_status == "unreachable" || silent_status == "timed_out") << silent_status;
   EXPECT_TRUE(WaitFor([&] { return slow.service().cancelled() == 1; }));
+}
+
+TEST_F(CliFleetTraceTest, LongIngestIsWaitedForWhileTheDaemonReportsProgress) {
+  // Ingest takes three margins; progress every fifth of one keeps it alive.
+  trace_margin_ = absl::Milliseconds(500);
+  node1_.service().trace = SlowIngest(node1_.processes()[0], node1_.results()[0],
+                                      absl::Milliseconds(100), absl::Milliseconds(1500));
+  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--no-download", "--json", "--host",
+                 node1_.target()}),
+            kExitOk)
+      << console_.err.str() << console_.out.str();
+  EXPECT_EQ(Json()["hosts"][0]["status"], "ok");
+}
+
+TEST_F(CliFleetTraceTest, RepeatedProgressIsPrintedOnceInPlainOutput) {
+  trace_margin_ = absl::Milliseconds(500);
+  node1_.service().trace = SlowIngest(node1_.processes()[0], node1_.results()[0],
+                                      absl::Milliseconds(50), absl::Milliseconds(400));
+  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--no-download", "--host", node1_.target()}),
+            kExitOk)
+      << console_.err.str();
+  const std::string err = console_.err.str();
+  size_t lines = 0;
+  for (size_t at = err.find("pid 100: processing (converting)"); at != std::string::npos;
+       at = err.find("pid 100: processing (converting)", at + 1)) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 1u) << err;
+}
+
+TEST_F(CliFleetTraceTest, DaemonSilentAfterTheWindowTimesOutAfterTheMargin) {
+  trace_margin_ = absl::Milliseconds(500);
+  node1_.service().trace = SlowIngest(node1_.processes()[0], node1_.results()[0],
+                                      absl::ZeroDuration(), absl::InfiniteDuration());
+  const absl::Time begin = absl::Now();
+  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--no-download", "--json", "--host",
+                 node1_.target()}),
+            kExitPartialFailure)
+      << console_.err.str() << console_.out.str();
+  EXPECT_LT(absl::Now() - begin, absl::Seconds(15));
+  nlohmann::json json = Json();
+  EXPECT_EQ(json["hosts"][0]["status"], "timed_out");
+  EXPECT_THAT(json["hosts"][0]["error"].get<std::string>(), HasSubstr("no progress for 500ms"));
+}
+
+TEST_F(CliFleetTraceTest, BusyDaemonIsGivenUpAtTheTraceTimeLimit) {
+  trace_margin_ = absl::Milliseconds(500);
+  trace_result_limit_ = absl::Seconds(1);
+  node1_.service().trace = SlowIngest(node1_.processes()[0], node1_.results()[0],
+                                      absl::Milliseconds(100), absl::InfiniteDuration());
+  const absl::Time begin = absl::Now();
+  EXPECT_EQ(Run({"--job", "42", "--duration", "1s", "--no-download", "--json", "--host",
+                 node1_.target()}),
+            kExitPartialFailure)
+      << console_.err.str() << console_.out.str();
+  EXPECT_LT(absl::Now() - begin, absl::Seconds(15));
+  nlohmann::json json = Json();
+  EXPECT_EQ(json["hosts"][0]["status"], "timed_out");
+  EXPECT_THAT(json["hosts"][0]["error"].get<std::string>(),
+              HasSubstr("still busy at the trace's time limit"));
 }
 
 TEST_F(CliFleetTraceTest, LaterHostsDoNotWaitForEarlierWindows) {

@@ -282,7 +282,7 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   fanout.request = request;
   fanout.parallel = options.parallel;
   fanout.host_timeout = options.host_timeout;
-  fanout.stream_length = options.duration.value_or(kMaxUserDuration) + env.trace_margin;
+  fanout.stream_length = options.duration.value_or(kMaxUserDuration) + env.trace_result_limit;
   fanout.result_margin = env.trace_margin;
   fanout.security = env.security;
   std::unique_ptr<TraceProgress> progress =

@@ -1,89 +1,22 @@
 #include "cli/trace_download.h"
 
-#include <set>
-
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "cli/bounded_parallel.h"
 #include "cli/connection.h"
-#include "cli/format.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 
 namespace gpuctl::cli {
-namespace {
-
-constexpr char kManifestName[] = "manifest.json";
-// Leaves room for a suffix within the 255 characters of a safe name.
-constexpr size_t kMaxHostKeyChars = 200;
-
-std::string SafeFromTarget(const std::string& target) {
-  std::string key;
-  for (char c : target) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    key.push_back(ok ? c : '_');
-  }
-  while (!key.empty() && key[0] == '.') key.erase(0, 1);
-  key.resize(std::min(key.size(), kMaxHostKeyChars));
-  return key.empty() ? "host" : key;
-}
-
-// A distinct, safe name per host for the files it contributes.
-std::vector<std::string> HostKeys(const std::vector<HostTrace>& hosts) {
-  std::map<std::string, size_t> uses;
-  std::vector<std::string> keys;
-  for (const HostTrace& h : hosts) {
-    std::string name = h.name();
-    keys.push_back(IsSafeName(name) && name.size() <= kMaxHostKeyChars ? name
-                                                                       : SafeFromTarget(h.target));
-    ++uses[keys.back()];
-  }
-  std::set<std::string> taken;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    if (uses[keys[i]] > 1) keys[i] = SafeFromTarget(hosts[i].target);
-    std::string key = keys[i];
-    for (size_t n = 2; !taken.insert(key).second; ++n) key = absl::StrCat(keys[i], "-", n);
-    keys[i] = key;
-  }
-  return keys;
-}
-
-}  // namespace
 
 std::vector<std::optional<DownloadPlan>> PlanDownloads(const std::vector<HostTrace>& hosts) {
-  std::vector<std::optional<DownloadPlan>> plans(hosts.size());
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    if (hosts[i].HasFiles()) plans[i].emplace();
+  std::vector<HostFiles> files;
+  files.reserve(hosts.size());
+  for (const HostTrace& h : hosts) {
+    HostFiles& f = files.emplace_back();
+    f.name = h.name();
+    f.target = h.target;
+    for (const auto& [pid, result] : h.results) f.files.push_back(result.file());
   }
-  if (hosts.size() == 1) return plans;
-  const std::vector<std::string> keys = HostKeys(hosts);
-  std::set<std::string> taken;
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    if (!plans[i]) continue;
-    std::string manifest = absl::StrCat(keys[i], ".", kManifestName);
-    plans[i]->files.push_back(kManifestName);
-    plans[i]->local_names[kManifestName] = manifest;
-    taken.insert(manifest);
-  }
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    if (!plans[i]) continue;
-    DownloadPlan& plan = *plans[i];
-    for (const auto& [pid, result] : hosts[i].results) {
-      const std::string& name = result.file();
-      if (name.empty() || plan.local_names.contains(name)) continue;
-      plan.files.push_back(name);
-      std::string local = name;
-      if (taken.contains(local)) local = absl::StrCat(keys[i], "-", name);
-      if (!IsSafeName(local) || taken.contains(local)) {
-        plan.error = absl::StrCat("cannot save \"", Printable(name),
-                                  "\": its name clashes with another host's file");
-        break;
-      }
-      taken.insert(local);
-      if (local != name) plan.local_names[name] = local;
-    }
-  }
-  return plans;
+  return PlanDownloads(files);
 }
 
 std::vector<HostDownload> DownloadFleetTrace(const std::vector<HostTrace>& hosts,

@@ -9,24 +9,13 @@
 #include "absl/time/time.h"
 #include "cli/cancel_group.h"
 #include "cli/download.h"
+#include "cli/download_plan.h"
 #include "cli/trace_fanout.h"
 
 namespace gpuctl::cli {
 
-// What to fetch from one host and the names to save it under.
-struct DownloadPlan {
-  // Empty with one host: every file of the trace, names kept.
-  std::vector<std::string> files;
-  std::map<std::string, std::string> local_names;  // daemon's name -> saved name
-  std::string error;  // the files cannot be saved under safe, distinct names
-};
-
-// One plan per host; nullopt for a host that stored no file. With one host
-// everything is fetched as named. With several, every host's files share
-// one directory: each host's manifest.json becomes <host>.manifest.json
-// and a file whose name another host's file already took gets a
-// "<host>-" prefix. <host> is the daemon's host name, or the target made
-// safe when that name is not a safe file name or is not unique.
+// PlanDownloads (download_plan.h) of what each host's Trace stream
+// reported: its daemon's host name, its target and its results' files.
 std::vector<std::optional<DownloadPlan>> PlanDownloads(const std::vector<HostTrace>& hosts);
 
 // How one host's download went.

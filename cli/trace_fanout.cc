@@ -74,6 +74,8 @@ class HostCall final : public grpc::ClientReadReactor<v1::TraceEvent> {
   bool dispatch_timed_out_ = false;
   bool watchdog_fired_ = false;
   absl::Time watchdog_ = absl::InfiniteFuture();
+  // Extends watchdog_ to result_margin from now; mu_ held.
+  void Heard();
 };
 
 class Fanout {
@@ -110,7 +112,8 @@ class Fanout {
   friend class HostCall;
 
   // Waits for every stream to end; gives up on a host whose trace has not
-  // completed within result_margin of the end it announced.
+  // completed within result_margin of the end it announced or of its last
+  // event, whichever is later.
   void WatchUntilAllDone() {
     absl::MutexLock lock(&mu_);
     while (!dispatch_finished_ || calls_done_ < calls_started_) {
@@ -244,10 +247,12 @@ void HostCall::OnReadDone(bool ok) {
       case v1::TraceEvent::kProgress:
         if (event_.progress().has_joined()) trace_.joined.push_back(event_.progress().joined());
         progress.Progress(index_, event_.progress());
+        Heard();
         break;
       case v1::TraceEvent::kResult:
         trace_.results[event_.result().pid()] = event_.result();
         progress.Result(index_, event_.result());
+        Heard();
         break;
       case v1::TraceEvent::kCompleted:
         trace_.completed = event_.completed();
@@ -257,6 +262,12 @@ void HostCall::OnReadDone(bool ok) {
     }
   }
   StartRead(&event_);
+}
+
+void HostCall::Heard() {
+  if (watchdog_ == absl::InfiniteFuture()) return;  // no announced end yet
+  // The watch thread wakes at the old limit and finds the new one.
+  watchdog_ = std::max(watchdog_, absl::Now() + fanout_.options_.result_margin);
 }
 
 void HostCall::OnDone(const grpc::Status& status) {
@@ -294,9 +305,16 @@ void HostCall::Classify(const grpc::Status& status, bool cancelled) {
                                Printable(trace_.name()), " did not deliver a trace"));
   }
   if (cancelled) return Finish(HostStatus::kCancelled, "cancelled");
-  if (watchdog_fired_ || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (watchdog_fired_) {
     return Finish(HostStatus::kTimedOut,
-                  absl::StrCat("gpuctld at ", target, " did not finish trace ", id, " in time"));
+                  absl::StrCat("gpuctld at ", target, " did not finish trace ", id,
+                               " in time: no progress for ",
+                               FormatUserDuration(fanout_.options_.result_margin)));
+  }
+  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return Finish(HostStatus::kTimedOut,
+                  absl::StrCat("gpuctld at ", target, " did not finish trace ", id,
+                               " in time: still busy at the trace's time limit"));
   }
   if (!status.ok()) {
     // The host took the request: whatever broke, it counts as failed.

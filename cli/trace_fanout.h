@@ -48,10 +48,13 @@ struct TraceFanoutOptions {
   absl::Duration host_timeout = absl::Seconds(10);
   // The gRPC deadline of a host's stream is this long after the later of
   // request.start_time and the moment its request is sent: the window plus
-  // the daemon's time to collect and store.
+  // the longest the daemon may take to collect, convert and store.
   absl::Duration stream_length = absl::InfiniteDuration();
   // A host whose trace has not completed this long after the end it
-  // announced (TraceStarted.end_time) is given up as timed out.
+  // announced (TraceStarted.end_time), and that has sent no event for as
+  // long, is given up as timed out: each progress or result event pushes
+  // the limit to this long after it, so a daemon still ingesting (it
+  // repeats PROCESSING every 10s) is waited for, up to stream_length.
   absl::Duration result_margin = absl::Seconds(60);
   // TLS and token of every host's connection.
   ChannelSecurity security;

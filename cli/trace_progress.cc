@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -137,7 +138,13 @@ class PlainProgress final : public TraceProgress {
   }
   void Progress(size_t h, const v1::ProcessProgress& p) override {
     fleet_.Progress(h, p);
-    err_ << Prefix(h) << "pid " << p.pid() << ": " << PhaseText(p) << "\n";
+    // A daemon repeats a long ingest's progress as a sign of life: a line
+    // is written when the text changes only.
+    std::string text = PhaseText(p);
+    std::string& last = last_text_[{h, p.pid()}];
+    if (text == last) return;
+    err_ << Prefix(h) << "pid " << p.pid() << ": " << text << "\n";
+    last = std::move(text);
   }
   void Result(size_t h, const v1::ProcessResult& r) override {
     fleet_.Result(h, r);
@@ -162,6 +169,7 @@ class PlainProgress final : public TraceProgress {
   std::ostream& err_;
   Fleet fleet_;
   const bool single_;
+  std::map<std::pair<size_t, int32_t>, std::string> last_text_;
 };
 
 class TerminalProgress final : public TraceProgress {

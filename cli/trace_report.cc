@@ -46,7 +46,11 @@ void AddHostRows(size_t index, const HostTrace& host, const HostDownload& downlo
   const std::string& name = host.target;
   for (const auto& [pid, r] : host.results) {
     std::string note;
-    if (r.status() != v1::CAPTURE_STATUS_OK) note = Printable(r.message());
+    // A failure says why; so does a trace that is complete but not what was
+    // asked for (host-only, opened late).
+    if (r.status() != v1::CAPTURE_STATUS_OK || r.host_only() || r.late_start()) {
+      note = Printable(r.message());
+    }
     if (r.dropped_events() > 0) {
       absl::StrAppend(&note, note.empty() ? "" : "; ", r.dropped_events(),
                       " events dropped (capture buffers full)");

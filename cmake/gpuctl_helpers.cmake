@@ -1,7 +1,7 @@
 # gpuctl_test(NAME SOURCES... [LIBS libs...]): a GoogleTest binary run by CTest.
 function(gpuctl_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
-  if(NOT GPUCTL_BUILD_TESTS)
+  if(NOT GPUCTL_BUILD_TESTS OR NOT GPUCTL_BUILD_UNIT_TESTS)
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES} ${ARG_UNPARSED_ARGUMENTS})

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds gpuctl and runs the whole test suite (unit and end-to-end) twice:
-# first under AddressSanitizer + UBSan (build-asan/), then a normal build
-# (build/), whose CTest summary is the last thing printed. Exits non-zero if
+# Builds gpuctl and runs the whole test suite: first everything (unit,
+# end-to-end, S3, HTA, deployment tests) under AddressSanitizer + UBSan
+# (build-asan/), then a normal optimised build (build/) of what ships, on
+# which everything but the unit tests runs again: the end-to-end tests drive
+# the binaries users get, the unit tests gain little from a second run. The
+# normal pass's CTest summary is the last thing printed. Exits non-zero if
 # anything fails to build or any test fails. Both passes test against one
 # single-node Ceph cluster with an S3 gateway (scripts/ceph), started after
 # the first build and stopped on exit.
 #
 #   ./scripts/test.sh            both passes
-#   GPUCTL_SKIP_ASAN=1 ./scripts/test.sh   normal pass only
+#   GPUCTL_SKIP_ASAN=1 ./scripts/test.sh   normal pass only (unit tests included)
 #   GPUCTL_JOBS=N                build and test parallelism (default: 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +31,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 elapsed() { local s=$(( $(date +%s) - $1 )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
-step() { printf '\n==> %s\n' "$*"; }
+# Each step is stamped with the time since the start, so a slow run shows
+# where its minutes went.
+step() { printf '\n==> [%s] %s\n' "$(elapsed "$started")" "$*"; }
 
 # The S3 tests (test/e2e/test_s3.py, s3_client_radosgw_test) share one
 # single-node Ceph cluster with an S3 gateway, started once before the first
@@ -68,7 +73,7 @@ if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
   asan_start=$(date +%s)
   # -O1 -g1: line tables are all the reports need, and the pass builds in
   # about two thirds of the time -O2 -g takes.
-  configure_and_build build-asan -DGPUCTL_SANITIZE=ON \
+  configure_and_build build-asan -DGPUCTL_SANITIZE=ON -DGPUCTL_BUILD_BENCH=OFF \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   start_ceph
   step "ASan+UBSan tests"
@@ -88,7 +93,10 @@ fi
 
 step "Release build (build/)"
 normal_start=$(date +%s)
-configure_and_build build
+# The unit tests ran in the sanitizer pass; without that pass they run here.
+unit_tests=OFF
+[ "${GPUCTL_SKIP_ASAN:-0}" != 1 ] || unit_tests=ON
+configure_and_build build -DGPUCTL_BUILD_UNIT_TESTS="$unit_tests"
 start_ceph
 step "Tests"
 normal_rc=0

@@ -347,7 +347,7 @@ bool Agent::SendResult(const wire::CaptureResult& result, const std::string* pay
     return SendClientMessage(conn_, result, -1, options_.send_timeout_ms) == IoResult::kOk;
   }
   return SendCaptureResultWithPayload(conn_, result, *payload, options_.force_inline,
-                                      options_.send_timeout_ms) == IoResult::kOk;
+                                      options_.result_send_timeout_ms, &stop_) == IoResult::kOk;
 }
 
 }  // namespace gpuctl::client

@@ -51,6 +51,10 @@ struct AgentOptions {
   int64_t backoff_max_ms = 30'000;
   int hello_timeout_ms = 5'000;
   int send_timeout_ms = 2'000;
+  // How long one datagram of a result may wait for socket room. The daemon
+  // stops reading inline payloads while its ingest budget is spent
+  // (backpressure), so this is long; a stop request ends the wait.
+  int result_send_timeout_ms = 600'000;
   // The step counter page (StepCounterPage::fd()), sent with every Hello;
   // -1: none. Not owned.
   int step_page_fd = -1;

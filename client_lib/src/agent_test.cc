@@ -328,6 +328,53 @@ TEST_F(AgentTest, InlineTransportSendsOrderedChunks) {
   EXPECT_EQ(p->Ranges("r").size(), 4000u);
 }
 
+// The daemon stops reading an inline payload while its ingest budget is
+// spent. The agent waits for room far longer than an ordinary send may
+// (AgentOptions::result_send_timeout_ms), and the whole payload arrives.
+TEST_F(AgentTest, InlineResultWaitsOutTheDaemonsBackpressure) {
+  Connect(/*force_inline=*/true);
+  ASSERT_TRUE(daemon_->Send(StartNow("trace-held", 200)));
+  ASSERT_TRUE(daemon_->ReceiveA<wire::CaptureStarted>().has_value());
+  for (int i = 0; i < 40000; ++i) {  // far more than the socket buffer holds
+    host_.Push("r");
+    host_.Pop();
+  }
+  // Not reading for longer than send_timeout_ms (2 s): the socket fills.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  std::optional<wire::CaptureResult> result = daemon_->ReceiveA<wire::CaptureResult>();
+  ASSERT_TRUE(result.has_value());
+  ASSERT_GT(result->payload_size, 1u << 20);
+  std::string payload;
+  while (payload.size() < result->payload_size) {
+    std::optional<wire::PayloadChunk> chunk = daemon_->ReceiveA<wire::PayloadChunk>();
+    ASSERT_TRUE(chunk.has_value()) << payload.size() << " of " << result->payload_size;
+    payload += chunk->data;
+  }
+  std::optional<testing::DecodedPayload> p = DecodePayload(payload);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->Ranges("r").size(), 40000u);
+  EXPECT_TRUE(agent_->connected());
+}
+
+// A result blocked on a daemon that does not read never holds up the
+// process's exit: a stop request ends the wait at once.
+TEST_F(AgentTest, StopEndsAResultSendBlockedOnTheDaemon) {
+  Connect(/*force_inline=*/true);
+  ASSERT_TRUE(daemon_->Send(StartNow("trace-stuck", 100)));
+  ASSERT_TRUE(daemon_->ReceiveA<wire::CaptureStarted>().has_value());
+  for (int i = 0; i < 40000; ++i) {
+    host_.Push("r");
+    host_.Pop();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // window over, send blocked
+  const auto stop_requested = std::chrono::steady_clock::now();
+  agent_->RequestStop("test end");
+  agent_->Join();
+  const auto took = std::chrono::steady_clock::now() - stop_requested;
+  EXPECT_LT(took, std::chrono::milliseconds(700));  // the send would wait minutes
+  agent_.reset();
+}
+
 TEST_F(AgentTest, SecondStartWhileCapturingIsBusyAndCancelEndsTheFirst) {
   Connect();
   ASSERT_TRUE(daemon_->Send(StartNow("first", 600'000)));

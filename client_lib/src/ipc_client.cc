@@ -5,8 +5,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "client_lib/src/wire/ipc_messages.h"
@@ -59,7 +62,8 @@ bool IpcConnection::Connect(const std::string& path, std::string* error) {
   return true;
 }
 
-IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout_ms) {
+IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout_ms,
+                              const std::atomic<bool>* cancel) {
   if (fd_ < 0 || datagram.size() > wire::kMaxIpcMessageBytes) return IoResult::kError;
   iovec iov{const_cast<char*>(datagram.data()), datagram.size()};
   msghdr msg{};
@@ -75,15 +79,25 @@ IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
   }
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const int64_t deadline_ms = now.tv_sec * 1000 + now.tv_nsec / 1'000'000 + timeout_ms;
   for (;;) {
     const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) return static_cast<size_t>(n) == datagram.size() ? IoResult::kOk : IoResult::kError;
     if (errno == EINTR) continue;
     if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) return IoResult::kClosed;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return IoResult::kError;
+    if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return IoResult::kCancelled;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const int64_t left_ms = deadline_ms - (now.tv_sec * 1000 + now.tv_nsec / 1'000'000);
+    if (left_ms <= 0) return IoResult::kTimedOut;
+    // With a cancel flag the wait is sliced so that a raised flag is seen.
+    const int wait_ms = static_cast<int>(
+        cancel != nullptr ? std::min<int64_t>(left_ms, kCancelCheckMs) : left_ms);
     pollfd pfd{fd_, POLLOUT, 0};
-    const int rc = poll(&pfd, 1, timeout_ms);
-    if (rc == 0) return IoResult::kTimedOut;
+    const int rc = poll(&pfd, 1, wait_ms);
+    if (rc == 0) continue;
     if (rc < 0 && errno != EINTR) return IoResult::kError;
     if (rc > 0 && (pfd.revents & (POLLHUP | POLLERR)) != 0) return IoResult::kClosed;
   }

@@ -4,6 +4,7 @@
 #ifndef GPUCTL_CLIENT_LIB_SRC_IPC_CLIENT_H_
 #define GPUCTL_CLIENT_LIB_SRC_IPC_CLIENT_H_
 
+#include <atomic>
 #include <string>
 #include <string_view>
 
@@ -14,6 +15,7 @@ enum class IoResult {
   kWouldBlock,  // Receive: nothing queued
   kClosed,      // peer closed the connection
   kTimedOut,    // Send: no room within the timeout
+  kCancelled,   // Send: the cancel flag was raised while waiting for room
   kError,       // any other failure, including an oversized datagram
 };
 
@@ -32,8 +34,11 @@ class IpcConnection {
 
   // Sends one datagram (at most wire::kMaxIpcMessageBytes), passing
   // `pass_fd` with SCM_RIGHTS when it is >= 0. Waits at most `timeout_ms`
-  // for socket buffer room.
-  IoResult Send(std::string_view datagram, int pass_fd, int timeout_ms);
+  // for socket buffer room; a non-null `cancel` raised meanwhile ends the
+  // wait within kCancelCheckMs (kCancelled).
+  IoResult Send(std::string_view datagram, int pass_fd, int timeout_ms,
+                const std::atomic<bool>* cancel = nullptr);
+  static constexpr int kCancelCheckMs = 50;
 
   // Receives one queued datagram without blocking. File descriptors sent
   // along are closed; a datagram longer than kMaxIpcMessageBytes is kError.

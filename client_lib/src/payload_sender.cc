@@ -30,34 +30,34 @@ int CreateSealedMemfd(const std::string& payload) {
 }
 
 IoResult SendClientMessage(IpcConnection& conn, const wire::ClientMessage& message, int pass_fd,
-                           int timeout_ms) {
+                           int timeout_ms, const std::atomic<bool>* cancel) {
   std::string bytes;
   wire::Encode(message, &bytes);
   if (bytes.size() > wire::kMaxIpcMessageBytes) return IoResult::kError;
-  return conn.Send(bytes, pass_fd, timeout_ms);
+  return conn.Send(bytes, pass_fd, timeout_ms, cancel);
 }
 
 IoResult SendCaptureResultWithPayload(IpcConnection& conn, wire::CaptureResult result,
                                       const std::string& payload, bool force_inline,
-                                      int timeout_ms) {
+                                      int timeout_ms, const std::atomic<bool>* cancel) {
   result.payload_size = payload.size();
   const int memfd = force_inline ? -1 : CreateSealedMemfd(payload);
   if (memfd >= 0) {
     result.transport = static_cast<int32_t>(wire::PayloadTransport::kMemfd);
-    const IoResult sent = SendClientMessage(conn, result, memfd, timeout_ms);
+    const IoResult sent = SendClientMessage(conn, result, memfd, timeout_ms, cancel);
     close(memfd);  // the daemon holds its own reference once sent
     return sent;
   }
   result.transport = static_cast<int32_t>(wire::PayloadTransport::kInline);
   const std::string trace_id = result.trace_id;
-  IoResult sent = SendClientMessage(conn, std::move(result), -1, timeout_ms);
+  IoResult sent = SendClientMessage(conn, std::move(result), -1, timeout_ms, cancel);
   for (size_t offset = 0; sent == IoResult::kOk && offset < payload.size();
        offset += kMaxChunkBytes) {
     wire::PayloadChunk chunk;
     chunk.trace_id = trace_id;
     chunk.offset = offset;
     chunk.data = payload.substr(offset, std::min(kMaxChunkBytes, payload.size() - offset));
-    sent = SendClientMessage(conn, std::move(chunk), -1, timeout_ms);
+    sent = SendClientMessage(conn, std::move(chunk), -1, timeout_ms, cancel);
   }
   return sent;
 }

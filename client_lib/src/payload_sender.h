@@ -21,14 +21,16 @@ inline constexpr size_t kMaxChunkBytes = 60000;
 int CreateSealedMemfd(const std::string& payload);
 
 // Sends `result` (transport and payload_size filled in here) and the
-// payload. `timeout_ms` bounds the wait for socket room per datagram.
+// payload. `timeout_ms` bounds the wait for socket room per datagram: the
+// daemon stops reading an inline payload while its ingest budget is spent,
+// so that wait can be long. A raised `cancel` ends it (kCancelled).
 IoResult SendCaptureResultWithPayload(IpcConnection& conn, wire::CaptureResult result,
                                       const std::string& payload, bool force_inline,
-                                      int timeout_ms);
+                                      int timeout_ms, const std::atomic<bool>* cancel = nullptr);
 
 // Sends one message, checking it fits in a datagram.
 IoResult SendClientMessage(IpcConnection& conn, const wire::ClientMessage& message, int pass_fd,
-                           int timeout_ms);
+                           int timeout_ms, const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace gpuctl::client
 

@@ -98,6 +98,8 @@ std::vector<KeyCase> EveryKey() {
        [](DaemonOptions& o) {
          o.allowed_users = {"1000", "alice"};
        }},
+      {"ipc.hello_rate", "0", [](DaemonOptions& o) { o.hello_rate = 0; }},
+      {"ipc.hello_burst", "64", [](DaemonOptions& o) { o.hello_burst = 64; }},
       {"tls.cert", "/etc/gpuctl/s.pem", [](DaemonOptions& o) { o.tls_cert = "/etc/gpuctl/s.pem"; }},
       {"tls.key", "/etc/gpuctl/s.key", [](DaemonOptions& o) { o.tls_key = "/etc/gpuctl/s.key"; }},
       {"tls.client_ca", "/etc/gpuctl/ca.pem",
@@ -292,6 +294,24 @@ TEST(DaemonConfigTest, BadIpcValuesAreErrors) {
               HasSubstr("entry 1: uid 4294967295 is out of range"));
 }
 
+TEST(DaemonConfigTest, BadHelloRateValuesAreErrors) {
+  EXPECT_EQ(ParseError("ipc:\n  socket_mode: \"0660\"\n  hello_rate: 2000000\n"),
+            "gpuctl.yaml:3: ipc.hello_rate: 2000000 is out of range (0 to 1000000)");
+  EXPECT_EQ(ParseError("ipc:\n  hello_burst: 0\n"),
+            "gpuctl.yaml:2: ipc.hello_burst: 0 is out of range (1 to 1000000)");
+  EXPECT_THAT(ParseError("ipc:\n  hello_rate: 1.5\n"),
+              StartsWith("gpuctl.yaml:2: ipc.hello_rate: "));
+  EXPECT_THAT(ParseError("ipc:\n  hello_rate: -1\n"),
+              StartsWith("gpuctl.yaml:2: ipc.hello_rate: "));
+  EXPECT_THAT(ParseError("ipc:\n  hello_burst: [1]\n"),
+              StartsWith("gpuctl.yaml:2: ipc.hello_burst: expected a whole number"));
+  absl::StatusOr<DaemonOptions> options =
+      ParseOptions("ipc:\n  hello_rate: 50\n  hello_burst: 500\n");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->hello_rate, 50u);
+  EXPECT_EQ(options->hello_burst, 500u);
+}
+
 TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
             "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, insecure, socket, "
@@ -455,8 +475,9 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
       DaemonConfigKeys(),
       ::testing::ElementsAre(
           "listen", "insecure", "socket", "log_level", "ready_file", "ipc.socket_mode",
-          "ipc.socket_group", "ipc.allowed_uids", "tls.cert", "tls.key", "tls.client_ca",
-          "auth.token_file", "trace.max_duration", "trace.start_delay",
+          "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate", "ipc.hello_burst",
+          "tls.cert", "tls.key", "tls.client_ca", "auth.token_file", "trace.max_duration",
+          "trace.start_delay",
           "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes",
           "trace.max_ingest_bytes", "store.path",
           "store.retention.max_bytes", "store.retention.max_age", "store.retention.max_count",

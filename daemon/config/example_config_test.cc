@@ -114,7 +114,7 @@ TEST(ExampleConfigTest, TheDocsDescribeEveryKeyAndFlag) {
        {"--config", "--listen", "--insecure", "--socket", "--log-level", "--ready-file",
         "--max-duration", "--start-delay", "--result-grace", "--store", "--store-max-bytes",
         "--store-max-age", "--store-max-count", "--socket-mode", "--socket-group",
-        "--max-ingest-bytes"}) {
+        "--max-ingest-bytes", "--hello-rate", "--hello-burst"}) {
     EXPECT_NE(docs.find(absl::StrCat("`", flag)), std::string::npos) << flag;
   }
 }

@@ -65,6 +65,22 @@ constexpr ConfigKey kIpcKeys[] = {
            return absl::OkStatus();
          }},
     {.name = "allowed_uids", .read = ReadAllowedUids},
+    {.name = "hello_rate",
+     .read =
+         [](const ConfigValue& v, DaemonOptions* o) {
+           absl::StatusOr<uint64_t> rate = v.Count(0, kMaxHelloRate);
+           if (!rate.ok()) return rate.status();
+           o->hello_rate = static_cast<uint32_t>(*rate);
+           return absl::OkStatus();
+         }},
+    {.name = "hello_burst",
+     .read =
+         [](const ConfigValue& v, DaemonOptions* o) {
+           absl::StatusOr<uint64_t> burst = v.Count(1, kMaxHelloBurst);
+           if (!burst.ok()) return burst.status();
+           o->hello_burst = static_cast<uint32_t>(*burst);
+           return absl::OkStatus();
+         }},
 };
 
 }  // namespace

@@ -15,6 +15,7 @@ DaemonCoreImpl::~DaemonCoreImpl() {
   alive_.reset();
   for (auto& [id, session] : sessions_) {
     if (session->deadline_timer != 0) deps_.loop->Cancel(session->deadline_timer);
+    if (session->ingest_progress_timer != 0) deps_.loop->Cancel(session->ingest_progress_timer);
     session->observer->OnDone(absl::UnavailableError("the daemon is shutting down"));
   }
 }
@@ -40,6 +41,11 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
   // StartCapture.
   PostToLoop([this, peer] { JoinActiveTrace(peer); });
   return absl::OkStatus();
+}
+
+void DaemonCoreImpl::OnHelloRefused(const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                                    const absl::Status& status) {
+  registry_.RememberRejection(creds, hello, deps_.clock->Now(), status);
 }
 
 TraceSession* DaemonCoreImpl::FindSession(absl::string_view id) {
@@ -146,6 +152,7 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
                                              peer = slot.peer](IngestAdmission::Id id) mutable {
     RunCapture(id, std::move(job), std::move(window), peer);
   });
+  ArmIngestProgress(session);
   // FIFO: when anything still waits, this payload (the last in) does.
   if (admission_.waiting_count() > 0) {
     LogInfo("trace data waits for ingest capacity",
@@ -155,6 +162,30 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
              {"converting_bytes", admission_.running_bytes()},
              {"waiting", admission_.waiting_count()}});
   }
+}
+
+void DaemonCoreImpl::ArmIngestProgress(TraceSession& session) {
+  if (session.ingest_progress_timer != 0) return;
+  session.ingest_progress_timer = deps_.loop->PostDelayed(
+      kIngestProgressInterval, [this, weak = std::weak_ptr<bool>(alive_), trace_id = session.id] {
+        if (!weak.expired()) OnIngestProgress(trace_id);
+      });
+}
+
+void DaemonCoreImpl::OnIngestProgress(const std::string& trace_id) {
+  TraceSession* session = FindSession(trace_id);
+  if (session == nullptr) return;
+  session->ingest_progress_timer = 0;
+  bool any = false;
+  for (const TraceSlot& slot : session->slots) {
+    if (slot.done || !slot.processing) continue;
+    any = true;
+    // Stable texts: a display that shows changes only stays quiet.
+    session->Emit(ProgressEvent(
+        slot.info.pid(), v1::PROCESS_PHASE_PROCESSING,
+        admission_.IsRunning(slot.ingest_id) ? "converting" : "waiting for ingest capacity"));
+  }
+  if (any) ArmIngestProgress(*session);
 }
 
 void DaemonCoreImpl::RunCapture(IngestAdmission::Id ingest_id, CaptureJob job,

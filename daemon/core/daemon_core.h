@@ -81,6 +81,10 @@ class DaemonCore {
   virtual absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds,
                                    const v1::ipc::Hello& hello,
                                    std::unique_ptr<StepCounterView> steps) = 0;
+  // The IPC server refused a Hello on its own (the uid's Hello rate) with
+  // `status`; the core lists it with the other refused attachments.
+  virtual void OnHelloRefused(const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                              const absl::Status& status) = 0;
   virtual void OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) = 0;
   // `payload` is null for PAYLOAD_TRANSPORT_NONE. The IPC server has already
   // checked that the payload's size equals result.payload_size.

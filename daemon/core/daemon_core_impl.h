@@ -31,6 +31,8 @@ class DaemonCoreImpl final : public DaemonCore {
 
   absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
                            std::unique_ptr<StepCounterView> steps) override;
+  void OnHelloRefused(const PeerCredentials& creds, const v1::ipc::Hello& hello,
+                      const absl::Status& status) override;
   void OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) override;
   void OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
                        std::unique_ptr<Payload> payload) override;
@@ -71,6 +73,10 @@ class DaemonCoreImpl final : public DaemonCore {
   void RunCapture(IngestAdmission::Id ingest_id, CaptureJob job, v1::ProcessResult window,
                   PeerId peer);
   void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result);
+  // Arms the session's ingest progress timer unless it is armed.
+  void ArmIngestProgress(TraceSession& session);
+  // Repeats PROCESSING for each slot still processing; re-arms while any is.
+  void OnIngestProgress(const std::string& trace_id);
   void OnDeadline(const std::string& trace_id);
   void Complete(TraceSession& session);
   // `stored`: the trace's location and storage as the store reports them

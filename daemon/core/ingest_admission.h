@@ -42,6 +42,8 @@ class IngestAdmission {
   // use until it is Released.
   bool Cancel(Id id);
 
+  // The entry `id` has started and is not Released yet.
+  bool IsRunning(Id id) const { return running_.contains(id); }
   uint64_t running_bytes() const { return running_bytes_; }
   size_t running_count() const { return running_.size(); }
   size_t waiting_count() const { return waiting_.size(); }

@@ -1,6 +1,7 @@
 // The core's use of IngestAdmission: results beyond trace.max_ingest_bytes
 // wait for the worker, in order, and a cancelled trace drops them.
 #include "daemon/core/testing/trace_test_fixture.h"
+#include "daemon/core/trace_session.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::daemon {
@@ -58,6 +59,49 @@ TEST_F(IngestCapTest, WaitingResultDoesNotTimeOut) {
   RunAll();
   ASSERT_NE(obs_->ResultFor(101), nullptr);
   EXPECT_EQ(obs_->ResultFor(101)->status(), v1::CAPTURE_STATUS_OK);
+}
+
+TEST_F(IngestCapTest, WaitingAndConvertingResultsRepeatTheirProgress) {
+  Deliver(1, 100);
+  Deliver(2, 101);
+  ASSERT_TRUE(worker_.RunOne());  // 100 converted; its report not yet run
+  auto processing = [this](int pid) {
+    std::vector<std::string> messages;
+    for (const v1::TraceEvent& e : obs_->events) {
+      if (e.has_progress() && e.progress().pid() == pid &&
+          e.progress().phase() == v1::PROCESS_PHASE_PROCESSING) {
+        messages.push_back(e.progress().message());
+      }
+    }
+    return messages;
+  };
+  EXPECT_EQ(processing(101), std::vector<std::string>{""});
+  loop_.AdvanceBy(kIngestProgressInterval);
+  // 100's report ran first (it was posted): 101 converts now.
+  ASSERT_NE(obs_->ResultFor(100), nullptr);
+  EXPECT_EQ(processing(100).size(), 1u) << "a finished result still reported progress";
+  EXPECT_EQ(processing(101), (std::vector<std::string>{"", "converting"}));
+  loop_.AdvanceBy(kIngestProgressInterval);
+  EXPECT_EQ(processing(101).size(), 3u);
+  RunAll();
+  ASSERT_NE(obs_->ResultFor(101), nullptr);
+  EXPECT_TRUE(obs_->done);
+  const size_t events = obs_->events.size();
+  loop_.AdvanceBy(10 * kIngestProgressInterval);
+  EXPECT_EQ(obs_->events.size(), events) << "progress after the trace completed";
+}
+
+TEST_F(IngestCapTest, ResultWaitingForCapacitySaysSo) {
+  Deliver(1, 100);
+  Deliver(2, 101);
+  loop_.AdvanceBy(kIngestProgressInterval);
+  std::vector<std::string> seen;
+  for (const v1::TraceEvent& e : obs_->events) {
+    if (e.has_progress() && e.progress().pid() == 101) seen.push_back(e.progress().message());
+  }
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), "waiting for ingest capacity");
+  RunAll();
 }
 
 TEST_F(IngestCapTest, CancelDropsTheWaitingResult) {

@@ -129,11 +129,14 @@ class Registry {
   // `3 attached: job "7" x2, job "" x1` (most common job first).
   std::string DescribeAttached() const;
 
+  // Adds a refusal to Rejected() (dropping the oldest beyond
+  // kMaxRejectedAttachments); Add does it for its own refusals.
+  void RememberRejection(const PeerCredentials& creds, const v1::ipc::Hello& hello, absl::Time now,
+                         const absl::Status& status);
+
  private:
   absl::Status CheckAndAdd(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
                            absl::Time now, std::unique_ptr<StepCounterView> steps);
-  void RememberRejection(const PeerCredentials& creds, const v1::ipc::Hello& hello, absl::Time now,
-                         const absl::Status& status);
 
   std::string proc_root_;
   std::vector<uint32_t> allowed_uids_;

@@ -53,6 +53,9 @@ struct TraceSession {
   // When slots still without a result time out.
   absl::Time deadline;
   TaskRunner::TimerId deadline_timer = 0;
+  // Armed while any slot is processing: reports it every
+  // kIngestProgressInterval (a sign of life for a long ingest).
+  TaskRunner::TimerId ingest_progress_timer = 0;
   std::vector<TraceSlot> slots;
   size_t pending = 0;      // slots without a final result
   bool finishing = false;  // every slot done; manifest being written
@@ -70,6 +73,11 @@ struct TraceSession {
 };
 
 v1::TraceEvent ProgressEvent(int32_t pid, v1::ProcessPhase phase, std::string message = "");
+
+// While a trace's data waits for ingest capacity or is being converted, the
+// core repeats each such process's PROCESSING progress this often, so that
+// a caller can tell a long ingest from a daemon that stopped answering.
+inline constexpr absl::Duration kIngestProgressInterval = absl::Seconds(10);
 
 // The parts of a ProcessResult that come from the process's CaptureResult
 // and the session: window, start skew (time windows), late start, steps.

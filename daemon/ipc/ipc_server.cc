@@ -27,8 +27,9 @@ constexpr int kMaxAcceptsPerWake = 64;
 // next (level-triggered) wake-up.
 constexpr int kMaxDatagramsPerWake = 32;
 constexpr absl::Duration kAcceptRetryDelay = absl::Milliseconds(100);
-// Inline buffers grow with the chunks; only this much is reserved up front
-// on the strength of an announced size.
+// Without an inline cap, buffers grow with the chunks; only this much is
+// reserved up front on the strength of an announced size. With a cap the
+// announced size is reserved once admitted: it is counted already.
 constexpr size_t kInlineInitialReserve = 16u << 20;
 
 absl::Time IpcMonotonicNow() {
@@ -63,6 +64,8 @@ v1::ipc::RejectReason RejectReasonFor(const absl::Status& status) {
       return v1::ipc::REJECT_REASON_PROTOCOL_VERSION;
     case absl::StatusCode::kInvalidArgument:
       return v1::ipc::REJECT_REASON_INVALID_HELLO;
+    case absl::StatusCode::kResourceExhausted:
+      return v1::ipc::REJECT_REASON_RATE_LIMITED;
     default:
       return v1::ipc::REJECT_REASON_UNSPECIFIED;
   }
@@ -84,6 +87,7 @@ IpcServer::IpcServer(const IpcServerOptions& options, EventLoop* loop, UniqueFd 
       listen_fd_(std::move(listen_fd)),
       recv_buffer_(kMaxIpcMessageBytes + 1),
       hello_limiter_(options.hello_rate, options.hello_burst),
+      inline_budget_(options.max_inline_bytes),
       self_(std::make_shared<IpcServer*>(this)) {}
 
 IpcServer::~IpcServer() { Stop(); }
@@ -185,7 +189,7 @@ void IpcServer::OnPeerEvent(PeerId id, uint32_t events) {
   auto it = peers_.find(id);
   if (it == peers_.end()) return;
   std::shared_ptr<Peer> peer = it->second;
-  for (int i = 0; i < kMaxDatagramsPerWake && !peer->closed; ++i) {
+  for (int i = 0; i < kMaxDatagramsPerWake && !peer->closed && !peer->paused; ++i) {
     Datagram dgram;
     switch (ReceiveDatagram(peer->fd.get(), absl::MakeSpan(recv_buffer_), &dgram)) {
       case RecvResult::kWouldBlock:
@@ -267,13 +271,14 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
                             std::vector<UniqueFd> fds) {
   if (peer->hello_timer != 0) loop_->Cancel(peer->hello_timer);
   peer->hello_timer = 0;
-  const absl::Time now =
-      options_.clock != nullptr ? options_.clock->Now() : IpcMonotonicNow();
+  const absl::Time now = options_.clock != nullptr ? options_.clock->Now() : IpcMonotonicNow();
   if (!hello_limiter_.TryAcquire(peer->creds.uid, now)) {
-    RefuseHello(peer, absl::ResourceExhaustedError(absl::StrCat(
-                          "too many registrations from uid ", peer->creds.uid, " (more than ",
-                          options_.hello_burst, " at once or ", options_.hello_rate,
-                          " a second); retry later")));
+    const absl::Status status = absl::ResourceExhaustedError(
+        absl::StrCat("too many registrations from uid ", peer->creds.uid, " (more than ",
+                     options_.hello_burst, " at once or ", options_.hello_rate,
+                     " a second; ipc.hello_rate, ipc.hello_burst); retry later"));
+    core_->OnHelloRefused(peer->creds, hello, status);
+    RefuseHello(peer, status);
     return false;
   }
   std::unique_ptr<StepCounterView> steps;
@@ -358,10 +363,7 @@ bool IpcServer::HandleResult(const std::shared_ptr<Peer>& peer, const CaptureRes
     }
     case v1::ipc::PAYLOAD_TRANSPORT_INLINE:
       if (result.payload_size() > 0) {
-        peer->pending = std::make_unique<InlineAssembly>();
-        peer->pending->result = result;
-        peer->pending->buffer.reserve(
-            std::min<uint64_t>(result.payload_size(), kInlineInitialReserve));
+        BeginInline(*peer, result);
         return true;
       }
       payload = std::make_unique<BufferPayload>(std::vector<uint8_t>());
@@ -407,9 +409,72 @@ bool IpcServer::HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::Pa
   pending->buffer.insert(pending->buffer.end(), chunk.data().begin(), chunk.data().end());
   if (pending->buffer.size() < want) return true;
   std::unique_ptr<InlineAssembly> done = std::move(peer->pending);
-  core_->OnCaptureResult(peer->id, done->result,
-                         std::make_unique<BufferPayload>(std::move(done->buffer)));
+  const CaptureResult result = done->result;
+  core_->OnCaptureResult(peer->id, result, TakeInlinePayload(std::move(done)));
   return !peer->closed;
+}
+
+void IpcServer::BeginInline(Peer& peer, const CaptureResult& result) {
+  peer.pending = std::make_unique<InlineAssembly>();
+  peer.pending->result = result;
+  const PeerId id = peer.id;
+  // The start callback may run inside Submit.
+  peer.pending->budget_id = inline_budget_.Submit(
+      result.payload_size(), [this, id](IngestAdmission::Id) { OnInlineAdmitted(id); });
+  if (peer.pending->admitted) return;
+  LogInfo("inline trace data waits for room",
+          {{"pid", peer.creds.pid},
+           {"trace_id", result.trace_id()},
+           {"payload_bytes", result.payload_size()},
+           {"inline_bytes_held", inline_budget_.running_bytes()},
+           {"waiting", inline_budget_.waiting_count()}});
+  PausePeer(peer);
+}
+
+void IpcServer::OnInlineAdmitted(PeerId id) {
+  auto it = peers_.find(id);
+  if (it == peers_.end() || it->second->pending == nullptr) return;
+  std::shared_ptr<Peer> peer = it->second;
+  InlineAssembly& assembly = *peer->pending;
+  assembly.admitted = true;
+  const uint64_t size = assembly.result.payload_size();
+  assembly.buffer.reserve(
+      options_.max_inline_bytes > 0 ? size : std::min<uint64_t>(size, kInlineInitialReserve));
+  if (peer->paused) ResumePeer(peer);
+}
+
+void IpcServer::PausePeer(Peer& peer) {
+  loop_->RemoveFd(peer.fd.get());
+  peer.paused = true;
+}
+
+void IpcServer::ResumePeer(const std::shared_ptr<Peer>& peer) {
+  peer->paused = false;
+  const PeerId id = peer->id;
+  absl::Status added = loop_->AddFd(peer->fd.get(), EPOLLIN | EPOLLRDHUP,
+                                    [this, id](uint32_t events) { OnPeerEvent(id, events); });
+  // May run inside a core call (a Disconnect freeing budget): tell the core
+  // later.
+  if (!added.ok()) DropPeer(peer, added.message(), Notify::kPosted);
+}
+
+void IpcServer::AbandonInline(std::unique_ptr<InlineAssembly> assembly) {
+  if (assembly == nullptr) return;
+  const IngestAdmission::Id id = assembly->budget_id;
+  assembly.reset();  // the bytes go before others are admitted
+  if (!inline_budget_.Cancel(id)) inline_budget_.Release(id);
+}
+
+std::unique_ptr<Payload> IpcServer::TakeInlinePayload(std::unique_ptr<InlineAssembly> assembly) {
+  std::weak_ptr<IpcServer*> weak = self_;
+  EventLoop* loop = loop_;
+  auto release = [loop, weak, id = assembly->budget_id] {
+    loop->Post([weak, id] {
+      std::shared_ptr<IpcServer*> self = weak.lock();
+      if (self != nullptr) (*self)->inline_budget_.Release(id);
+    });
+  };
+  return std::make_unique<BufferPayload>(std::move(assembly->buffer), std::move(release));
 }
 
 void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
@@ -423,8 +488,9 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
   if (peer->hello_timer != 0) loop_->Cancel(peer->hello_timer);
   peer->hello_timer = 0;
   peer->fd.Reset();
-  peer->pending.reset();
   peers_.erase(peer->id);
+  // After the erase: the budget it frees may resume other peers.
+  AbandonInline(std::move(peer->pending));
   if (!peer->accepted || core_ == nullptr) return;
   LogDebug("IPC peer closed",
            {{"pid", peer->creds.pid}, {"clean", clean ? "true" : "false"}, {"reason", reason}});

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/daemon_core.h"
+#include "daemon/core/ingest_admission.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/common/clock.h"
 #include "daemon/core/registry.h"
@@ -28,12 +29,20 @@ struct IpcServerOptions {
   std::string daemon_version;
   // Largest capture payload accepted (announced in HelloAck).
   uint64_t max_payload_bytes = 256ull << 20;
+  // Inline payload bytes the server holds at once: from the CaptureResult
+  // that announces one until the core has dropped the reassembled buffer
+  // (after conversion). An inline payload starts being read only once its
+  // whole announced size fits (FIFO; one larger than the cap is read alone
+  // when nothing else is held); until then the peer is not read, so its
+  // sends block. 0: no cap. gpuctld sets it to trace.max_ingest_bytes.
+  uint64_t max_inline_bytes = 512ull << 20;
   // A connection that has not sent Hello by then is dropped.
   absl::Duration hello_timeout = absl::Seconds(5);
   // Connections beyond this are accepted and closed at once.
   size_t max_peers = 4096;
-  // Hellos per uid: a bucket of `hello_burst` refilled at `hello_rate` a
-  // second; a Hello beyond it is refused (HelloRejected) and the library
+  // Hellos per uid (ipc.hello_rate, ipc.hello_burst): a bucket of
+  // `hello_burst` refilled at `hello_rate` a second; a Hello beyond it is
+  // refused (HelloRejected, REJECT_REASON_RATE_LIMITED) and the library
   // retries after its longest backoff. hello_rate 0: no limit.
   double hello_rate = 200;
   double hello_burst = 2000;
@@ -59,9 +68,16 @@ inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
 // server checks and maps it and hands the core a read-only view, which the
 // core owns from then on.
 //
-// A Hello the core refuses is answered with HelloRejected (the status's
-// code mapped to a RejectReason, its message) before the connection is
-// closed, so the library can say why and stop retrying at once.
+// A Hello the core refuses, or one beyond the uid's Hello rate, is answered
+// with HelloRejected (the status's code mapped to a RejectReason, its
+// message) before the connection is closed, so the library can say why and
+// stop retrying at once. A rate-limited Hello is reported to the core
+// (DaemonCore::OnHelloRefused) so that it is listed with the refusals.
+//
+// Inline payloads are bounded by max_inline_bytes (see there): a peer whose
+// inline payload waits for room is taken out of the poll set, nothing it
+// sent is dropped, and it is read again once earlier inline payloads have
+// been converted or dropped.
 //
 // OnPeerGone is reported only for peers whose Hello the core accepted.
 // A peer that breaks the protocol (oversize or malformed datagram, an
@@ -93,12 +109,20 @@ class IpcServer final : public PeerChannel {
   void Disconnect(PeerId peer, absl::string_view reason) override;
 
   size_t peer_count() const { return peers_.size(); }
+  // Inline payload bytes held now (being received, or handed to the core
+  // and not yet dropped), and the inline payloads waiting for room.
+  uint64_t inline_bytes_held() const { return inline_budget_.running_bytes(); }
+  size_t inline_payloads_waiting() const { return inline_budget_.waiting_count(); }
   const std::string& socket_path() const { return options_.socket_path; }
 
  private:
   struct InlineAssembly {
     v1::ipc::CaptureResult result;
     std::vector<uint8_t> buffer;
+    // The payload's entry in inline_budget_; the peer is read only once it
+    // is admitted.
+    IngestAdmission::Id budget_id = 0;
+    bool admitted = false;
   };
   struct Peer {
     PeerId id = 0;
@@ -107,6 +131,8 @@ class IpcServer final : public PeerChannel {
     bool accepted = false;  // the core accepted its Hello
     bool clean = false;     // Goodbye received
     bool closed = false;
+    // Out of the poll set: its inline payload waits for room.
+    bool paused = false;
     TaskRunner::TimerId hello_timer = 0;
     std::unique_ptr<InlineAssembly> pending;
   };
@@ -129,6 +155,17 @@ class IpcServer final : public PeerChannel {
   bool HandleResult(const std::shared_ptr<Peer>& peer, const v1::ipc::CaptureResult& result,
                     std::vector<UniqueFd> fds);
   bool HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk);
+  // Starts an inline assembly; the peer is paused until its bytes fit.
+  void BeginInline(Peer& peer, const v1::ipc::CaptureResult& result);
+  // inline_budget_ admitted the peer's pending assembly.
+  void OnInlineAdmitted(PeerId id);
+  void PausePeer(Peer& peer);
+  void ResumePeer(const std::shared_ptr<Peer>& peer);
+  // Frees the budget of an assembly that will not be handed to the core.
+  void AbandonInline(std::unique_ptr<InlineAssembly> assembly);
+  // The reassembled payload; its budget is released (on the loop) once the
+  // core drops it, whatever thread that happens on.
+  std::unique_ptr<Payload> TakeInlinePayload(std::unique_ptr<InlineAssembly> assembly);
   // Closes the connection and tells the core (if it knew the peer).
   void ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean, absl::string_view reason,
                  Notify notify);
@@ -144,6 +181,7 @@ class IpcServer final : public PeerChannel {
   absl::flat_hash_map<PeerId, std::shared_ptr<Peer>> peers_;
   std::vector<uint8_t> recv_buffer_;
   HelloRateLimiter hello_limiter_;
+  IngestAdmission inline_budget_;
   // Tasks posted to the loop hold a weak reference and do nothing once the
   // server is gone.
   std::shared_ptr<IpcServer*> self_;

@@ -51,7 +51,9 @@ class TestStepPage {
     size_ = size;
     Store32(steps::kOffsetMagic, steps::kStepPageMagic);
     Store32(steps::kOffsetVersion, steps::kStepPageVersion);
-    if (seals != 0) EXPECT_EQ(fcntl(fd_, F_ADD_SEALS, seals), 0);
+    if (seals != 0) {
+      EXPECT_EQ(fcntl(fd_, F_ADD_SEALS, seals), 0);
+    }
   }
   ~TestStepPage() {
     if (fd_ >= 0) close(fd_);

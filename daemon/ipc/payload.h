@@ -5,19 +5,31 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "daemon/core/peer_channel.h"
 
 namespace gpuctl::daemon {
 
 // A payload received inline, reassembled into an owned buffer.
+// `on_destroy`, when set, runs after the buffer is freed, on whatever
+// thread destroys the payload (the core may drop it on a worker).
 class BufferPayload final : public Payload {
  public:
-  explicit BufferPayload(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  explicit BufferPayload(std::vector<uint8_t> bytes,
+                         absl::AnyInvocable<void()> on_destroy = nullptr)
+      : bytes_(std::move(bytes)), on_destroy_(std::move(on_destroy)) {}
+  ~BufferPayload() override {
+    std::vector<uint8_t>().swap(bytes_);
+    if (on_destroy_) on_destroy_();
+  }
+  BufferPayload(const BufferPayload&) = delete;
+  BufferPayload& operator=(const BufferPayload&) = delete;
   absl::Span<const uint8_t> bytes() const override { return bytes_; }
 
  private:
   std::vector<uint8_t> bytes_;
+  absl::AnyInvocable<void()> on_destroy_;
 };
 
 // Validates a memfd received from an untrusted peer and maps it read-only.

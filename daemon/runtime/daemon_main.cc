@@ -105,6 +105,11 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   ipc_options.socket_path = options.socket_path;
   ipc_options.daemon_version = GPUCTL_VERSION;
   ipc_options.max_payload_bytes = core_options.max_payload_bytes;
+  // Inline payloads held while they arrive and wait get a budget of the
+  // same size as the conversion's (see IpcServerOptions).
+  ipc_options.max_inline_bytes = options.max_ingest_bytes;
+  ipc_options.hello_rate = options.hello_rate;
+  ipc_options.hello_burst = options.hello_burst;
   ipc_options.access.mode = options.socket_mode;
   if (options.socket_gid.has_value()) ipc_options.access.group = *options.socket_gid;
   absl::StatusOr<std::unique_ptr<IpcServer>> ipc = IpcServer::Create(ipc_options, loop_.get());

@@ -106,6 +106,24 @@ absl::StatusOr<uint64_t> ParseIngestBytes(const std::string& text) {
   return bytes;
 }
 
+absl::StatusOr<uint32_t> ParseBoundedCount(const std::string& text, uint32_t min, uint32_t max) {
+  absl::StatusOr<uint64_t> value = ParseConfigCount(text);
+  if (!value.ok()) return value.status();
+  if (*value < min || *value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(*value, " is out of range (", min, " to ", max, ")"));
+  }
+  return static_cast<uint32_t>(*value);
+}
+
+absl::StatusOr<uint32_t> ParseHelloRate(const std::string& text) {
+  return ParseBoundedCount(text, 0, kMaxHelloRate);
+}
+
+absl::StatusOr<uint32_t> ParseHelloBurst(const std::string& text) {
+  return ParseBoundedCount(text, 1, kMaxHelloBurst);
+}
+
 // The command line as given: empty strings and false for flags not given.
 struct CommandLine {
   std::string config;
@@ -114,6 +132,7 @@ struct CommandLine {
   std::string store_max_bytes, store_max_age, store_max_count;
   std::string max_ingest_bytes;
   std::string socket_mode, socket_group;
+  std::string hello_rate, hello_burst;
   std::string tls_cert, tls_key, tls_client_ca, auth_token_file;
   bool insecure = false;
   bool version = false;
@@ -147,6 +166,13 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_option("--max-ingest-bytes", cl.max_ingest_bytes,
                  "trace data converted at once, e.g. 512MiB; results beyond it wait; 0: no "
                  "cap (default 512MiB)");
+  app.add_option("--hello-rate", cl.hello_rate,
+                 absl::StrCat("Hellos a second each uid may send once its burst is spent; 0: no "
+                              "limit (default ",
+                              kDefaultHelloRate, ")"));
+  app.add_option("--hello-burst", cl.hello_burst,
+                 absl::StrCat("Hellos each uid may send at once (default ", kDefaultHelloBurst,
+                              ")"));
   app.add_option("--ready-file", cl.ready_file, "write the bound gRPC address here once serving");
   app.add_option("--log-level", cl.log_level, "debug, info, warning or error (default info)");
   app.add_option("--tls-cert", cl.tls_cert, "serve gRPC over TLS with this PEM certificate chain");
@@ -203,6 +229,12 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   if (s.ok() && given("--max-ingest-bytes")) {
     s = ApplyParsed("--max-ingest-bytes", ParseIngestBytes(cl.max_ingest_bytes),
                     &o->max_ingest_bytes);
+  }
+  if (s.ok() && given("--hello-rate")) {
+    s = ApplyParsed("--hello-rate", ParseHelloRate(cl.hello_rate), &o->hello_rate);
+  }
+  if (s.ok() && given("--hello-burst")) {
+    s = ApplyParsed("--hello-burst", ParseHelloBurst(cl.hello_burst), &o->hello_burst);
   }
   if (s.ok() && given("--socket-mode")) {
     s = ApplyParsed("--socket-mode", ParseSocketMode(cl.socket_mode), &o->socket_mode);

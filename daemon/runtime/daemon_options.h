@@ -27,6 +27,12 @@ inline constexpr uint64_t kDefaultMaxIngestBytes = uint64_t{512} << 20;
 inline constexpr uint64_t kMinIngestBytes = uint64_t{1} << 20;
 inline constexpr uint64_t kMaxIngestBytes = uint64_t{1} << 40;
 inline constexpr uint64_t kDefaultMaxBufferBytes = uint64_t{128} << 20;
+// ipc.hello_rate / --hello-rate: Hellos a second per uid, 0 (no limit) to
+// kMaxHelloRate; ipc.hello_burst / --hello-burst: 1 to kMaxHelloBurst.
+inline constexpr uint32_t kDefaultHelloRate = 200;
+inline constexpr uint32_t kDefaultHelloBurst = 2000;
+inline constexpr uint32_t kMaxHelloRate = 1000000;
+inline constexpr uint32_t kMaxHelloBurst = 1000000;
 
 // What the local store keeps unless told otherwise.
 inline constexpr RetentionPolicy kDefaultRetention = {
@@ -73,6 +79,11 @@ struct DaemonOptions {
   // ipc.socket_group: a group name or gid as written, "" for none).
   uint32_t socket_mode = kDefaultSocketMode;
   std::string socket_group;
+  // Registration churn (ipc.hello_rate, ipc.hello_burst): each uid may
+  // send `hello_burst` Hellos at once, refilled at `hello_rate` a second;
+  // hello_rate 0: no limit.
+  uint32_t hello_rate = kDefaultHelloRate;
+  uint32_t hello_burst = kDefaultHelloBurst;
   // ipc.allowed_uids as written (uids or user names); empty: any user.
   std::vector<std::string> allowed_users;
   // socket_group and allowed_users resolved against the group and user

@@ -93,6 +93,26 @@ TEST(DaemonOptionsTest, MaxIngestBytesFlag) {
             std::string::npos);
 }
 
+TEST(DaemonOptionsTest, HelloRateFlags) {
+  const DaemonOptions defaults = *Parse({}).flags.options;
+  EXPECT_EQ(defaults.hello_rate, IpcServerOptions{}.hello_rate);
+  EXPECT_EQ(defaults.hello_burst, IpcServerOptions{}.hello_burst);
+  Parsed p = Parse({"--hello-rate", "0", "--hello-burst=10"});
+  ASSERT_TRUE(p.flags.options.has_value()) << p.err;
+  EXPECT_EQ(p.flags.options->hello_rate, 0u);
+  EXPECT_EQ(p.flags.options->hello_burst, 10u);
+  for (auto [flag, bad] : {std::pair{"--hello-rate", "fast"}, std::pair{"--hello-rate", "-3"},
+                           std::pair{"--hello-rate", "1000001"}, std::pair{"--hello-burst", "0"},
+                           std::pair{"--hello-burst", "2.5"}}) {
+    Parsed refused = Parse({flag, bad});
+    EXPECT_FALSE(refused.flags.options.has_value()) << flag << " " << bad;
+    EXPECT_EQ(refused.flags.exit_code, 2) << bad;
+    EXPECT_NE(refused.err.find(absl::StrCat(flag, ": ")), std::string::npos) << refused.err;
+  }
+  EXPECT_NE(Parse({"--hello-burst", "0"}).err.find("0 is out of range (1 to 1000000)"),
+            std::string::npos);
+}
+
 TEST(DaemonOptionsTest, StoreRetentionFlags) {
   Parsed p = Parse({"--store-max-bytes", "10GB", "--store-max-age=7d", "--store-max-count", "25"});
   ASSERT_TRUE(p.flags.options.has_value()) << p.err;

@@ -63,6 +63,8 @@ def _host_only_trace(cli, workload):
     # The reason reaches both the result and the trace's metadata.
     assert meta["host_only_reason"] and meta["host_only_reason"] in res["message"], (meta, res)
     assert res["message"].startswith("host-only trace: "), res
+    # The table says so too, under the process's row.
+    assert res["message"] in result.stdout, result.stdout
     assert workload.proc.poll() is None
     return res, meta
 

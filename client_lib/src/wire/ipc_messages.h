@@ -74,6 +74,7 @@ enum class RejectReason : int32_t {
   kPermissionDenied = 1,
   kProtocolVersion = 2,
   kInvalidHello = 3,
+  kRateLimited = 4,  // registration churn over the daemon's Hello rate limit
 };
 
 struct HelloRejected {  // minor 2

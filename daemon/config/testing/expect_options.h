@@ -48,6 +48,8 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.socket_mode, b.socket_mode);
   EXPECT_EQ(a.socket_group, b.socket_group);
   EXPECT_EQ(a.allowed_users, b.allowed_users);
+  EXPECT_EQ(a.hello_rate, b.hello_rate);
+  EXPECT_EQ(a.hello_burst, b.hello_burst);
   EXPECT_EQ(a.s3_store.upload_wait, b.s3_store.upload_wait);
   EXPECT_EQ(a.s3_store.keep_local, b.s3_store.keep_local);
   EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);

@@ -17,6 +17,10 @@ class MockDaemonCore : public DaemonCore {
               (PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
                std::unique_ptr<StepCounterView> steps),
               (override));
+  MOCK_METHOD(void, OnHelloRefused,
+              (const PeerCredentials& creds, const v1::ipc::Hello& hello,
+               const absl::Status& status),
+              (override));
   MOCK_METHOD(void, OnCaptureStarted, (PeerId peer, const v1::ipc::CaptureStarted& started),
               (override));
   MOCK_METHOD(void, OnCaptureResult,
