@@ -12,6 +12,7 @@
 #   ./scripts/test.sh            both passes
 #   GPUCTL_SKIP_ASAN=1 ./scripts/test.sh   normal pass only (unit tests included)
 #   GPUCTL_JOBS=N                build and test parallelism (default: 2)
+#   GPUCTL_FUZZ_SECONDS=N        each libFuzzer target's run (default: 10; 0: none)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -91,6 +92,16 @@ if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
   asan_time="$(elapsed "$asan_start")"
 fi
 
+# A bounded run of every libFuzzer target (Clang, build-fuzz-clang/) on a
+# scratch copy of its seed corpus; longer campaigns: docs/testing.md.
+fuzz_rc=0
+fuzz_seconds="${GPUCTL_FUZZ_SECONDS:-10}"
+if [ "$fuzz_seconds" != 0 ]; then
+  step "Fuzzing, ${fuzz_seconds}s per target (scripts/fuzz.sh)"
+  GPUCTL_JOBS="$jobs" ./scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee "$log_dir/fuzz.log" \
+    || fuzz_rc=${PIPESTATUS[0]}
+fi
+
 step "Release build (build/)"
 normal_start=$(date +%s)
 # The unit tests ran in the sanitizer pass; without that pass they run here.
@@ -113,6 +124,11 @@ if [ "$asan_rc" -ne 0 ]; then
   echo "test.sh: the ASan+UBSan pass FAILED (details above):"
   sed -n '/tests passed,/,$p' "$log_dir/asan.log"
 fi
-if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ]; then
+if [ "$fuzz_rc" -ne 0 ]; then
+  echo
+  echo "test.sh: fuzzing FAILED (details above):"
+  grep -E '^fuzz: .*(FAIL|failed)' "$log_dir/fuzz.log" || tail -n 5 "$log_dir/fuzz.log"
+fi
+if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
   exit 1
 fi

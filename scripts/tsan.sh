@@ -22,6 +22,10 @@ targets=(client_lib_unit_test client_lib_agent_test
 start=$(date +%s)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUCTL_TSAN=ON \
   -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 >/dev/null
+# The CUPTI tests exist only where cupti.h was found (client_lib/CMakeLists.txt).
+if ninja -C "$build" -t targets all | grep -q '^client_lib_cupti_test:'; then
+  targets+=(client_lib_cupti_test)
+fi
 ninja -C "$build" -j"$jobs" "${targets[@]}"
 built=$(date +%s)
 

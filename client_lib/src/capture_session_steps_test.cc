@@ -266,9 +266,21 @@ TEST(IterationWindowThreadsTest, StepsOnAnApplicationThreadBoundTheRecordedWindo
   RecordingOutput out;
   CaptureSession session(&clock, &state, {&host}, &out);
   std::atomic<bool> stop{false};
+  // Until the request is made the stepper does not mark step `hold` or
+  // later (it spins, `held` raised): however the threads are scheduled, the
+  // start step is still ahead when the request arrives.
+  std::atomic<uint64_t> hold{UINT64_MAX};
+  std::atomic<bool> held{false};
+  std::atomic<bool> requested{false};
 
   std::thread stepper([&] {
     while (!stop.load()) {
+      uint64_t last = 0;
+      if (!requested.load() && LastMarkedStep(state, &last) && last + 1 >= hold.load()) {
+        held.store(true);
+        std::this_thread::yield();
+        continue;
+      }
       const int64_t now = clock.RealtimeNs();
       const uint64_t step = MarkStep(state, now);
       if (state.gate.load(std::memory_order_relaxed) != 0) {
@@ -286,7 +298,12 @@ TEST(IterationWindowThreadsTest, StepsOnAnApplicationThreadBoundTheRecordedWindo
   });
   uint64_t current = 0;
   while (!LastMarkedStep(state, &current)) std::this_thread::yield();
+  hold.store(0);  // pause the stepper, then read where it stopped
+  while (!held.load()) std::this_thread::yield();
+  ASSERT_TRUE(LastMarkedStep(state, &current));
   const uint64_t start_step = current + 20;
+  held.store(false);
+  hold.store(start_step);  // on to the step before the start step
 
   wire::StartCapture request;
   request.trace_id = "threads";
@@ -296,6 +313,7 @@ TEST(IterationWindowThreadsTest, StepsOnAnApplicationThreadBoundTheRecordedWindo
   request.iterations = 3;
   std::thread agent([&] {
     ASSERT_TRUE(session.OnStartCapture(request));
+    requested.store(true);
     std::unique_lock lock(out.mu);
     while (out.results.empty() && !stop.load()) {
       const int seen = out.wakes;

@@ -4,10 +4,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <mutex>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -16,7 +16,9 @@ namespace {
 
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 
-absl::Mutex g_sink_mu;
+// A std::mutex (constant-initialized, no destructor work) so that
+// ThreadSanitizer sees the lock; see docs/testing.md.
+std::mutex g_sink_mu;
 std::function<void(absl::string_view)>* g_sink ABSL_GUARDED_BY(g_sink_mu) = nullptr;
 
 absl::string_view LevelName(LogLevel level) {
@@ -130,7 +132,7 @@ std::string FormatLogLine(absl::Time ts, LogLevel level, absl::string_view msg,
 void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields) {
   if (static_cast<int>(level) < g_min_level.load(std::memory_order_relaxed)) return;
   std::string line = FormatLogLine(absl::Now(), level, msg, fields);
-  absl::MutexLock lock(&g_sink_mu);
+  std::lock_guard<std::mutex> lock(g_sink_mu);
   if (g_sink != nullptr) {
     (*g_sink)(line);
     return;
@@ -147,7 +149,7 @@ void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> 
 }
 
 void SetLogSinkForTesting(std::function<void(absl::string_view line)> sink) {
-  absl::MutexLock lock(&g_sink_mu);
+  std::lock_guard<std::mutex> lock(g_sink_mu);
   delete g_sink;
   g_sink = sink ? new std::function<void(absl::string_view)>(std::move(sink)) : nullptr;
 }

@@ -17,22 +17,26 @@ ThreadPoolExecutor::ThreadPoolExecutor(int num_threads) {
 ThreadPoolExecutor::~ThreadPoolExecutor() { Shutdown(); }
 
 void ThreadPoolExecutor::Run(Task task) {
-  absl::MutexLock lock(&mu_);
-  if (stopped_) {
-    LogWarning("executor task dropped after shutdown");
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) {
+      LogWarning("executor task dropped after shutdown");
+      return;
+    }
+    queue_.push_back(std::move(task));
   }
-  queue_.push_back(std::move(task));
+  work_cv_.notify_one();
 }
 
 void ThreadPoolExecutor::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
     stopping_ = true;
   }
+  work_cv_.notify_all();
   for (std::thread& thread : threads_) thread.join();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   stopped_ = true;
   // Tasks queued after the last worker left (possible only from other
   // threads racing Shutdown) are dropped with the queue.
@@ -46,8 +50,8 @@ void ThreadPoolExecutor::WorkerLoop() {
   while (true) {
     Task task;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &ThreadPoolExecutor::HasWorkOrStopping));
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [this] { return HasWorkOrStopping(); });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();

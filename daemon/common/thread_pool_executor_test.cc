@@ -1,12 +1,13 @@
 #include "daemon/common/thread_pool_executor.h"
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
-#include "absl/time/time.h"
+#include "daemon/common/testing/notification.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl {
@@ -23,18 +24,19 @@ TEST(ThreadPoolExecutorTest, RunsEveryTask) {
 
 TEST(ThreadPoolExecutorTest, UsesSeveralThreads) {
   ThreadPoolExecutor pool(2);
-  absl::Mutex mu;
+  std::mutex mu;
+  std::condition_variable arrived_cv;
   int arrived = 0;
   std::set<std::thread::id> ids;
   // Two tasks that each wait for the other prove two threads run at once.
   for (int i = 0; i < 2; ++i) {
     pool.Run([&] {
-      absl::MutexLock lock(&mu);
+      std::unique_lock<std::mutex> lock(mu);
       ++arrived;
       ids.insert(std::this_thread::get_id());
-      EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(
-                                          +[](int* n) { return *n == 2; }, &arrived),
-                                      absl::Seconds(30)));
+      arrived_cv.notify_all();
+      EXPECT_TRUE(
+          arrived_cv.wait_for(lock, std::chrono::seconds(30), [&] { return arrived == 2; }));
     });
   }
   pool.Shutdown();
@@ -44,7 +46,7 @@ TEST(ThreadPoolExecutorTest, UsesSeveralThreads) {
 TEST(ThreadPoolExecutorTest, ShutdownDrainsTasksQueuedByTasks) {
   std::atomic<int> count{0};
   ThreadPoolExecutor pool(1);
-  absl::Notification gate;
+  testing::Notification gate;
   pool.Run([&] {
     gate.WaitForNotification();
     pool.Run([&] { count.fetch_add(1); });

@@ -484,7 +484,7 @@ absl::Status LocalTraceStore::SetAwaitingUpload(absl::string_view trace_id, bool
   absl::Status status = [&] {
     index_->PinForWrite(trace_id);
     absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
-    absl::MutexLock lock(&mark_mu_);
+    std::lock_guard<std::mutex> lock(mark_mu_);
     if (awaiting) {
       if (auto st = EnsureTraceDir(trace_id); !st.ok()) return st;
     } else if (!index_->Find(trace_id).has_value()) {
@@ -516,9 +516,9 @@ size_t LocalTraceStore::EnforceRetention() {
   // to it, which goes round again, rather than taking a second thread.
   enforce_requested_.store(true);
   size_t evicted = 0;
-  while (enforce_requested_.load() && enforce_mu_.TryLock()) {
+  while (enforce_requested_.load() && enforce_mu_.try_lock()) {
     while (enforce_requested_.exchange(false)) evicted += EvictOnce();
-    enforce_mu_.Unlock();
+    enforce_mu_.unlock();
   }
   return evicted;
 }

@@ -3,11 +3,11 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "daemon/common/clock.h"
 #include "daemon/core/retention.h"
 #include "daemon/core/store_index.h"
@@ -111,9 +111,11 @@ class LocalTraceStore final : public TraceStore {
   const std::shared_ptr<StoreIndex> index_ = std::make_shared<StoreIndex>();
   std::atomic<uint64_t> temp_counter_{0};
   // Keeps a trace's awaiting-upload mark on disk and in the index in step.
-  absl::Mutex mark_mu_;
+  // std::mutex rather than absl::Mutex here and below: ThreadSanitizer sees
+  // pthread locks, not those inside an uninstrumented libabsl.
+  std::mutex mark_mu_;
   // Held by the one retention pass running; see EnforceRetention.
-  absl::Mutex enforce_mu_;
+  std::mutex enforce_mu_;
   std::atomic<bool> enforce_requested_{false};
 };
 

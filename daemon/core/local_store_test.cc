@@ -6,15 +6,16 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "daemon/common/log.h"
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/trace_id.h"
@@ -81,12 +82,12 @@ class LocalStoreTest : public ::testing::Test {
   // Log lines from now on.
   void CaptureLog() {
     SetLogSinkForTesting([this](absl::string_view line) {
-      absl::MutexLock lock(&log_mu_);
+      std::lock_guard<std::mutex> lock(log_mu_);
       log_.emplace_back(line);
     });
   }
   std::vector<std::string> LogLines(absl::string_view containing) {
-    absl::MutexLock lock(&log_mu_);
+    std::lock_guard<std::mutex> lock(log_mu_);
     std::vector<std::string> lines;
     for (const std::string& line : log_) {
       if (absl::StrContains(line, containing)) lines.push_back(line);
@@ -123,7 +124,7 @@ class LocalStoreTest : public ::testing::Test {
   }
 
   absl::BitGen gen_;
-  absl::Mutex log_mu_;
+  std::mutex log_mu_;
   std::vector<std::string> log_ ABSL_GUARDED_BY(log_mu_);
   std::string tmp_;
   std::string root_;

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "daemon/common/testing/notification.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/ipc/testing/ipc_test_client.h"
 #include "gmock/gmock.h"
@@ -22,6 +22,7 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
+using ::gpuctl::testing::Notification;
 using ::gpuctl::daemon::testing::kTestDeadline;
 using ::testing::_;
 
@@ -83,7 +84,7 @@ class IpcInlineBudgetTest : public testing::IpcServerFixture {
     return std::move(*client);
   }
   // The core keeps `peer`'s payload (as conversion would) until DropHeld.
-  void ExpectKept(PeerId peer, absl::Notification* delivered) {
+  void ExpectKept(PeerId peer, Notification* delivered) {
     EXPECT_CALL(core_, OnCaptureResult(peer, _, _))
         .WillOnce([this, delivered](PeerId p, const v1::ipc::CaptureResult&,
                                     std::unique_ptr<Payload> payload) {
@@ -129,7 +130,7 @@ TEST_F(IpcInlineBudgetTest, InlinePayloadWaitsForRoomAndArrivesWhole) {
   const std::string a_bytes = Pattern(80000, 1);
   const std::string b_bytes = Pattern(80000, 2);
 
-  absl::Notification a_delivered;
+  Notification a_delivered;
   ExpectKept(a_id, &a_delivered);
   SendInline(a, a_bytes, 0, a_bytes.size());
   ASSERT_TRUE(a_delivered.WaitForNotificationWithTimeout(kTestDeadline));
@@ -141,7 +142,7 @@ TEST_F(IpcInlineBudgetTest, InlinePayloadWaitsForRoomAndArrivesWhole) {
   SendInline(b, b_bytes, 0, b_bytes.size());
   ASSERT_TRUE(WaitForBudget({80000, 1}));
 
-  absl::Notification b_delivered;
+  Notification b_delivered;
   ExpectKept(b_id, &b_delivered);
   DropHeld();  // A's conversion is over
   ASSERT_TRUE(b_delivered.WaitForNotificationWithTimeout(kTestDeadline));
@@ -155,7 +156,7 @@ TEST_F(IpcInlineBudgetTest, PayloadLargerThanTheBudgetIsReadAlone) {
   PeerId id = 0;
   IpcTestClient client = Attach(&id);
   const std::string bytes = Pattern(3 * kBudget, 3);
-  absl::Notification delivered;
+  Notification delivered;
   ExpectKept(id, &delivered);
   SendInline(client, bytes, 0, bytes.size());
   ASSERT_TRUE(delivered.WaitForNotificationWithTimeout(kTestDeadline));
@@ -177,7 +178,7 @@ TEST_F(IpcInlineBudgetTest, PeerLostMidPayloadFreesItsRoom) {
   SendInline(b, b_bytes, 0, b_bytes.size());
   ASSERT_TRUE(WaitForBudget({80000, 1}));
 
-  absl::Notification b_delivered;
+  Notification b_delivered;
   ExpectKept(b_id, &b_delivered);
   a.Close();
   ASSERT_TRUE(b_delivered.WaitForNotificationWithTimeout(kTestDeadline));
@@ -194,12 +195,12 @@ TEST_F(IpcInlineBudgetTest, ChunksOfAWaitingPayloadAreNotDropped) {
   IpcTestClient b = Attach(&b_id);
   const std::string a_bytes = Pattern(kBudget, 6);
   const std::string b_bytes = Pattern(10 * kBudget, 7);
-  absl::Notification a_delivered;
+  Notification a_delivered;
   ExpectKept(a_id, &a_delivered);
   SendInline(a, a_bytes, 0, a_bytes.size());
   ASSERT_TRUE(a_delivered.WaitForNotificationWithTimeout(kTestDeadline));
 
-  absl::Notification b_delivered;
+  Notification b_delivered;
   ExpectKept(b_id, &b_delivered);
   std::thread sender([&] { SendInline(b, b_bytes, 0, b_bytes.size()); });
   ASSERT_TRUE(WaitForBudget({kBudget, 1}));
@@ -221,7 +222,7 @@ TEST_F(IpcHelloRateTest, HelloBeyondTheRateIsRefusedAsRateLimitedAndReported) {
   PeerId first_id = ConnectAndHello(&*first);
   EXPECT_CALL(core_, OnPeerGone(first_id, _, _)).Times(::testing::AtMost(1));
 
-  absl::Notification reported;
+  Notification reported;
   EXPECT_CALL(core_, OnHelloRefused(_, _, _))
       .WillOnce([&](const PeerCredentials& creds, const v1::ipc::Hello& hello,
                     const absl::Status& status) {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "absl/synchronization/notification.h"
+#include "daemon/common/testing/notification.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/ipc/testing/ipc_test_client.h"
 #include "gmock/gmock.h"
@@ -14,6 +14,7 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
+using ::gpuctl::testing::Notification;
 using ::gpuctl::daemon::testing::kTestDeadline;
 using ::gpuctl::daemon::testing::MakeMemfd;
 using ::testing::_;
@@ -71,7 +72,7 @@ class IpcPayloadTest : public testing::IpcServerFixture {
   // Sends `msg` (with `fds`) and expects the peer to be dropped for `reason`.
   void ExpectDropped(const v1::ipc::ClientMessage& msg, std::vector<int> fds,
                      absl::string_view reason) {
-    absl::Notification gone;
+    Notification gone;
     EXPECT_CALL(core_, OnPeerGone(id_, false, HasSubstr(std::string(reason)))).WillOnce([&] {
       gone.Notify();
     });
@@ -83,7 +84,7 @@ class IpcPayloadTest : public testing::IpcServerFixture {
 
   std::optional<IpcTestClient> client_;
   PeerId id_ = 0;
-  absl::Notification delivered_;
+  Notification delivered_;
   bool had_payload_ = false;
   std::string received_;
 };

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <string>
 
-#include "absl/synchronization/notification.h"
+#include "daemon/common/testing/notification.h"
 #include "daemon/ipc/testing/ipc_test_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -14,6 +14,7 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
+using ::gpuctl::testing::Notification;
 using ::gpuctl::daemon::testing::kTestDeadline;
 using ::testing::_;
 using ::testing::AllOf;
@@ -36,7 +37,7 @@ class IpcServerTest : public testing::IpcServerFixture {
   }
   // Expects the peer to be dropped with a reason containing `reason`.
   template <typename IdMatcher>
-  void ExpectGone(IdMatcher id, bool clean, absl::string_view reason, absl::Notification* gone) {
+  void ExpectGone(IdMatcher id, bool clean, absl::string_view reason, Notification* gone) {
     EXPECT_CALL(core_, OnPeerGone(id, clean, HasSubstr(std::string(reason)))).WillOnce([gone] {
       gone->Notify();
     });
@@ -64,7 +65,7 @@ TEST_F(IpcServerTest, HelloIsRoutedWithKernelCredentialsAndAcknowledged) {
   EXPECT_EQ(ack->hello_ack().protocol_minor(), kIpcProtocolMinor);
   EXPECT_EQ(ack->hello_ack().daemon_version(), "9.9.9-test");
   EXPECT_EQ(ack->hello_ack().max_payload_bytes(), IpcServerOptions{}.max_payload_bytes);
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(_, false, "", &gone);
   client.Close();
   ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
@@ -91,13 +92,13 @@ TEST_F(IpcServerTest, OversizeDatagramDropsOnlyThatPeer) {
   IpcTestClient good = Connect();
   PeerId bad_id = ConnectAndHello(&bad);
   PeerId good_id = ConnectAndHello(&good);
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(bad_id, false, "larger than 65536", &gone);
   ASSERT_TRUE(bad.SendRaw(std::string(kMaxIpcMessageBytes + 1, 'x')).ok());
   EXPECT_TRUE(bad.WaitForClose());
   ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
 
-  absl::Notification started;
+  Notification started;
   EXPECT_CALL(core_, OnCaptureStarted(good_id, Property(&v1::ipc::CaptureStarted::trace_id, "t1")))
       .WillOnce([&] { started.Notify(); });
   v1::ipc::ClientMessage msg;
@@ -118,7 +119,7 @@ TEST_F(IpcServerTest, MaximumSizeDatagramIsAccepted) {
   }
   ASSERT_EQ(msg.ByteSizeLong(), kMaxIpcMessageBytes);
   ASSERT_TRUE(client.Send(msg).ok());
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(id, true, "Goodbye", &gone);
   client.Close();
   ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
@@ -127,7 +128,7 @@ TEST_F(IpcServerTest, MaximumSizeDatagramIsAccepted) {
 TEST_F(IpcServerTest, GarbageBytesDropThePeer) {
   IpcTestClient client = Connect();
   PeerId id = ConnectAndHello(&client);
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(id, false, "malformed", &gone);
   ASSERT_TRUE(client.SendRaw(std::string("\xff\xff\xff\xff\x0f", 5)).ok());
   EXPECT_TRUE(client.WaitForClose());
@@ -145,7 +146,7 @@ TEST_F(IpcServerTest, FirstMessageMustBeHello) {
 TEST_F(IpcServerTest, DuplicateHelloDropsThePeer) {
   IpcTestClient client = Connect();
   PeerId id = ConnectAndHello(&client);
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(id, false, "duplicate Hello", &gone);
   ASSERT_TRUE(client.SendHello().ok());
   EXPECT_TRUE(client.WaitForClose());
@@ -155,7 +156,7 @@ TEST_F(IpcServerTest, DuplicateHelloDropsThePeer) {
 TEST_F(IpcServerTest, GoodbyeThenCloseIsClean) {
   IpcTestClient client = Connect();
   PeerId id = ConnectAndHello(&client);
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(id, true, "", &gone);
   v1::ipc::ClientMessage msg;
   msg.mutable_goodbye()->set_reason("process exit");
@@ -167,7 +168,7 @@ TEST_F(IpcServerTest, GoodbyeThenCloseIsClean) {
 TEST_F(IpcServerTest, AbruptCloseIsNotClean) {
   IpcTestClient client = Connect();
   PeerId id = ConnectAndHello(&client);
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(id, false, "connection closed", &gone);
   client.Close();
   ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
@@ -193,7 +194,7 @@ TEST_F(IpcServerTest, SendReachesTheClient) {
 TEST_F(IpcServerTest, SendToAStuckPeerDropsItInsteadOfBlocking) {
   IpcTestClient client = Connect();
   PeerId id = ConnectAndHello(&client);
-  absl::Notification gone;
+  Notification gone;
   ExpectGone(id, false, "buffer is full", &gone);
   v1::ipc::DaemonMessage msg;
   msg.mutable_cancel_capture()->set_reason(std::string(4096, 'r'));
@@ -210,7 +211,7 @@ TEST_F(IpcServerTest, SendToAStuckPeerDropsItInsteadOfBlocking) {
 TEST_F(IpcServerTest, DisconnectClosesAndNotifiesTheCoreLater) {
   IpcTestClient client = Connect();
   PeerId id = ConnectAndHello(&client);
-  absl::Notification gone;
+  Notification gone;
   std::atomic<bool> inside_disconnect{false};
   EXPECT_CALL(core_, OnPeerGone(id, false, absl::string_view("policy"))).WillOnce([&] {
     EXPECT_FALSE(inside_disconnect.load());
@@ -230,7 +231,7 @@ TEST_F(IpcServerTest, UnknownMessageTypeIsSkipped) {
   PeerId id = ConnectAndHello(&client);
   // Field 99 (a future message): parses as an empty ClientMessage.
   ASSERT_TRUE(client.SendRaw(std::string("\x9a\x06\x00", 3)).ok());
-  absl::Notification started;
+  Notification started;
   EXPECT_CALL(core_, OnCaptureStarted(id, _)).WillOnce([&] { started.Notify(); });
   v1::ipc::ClientMessage msg;
   msg.mutable_capture_started()->set_trace_id("t");

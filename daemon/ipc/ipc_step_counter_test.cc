@@ -8,13 +8,13 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "daemon/common/log.h"
+#include "daemon/common/testing/notification.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/ipc/step_counter_page.h"
 #include "daemon/ipc/testing/ipc_test_client.h"
@@ -26,6 +26,7 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
+using ::gpuctl::testing::Notification;
 using ::gpuctl::daemon::testing::kTestDeadline;
 using ::testing::_;
 using ::testing::AllOf;
@@ -140,9 +141,9 @@ class IpcStepCounterTest : public testing::IpcServerFixture {
     EXPECT_CALL(core_, OnPeerHello(_, _, _, _)).Times(0);
     EXPECT_CALL(core_, OnPeerGone(_, _, _)).Times(0);
     auto lines = std::make_shared<std::vector<std::string>>();
-    auto mu = std::make_shared<absl::Mutex>();
+    auto mu = std::make_shared<std::mutex>();
     SetLogSinkForTesting([lines, mu](absl::string_view line) {
-      absl::MutexLock lock(mu.get());
+      std::lock_guard<std::mutex> lock(*mu);
       lines->emplace_back(line);
     });
     ASSERT_TRUE(client_->Send(msg, std::move(fds)).ok());
@@ -150,7 +151,7 @@ class IpcStepCounterTest : public testing::IpcServerFixture {
     EXPECT_TRUE(client_->WaitForClose());
     RunOnLoop([&] { EXPECT_EQ(server_->peer_count(), 0u); });
     SetLogSinkForTesting(nullptr);
-    absl::MutexLock lock(mu.get());
+    std::lock_guard<std::mutex> lock(*mu);
     EXPECT_THAT(*lines,
                 Contains(AllOf(HasSubstr("dropping peer"), HasSubstr(std::string(reason)))));
   }
@@ -161,7 +162,7 @@ TEST_F(IpcStepCounterTest, SealedPageIsMappedReadOnlyAndReadLive) {
   TestStepPage page("gpuctl-step-good", steps::kStepPageBytes, kGoodSeals);
   page.Mark(8, 1704067200'000000000, 125'000'000);
   std::unique_ptr<StepCounterView> view;
-  absl::Notification accepted;
+  Notification accepted;
   std::atomic<int> fds_during_hello{-1};
   EXPECT_CALL(core_, OnPeerHello(_, _, Property(&v1::ipc::Hello::step_counter, true), NotNull()))
       .WillOnce([&](PeerId, const PeerCredentials&, const v1::ipc::Hello& hello,

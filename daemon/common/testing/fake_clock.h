@@ -1,8 +1,9 @@
 #ifndef GPUCTL_DAEMON_COMMON_TESTING_FAKE_CLOCK_H_
 #define GPUCTL_DAEMON_COMMON_TESTING_FAKE_CLOCK_H_
 
+#include <mutex>
+
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 
@@ -17,20 +18,20 @@ class FakeClock final : public Clock {
   explicit FakeClock(absl::Time start = DefaultStart()) : now_(start) {}
 
   absl::Time Now() override {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return now_;
   }
   void Set(absl::Time t) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     now_ = t;
   }
   void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     now_ += d;
   }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
