@@ -238,6 +238,50 @@ TEST_F(StoreIndexTest, WritersWaitForADeletionToEnd) {
   EXPECT_FALSE(index_.Find(Id(0))->complete);
 }
 
+TEST_F(StoreIndexTest, WritersWaitForAnAbortedDeletionToEnd) {
+  AddComplete(0, "j", 1);
+  ASSERT_TRUE(index_.TakeForDelete(Id(0)).ok());
+  std::atomic<bool> pinned{false};
+  std::thread writer([&] {
+    index_.PinForWrite(Id(0));
+    pinned = true;
+  });
+  for (int i = 0; i < 1000; ++i) {
+    std::this_thread::yield();
+    ASSERT_FALSE(pinned.load());
+  }
+  // Aborting must wake the writer (it would otherwise wait for ever).
+  index_.AbortDelete(Id(0));
+  writer.join();
+  std::optional<StoredTrace> trace = index_.Find(Id(0));
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_TRUE(trace->complete);
+  EXPECT_EQ(trace->pins, 1);
+}
+
+TEST_F(StoreIndexTest, WritersWaitUntilADeletedTraceIsAddedBack) {
+  AddComplete(0, "j", 1);
+  ASSERT_TRUE(index_.TakeForDelete(Id(0)).ok());
+  std::atomic<bool> pinned{false};
+  std::thread writer([&] {
+    index_.PinForWrite(Id(0));
+    pinned = true;
+  });
+  for (int i = 0; i < 1000; ++i) {
+    std::this_thread::yield();
+    ASSERT_FALSE(pinned.load());
+  }
+  // A rescan replacing the entry ends its deletion too.
+  StoredTrace scanned;
+  scanned.trace_id = Id(0);
+  scanned.created = At(0);
+  index_.Add(scanned);
+  writer.join();
+  std::optional<StoredTrace> trace = index_.Find(Id(0));
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_EQ(trace->pins, 1);
+}
+
 TEST_F(StoreIndexTest, ConcurrentUseKeepsTotalsConsistent) {
   constexpr int kThreads = 4;
   constexpr int kPerThread = 300;

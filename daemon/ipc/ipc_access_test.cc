@@ -20,7 +20,6 @@ namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
 using ::testing::_;
-using ::testing::Return;
 
 // The errno of connect() to `path` from a child running as uid/gid
 // `id` (0 when it connects); -1 when the child could not switch.
@@ -94,7 +93,15 @@ TEST_F(IpcAccessTest, RefusalsCarryTheirReason) {
   for (const Case& c : kCases) {
     auto client = IpcTestClient::Connect(socket_path_);
     ASSERT_TRUE(client.ok()) << client.status();
-    EXPECT_CALL(core_, OnPeerHello(_, _, _, _)).WillOnce(Return(c.status)).RetiresOnSaturation();
+    // A fresh Status made on the loop thread, not a copy sharing c.status's
+    // reference-counted message: absl counts references inside its
+    // uninstrumented library, so ThreadSanitizer would take the loop's last
+    // read of the message and this thread's later free for a race.
+    EXPECT_CALL(core_, OnPeerHello(_, _, _, _))
+        .WillOnce([code = c.status.code(), message = std::string(c.status.message())] {
+          return absl::Status(code, message);
+        })
+        .RetiresOnSaturation();
     ASSERT_TRUE(client->SendHello().ok());
     auto reply = client->Receive();
     ASSERT_TRUE(reply.ok()) << reply.status();

@@ -22,8 +22,8 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
-using ::gpuctl::testing::Notification;
 using ::gpuctl::daemon::testing::kTestDeadline;
+using ::gpuctl::testing::Notification;
 using ::testing::_;
 
 constexpr uint64_t kBudget = 100000;
@@ -175,11 +175,12 @@ TEST_F(IpcInlineBudgetTest, PeerLostMidPayloadFreesItsRoom) {
   // A announces 80000 bytes and sends half; B waits behind it.
   SendInline(a, a_bytes, 0, kChunk);
   ASSERT_TRUE(WaitForBudget({80000, 0}));
-  SendInline(b, b_bytes, 0, b_bytes.size());
-  ASSERT_TRUE(WaitForBudget({80000, 1}));
-
+  // Set before B's bytes go out: a.Close() alone would not order it before
+  // the loop's call for ThreadSanitizer.
   Notification b_delivered;
   ExpectKept(b_id, &b_delivered);
+  SendInline(b, b_bytes, 0, b_bytes.size());
+  ASSERT_TRUE(WaitForBudget({80000, 1}));
   a.Close();
   ASSERT_TRUE(b_delivered.WaitForNotificationWithTimeout(kTestDeadline));
   EXPECT_EQ(Received(b_id), b_bytes);

@@ -14,9 +14,9 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
-using ::gpuctl::testing::Notification;
 using ::gpuctl::daemon::testing::kTestDeadline;
 using ::gpuctl::daemon::testing::MakeMemfd;
+using ::gpuctl::testing::Notification;
 using ::testing::_;
 using ::testing::HasSubstr;
 

@@ -26,8 +26,8 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::gpuctl::daemon::testing::IpcTestClient;
-using ::gpuctl::testing::Notification;
 using ::gpuctl::daemon::testing::kTestDeadline;
+using ::gpuctl::testing::Notification;
 using ::testing::_;
 using ::testing::AllOf;
 using ::testing::AtMost;

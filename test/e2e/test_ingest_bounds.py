@@ -127,6 +127,10 @@ def test_inline_results_beyond_the_ingest_cap_wait_and_all_arrive(start_daemon, 
     # Buffering every rank's payload grows the daemon by about 75 MiB
     # (64 MiB of payloads and the conversions); one payload at a time and
     # its conversion, by about 23 MiB.
+    if os.environ.get("GPUCTL_E2E_PRELOAD_FIRST"):
+        # ASan holds freed buffers in its quarantine (up to 256 MiB): the
+        # peak says nothing there; the normal pass checks it.
+        return
     grown_mib = (peak_kib - idle_kib) / 1024
     assert grown_mib < 48, f"VmHWM grew {grown_mib:.1f} MiB (idle {idle_kib} KiB)"
 

@@ -52,13 +52,16 @@ def test_every_rank_captures_the_same_steps_though_their_counters_differ(cli, st
 
 
 def test_a_rank_that_attaches_after_the_request_captures_the_same_steps(cli, start_workload):
-    early = start_workload(job="join", rank=0, world_size=2, step_ms=2,
+    # Rank 0 starts at step 1000 and steps every 4 ms; the start step is the
+    # next multiple of 3000, at least 5 s away however slowly this machine
+    # got here, so rank 1 attaches (starting at step 2500) before it.
+    early = start_workload(job="join", rank=0, world_size=2, step_ms=4,
                            args=["--start-step", "1000"])
     cli.wait_attached([early.pid])
     wait_until(lambda: early.pid in current_steps(cli), what="rank 0 stepping")
 
     out = Path(tempfile.mkdtemp(prefix="dl-", dir=cli.workdir))
-    tracer = cli.popen("trace", "--job", "join", "--iterations", "2", "--step-roundup", "500",
+    tracer = cli.popen("trace", "--job", "join", "--iterations", "2", "--step-roundup", "3000",
                        "--duration", "60s", "-o", str(out))
 
     def armed():
@@ -66,8 +69,8 @@ def test_a_rank_that_attaches_after_the_request_captures_the_same_steps(cli, sta
         return states.get(early.pid) == "CAPTURE_STATE_ARMED"
 
     wait_until(armed, what="rank 0 waiting for the start step")
-    late = start_workload(job="join", rank=1, world_size=2, step_ms=2,
-                          args=["--start-step", "1000"])
+    late = start_workload(job="join", rank=1, world_size=2, step_ms=4,
+                          args=["--start-step", "2500"])
     stdout, stderr = tracer.communicate(timeout=120)
     assert tracer.returncode == 0, stdout + stderr
     first, _ = chosen_start_step(stderr + stdout)

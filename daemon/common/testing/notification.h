@@ -21,12 +21,12 @@ class Notification {
   Notification(const Notification&) = delete;
   Notification& operator=(const Notification&) = delete;
 
-  // At most once.
+  // At most once. Signals while holding the lock: a waiter whose wait
+  // returns may destroy this object at once, so Notify() must not touch it
+  // after unlocking.
   void Notify() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      notified_ = true;
-    }
+    std::lock_guard<std::mutex> lock(mu_);
+    notified_ = true;
     cv_.notify_all();
   }
   bool HasBeenNotified() const {

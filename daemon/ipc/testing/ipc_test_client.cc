@@ -14,7 +14,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "daemon/common/testing/notification.h"
 
 namespace gpuctl::daemon::testing {
 
@@ -143,7 +143,7 @@ void IpcServerFixture::TearDown() {
 }
 
 void IpcServerFixture::RunOnLoop(absl::AnyInvocable<void() &&> fn) {
-  absl::Notification done;
+  gpuctl::testing::Notification done;
   loop_->Post([&] {
     std::move(fn)();
     done.Notify();
