@@ -1,11 +1,17 @@
 # gpuctl_test(NAME SOURCES... [LIBS libs...]): a GoogleTest binary run by CTest.
 function(gpuctl_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
-  if(NOT GPUCTL_BUILD_TESTS OR NOT GPUCTL_BUILD_UNIT_TESTS)
+  if(NOT GPUCTL_BUILD_TESTS)
     return()
   endif()
   add_executable(${name} ${ARG_SOURCES} ${ARG_UNPARSED_ARGUMENTS})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest GTest::gtest_main GTest::gmock)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  if(NOT GPUCTL_BUILD_UNIT_TESTS)
+    # Declared, so that settings made on it elsewhere still apply, but
+    # neither built by default nor registered with CTest.
+    set_target_properties(${name} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+    return()
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
 endfunction()
