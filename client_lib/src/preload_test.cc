@@ -56,6 +56,13 @@ pid_t SpawnWorkload(const std::string& socket_path, bool fork_worker = true,
 }
 
 TEST(PreloadTest, WorkloadAndItsForkedWorkerRegisterAndCapture) {
+#if defined(__SANITIZE_ADDRESS__)
+  // GCC 12's ASan runtime does not lock its allocator across fork() (LLVM
+  // 18 does): a child forked while another thread is inside malloc can hang
+  // in its first allocation, with or without gpuctl. The normal pass of
+  // scripts/test.sh runs this test.
+  GTEST_SKIP() << "fork with threads is not safe under this ASan runtime";
+#endif
   TempDir dir;
   const std::string path = dir.path() + "/gpuctl.sock";
   FakeDaemon daemon(path);
