@@ -163,11 +163,14 @@ TEST_F(IpcStepCounterTest, SealedPageIsMappedReadOnlyAndReadLive) {
   page.Mark(8, 1704067200'000000000, 125'000'000);
   std::unique_ptr<StepCounterView> view;
   Notification accepted;
+  Notification sent;  // the test's own copy of the descriptor is closed
   std::atomic<int> fds_during_hello{-1};
   EXPECT_CALL(core_, OnPeerHello(_, _, Property(&v1::ipc::Hello::step_counter, true), NotNull()))
       .WillOnce([&](PeerId, const PeerCredentials&, const v1::ipc::Hello& hello,
                     std::unique_ptr<StepCounterView> steps) {
         EXPECT_EQ(hello.labels_size(), 1);
+        // The loop can run this before SendRaw has closed the sender's copy.
+        EXPECT_TRUE(sent.WaitForNotificationWithTimeout(kTestDeadline));
         fds_during_hello = CountFds(page.name());
         view = std::move(steps);
         accepted.Notify();
@@ -175,6 +178,7 @@ TEST_F(IpcStepCounterTest, SealedPageIsMappedReadOnlyAndReadLive) {
       });
   EXPECT_CALL(core_, OnPeerGone(_, _, _)).Times(AtMost(1));
   ASSERT_TRUE(client_->Send(StepHello(), {page.TakeFd()}).ok());
+  sent.Notify();
   auto ack = client_->Receive();
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_TRUE(ack->has_hello_ack());
