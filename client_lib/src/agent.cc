@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/eventfd.h>
@@ -24,13 +23,6 @@ constexpr int kGoodbyeTimeoutMs = 200;
 // Datagrams handled per wake-up before timers get a look.
 constexpr int kMaxMessagesPerWake = 64;
 constexpr int64_t kMaxTimerNs = 60'000'000'000;
-// A window's start instant is met by waking this long before it and then
-// polling the clock, yielding the CPU between reads: a timer alone wakes
-// hundreds of microseconds late on a busy or virtualised host, and late by
-// a different amount in every process of a job. Costs at most this much
-// CPU time once per window; short, since on a host with more processes
-// than cores every spinning agent takes time from the others.
-constexpr int64_t kOpenSpinNs = 200'000;
 
 }  // namespace
 
@@ -120,7 +112,6 @@ void Agent::Run() {
       const int64_t timeout_ns = PollTimeoutNs();
       const timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000),
                              static_cast<long>(timeout_ns % 1'000'000'000)};
-      if (spinning_) sched_yield();
       const int rc = ppoll(fds, 2, timeout_ns < 0 ? nullptr : &timeout, nullptr);
       if (rc < 0 && errno != EINTR) {
         Disconnect("poll failed");
@@ -207,16 +198,10 @@ void Agent::DrainWake() {
 
 int64_t Agent::PollTimeoutNs() {
   int64_t timeout = -1;
-  spinning_ = false;
   if (std::optional<int64_t> deadline = session_.DeadlineNs()) {
     const int64_t now = clock_->RealtimeNs();
-    int64_t wake = *deadline;
-    if (std::optional<int64_t> start = session_.PendingStartNs(); start && *start == *deadline) {
-      wake = *start - kOpenSpinNs;
-      spinning_ = wake <= now && now < *start;
-    }
     // Capped so that a clock step is noticed within a minute.
-    timeout = wake <= now ? 0 : std::min(wake - now, kMaxTimerNs);
+    timeout = *deadline <= now ? 0 : std::min(*deadline - now, kMaxTimerNs);
   }
   if (awaiting_ack_) {
     const int64_t left = std::max<int64_t>(0, ack_deadline_ns_ - clock_->MonotonicNs());

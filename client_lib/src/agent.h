@@ -118,8 +118,7 @@ class Agent final : private CaptureOutput {
   void OnRejected(const wire::HelloRejected& rejected);
   // The wait before the next connection attempt.
   int64_t RetryDelayMs();
-  // Nanoseconds until a timer is due; -1: none. Sets spinning_ while the
-  // agent polls the clock in the last stretch before a window's start.
+  // Nanoseconds until a timer is due; -1: none.
   int64_t PollTimeoutNs();
   void SayGoodbye();
 
@@ -137,8 +136,6 @@ class Agent final : private CaptureOutput {
   IpcConnection conn_;
   int wake_fd_ = -1;
   bool awaiting_ack_ = false;
-  // Agent thread only: see PollTimeoutNs.
-  bool spinning_ = false;
   bool sent_step_page_ = false;  // the current connection's Hello carried it
   bool omit_step_page_ = false;  // the last Hello with it was refused
   int64_t ack_deadline_ns_ = 0;  // monotonic

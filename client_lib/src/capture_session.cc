@@ -207,13 +207,25 @@ void CaptureSession::EndOnApplicationThreadLocked(Ending ending) {
   output_->Wake();
 }
 
+void CaptureSession::ArmLocked() {
+  for (ActivitySource* source : sources_) source->Start(start_ns_);
+  armed_ = true;
+}
+
 void CaptureSession::OpenLocked(int64_t now) {
-  opened_ns_ = now;
-  if (iterations_ == 0) {
-    late_start_ = now > start_ns_ + max_skew_ns_;
-    end_ns_ = late_start_ ? now + duration_ns_ : std::max(start_ns_ + duration_ns_, now);
+  if (armed_) {
+    // Recording since the arming, clipped at the instant: the window opened
+    // there, whenever this thread got to run.
+    opened_ns_ = start_ns_;
+  } else {
+    opened_ns_ = now;
+    for (ActivitySource* source : sources_) source->Start(now);
   }
-  for (ActivitySource* source : sources_) source->Start(now);
+  if (iterations_ == 0) {
+    late_start_ = opened_ns_ > start_ns_ + max_skew_ns_;
+    end_ns_ = late_start_ ? opened_ns_ + duration_ns_
+                          : std::max(start_ns_ + duration_ns_, opened_ns_);
+  }
   state_ = State::kOpen;
   started_unsent_ = true;
 }
@@ -221,7 +233,13 @@ void CaptureSession::OpenLocked(int64_t now) {
 bool CaptureSession::OnTimer() {
   std::unique_lock lock(mu_);
   int64_t now = clock_->RealtimeNs();
-  if (state_ == State::kPending && now >= start_ns_) OpenLocked(now);
+  if (state_ == State::kPending) {
+    if (now >= start_ns_) {
+      OpenLocked(now);
+    } else if (!armed_ && now >= start_ns_ - kArmLeadNs) {
+      ArmLocked();
+    }
+  }
   if (started_unsent_) {
     started_unsent_ = false;
     wire::CaptureStarted started;
@@ -332,14 +350,8 @@ bool CaptureSession::Finish(Ending ending) {
 std::optional<int64_t> CaptureSession::DeadlineNs() {
   std::lock_guard lock(mu_);
   if (started_unsent_ || state_ == State::kClosing) return std::numeric_limits<int64_t>::min();
-  if (state_ == State::kPending) return start_ns_;
+  if (state_ == State::kPending) return armed_ ? start_ns_ : start_ns_ - kArmLeadNs;
   if (state_ == State::kOpen || state_ == State::kWatching) return end_ns_;
-  return std::nullopt;
-}
-
-std::optional<int64_t> CaptureSession::PendingStartNs() {
-  std::lock_guard lock(mu_);
-  if (state_ == State::kPending) return start_ns_;
   return std::nullopt;
 }
 
@@ -370,6 +382,7 @@ void CaptureSession::ResetLocked() {
   trace_id_.clear();
   started_unsent_ = false;
   late_start_ = false;
+  armed_ = false;
   iterations_ = 0;
   app_ending_.reset();
 }

@@ -2,11 +2,16 @@
 // through CaptureOutput and reads time from the injected Clock.
 //
 // Time windows (StartCapture.iterations == 0):
-//   idle -> pending (prepared, until the start instant) -> open -> idle
-// The window opens at the start instant. Opened within max_start_skew of
-// it, the window ends at start + duration, the stretch every process of the
-// trace covers; opened later (the process was stopped, the request came
-// late), it runs the full duration from its opening and the result says
+//   idle -> pending (prepared; armed kArmLeadNs before the start instant)
+//        -> open -> idle
+// Arming starts the sources with the start instant as their window start:
+// they record from then on and drop (or clip) what lies before the
+// instant, so the window opens at the instant to the nanosecond however
+// late the agent thread then gets a CPU, and every process of a trace
+// covers the same stretch. Opened within max_start_skew of the instant
+// (armed in time, or late but within the skew), the window ends at start +
+// duration; opened later (the process was stopped, the request came late),
+// it runs the full duration from its opening and the result says
 // late_start.
 //
 // Iteration windows (iterations N > 0):
@@ -64,6 +69,12 @@ class CaptureSession {
   static constexpr int64_t kMaxStartAheadNs = 3600LL * 1'000'000'000;
   static constexpr int64_t kMaxStartSkewNs = 3600LL * 1'000'000'000;
   static constexpr int64_t kDefaultMaxStartSkewNs = 50'000'000;
+  // How long before a time window's start instant the sources are armed.
+  // Longer than a busy host takes to give the agent thread a CPU (64
+  // processes on two cores: a few milliseconds) and than CUPTI takes to
+  // enable its activity kinds; what is recorded meanwhile is dropped at
+  // collection.
+  static constexpr int64_t kArmLeadNs = 20'000'000;
   static constexpr uint64_t kMaxActivityBufferBytes = 256ull << 20;
 
   // Everything must outlive the session.
@@ -89,8 +100,6 @@ class CaptureSession {
   // millisecond); in the past when work is due now; nullopt when nothing
   // is timed.
   std::optional<int64_t> DeadlineNs();
-  // The start instant of a time window waiting to open; nullopt otherwise.
-  std::optional<int64_t> PendingStartNs();
   bool idle();
 
   // Application thread, while kGateStepWatch is set: the mark of `step`
@@ -119,6 +128,8 @@ class CaptureSession {
   // Prepares every source; false (sources aborted) with `error` on failure.
   bool PrepareSources(const wire::StartCapture& request, PrepareError* error);
   // The methods named *Locked require mu_.
+  // Starts the sources of a pending time window at its start instant.
+  void ArmLocked();
   void OpenLocked(int64_t now);
   void EndOnApplicationThreadLocked(Ending ending);
   // The ending due now, if any; the state moves to kFinishing.
@@ -146,6 +157,7 @@ class CaptureSession {
   int64_t end_ns_ = 0;                // planned end or bound, guarded by mu_
   int64_t opened_ns_ = 0;             // actual open instant, guarded by mu_
   bool late_start_ = false;           // guarded by mu_
+  bool armed_ = false;                // sources started at start_ns_, guarded by mu_
   bool started_unsent_ = false;       // CaptureStarted is due, guarded by mu_
   uint64_t start_step_ = 0;           // guarded by mu_
   uint32_t iterations_ = 0;           // 0: time window, guarded by mu_

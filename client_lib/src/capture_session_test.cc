@@ -41,7 +41,9 @@ TEST_F(CaptureSessionTest, WaitsForTheStartThenClosesAtTheEnd) {
   const wire::StartCapture request = Request(5'000'001, 10'000'000);
   ASSERT_TRUE(session_.OnStartCapture(request));
   EXPECT_TRUE(out_.started.empty());
-  // The deadline is the instant itself, to the nanosecond.
+  // Armed at once (the instant is less than kArmLeadNs away); the next
+  // deadline is the instant itself, to the nanosecond.
+  EXPECT_EQ(source_.started_at, request.start_time_unix_ns);
   EXPECT_EQ(session_.DeadlineNs(), request.start_time_unix_ns);
   EXPECT_EQ(source_.request.max_buffer_bytes, 1000u);
   clock_.now = request.start_time_unix_ns - 1;
@@ -70,13 +72,60 @@ TEST_F(CaptureSessionTest, WaitsForTheStartThenClosesAtTheEnd) {
   EXPECT_EQ(session_.DeadlineNs(), std::nullopt);
 }
 
-TEST_F(CaptureSessionTest, OpenedLateWithinTheSkewTheWindowStillEndsWithEveryoneElses) {
-  const wire::StartCapture request = Request(5 * kMs, 100 * kMs);  // default skew: 50ms
+TEST_F(CaptureSessionTest, ArmedAheadOfTheInstantTheWindowOpensThereHoweverLateTheAgentRuns) {
+  const wire::StartCapture request = Request(500 * kMs, 100 * kMs);
+  const int64_t start = request.start_time_unix_ns;
   ASSERT_TRUE(session_.OnStartCapture(request));
-  clock_.now = request.start_time_unix_ns + 30 * kMs;  // the agent thread ran late
+  EXPECT_EQ(session_.DeadlineNs(), start - CaptureSession::kArmLeadNs);
+  clock_.now = start - CaptureSession::kArmLeadNs - 1;
+  ASSERT_TRUE(session_.OnTimer());
+  EXPECT_EQ(source_.started_at, 0) << "not armed yet";
+  clock_.now = start - CaptureSession::kArmLeadNs;
+  ASSERT_TRUE(session_.OnTimer());
+  EXPECT_EQ(source_.started_at, start) << "recording, clipped at the instant";
+  EXPECT_TRUE(out_.started.empty()) << "armed is not open";
+  EXPECT_EQ(session_.DeadlineNs(), start);
+  clock_.now = start + 7 * kMs;  // the agent thread got a CPU late
   ASSERT_TRUE(session_.OnTimer());
   ASSERT_EQ(out_.started.size(), 1u);
+  EXPECT_EQ(out_.started[0].opened_at_unix_ns, start);
   EXPECT_FALSE(out_.started[0].late_start);
+  EXPECT_EQ(session_.DeadlineNs(), start + 100 * kMs);
+  clock_.now = start + 100 * kMs;
+  ASSERT_TRUE(session_.OnTimer());
+  ASSERT_EQ(out_.results.size(), 1u);
+  EXPECT_EQ(out_.results[0].window_start_unix_ns, start);
+  EXPECT_EQ(out_.results[0].window_end_unix_ns, start + 100 * kMs);
+  EXPECT_EQ(source_.stopped_at, start + 100 * kMs);
+}
+
+TEST_F(CaptureSessionTest, CancelledWhileArmedTheSourcesAreAbortedAndNothingOpens) {
+  const wire::StartCapture request = Request(10 * kMs, 100 * kMs);
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  ASSERT_EQ(source_.started_at, request.start_time_unix_ns);
+  wire::CancelCapture cancel;
+  cancel.trace_id = "t1";
+  cancel.reason = "user";
+  ASSERT_TRUE(session_.OnCancelCapture(cancel));
+  EXPECT_EQ(source_.aborts, 1);
+  EXPECT_TRUE(out_.started.empty());
+  EXPECT_TRUE(session_.idle());
+  EXPECT_EQ(session_.DeadlineNs(), std::nullopt);
+  // The next request arms afresh.
+  clock_.now += kMs;
+  ASSERT_TRUE(session_.OnStartCapture(Request(500 * kMs, kMs)));
+  EXPECT_EQ(session_.DeadlineNs(), clock_.now + 500 * kMs - CaptureSession::kArmLeadNs);
+}
+
+TEST_F(CaptureSessionTest, OpenedLateWithinTheSkewTheWindowStillEndsWithEveryoneElses) {
+  // The request arrives after its instant (a stopped process): too late to
+  // arm, the window opens when handled.
+  const wire::StartCapture request = Request(-30 * kMs, 100 * kMs);  // default skew: 50ms
+  ASSERT_TRUE(session_.OnStartCapture(request));
+  ASSERT_EQ(out_.started.size(), 1u);
+  EXPECT_FALSE(out_.started[0].late_start);
+  EXPECT_EQ(out_.started[0].opened_at_unix_ns, clock_.now);
+  EXPECT_EQ(source_.started_at, clock_.now);
   const int64_t end = request.start_time_unix_ns + 100 * kMs;
   EXPECT_EQ(session_.DeadlineNs(), end);
   clock_.now = end - 1;

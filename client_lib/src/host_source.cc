@@ -18,7 +18,8 @@ struct OpenRange {
   int64_t start_ns = 0;
   uint64_t id = 0;
   uint32_t depth = 0;
-  bool kept = false;        // false: dropped at the cap; its pop emits nothing
+  bool kept = false;        // false: dropped at the cap or before the window; its pop emits nothing
+  bool before_window = false;  // pushed before the window's start (armed ahead of it)
   bool correlated = false;  // the RangeListener took it
 };
 
@@ -32,6 +33,7 @@ struct ThreadBuffer {
   uint32_t tid = 0;
   uint32_t next_range = 0;
   uint64_t overflow = 0;  // pushes beyond kMaxDepth, not on `stack`
+  uint32_t before_window = 0;  // ranges at the bottom of `stack` pushed before the window
   uint64_t budget = 0;    // bytes of the cap reserved by this thread
   uint64_t dropped = 0;
   std::string thread_name;
@@ -106,6 +108,7 @@ bool HostSource::RegisterLocked(ThreadBuffer* buffer, uint64_t window) {
   buffer->events.clear();
   buffer->stack.clear();
   buffer->overflow = 0;
+  buffer->before_window = 0;
   buffer->budget = 0;
   buffer->dropped = 0;
   buffer->next_range = 0;
@@ -138,6 +141,13 @@ void HostSource::Push(const char* name) {
   if (buffer->stack.size() >= kMaxDepth) {
     ++buffer->overflow;
     ++buffer->dropped;
+  } else if (now < window_start_ns_.load(std::memory_order_relaxed)) {
+    // Armed ahead of its start: a range begun before the window is not
+    // part of it, as if the window had opened at its start.
+    OpenRange range;
+    range.before_window = true;
+    buffer->stack.push_back(std::move(range));
+    ++buffer->before_window;
   } else {
     OpenRange range;
     range.kept = Reserve(buffer, records::kRangeSize);
@@ -145,7 +155,7 @@ void HostSource::Push(const char* name) {
       range.name = name != nullptr ? name : "";
       range.start_ns = now;
       range.id = (static_cast<uint64_t>(buffer->tid) << 32) | buffer->next_range++;
-      range.depth = static_cast<uint32_t>(buffer->stack.size());
+      range.depth = static_cast<uint32_t>(buffer->stack.size() - buffer->before_window);
       range.correlated = listener_ != nullptr && listener_->OnRangePush(range.id);
     } else {
       ++buffer->dropped;
@@ -163,6 +173,7 @@ void HostSource::Pop() {
     --buffer->overflow;
   } else if (!buffer->stack.empty()) {
     OpenRange& top = buffer->stack.back();
+    if (top.before_window) --buffer->before_window;
     if (top.correlated) listener_->OnRangePop();
     if (top.kept) {
       buffer->events.push_back(HostEvent{.is_range = true,
@@ -210,6 +221,7 @@ bool HostSource::Prepare(const CaptureRequest& request, PrepareError* error) {
 }
 
 void HostSource::Start(int64_t window_start_ns) {
+  window_start_ns_.store(window_start_ns, std::memory_order_relaxed);
   bytes_left_.store(max_buffer_bytes_, std::memory_order_relaxed);
   window_.store(g_next_window.fetch_add(1, std::memory_order_relaxed), std::memory_order_seq_cst);
   state_->gate.fetch_or(kGateCapturing, std::memory_order_relaxed);
@@ -222,10 +234,13 @@ void HostSource::TakeLocked(ThreadBuffer* buffer, int64_t end_ns) {
   // The window's end instant is chosen before the gate closes, so a thread may
   // record after it: events that begin after the end are dropped, ranges that
   // run past it are clipped there, and ranges still open are closed there
-  // (innermost last).
+  // (innermost last). An armed window records from before its start: step
+  // marks made before it are dropped here (ranges begun before it were not
+  // kept when pushed).
+  const int64_t start_ns = window_start_ns_.load(std::memory_order_relaxed);
   records.events.reserve(buffer->events.size() + buffer->stack.size());
   for (HostEvent& event : buffer->events) {
-    if (event.start_ns > end_ns) continue;
+    if (event.start_ns > end_ns || event.start_ns < start_ns) continue;
     if (event.is_range && event.end_ns > end_ns) event.end_ns = end_ns;
     records.events.push_back(std::move(event));
   }

@@ -114,7 +114,7 @@ class HostSource final : public ActivitySource {
   // Reserves `bytes` of the window's cap for the calling thread.
   bool Reserve(ThreadBuffer* buffer, uint64_t bytes);
   // Moves a buffer's records (open ranges closed at `end_ns`) into
-  // collected_. Registry lock held.
+  // collected_, clipped to the window. Registry lock held.
   void TakeLocked(ThreadBuffer* buffer, int64_t end_ns);
 
   AnnotationState* const state_;
@@ -125,6 +125,10 @@ class HostSource final : public ActivitySource {
   std::atomic<uint64_t> bytes_left_{0};
   uint64_t max_buffer_bytes_ = kDefaultMaxBufferBytes;
   int64_t window_end_ns_ = 0;
+  // The window's start instant. Start may come before it (an armed time
+  // window): ranges pushed and steps marked before it are left out. Atomic:
+  // application threads read it.
+  std::atomic<int64_t> window_start_ns_{0};
   // Guarded by the registry mutex.
   std::vector<ThreadBuffer*> registered_;
   std::vector<ThreadRecords> collected_;

@@ -136,6 +136,35 @@ TEST_F(HostSourceTest, EventsAfterTheEndInstantAreClippedOrDropped) {
   for (const auto& r : p->OfKind(kRange)) EXPECT_LE(r.start_ns, r.end_ns);
 }
 
+TEST_F(HostSourceTest, AnArmedWindowLeavesOutWhatBeganBeforeItsStart) {
+  // Started ahead of the window's start instant (an armed time window):
+  // threads record from then on, and the trace is what a window opened at
+  // the instant would have recorded.
+  PrepareError error;
+  ASSERT_TRUE(source_.Prepare({"t", 0}, &error));
+  source_.Start(clock_.Peek() + 45);  // four clock reads from now
+  source_.Push("ends-before");        // +10
+  source_.Pop();                      // +20
+  source_.Push("spans-start");        // +30
+  source_.Step();                     // +40: before the start
+  const int64_t start = clock_.Peek() + 5;
+  source_.Push("inside");  // +50
+  source_.Step();          // +60
+  source_.Pop();           // +70: "inside" ends
+  source_.Pop();           // +80: "spans-start" ends
+  start_ = start;
+  const DecodedPayload p = CloseAndDecode();
+  EXPECT_TRUE(p.Ranges("ends-before").empty());
+  EXPECT_TRUE(p.Ranges("spans-start").empty());
+  ASSERT_EQ(p.Ranges("inside").size(), 1u);
+  EXPECT_EQ(p.Ranges("inside")[0].start_ns, start + 5);
+  EXPECT_EQ(p.Ranges("inside")[0].depth, 0u) << "the range begun before does not count";
+  const std::vector<testing::DecodedEvent> steps = p.OfKind(kStep);
+  ASSERT_EQ(steps.size(), 1u);
+  EXPECT_EQ(steps[0].start_ns, start + 15);
+  EXPECT_EQ(p.dropped_events, 0u) << "what lies before the window is not a drop";
+}
+
 TEST_F(HostSourceTest, RangePushedBeforeTheWindowIsNotRecordedAndItsPopIsIgnored) {
   source_.Push("before");  // window closed: nothing
   Open();

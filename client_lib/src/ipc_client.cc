@@ -105,8 +105,9 @@ IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout
 
 IoResult IpcConnection::Receive(std::string* datagram) {
   if (fd_ < 0) return IoResult::kError;
-  datagram->resize(wire::kMaxIpcMessageBytes + 1);
-  iovec iov{datagram->data(), datagram->size()};
+  constexpr size_t kBufferBytes = wire::kMaxIpcMessageBytes + 1;
+  if (!receive_buffer_) receive_buffer_.reset(new char[kBufferBytes]);
+  iovec iov{receive_buffer_.get(), kBufferBytes};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)];
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -134,7 +135,7 @@ IoResult IpcConnection::Receive(std::string* datagram) {
     datagram->clear();
     return IoResult::kError;
   }
-  datagram->resize(static_cast<size_t>(n));
+  datagram->assign(receive_buffer_.get(), static_cast<size_t>(n));
   return IoResult::kOk;
 }
 

@@ -63,7 +63,10 @@ class DaemonCoreImpl final : public DaemonCore {
   TraceSlot* ActiveSlot(PeerId peer, absl::string_view trace_id, TraceSession** session);
   // Sends StartCapture and reports REQUESTED (with the process's info when
   // it joined late).
-  void SendStart(TraceSession& session, TraceSlot& slot);
+  // Sends a selected process its StartCapture; OnStartSent then records the
+  // outcome (armed, or lost when the send failed) and reports progress.
+  absl::Status SendStartRequest(const TraceSession& session, const TraceSlot& slot);
+  void OnStartSent(TraceSession& session, TraceSlot& slot, const absl::Status& sent);
   void SendCancel(const TraceSession& session, PeerId peer, absl::string_view reason);
   void FinishSlot(TraceSession& session, TraceSlot& slot, v1::ProcessResult result);
   void ReleaseProcess(PeerId peer, absl::string_view trace_id);

@@ -135,6 +135,13 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
     refusals.push_back(Refusal(session, *process));
   }
   sessions_.emplace(session.id, std::move(owned));
+  // The requests go out first, before any bookkeeping, logging or progress
+  // events: the last process on a busy host learns of the trace that much
+  // sooner, which is what trigger latency measures.
+  std::vector<absl::Status> sent(session.slots.size());
+  for (size_t i = 0; i < session.slots.size(); ++i) {
+    if (!refusals[i].has_value()) sent[i] = SendStartRequest(session, session.slots[i]);
+  }
   EmitStarted(session);
   LogInfo("trace started",
           {{"trace_id", session.id},
@@ -155,7 +162,7 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
     if (refusals[i].has_value()) {
       FinishSlot(session, session.slots[i], std::move(*refusals[i]));
     } else {
-      SendStart(session, session.slots[i]);
+      OnStartSent(session, session.slots[i], sent[i]);
     }
   }
   return session.id;
@@ -188,7 +195,7 @@ void DaemonCoreImpl::ArmDeadline(TraceSession& session, absl::Time deadline) {
                               [this, trace_id = session.id] { OnDeadline(trace_id); });
 }
 
-void DaemonCoreImpl::SendStart(TraceSession& session, TraceSlot& slot) {
+absl::Status DaemonCoreImpl::SendStartRequest(const TraceSession& session, const TraceSlot& slot) {
   v1::ipc::DaemonMessage message;
   v1::ipc::StartCapture* start = message.mutable_start_capture();
   start->set_trace_id(session.id);
@@ -204,11 +211,14 @@ void DaemonCoreImpl::SendStart(TraceSession& session, TraceSlot& slot) {
     start->set_max_start_skew_ns(
         std::max<int64_t>(absl::ToInt64Nanoseconds(session.max_start_skew), 1));
   }
-  absl::Status st = deps_.peers->Send(slot.peer, message);
-  if (!st.ok()) {
+  return deps_.peers->Send(slot.peer, message);
+}
+
+void DaemonCoreImpl::OnStartSent(TraceSession& session, TraceSlot& slot, const absl::Status& sent) {
+  if (!sent.ok()) {
     FinishSlot(session, slot,
                ResultWith(v1::CAPTURE_STATUS_LOST,
-                          absl::StrCat("could not send the capture request: ", st.message())));
+                          absl::StrCat("could not send the capture request: ", sent.message())));
     return;
   }
   AttachedProcess* process = registry_.Find(slot.peer);
@@ -253,7 +263,7 @@ void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
                             options_.result_grace;
       if (deadline > session->deadline) ArmDeadline(*session, deadline);
     }
-    SendStart(*session, slot);
+    OnStartSent(*session, slot, SendStartRequest(*session, slot));
     return;
   }
 }

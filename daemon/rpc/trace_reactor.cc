@@ -50,6 +50,7 @@ void TraceReactor::OnDone(const absl::Status& status) {
 
 void TraceReactor::Pump() {
   const v1::TraceEvent* to_write = nullptr;
+  bool more_queued = false;
   std::optional<grpc::Status> to_finish;
   {
     absl::MutexLock lock(&mu_);
@@ -59,6 +60,7 @@ void TraceReactor::Pump() {
       queue_.pop_front();
       write_in_flight_ = true;
       to_write = &in_flight_;
+      more_queued = !queue_.empty();
     } else if (final_status_.has_value()) {
       queue_.clear();
       finished_ = true;
@@ -68,7 +70,11 @@ void TraceReactor::Pump() {
   // Outside mu_: a reaction may run inline and take mu_ again. in_flight_
   // is not touched again until OnWriteDone.
   if (to_write != nullptr) {
-    StartWrite(to_write);
+    // Events queued behind this one (a trace over many processes reports
+    // each of them at once): gRPC may hold this one back and send them
+    // together; the last of the burst goes without the hint and flushes.
+    StartWrite(to_write, more_queued ? grpc::WriteOptions().set_buffer_hint()
+                                     : grpc::WriteOptions());
   } else if (to_finish.has_value()) {
     Finish(*to_finish);
   }

@@ -41,6 +41,10 @@ def test_processes_started_at_different_times_open_their_windows_together(cli, s
         assert 600 * MS <= end - start <= 650 * MS, res
         opened.append(window_start)
     assert max(opened) - min(opened) <= 50 * MS, opened
+    # Armed 20 ms ahead, a process opens at the instant itself, to the
+    # nanosecond (what it records before is left out), however late its
+    # thread then runs; one of four may miss the arming on a loaded host.
+    assert sum(1 for w in opened if w == start) >= len(opened) - 1, (start, opened)
 
 
 def test_a_process_that_cannot_open_in_time_opens_at_once_and_says_so(cli, start_workload):
