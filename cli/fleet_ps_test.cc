@@ -150,6 +150,7 @@ TEST_F(CliFleetPsTest, AllAlsoListsRefusedAttachmentsNewestFirst) {
     r->set_reason(absl::StrCat("uid 1001 may not attach (not in ipc.allowed_uids)\x1b[2J", pid));
     r->mutable_time()->set_seconds(1'700'000'000 + pid);
     r->set_job_id(pid == 700 ? "" : "42");
+    if (pid == 701) r->set_repeats(4);
   }
   ASSERT_EQ(Run({"ps", "--all", "--host", a_.target()}), kExitOk) << console_.err.str();
   ASSERT_EQ(a_.service().list_processes_requests().size(), 1u);
@@ -162,6 +163,8 @@ TEST_F(CliFleetPsTest, AllAlsoListsRefusedAttachmentsNewestFirst) {
   // No escape sequence from a Hello reaches the terminal.
   EXPECT_THAT(out, HasSubstr("uid 1001 may not attach (not in ipc.allowed_uids)?[2J700"));
   EXPECT_LT(out.find("  700  "), out.find("  701  "));  // the daemon's order
+  EXPECT_THAT(out, HasSubstr("?[2J701 x5\n")) << "refused five times in all";
+  EXPECT_THAT(out, Not(HasSubstr("?[2J700 x")));
 
   console_.out.str("");
   ASSERT_EQ(Run({"ps", "--all", "--json", "--host", a_.target()}), kExitOk);
@@ -172,6 +175,7 @@ TEST_F(CliFleetPsTest, AllAlsoListsRefusedAttachmentsNewestFirst) {
   EXPECT_EQ(rejected[0]["uid"], 1001);
   EXPECT_EQ(rejected[1]["jobId"], "42");
   EXPECT_EQ(rejected[0]["time"], "2023-11-14T22:25:00Z");
+  EXPECT_EQ(rejected[1]["repeats"], 4);
 }
 
 TEST_F(CliFleetPsTest, WithoutAllRefusalsAreNeitherAskedNorShown) {

@@ -60,7 +60,8 @@ void PrintRejected(const std::vector<HostProcesses>& answers, absl::TimeZone zon
     for (const v1::RejectedAttachment& r : answer.response.rejected()) {
       table.AddRow({answer.target, absl::StrCat(r.pid()), absl::StrCat(r.uid()),
                     TimestampText(r.time(), zone), r.job_id().empty() ? "-" : Printable(r.job_id()),
-                    Shorten(Printable(r.reason()), kReasonColumnChars)});
+                    Shorten(Printable(r.reason()), kReasonColumnChars) +
+                        (r.repeats() > 0 ? absl::StrCat(" x", r.repeats() + 1) : "")});
     }
   }
   table.Render(out);

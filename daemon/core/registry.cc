@@ -168,7 +168,21 @@ void Registry::RememberRejection(const PeerCredentials& creds, const v1::ipc::He
   // Only what the checks let through is worth showing; sizes are bounded.
   if (hello.job_id().size() <= kMaxJobIdBytes) entry.set_job_id(hello.job_id());
   entry.set_rank(hello.rank() >= -1 ? hello.rank() : -1);
+  auto same = std::find_if(rejected_.begin(), rejected_.end(), [&](const auto& r) {
+    return r.pid() == entry.pid() && r.uid() == entry.uid() && r.reason() == entry.reason();
+  });
+  if (same != rejected_.end()) {
+    entry.set_repeats(same->repeats() + 1);
+    rejected_.erase(same);
+  }
   rejected_.push_back(std::move(entry));
+  const uint32_t uid = creds.uid;
+  if (std::count_if(rejected_.begin(), rejected_.end(),
+                    [uid](const auto& r) { return r.uid() == uid; }) >
+      static_cast<std::ptrdiff_t>(kMaxRejectedPerUid)) {
+    rejected_.erase(std::find_if(rejected_.begin(), rejected_.end(),
+                                 [uid](const auto& r) { return r.uid() == uid; }));
+  }
   while (rejected_.size() > kMaxRejectedAttachments) rejected_.pop_front();
 }
 

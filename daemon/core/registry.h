@@ -36,6 +36,9 @@ inline constexpr int kMaxAncestors = 64;
 
 // How many refused attachments the registry remembers (the newest).
 inline constexpr size_t kMaxRejectedAttachments = 100;
+// No uid holds more of that list than this, so one uid connecting in a
+// loop cannot push every other uid's refusals out.
+inline constexpr size_t kMaxRejectedPerUid = kMaxRejectedAttachments / 2;
 
 // Checks a Hello against the kernel's credentials and the limits above:
 // FAILED_PRECONDITION for another protocol major, PERMISSION_DENIED for a
@@ -129,8 +132,11 @@ class Registry {
   // `3 attached: job "7" x2, job "" x1` (most common job first).
   std::string DescribeAttached() const;
 
-  // Adds a refusal to Rejected() (dropping the oldest beyond
-  // kMaxRejectedAttachments); Add does it for its own refusals.
+  // Adds a refusal to Rejected(); Add does it for its own refusals. A
+  // repeat of an entry (same pid, uid and reason) moves it to the newest
+  // place and counts in its `repeats`. Beyond kMaxRejectedPerUid entries of
+  // one uid, that uid's oldest goes; beyond kMaxRejectedAttachments, the
+  // oldest of all.
   void RememberRejection(const PeerCredentials& creds, const v1::ipc::Hello& hello, absl::Time now,
                          const absl::Status& status);
 

@@ -101,21 +101,53 @@ TEST(RegistryTest, OnlyAllowedUidsAttach) {
   EXPECT_TRUE(Registry().Add(1, {11, 1001, 1000}, MakeHello(11, "42"), now).ok());
 }
 
+TEST(RegistryTest, ARefusedProcessRetryingTakesOneEntry) {
+  Registry r("/proc", {0});
+  const absl::Time now = absl::FromUnixSeconds(1704067200);
+  EXPECT_FALSE(r.Add(1, {50, 2000, 2000}, MakeHello(50, "7"), now).ok());
+  for (int i = 0; i < 500; ++i) {
+    EXPECT_FALSE(r.Add(2 + i, {60, 1000, 1000}, MakeHello(60, "7"), now + absl::Seconds(i)).ok());
+  }
+  ASSERT_EQ(r.Rejected().size(), 2u);
+  EXPECT_EQ(r.Rejected().front().pid(), 50) << "the other uid's refusal is still listed";
+  const v1::RejectedAttachment& looping = r.Rejected().back();
+  EXPECT_EQ(looping.pid(), 60);
+  EXPECT_EQ(looping.repeats(), 499u);
+  EXPECT_EQ(looping.time().seconds(), 1704067200 + 499) << "the latest refusal's time";
+}
+
+TEST(RegistryTest, OneUidHoldsAtMostItsShareOfTheRefusals) {
+  Registry r("/proc", {0});
+  const absl::Time now = absl::FromUnixSeconds(1704067200);
+  EXPECT_FALSE(r.Add(1, {50, 2000, 2000}, MakeHello(50, "7"), now).ok());
+  // A uid forking new processes that each try once.
+  for (int i = 0; i < 1000; ++i) {
+    EXPECT_FALSE(r.Add(2 + i, {1000 + i, 1000, 1000}, MakeHello(1000 + i, "7"), now).ok());
+  }
+  ASSERT_EQ(r.Rejected().size(), kMaxRejectedPerUid + 1);
+  EXPECT_EQ(r.Rejected().front().uid(), 2000u);
+  EXPECT_EQ(r.Rejected().back().pid(), 1999) << "the uid's newest are kept";
+  EXPECT_EQ(r.Rejected()[1].pid(), 1999 - static_cast<int>(kMaxRejectedPerUid) + 1);
+}
+
 TEST(RegistryTest, RemembersTheLastRefusals) {
   Registry r("/proc", {0});
   absl::Time now = absl::FromUnixSeconds(1704067200);
+  // Two uids, alternating, so neither reaches its own share first.
   for (int i = 0; i < static_cast<int>(kMaxRejectedAttachments) + 5; ++i) {
+    const uint32_t uid = 1000 + i % 2;
     EXPECT_FALSE(
-        r.Add(i, {100 + i, 1000, 1000}, MakeHello(100 + i, "7"), now + absl::Seconds(i)).ok());
+        r.Add(i, {100 + i, uid, uid}, MakeHello(100 + i, "7"), now + absl::Seconds(i)).ok());
   }
   ASSERT_EQ(r.Rejected().size(), kMaxRejectedAttachments);
   const v1::RejectedAttachment& oldest = r.Rejected().front();
   EXPECT_EQ(oldest.pid(), 105);
-  EXPECT_EQ(oldest.uid(), 1000u);
+  EXPECT_EQ(oldest.uid(), 1001u);
   EXPECT_EQ(oldest.time().seconds(), 1704067200 + 5);
   EXPECT_EQ(oldest.job_id(), "7");
   EXPECT_EQ(oldest.rank(), 0);
-  EXPECT_THAT(oldest.reason(), HasSubstr("uid 1000 may not attach"));
+  EXPECT_EQ(oldest.repeats(), 0u);
+  EXPECT_THAT(oldest.reason(), HasSubstr("uid 1001 may not attach"));
 
   // A pid mismatch is remembered with the peer's real pid.
   Registry open;
