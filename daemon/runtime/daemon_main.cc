@@ -176,8 +176,12 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
            {"upload_retry_max", absl::FormatDuration(options.s3_store.upload_retry_max)}});
   s3::TraceUploaderDeps deps;
   deps.clock = &clock_;
+  s3::S3StoreOptions s3_options = options.s3_store;
+  // The name the trace files carry, so the sweep of orphaned uploads at
+  // start picks exactly this host's.
+  s3_options.hostname = Hostname();
   std::unique_ptr<s3::S3TraceStore> s3_store = s3::S3TraceStore::Create(
-      *std::move(store), *std::move(client), options.s3_store, std::move(deps));
+      *std::move(store), *std::move(client), std::move(s3_options), std::move(deps));
   s3_store_ = s3_store.get();
   store_ = std::move(s3_store);
   return absl::OkStatus();

@@ -56,18 +56,6 @@ S3ClientDeps WithDefaults(S3ClientDeps deps) {
   return deps;
 }
 
-absl::Status ValidateContentType(absl::string_view value) {
-  if (value.empty() || value.size() > 256) {
-    return absl::InvalidArgumentError("S3 content type must be 1-256 characters");
-  }
-  for (char c : value) {
-    if (c < 0x20 || c > 0x7e) {
-      return absl::InvalidArgumentError("S3 content type must be printable ASCII");
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Time ParseHttpDate(const std::string& text) {
   absl::Time t = absl::InfinitePast();
   std::string err;
@@ -103,6 +91,18 @@ S3Client::S3Client(S3Config config, S3Endpoint endpoint, S3ClientDeps deps,
                            config_.ca_file, deps_.resolve})) {}
 
 S3Client::~S3Client() = default;
+
+absl::Status S3Client::ValidateContentType(absl::string_view value) {
+  if (value.empty() || value.size() > 256) {
+    return absl::InvalidArgumentError("S3 content type must be 1-256 characters");
+  }
+  for (char c : value) {
+    if (c < 0x20 || c > 0x7e) {
+      return absl::InvalidArgumentError("S3 content type must be printable ASCII");
+    }
+  }
+  return absl::OkStatus();
+}
 
 std::string S3Client::BucketUrl() const {
   if (config_.path_style) return absl::StrCat(origin_, "/", config_.bucket);

@@ -95,6 +95,21 @@ class S3Client {
   // Succeeds also when the key does not exist (as S3 does).
   absl::Status DeleteObject(absl::string_view key);
 
+  // Multipart uploads by hand; PutObject* run them itself. Starts an upload
+  // of `key` and returns its upload id.
+  absl::StatusOr<std::string> CreateMultipartUpload(absl::string_view key,
+                                                    const PutOptions& options = {});
+  // One page of the uploads in progress (initiated, neither completed nor
+  // aborted) whose keys start with `prefix` (empty: the whole bucket). The
+  // first page has empty markers; the next ones take the previous page's
+  // next_key_marker and next_upload_id_marker.
+  absl::StatusOr<ListMultipartUploadsResult> ListMultipartUploads(
+      absl::string_view prefix, absl::string_view key_marker = "",
+      absl::string_view upload_id_marker = "");
+  // Discards the upload and its parts. Succeeds also when the upload is
+  // already gone (completed or aborted).
+  absl::Status AbortMultipartUpload(absl::string_view key, absl::string_view upload_id);
+
  private:
   S3Client(S3Config config, S3Endpoint endpoint, S3ClientDeps deps,
            std::unique_ptr<CredentialsProvider> credentials);
@@ -119,6 +134,8 @@ class S3Client {
                           const SendOptions& options) const;
   absl::Duration Backoff(int attempt) const;
 
+  // INVALID_ARGUMENT unless 1-256 printable ASCII characters.
+  static absl::Status ValidateContentType(absl::string_view value);
   RequestTarget Target(absl::string_view operation, absl::string_view key) const;
   std::string BucketUrl() const;
 
@@ -131,7 +148,7 @@ class S3Client {
                                          uint64_t offset, uint64_t length);
   absl::Status CompleteMultipart(absl::string_view key, const std::string& upload_id,
                                  const std::vector<std::string>& etags, uint64_t size);
-  absl::Status AbortMultipart(absl::string_view key, const std::string& upload_id);
+  absl::Status AbortMultipart(absl::string_view key, absl::string_view upload_id);
 
   const S3Config config_;
   const S3Endpoint endpoint_;

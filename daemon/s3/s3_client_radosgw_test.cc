@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/s3/object_body.h"
+#include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/trace_object_key.h"
 #include "gmock/gmock.h"
@@ -199,6 +200,58 @@ TEST_F(RadosgwTest, MultipartUploadOfIncompressibleFile) {
   ASSERT_TRUE(across.ok()) << across.status();
   EXPECT_TRUE(*across == data.substr(5 * kMiB - 10, 20));
   ASSERT_TRUE(client->DeleteObject(key).ok());
+}
+
+TEST_F(RadosgwTest, ListsAndAbortsMultipartUploads) {
+  auto client = Client(config_);
+  ASSERT_NE(client, nullptr);
+  const std::string key = prefix_ + "/orphan-rank0-pid1.json.gz";
+  const absl::Time before = absl::Now() - absl::Minutes(5);  // the gateway's clock may differ
+  auto upload_id = client->CreateMultipartUpload(key);
+  ASSERT_TRUE(upload_id.ok()) << upload_id.status();
+
+  auto listed = client->ListMultipartUploads(prefix_ + "/");
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_FALSE(listed->truncated);
+  ASSERT_EQ(listed->uploads.size(), 1u);
+  EXPECT_EQ(listed->uploads[0].key, key);
+  EXPECT_EQ(listed->uploads[0].upload_id, *upload_id);
+  EXPECT_GT(listed->uploads[0].initiated, before);
+  EXPECT_LT(listed->uploads[0].initiated, absl::Now() + absl::Minutes(5));
+
+  ASSERT_TRUE(client->AbortMultipartUpload(key, *upload_id).ok());
+  auto after = client->ListMultipartUploads(prefix_ + "/");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->uploads.empty());
+  EXPECT_TRUE(client->AbortMultipartUpload(key, *upload_id).ok()) << "aborting twice is fine";
+}
+
+TEST_F(RadosgwTest, SweepAbortsOnlyThisHostsOrphanedUploads) {
+  S3Config config = config_;
+  config.prefix = prefix_;
+  auto client = Client(config);
+  ASSERT_NE(client, nullptr);
+  absl::BitGen gen;
+  const std::string id = GenerateTraceId(absl::Now(), gen);
+  auto mine = TraceObjectKey(prefix_, id, "it-host-rank0-pid1.json.gz");
+  auto theirs = TraceObjectKey(prefix_, id, "it-host-2-rank0-pid1.json.gz");
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  auto mine_id = client->CreateMultipartUpload(*mine);
+  auto theirs_id = client->CreateMultipartUpload(*theirs);
+  ASSERT_TRUE(mine_id.ok()) << mine_id.status();
+  ASSERT_TRUE(theirs_id.ok()) << theirs_id.status();
+
+  // A start far in the future makes both uploads old enough.
+  OrphanedUploadsReport report =
+      AbortOrphanedUploads(*client, "it-host", absl::Now() + absl::Hours(2), [] { return false; });
+  EXPECT_TRUE(report.status.ok()) << report.status;
+  EXPECT_EQ(report.listed, 2u);
+  EXPECT_EQ(report.aborted, 1u);
+  auto left = client->ListMultipartUploads(prefix_ + "/");
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_EQ(left->uploads.size(), 1u);
+  EXPECT_EQ(left->uploads[0].key, *theirs);
+  EXPECT_TRUE(client->AbortMultipartUpload(*theirs, *theirs_id).ok());
 }
 
 TEST_F(RadosgwTest, WrongSecretIsAClearAuthenticationError) {

@@ -119,6 +119,69 @@ TEST_F(S3ClientTest, ListReturnsTheParsedPage) {
   EXPECT_EQ(server.requests().size(), 1u);
 }
 
+TEST_F(S3ClientTest, ListMultipartUploadsReturnsThePageAndRetries) {
+  int calls = 0;
+  LoopbackHttpServer server([&](const RecordedRequest&) {
+    if (++calls == 1) return testing::S3ErrorResponse(503, "SlowDown", "later");
+    CannedResponse r;
+    r.body =
+        "<ListMultipartUploadsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+        "<IsTruncated>true</IsTruncated><NextKeyMarker>p/1</NextKeyMarker>"
+        "<NextUploadIdMarker>u1</NextUploadIdMarker>"
+        "<Upload><Key>p/1</Key><UploadId>u1</UploadId>"
+        "<Initiated>2024-01-02T03:04:05.000Z</Initiated></Upload>"
+        "</ListMultipartUploadsResult>";
+    return r;
+  });
+  auto client = Client(server);
+  auto page = client->ListMultipartUploads("p/");
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->uploads.size(), 1u);
+  EXPECT_EQ(page->uploads[0].key, "p/1");
+  EXPECT_EQ(page->uploads[0].upload_id, "u1");
+  EXPECT_EQ(page->uploads[0].initiated, absl::FromUnixSeconds(1704164645));
+  EXPECT_TRUE(page->truncated);
+  EXPECT_EQ(page->next_key_marker, "p/1");
+  EXPECT_EQ(page->next_upload_id_marker, "u1");
+  EXPECT_EQ(server.requests().size(), 2u);
+  EXPECT_EQ(waits_.waits().size(), 1u);
+
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      client->ListMultipartUploads("p/", "k", std::string(2000, 'u')).status()));
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
+TEST_F(S3ClientTest, ListMultipartUploadsNamesAMalformedAnswer) {
+  LoopbackHttpServer server([](const RecordedRequest&) {
+    CannedResponse r;
+    r.body = "<ListMultipartUploadsResult><IsTruncated>maybe</IsTruncated>";
+    return r;
+  });
+  auto client = Client(server);
+  absl::Status st = client->ListMultipartUploads("p/").status();
+  EXPECT_TRUE(absl::IsDataLoss(st)) << st;
+  EXPECT_THAT(st.message(), HasSubstr("ListMultipartUploads"));
+  EXPECT_THAT(st.message(), HasSubstr("prefix \"p/\""));
+  EXPECT_THAT(st.message(), HasSubstr("malformed"));
+}
+
+TEST_F(S3ClientTest, AbortMultipartUploadSendsItsIdAndToleratesAGoneUpload) {
+  int calls = 0;
+  LoopbackHttpServer server([&](const RecordedRequest&) {
+    if (++calls == 2) return testing::S3ErrorResponse(404, "NoSuchUpload", "gone");
+    CannedResponse r;
+    r.status = 204;
+    return r;
+  });
+  auto client = Client(server);
+  ASSERT_TRUE(client->AbortMultipartUpload("p/a b", "2~u/1+x").ok());
+  EXPECT_TRUE(client->AbortMultipartUpload("p/a b", "2~u/1+x").ok());
+  EXPECT_EQ(server.requests()[0].request_line,
+            "DELETE /traces/p/a%20b?uploadId=2~u%2F1%2Bx HTTP/1.1");
+  EXPECT_TRUE(absl::IsInvalidArgument(client->AbortMultipartUpload("p/a", "")));
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
 struct ErrorCase {
   int http_status;
   const char* s3_code;

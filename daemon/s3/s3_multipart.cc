@@ -15,6 +15,11 @@ namespace gpuctl::s3 {
 namespace {
 
 constexpr size_t kMaxControlBody = 1 << 20;
+// As ListObjectsV2's bound in s3_client.cc: a page of 1000 uploads with
+// 1 KiB keys stays far below it.
+constexpr size_t kMaxUploadsListBody = 16 << 20;
+// Upload ids are opaque; S3's are about 100 bytes, radosgw's shorter.
+constexpr size_t kMaxUploadId = 1024;
 
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
@@ -29,25 +34,8 @@ absl::Status S3Client::PutMultipart(const RequestTarget& target, absl::string_vi
         absl::StrCat(target.Describe(), ": ", size, " bytes exceed S3's largest object"));
   }
   const uint64_t parts = CeilDiv(size, part_size);
-  const std::string create_url =
-      absl::StrCat(ObjectUrl(key), "?", CanonicalQuery({{"uploads", ""}}));
-  auto created = Send(Target("CreateMultipartUpload", key),
-                      [&]() -> absl::StatusOr<HttpRequest> {
-                        HttpRequest req;
-                        req.method = "POST";
-                        req.url = create_url;
-                        req.headers.push_back(absl::StrCat("Content-Type: ", options.content_type));
-                        req.timeout = config_.request_timeout;
-                        req.max_body = kMaxControlBody;
-                        return req;
-                      },
-                      {});
-  if (!created.ok()) return created.status();
-  auto upload_id = ParseInitiateMultipartUpload(created->body);
-  if (!upload_id.ok()) {
-    return absl::Status(upload_id.status().code(),
-                        absl::StrCat(target.Describe(), ": ", upload_id.status().message()));
-  }
+  auto upload_id = CreateMultipartUpload(key, options);
+  if (!upload_id.ok()) return upload_id.status();
 
   absl::Status failure;
   std::vector<std::string> etags;
@@ -67,14 +55,96 @@ absl::Status S3Client::PutMultipart(const RequestTarget& target, absl::string_vi
   absl::Status aborted = AbortMultipart(key, *upload_id);
   if (!aborted.ok()) {
     LogWarning(
-        "S3 multipart upload could not be aborted; its parts stay stored until a "
-        "bucket lifecycle rule removes them",
+        "S3 multipart upload could not be aborted; its parts stay stored until a gpuctld "
+        "start over an hour from now aborts it, or a bucket lifecycle rule removes them",
         {{"key", key}, {"upload_id", *upload_id}, {"error", aborted.message()}});
     return absl::Status(failure.code(),
                         absl::StrCat(failure.message(), "; aborting upload ", *upload_id,
                                      " failed too: ", aborted.message()));
   }
   return failure;
+}
+
+absl::StatusOr<std::string> S3Client::CreateMultipartUpload(absl::string_view key,
+                                                            const PutOptions& options) {
+  if (auto st = ValidateObjectKey(key); !st.ok()) return st;
+  if (auto st = ValidateContentType(options.content_type); !st.ok()) return st;
+  RequestTarget target = Target("CreateMultipartUpload", key);
+  const std::string url = absl::StrCat(ObjectUrl(key), "?", CanonicalQuery({{"uploads", ""}}));
+  auto created = Send(target,
+                      [&]() -> absl::StatusOr<HttpRequest> {
+                        HttpRequest req;
+                        req.method = "POST";
+                        req.url = url;
+                        req.headers.push_back(absl::StrCat("Content-Type: ", options.content_type));
+                        req.timeout = config_.request_timeout;
+                        req.max_body = kMaxControlBody;
+                        return req;
+                      },
+                      {});
+  if (!created.ok()) return created.status();
+  auto upload_id = ParseInitiateMultipartUpload(created->body);
+  if (!upload_id.ok()) {
+    return absl::Status(upload_id.status().code(),
+                        absl::StrCat(target.Describe(), ": ", upload_id.status().message()));
+  }
+  if (upload_id->size() > kMaxUploadId) {
+    return absl::DataLossError(
+        absl::StrCat(target.Describe(), ": upload id over ", kMaxUploadId, " bytes"));
+  }
+  return upload_id;
+}
+
+absl::StatusOr<ListMultipartUploadsResult> S3Client::ListMultipartUploads(
+    absl::string_view prefix, absl::string_view key_marker, absl::string_view upload_id_marker) {
+  for (absl::string_view field : {prefix, key_marker}) {
+    if (!field.empty()) {
+      if (auto st = ValidateObjectKey(field); !st.ok()) return st;
+    }
+  }
+  if (upload_id_marker.size() > kMaxUploadId) {
+    return absl::InvalidArgumentError("S3 upload id marker is too long");
+  }
+  RequestTarget target = Target("ListMultipartUploads", "");
+  target.subject = absl::StrCat("prefix \"", prefix, "\"");
+  QueryParams query = {{"uploads", ""}};
+  if (!prefix.empty()) query.emplace_back("prefix", std::string(prefix));
+  if (!key_marker.empty()) query.emplace_back("key-marker", std::string(key_marker));
+  if (!upload_id_marker.empty()) {
+    query.emplace_back("upload-id-marker", std::string(upload_id_marker));
+  }
+  const std::string url = absl::StrCat(BucketUrl(), config_.path_style ? "" : "/", "?",
+                                       CanonicalQuery(std::move(query)));
+  auto response = Send(target,
+                       [&]() -> absl::StatusOr<HttpRequest> {
+                         HttpRequest req;
+                         req.method = "GET";
+                         req.url = url;
+                         req.timeout = config_.request_timeout;
+                         req.max_body = kMaxUploadsListBody;
+                         return req;
+                       },
+                       {});
+  if (!response.ok()) return response.status();
+  if (response->body_truncated) {
+    return absl::DataLossError(
+        absl::StrCat(target.Describe(), ": response over ", kMaxUploadsListBody, " bytes"));
+  }
+  auto result = ParseListMultipartUploads(response->body);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat(target.Describe(), " failed: ", result.status().message()));
+  }
+  return result;
+}
+
+absl::Status S3Client::AbortMultipartUpload(absl::string_view key, absl::string_view upload_id) {
+  if (auto st = ValidateObjectKey(key); !st.ok()) return st;
+  if (upload_id.empty() || upload_id.size() > kMaxUploadId) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("S3 upload id must be 1-", kMaxUploadId, " bytes"));
+  }
+  return AbortMultipart(key, upload_id);
 }
 
 absl::StatusOr<std::string> S3Client::UploadPart(absl::string_view key,
@@ -149,9 +219,9 @@ absl::Status S3Client::CompleteMultipart(absl::string_view key, const std::strin
   return response.status();
 }
 
-absl::Status S3Client::AbortMultipart(absl::string_view key, const std::string& upload_id) {
+absl::Status S3Client::AbortMultipart(absl::string_view key, absl::string_view upload_id) {
   const std::string url =
-      absl::StrCat(ObjectUrl(key), "?", CanonicalQuery({{"uploadId", upload_id}}));
+      absl::StrCat(ObjectUrl(key), "?", CanonicalQuery({{"uploadId", std::string(upload_id)}}));
   auto response = Send(Target("AbortMultipartUpload", key),
                        [&]() -> absl::StatusOr<HttpRequest> {
                          HttpRequest req;

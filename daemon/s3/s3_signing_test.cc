@@ -133,6 +133,33 @@ TEST(S3SigningTest, ListQueryIsCanonical) {
   ExpectSignedCorrectly(reqs[0]);
 }
 
+TEST(S3SigningTest, ListMultipartUploadsQueryIsCanonical) {
+  LoopbackHttpServer server([](const RecordedRequest&) {
+    CannedResponse r;
+    r.body =
+        "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+        "</ListMultipartUploadsResult>";
+    return r;
+  });
+  auto client = S3Client::Create(testing::LoopbackConfig(server));
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->ListMultipartUploads("gpuctl/2024 01/").ok());
+  ASSERT_TRUE((*client)->ListMultipartUploads("gpuctl/", "gpuctl/a+b é", "2~x/y=").ok());
+
+  auto reqs = server.requests();
+  ASSERT_EQ(reqs.size(), 2u);
+  EXPECT_EQ(reqs[0].request_line, "GET /traces?prefix=gpuctl%2F2024%2001%2F&uploads= HTTP/1.1");
+  EXPECT_EQ(reqs[1].path, "/traces");
+  EXPECT_EQ(reqs[1].query,
+            "key-marker=gpuctl%2Fa%2Bb%20%C3%A9&prefix=gpuctl%2F&upload-id-marker=2~x%2Fy%3D&"
+            "uploads=");
+  for (const RecordedRequest& req : reqs) {
+    EXPECT_EQ(req.method, "GET");
+    EXPECT_EQ(req.Header("x-amz-content-sha256"), kEmptySha256);
+    ExpectSignedCorrectly(req);
+  }
+}
+
 TEST(S3SigningTest, SessionTokenIsSentAndSigned) {
   LoopbackHttpServer server([](const RecordedRequest&) {
     CannedResponse r;

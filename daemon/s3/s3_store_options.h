@@ -1,6 +1,8 @@
 #ifndef GPUCTL_DAEMON_S3_S3_STORE_OPTIONS_H_
 #define GPUCTL_DAEMON_S3_S3_STORE_OPTIONS_H_
 
+#include <string>
+
 #include "absl/time/time.h"
 
 namespace gpuctl::s3 {
@@ -19,6 +21,10 @@ struct S3StoreOptions {
   // upload_retry_initial up to this interval, forever.
   absl::Duration upload_retry_max = absl::Minutes(5);
   absl::Duration upload_retry_initial = absl::Seconds(1);
+  // The daemon's host name, as its trace file names carry it: at start the
+  // store aborts this host's orphaned multipart uploads (orphaned_uploads.h).
+  // Empty: gethostname().
+  std::string hostname;
 };
 
 }  // namespace gpuctl::s3

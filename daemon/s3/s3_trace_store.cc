@@ -1,5 +1,7 @@
 #include "daemon/s3/s3_trace_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -68,6 +70,12 @@ class RemoteFileReader final : public daemon::TraceFileReader {
   size_t buffered_ = 0;  // bytes of buffer_ already returned
 };
 
+std::string LocalHostname() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
+}
+
 }  // namespace
 
 std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::LocalTraceStore> spool,
@@ -75,6 +83,10 @@ std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::Local
                                                    S3StoreOptions options, TraceUploaderDeps deps) {
   std::shared_ptr<daemon::LocalTraceStore> shared_spool = std::move(spool);
   std::shared_ptr<S3Client> shared_client = std::move(client);
+  RealClock real_clock;
+  const absl::Time started = (deps.clock != nullptr ? deps.clock : &real_clock)->Now();
+  std::string hostname = options.hostname.empty() ? LocalHostname() : options.hostname;
+  auto on_orphan_sweep = deps.on_orphan_sweep;
   auto uploader =
       std::make_shared<TraceUploader>(shared_spool, shared_client, options, std::move(deps));
   size_t resumed = 0;
@@ -86,21 +98,30 @@ std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::Local
   }
   if (resumed > 0) LogInfo("resuming trace uploads", {{"traces", resumed}});
   TraceUploader::Start(uploader);
-  return std::unique_ptr<S3TraceStore>(new S3TraceStore(
-      std::move(shared_spool), std::move(shared_client), options, std::move(uploader)));
+  std::shared_ptr<OrphanedUploadSweep> sweep =
+      OrphanedUploadSweep::Start(shared_client, std::move(hostname),
+                                 started - kOrphanedUploadMargin, std::move(on_orphan_sweep));
+  return std::unique_ptr<S3TraceStore>(
+      new S3TraceStore(std::move(shared_spool), std::move(shared_client), std::move(options),
+                       std::move(uploader), std::move(sweep)));
 }
 
 S3TraceStore::S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool,
                            std::shared_ptr<S3Client> client, S3StoreOptions options,
-                           std::shared_ptr<TraceUploader> uploader)
+                           std::shared_ptr<TraceUploader> uploader,
+                           std::shared_ptr<OrphanedUploadSweep> sweep)
     : spool_(std::move(spool)),
       client_(std::move(client)),
-      options_(options),
-      uploader_(std::move(uploader)) {}
+      options_(std::move(options)),
+      uploader_(std::move(uploader)),
+      sweep_(std::move(sweep)) {}
 
 S3TraceStore::~S3TraceStore() { Shutdown(); }
 
-void S3TraceStore::Shutdown() { uploader_->Stop(kUploadStopGrace); }
+void S3TraceStore::Shutdown() {
+  sweep_->Stop(kUploadStopGrace);
+  uploader_->Stop(kUploadStopGrace);
+}
 
 std::string S3TraceStore::Location(absl::string_view trace_id) const {
   if (trace_id.empty()) {

@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "daemon/core/local_store.h"
 #include "daemon/core/trace_store.h"
+#include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_store_options.h"
 #include "daemon/s3/trace_uploader.h"
@@ -24,7 +25,9 @@ namespace gpuctl::s3 {
 // it to the uploader thread (trace_uploader.h) and waits up to
 // upload_wait for the first attempt, so a completed trace usually reports
 // itself uploaded. At creation every trace still marked is queued again:
-// a restart loses nothing.
+// a restart loses nothing. Meanwhile a background thread aborts the
+// multipart uploads an earlier run of this host left open
+// (orphaned_uploads.h); neither creation nor serving waits for it.
 //
 // Manifests are always read from the spool, which keeps them after the
 // upload (listing stays a local index that survives restarts). Open serves
@@ -35,7 +38,8 @@ namespace gpuctl::s3 {
 // Thread-safe; every method may block on I/O (call off the event loop).
 class S3TraceStore final : public daemon::TraceStore {
  public:
-  // Queues the spool's traces awaiting upload and starts the uploader.
+  // Queues the spool's traces awaiting upload, starts the uploader and the
+  // sweep of orphaned uploads.
   static std::unique_ptr<S3TraceStore> Create(std::unique_ptr<daemon::LocalTraceStore> spool,
                                               std::unique_ptr<S3Client> client,
                                               S3StoreOptions options, TraceUploaderDeps deps = {});
@@ -44,7 +48,7 @@ class S3TraceStore final : public daemon::TraceStore {
   S3TraceStore(const S3TraceStore&) = delete;
   S3TraceStore& operator=(const S3TraceStore&) = delete;
 
-  // Stops the uploader: waits briefly for an upload in flight, then leaves
+  // Stops the sweep and the uploader: waits briefly for an upload in flight, then leaves
   // it. PutManifest calls from then on leave their traces marked for the
   // next start. Idempotent.
   void Shutdown();
@@ -69,12 +73,14 @@ class S3TraceStore final : public daemon::TraceStore {
 
  private:
   S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool, std::shared_ptr<S3Client> client,
-               S3StoreOptions options, std::shared_ptr<TraceUploader> uploader);
+               S3StoreOptions options, std::shared_ptr<TraceUploader> uploader,
+               std::shared_ptr<OrphanedUploadSweep> sweep);
 
   const std::shared_ptr<daemon::LocalTraceStore> spool_;
   const std::shared_ptr<S3Client> client_;
   const S3StoreOptions options_;
   const std::shared_ptr<TraceUploader> uploader_;
+  const std::shared_ptr<OrphanedUploadSweep> sweep_;
 };
 
 }  // namespace gpuctl::s3

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/s3/testing/loopback_http_server.h"
 #include "daemon/s3/testing/s3_test_util.h"
@@ -52,8 +53,24 @@ class FakeBucket {
     }
     const std::string prefix = absl::StrCat("/", testing::kTestBucket, "/");
     CannedResponse r;
+    if (req.method == "GET" && req.path == prefix.substr(0, prefix.size() - 1) &&
+        absl::StrContains(req.query, "uploads=")) {
+      r.body = "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>";
+      for (const auto& [key, initiated] : uploads_) {
+        absl::StrAppend(&r.body, "<Upload><Key>", key, "</Key><UploadId>id-", key,
+                        "</UploadId><Initiated>", initiated, "</Initiated></Upload>");
+      }
+      absl::StrAppend(&r.body, "</ListMultipartUploadsResult>");
+      return r;
+    }
     if (!absl::StartsWith(req.path, prefix)) return testing::S3ErrorResponse(400, "Bad", "path");
     const std::string key = req.path.substr(prefix.size());
+    if (req.method == "DELETE" && absl::StartsWith(req.query, "uploadId=")) {
+      uploads_.erase(key);
+      aborted_.push_back(key);
+      r.status = 204;
+      return r;
+    }
     if (req.method == "PUT") {
       objects_[key] = req.body;
       put_order_.push_back(key);
@@ -78,6 +95,15 @@ class FakeBucket {
     return r;
   }
 
+  // An upload in progress of `key`, initiated at `initiated` (RFC 3339).
+  void AddUpload(const std::string& key, const std::string& initiated) {
+    absl::MutexLock lock(&mu_);
+    uploads_[key] = initiated;
+  }
+  std::vector<std::string> aborted() const {
+    absl::MutexLock lock(&mu_);
+    return aborted_;
+  }
   void FailWith(int http_status) {
     absl::MutexLock lock(&mu_);
     status_override_ = http_status;
@@ -101,6 +127,8 @@ class FakeBucket {
   std::map<std::string, std::string> objects_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> put_order_ ABSL_GUARDED_BY(mu_);
   int ranged_gets_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, std::string> uploads_ ABSL_GUARDED_BY(mu_);  // key -> initiated
+  std::vector<std::string> aborted_ ABSL_GUARDED_BY(mu_);
 };
 
 // What the uploader reported after each attempt, awaited with a deadline.
@@ -198,6 +226,11 @@ class S3TraceStoreTest : public ::testing::Test {
     deps.on_attempt = [this](absl::string_view id, const absl::Status& st) {
       attempts_.Record(id, st);
     };
+    swept_ = std::make_shared<absl::Notification>();
+    deps.on_orphan_sweep = [swept = swept_, this](const OrphanedUploadsReport& report) {
+      sweep_report_ = report;
+      swept->Notify();
+    };
     store_ = S3TraceStore::Create(*std::move(spool), *std::move(client), options_, deps);
   }
 
@@ -263,7 +296,41 @@ class S3TraceStoreTest : public ::testing::Test {
   std::string tmp_;
   std::string root_;
   std::unique_ptr<S3TraceStore> store_;
+  std::shared_ptr<absl::Notification> swept_;
+  OrphanedUploadsReport sweep_report_;  // written before swept_ is notified
 };
+
+TEST_F(S3TraceStoreTest, StartAbortsThisHostsOrphanedUploadsInTheBackground) {
+  store_.reset();
+  const std::string old = "2023-11-14T10:00:00Z";
+  const std::string recent = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
+  const std::string id = GenerateTraceId(absl::FromUnixMillis(kMs), gen_);
+  bucket_.AddUpload(KeyPrefix(id) + kFile0, old);                     // this host's orphan
+  bucket_.AddUpload(KeyPrefix(id) + kFile1, recent);                  // maybe live
+  bucket_.AddUpload(KeyPrefix(id) + "h2-rank0-pid9.json.gz", old);    // another host's
+  bucket_.AddUpload(KeyPrefix(id) + "h1-1-rank0-pid9.json.gz", old);  // host "h1-1"
+  options_.hostname = "h1";
+  Open();
+  ASSERT_TRUE(swept_->WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(sweep_report_.status.ok()) << sweep_report_.status;
+  EXPECT_EQ(sweep_report_.listed, 4u);
+  EXPECT_EQ(sweep_report_.aborted, 1u);
+  EXPECT_THAT(bucket_.aborted(), ElementsAre(KeyPrefix(id) + kFile0));
+  // The store serves meanwhile and after.
+  std::string traced = PutTrace(kMs + 1);
+  EXPECT_TRUE(attempts_.WaitForSuccess(traced));
+}
+
+TEST_F(S3TraceStoreTest, AFailingSweepLeavesTheStoreWorking) {
+  store_.reset();
+  bucket_.FailWith(403);
+  Open();
+  ASSERT_TRUE(swept_->WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(absl::IsPermissionDenied(sweep_report_.status)) << sweep_report_.status;
+  bucket_.FailWith(0);
+  std::string id = PutTrace(kMs);
+  EXPECT_TRUE(attempts_.WaitForSuccess(id));
+}
 
 TEST_F(S3TraceStoreTest, CompletingATraceUploadsItAndKeepsOnlyTheManifestLocally) {
   Open();

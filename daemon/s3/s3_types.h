@@ -56,6 +56,22 @@ struct ListObjectsResult {
   std::string next_continuation_token;
 };
 
+// A multipart upload that was initiated and neither completed nor aborted.
+struct MultipartUpload {
+  std::string key;
+  std::string upload_id;
+  absl::Time initiated = absl::InfinitePast();
+};
+
+// One page of ListMultipartUploads, ordered by key, then by initiation.
+struct ListMultipartUploadsResult {
+  std::vector<MultipartUpload> uploads;
+  // Set only when more uploads follow; pass both back for the next page.
+  bool truncated = false;
+  std::string next_key_marker;
+  std::string next_upload_id_marker;
+};
+
 }  // namespace gpuctl::s3
 
 #endif  // GPUCTL_DAEMON_S3_S3_TYPES_H_

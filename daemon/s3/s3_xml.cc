@@ -83,6 +83,23 @@ absl::StatusOr<ObjectSummary> ParseContents(const xmlNode* node) {
   return object;
 }
 
+absl::StatusOr<MultipartUpload> ParseUpload(const xmlNode* node) {
+  constexpr absl::string_view kWhat = "ListMultipartUploads";
+  MultipartUpload upload;
+  upload.key = ChildText(node, "Key");
+  if (upload.key.empty()) return Malformed(kWhat, "<Upload> without <Key>");
+  upload.upload_id = ChildText(node, "UploadId");
+  if (upload.upload_id.empty()) {
+    return Malformed(kWhat, absl::StrCat("<Upload> of ", upload.key, " without <UploadId>"));
+  }
+  std::string initiated = ChildText(node, "Initiated");
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, initiated, &upload.initiated, &err)) {
+    return Malformed(kWhat, absl::StrCat("bad <Initiated> \"", initiated, "\" for ", upload.key));
+  }
+  return upload;
+}
+
 }  // namespace
 
 std::optional<S3ErrorBody> ParseS3Error(absl::string_view body) {
@@ -119,6 +136,32 @@ absl::StatusOr<ListObjectsResult> ParseListObjectsV2(absl::string_view body) {
     }
   } else if (truncated != "false") {
     return Malformed("ListObjectsV2", absl::StrCat("bad <IsTruncated> \"", truncated, "\""));
+  }
+  return result;
+}
+
+absl::StatusOr<ListMultipartUploadsResult> ParseListMultipartUploads(absl::string_view body) {
+  constexpr absl::string_view kWhat = "ListMultipartUploads";
+  XmlDoc doc = Parse(body);
+  const xmlNode* root = Root(doc, "ListMultipartUploadsResult");
+  if (root == nullptr) return Malformed(kWhat, "no <ListMultipartUploadsResult> document");
+  ListMultipartUploadsResult result;
+  for (const xmlNode* c = root->children; c != nullptr; c = c->next) {
+    if (!Named(c, "Upload")) continue;
+    auto upload = ParseUpload(c);
+    if (!upload.ok()) return upload.status();
+    result.uploads.push_back(*std::move(upload));
+  }
+  std::string truncated = ChildText(root, "IsTruncated");
+  if (truncated == "true") {
+    result.truncated = true;
+    result.next_key_marker = ChildText(root, "NextKeyMarker");
+    result.next_upload_id_marker = ChildText(root, "NextUploadIdMarker");
+    if (result.next_key_marker.empty()) {
+      return Malformed(kWhat, "truncated page without <NextKeyMarker>");
+    }
+  } else if (truncated != "false") {
+    return Malformed(kWhat, absl::StrCat("bad <IsTruncated> \"", truncated, "\""));
   }
   return result;
 }

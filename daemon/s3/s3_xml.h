@@ -30,6 +30,11 @@ std::optional<S3ErrorBody> ParseS3Error(absl::string_view body);
 // including a truncated page without a continuation token.
 absl::StatusOr<ListObjectsResult> ParseListObjectsV2(absl::string_view body);
 
+// A <ListMultipartUploadsResult>. DATA_LOSS for a malformed document: an
+// <Upload> without Key, UploadId or a valid Initiated time, or a truncated
+// page without <NextKeyMarker>.
+absl::StatusOr<ListMultipartUploadsResult> ParseListMultipartUploads(absl::string_view body);
+
 // The UploadId of an <InitiateMultipartUploadResult>.
 absl::StatusOr<std::string> ParseInitiateMultipartUpload(absl::string_view body);
 

@@ -109,5 +109,63 @@ TEST(S3XmlTest, MultipartDocuments) {
   EXPECT_FALSE(IsCompleteMultipartUploadResult(""));
 }
 
+TEST(S3XmlTest, ParsesListMultipartUploads) {
+  auto r = ParseListMultipartUploads(R"(<?xml version="1.0" encoding="UTF-8"?>
+<ListMultipartUploadsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+  <Bucket>traces</Bucket><KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>
+  <NextKeyMarker>p/b&amp;c</NextKeyMarker><NextUploadIdMarker>2~xyz</NextUploadIdMarker>
+  <Prefix>p/</Prefix><MaxUploads>2</MaxUploads><IsTruncated>true</IsTruncated>
+  <Upload><Key>p/a</Key><UploadId>2~abc</UploadId>
+    <Initiator><ID>u</ID><DisplayName>u</DisplayName></Initiator>
+    <StorageClass>STANDARD</StorageClass><Initiated>2024-01-02T03:04:05.678Z</Initiated></Upload>
+  <Upload><Key>p/b&amp;c</Key><UploadId>2~xyz</UploadId>
+    <Initiated>2024-01-02T03:04:06.000Z</Initiated></Upload>
+</ListMultipartUploadsResult>)");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->uploads.size(), 2u);
+  EXPECT_EQ(r->uploads[0].key, "p/a");
+  EXPECT_EQ(r->uploads[0].upload_id, "2~abc");
+  EXPECT_EQ(r->uploads[0].initiated, absl::FromUnixMillis(1704164645678));
+  EXPECT_EQ(r->uploads[1].key, "p/b&c");
+  EXPECT_TRUE(r->truncated);
+  EXPECT_EQ(r->next_key_marker, "p/b&c");
+  EXPECT_EQ(r->next_upload_id_marker, "2~xyz");
+
+  auto empty = ParseListMultipartUploads(
+      "<ListMultipartUploadsResult><Bucket>traces</Bucket><IsTruncated>false</IsTruncated>"
+      "</ListMultipartUploadsResult>");
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->uploads.empty());
+  EXPECT_FALSE(empty->truncated);
+  EXPECT_TRUE(empty->next_key_marker.empty());
+}
+
+TEST(S3XmlTest, RejectsMalformedListMultipartUploads) {
+  const char* bad[] = {
+      "",
+      "not xml",
+      "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>",
+      "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>",
+      "<ListMultipartUploadsResult></ListMultipartUploadsResult>",
+      "<ListMultipartUploadsResult><IsTruncated>true</IsTruncated></ListMultipartUploadsResult>",
+      "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated><Upload><UploadId>u</UploadId>"
+      "<Initiated>2024-01-02T03:04:05Z</Initiated></Upload></ListMultipartUploadsResult>",
+      "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated><Upload><Key>k</Key>"
+      "<Initiated>2024-01-02T03:04:05Z</Initiated></Upload></ListMultipartUploadsResult>",
+      "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated><Upload><Key>k</Key>"
+      "<UploadId>u</UploadId><Initiated>yesterday</Initiated></Upload>"
+      "</ListMultipartUploadsResult>",
+      "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated><Upload><Key>k</Key>"
+      "<UploadId>u</UploadId></Upload></ListMultipartUploadsResult>",
+  };
+  for (const char* body : bad) {
+    auto r = ParseListMultipartUploads(body);
+    EXPECT_TRUE(absl::IsDataLoss(r.status())) << body << ": " << r.status();
+    EXPECT_NE(r.status().message().find("malformed S3 ListMultipartUploads response"),
+              std::string::npos)
+        << r.status();
+  }
+}
+
 }  // namespace
 }  // namespace gpuctl::s3

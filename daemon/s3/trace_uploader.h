@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/core/local_store.h"
+#include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_store_options.h"
 
@@ -32,6 +33,9 @@ struct TraceUploaderDeps {
   // Called on the uploader thread after each attempt, with its outcome, once
   // the queue reflects it.
   std::function<void(absl::string_view trace_id, const absl::Status& status)> on_attempt;
+  // Called once the store's start-up sweep of orphaned multipart uploads
+  // has ended, on the sweep's thread.
+  std::function<void(const OrphanedUploadsReport& report)> on_orphan_sweep;
 };
 
 // Copies completed traces from the local spool to the bucket, on its own
