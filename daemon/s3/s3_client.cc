@@ -17,6 +17,8 @@
 namespace gpuctl::s3 {
 namespace {
 
+// One page of a bucket listing: 1000 keys or uploads with 1 KiB keys stay
+// far below it.
 constexpr size_t kMaxListBody = 16 << 20;
 constexpr size_t kMaxContinuationToken = 4096;
 
@@ -326,6 +328,15 @@ absl::StatusOr<ListObjectsResult> S3Client::ListObjects(const ListObjectsRequest
   if (!request.continuation_token.empty()) {
     query.emplace_back("continuation-token", request.continuation_token);
   }
+  auto body = GetBucketListing(target, std::move(query));
+  if (!body.ok()) return body.status();
+  auto result = ParseListObjectsV2(*body);
+  if (!result.ok()) return Annotate(target, result.status());
+  return result;
+}
+
+absl::StatusOr<std::string> S3Client::GetBucketListing(const RequestTarget& target,
+                                                       QueryParams query) {
   const std::string url = absl::StrCat(BucketUrl(), config_.path_style ? "" : "/", "?",
                                        CanonicalQuery(std::move(query)));
   auto response = Send(target,
@@ -343,9 +354,7 @@ absl::StatusOr<ListObjectsResult> S3Client::ListObjects(const ListObjectsRequest
     return absl::DataLossError(
         absl::StrCat(target.Describe(), ": response over ", kMaxListBody, " bytes"));
   }
-  auto result = ParseListObjectsV2(response->body);
-  if (!result.ok()) return Annotate(target, result.status());
-  return result;
+  return std::move(response->body);
 }
 
 absl::Status S3Client::DeleteObject(absl::string_view key) {

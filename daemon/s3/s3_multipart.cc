@@ -15,9 +15,6 @@ namespace gpuctl::s3 {
 namespace {
 
 constexpr size_t kMaxControlBody = 1 << 20;
-// As ListObjectsV2's bound in s3_client.cc: a page of 1000 uploads with
-// 1 KiB keys stays far below it.
-constexpr size_t kMaxUploadsListBody = 16 << 20;
 // Upload ids are opaque; S3's are about 100 bytes, radosgw's shorter.
 constexpr size_t kMaxUploadId = 1024;
 
@@ -113,24 +110,9 @@ absl::StatusOr<ListMultipartUploadsResult> S3Client::ListMultipartUploads(
   if (!upload_id_marker.empty()) {
     query.emplace_back("upload-id-marker", std::string(upload_id_marker));
   }
-  const std::string url = absl::StrCat(BucketUrl(), config_.path_style ? "" : "/", "?",
-                                       CanonicalQuery(std::move(query)));
-  auto response = Send(target,
-                       [&]() -> absl::StatusOr<HttpRequest> {
-                         HttpRequest req;
-                         req.method = "GET";
-                         req.url = url;
-                         req.timeout = config_.request_timeout;
-                         req.max_body = kMaxUploadsListBody;
-                         return req;
-                       },
-                       {});
-  if (!response.ok()) return response.status();
-  if (response->body_truncated) {
-    return absl::DataLossError(
-        absl::StrCat(target.Describe(), ": response over ", kMaxUploadsListBody, " bytes"));
-  }
-  auto result = ParseListMultipartUploads(response->body);
+  auto body = GetBucketListing(target, std::move(query));
+  if (!body.ok()) return body.status();
+  auto result = ParseListMultipartUploads(*body);
   if (!result.ok()) {
     return absl::Status(result.status().code(),
                         absl::StrCat(target.Describe(), " failed: ", result.status().message()));
