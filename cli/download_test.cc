@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
+#include "absl/synchronization/mutex.h"
 #include "cli/connection.h"
 #include "cli/fake_gpuctl_service_test_util.h"
 #include "gmock/gmock.h"
@@ -47,16 +49,28 @@ class CliDownloadTest : public ::testing::Test {
     root_ = mkdtemp(tmpl.data());
     stub_ = v1::Gpuctl::NewStub(
         grpc::CreateChannel(server_.target(), grpc::InsecureChannelCredentials()));
+    // Set once, before any call: a download that fails returns before the
+    // server's handler has ended, and replacing the handler then would free
+    // it while it runs. Each call keeps the script it started with.
+    server_.service().get_trace = [this](const v1::GetTraceRequest&,
+                                         grpc::ServerWriter<v1::TraceChunk>* writer) {
+      std::shared_ptr<const Script> script;
+      {
+        absl::MutexLock lock(&script_mu_);
+        script = script_;
+      }
+      if (script == nullptr) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no script");
+      for (const auto& c : script->chunks) writer->Write(c);
+      return script->end;
+    };
   }
   ~CliDownloadTest() override { fs::remove_all(root_); }
 
   // Makes the fake send exactly `chunks`.
   void Send(std::vector<v1::TraceChunk> chunks, grpc::Status end = grpc::Status::OK) {
-    server_.service().get_trace = [chunks, end](const v1::GetTraceRequest&,
-                                                grpc::ServerWriter<v1::TraceChunk>* writer) {
-      for (const auto& c : chunks) writer->Write(c);
-      return end;
-    };
+    auto script = std::make_shared<const Script>(Script{std::move(chunks), std::move(end)});
+    absl::MutexLock lock(&script_mu_);
+    script_ = std::move(script);
   }
   absl::StatusOr<DownloadResult> Download(std::vector<std::string> files = {}) {
     DownloadOptions options;
@@ -78,6 +92,14 @@ class CliDownloadTest : public ::testing::Test {
     return std::string(std::istreambuf_iterator<char>(in), {});
   }
 
+  struct Script {
+    std::vector<v1::TraceChunk> chunks;
+    grpc::Status end;
+  };
+  // Before server_: a call still in flight when the test ends uses them
+  // until the server's shutdown has waited for it.
+  absl::Mutex script_mu_;
+  std::shared_ptr<const Script> script_ ABSL_GUARDED_BY(script_mu_);
   FakeServer server_;
   std::unique_ptr<v1::Gpuctl::Stub> stub_;
   std::string root_;
