@@ -18,7 +18,7 @@ struct OpenRange {
   int64_t start_ns = 0;
   uint64_t id = 0;
   uint32_t depth = 0;
-  bool kept = false;        // false: dropped at the cap or before the window; its pop emits nothing
+  bool kept = false;           // false: dropped at the cap or before the window; no event
   bool before_window = false;  // pushed before the window's start (armed ahead of it)
   bool correlated = false;  // the RangeListener took it
 };
@@ -191,7 +191,9 @@ void HostSource::Pop() {
 void HostSource::RecordStep(uint64_t step, int64_t now_ns) {
   ThreadBuffer* buffer = BeginWrite();
   if (buffer == nullptr) return;
-  if (Reserve(buffer, records::kStepSize)) {
+  if (now_ns < window_start_ns_.load(std::memory_order_relaxed)) {
+    // Armed ahead of its start: not part of the window.
+  } else if (Reserve(buffer, records::kStepSize)) {
     HostEvent event;
     event.start_ns = now_ns;
     event.value = step;
@@ -234,13 +236,11 @@ void HostSource::TakeLocked(ThreadBuffer* buffer, int64_t end_ns) {
   // The window's end instant is chosen before the gate closes, so a thread may
   // record after it: events that begin after the end are dropped, ranges that
   // run past it are clipped there, and ranges still open are closed there
-  // (innermost last). An armed window records from before its start: step
-  // marks made before it are dropped here (ranges begun before it were not
-  // kept when pushed).
-  const int64_t start_ns = window_start_ns_.load(std::memory_order_relaxed);
+  // (innermost last). What came before the start of an armed window was
+  // never recorded (Push, RecordStep).
   records.events.reserve(buffer->events.size() + buffer->stack.size());
   for (HostEvent& event : buffer->events) {
-    if (event.start_ns > end_ns || event.start_ns < start_ns) continue;
+    if (event.start_ns > end_ns) continue;
     if (event.is_range && event.end_ns > end_ns) event.end_ns = end_ns;
     records.events.push_back(std::move(event));
   }

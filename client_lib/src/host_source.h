@@ -114,7 +114,7 @@ class HostSource final : public ActivitySource {
   // Reserves `bytes` of the window's cap for the calling thread.
   bool Reserve(ThreadBuffer* buffer, uint64_t bytes);
   // Moves a buffer's records (open ranges closed at `end_ns`) into
-  // collected_, clipped to the window. Registry lock held.
+  // collected_. Registry lock held.
   void TakeLocked(ThreadBuffer* buffer, int64_t end_ns);
 
   AnnotationState* const state_;
