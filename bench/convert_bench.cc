@@ -21,9 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client_lib/src/record_writer.h"
-#include "daemon/core/chrome_trace.h"
-#include "daemon/core/gzip.h"
-#include "daemon/core/record_reader.h"
+#include "daemon/convert/chrome_trace.h"
+#include "daemon/convert/gzip.h"
+#include "daemon/convert/record_reader.h"
 #include "gpuctl/v1/records.h"
 
 namespace gpuctl {

@@ -35,7 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/core/local_store.h"
+#include "daemon/store/local_store.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_trace_store.h"

@@ -38,7 +38,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/core/local_store.h"
+#include "daemon/store/local_store.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuctl {

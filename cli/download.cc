@@ -15,77 +15,37 @@
 #include "absl/time/clock.h"
 #include "cli/connection.h"
 #include "cli/format.h"
+#include "daemon/common/posix_file.h"
 #include "grpcpp/client_context.h"
 
 namespace gpuctl::cli {
 namespace {
 
-absl::Status ErrnoError(absl::string_view what, const std::string& path) {
-  return absl::InternalError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
-}
-
-// One file being received into a temporary.
+// One file being received into a temporary, renamed into place whole.
 class PartialFile {
  public:
-  PartialFile() = default;
-  PartialFile(const PartialFile&) = delete;
-  PartialFile& operator=(const PartialFile&) = delete;
-  ~PartialFile() { Abandon(); }
-
   absl::Status Open(const std::string& dir, const std::string& name, uint64_t size) {
     absl::StatusOr<std::string> final_path = SavedFilePath(dir, name);
     if (!final_path.ok()) return final_path.status();
     absl::StatusOr<std::string> temp_path = TemporaryFileTemplate(dir, name);
     if (!temp_path.ok()) return temp_path.status();
-    final_path_ = std::move(*final_path);
-    temp_path_ = std::move(*temp_path);
-    fd_ = mkostemp(temp_path_.data(), O_CLOEXEC);
-    if (fd_ < 0) return ErrnoError("cannot create", temp_path_);
+    absl::StatusOr<std::unique_ptr<AtomicFile>> file =
+        AtomicFile::Create(std::move(*final_path), std::move(*temp_path), 0644);
+    if (!file.ok()) return file.status();
+    file_ = std::move(*file);
     size_ = size;
     return absl::OkStatus();
   }
-
-  absl::Status Append(absl::string_view data) {
-    while (!data.empty()) {
-      ssize_t n = write(fd_, data.data(), data.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return ErrnoError("cannot write", temp_path_);
-      data.remove_prefix(static_cast<size_t>(n));
-      written_ += static_cast<uint64_t>(n);
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Commit() {
-    if (fchmod(fd_, 0644) != 0) return ErrnoError("cannot chmod", temp_path_);
-    if (fsync(fd_) != 0) return ErrnoError("cannot sync", temp_path_);
-    int fd = fd_;
-    fd_ = -1;
-    if (close(fd) != 0) return ErrnoError("cannot close", temp_path_);
-    if (rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
-      return ErrnoError("cannot rename to", final_path_);
-    }
-    temp_path_.clear();
-    return absl::OkStatus();
-  }
-
-  void Abandon() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-    if (!temp_path_.empty()) unlink(temp_path_.c_str());
-    temp_path_.clear();
-  }
+  absl::Status Append(absl::string_view data) { return file_->Append(data); }
+  absl::Status Commit() { return file_->Commit(); }
 
   uint64_t size() const { return size_; }
-  uint64_t written() const { return written_; }
-  bool complete() const { return written_ == size_; }
+  uint64_t written() const { return file_ == nullptr ? 0 : file_->written(); }
+  bool complete() const { return written() == size_; }
 
  private:
-  std::string final_path_;
-  std::string temp_path_;
-  int fd_ = -1;
+  std::unique_ptr<AtomicFile> file_;
   uint64_t size_ = 0;
-  uint64_t written_ = 0;
 };
 
 absl::Status BadChunk(const v1::TraceChunk& chunk, absl::string_view why) {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything gpuctl needs to build and test on Debian 12:
 # Debian packages (only those missing), Ceph for the S3 tests
-# (scripts/ceph/install.sh) and a Python virtual environment (.venv) with
-# the test-side consumers from PyPI.
+# (scripts/ceph/install.sh) and a Python virtual environment with the
+# test-side consumers from PyPI (under ~/.cache/gpuctl/, linked as .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,9 +32,20 @@ fi
 if [ -n "${GPUCTL_SKIP_VENV:-}" ]; then
   exit 0
 fi
-if [ ! -x .venv/bin/pytest ] || ! cmp -s scripts/requirements.txt .venv/.requirements; then
-  echo "install_deps: preparing .venv"
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r scripts/requirements.txt
-  cp scripts/requirements.txt .venv/.requirements
+# The environment lives outside the clone, keyed by the requirements'
+# hash, so a fresh clone reuses it and a changed requirements file gets a
+# new one; .venv in the clone is a link to it.
+cache_root="${GPUCTL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuctl}"
+venv="$cache_root/venv-$(sha256sum scripts/requirements.txt | cut -c1-16)"
+if [ ! -f "$venv/.complete" ]; then
+  echo "install_deps: preparing $venv"
+  rm -rf "$venv"
+  mkdir -p "$cache_root"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r scripts/requirements.txt
+  touch "$venv/.complete"
+fi
+if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
+  rm -rf .venv
+  ln -s "$venv" .venv
 fi

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
-# Builds gpuctl and runs the whole test suite: first everything (unit,
-# end-to-end, S3, HTA, deployment tests) under AddressSanitizer + UBSan
-# (build-asan/), then a normal optimised build (build/) of what ships, on
-# which everything but the unit tests runs again: the end-to-end tests drive
-# the binaries users get, the unit tests gain little from a second run. The
-# normal pass's CTest summary is the last thing printed. Exits non-zero if
-# anything fails to build or any test fails. Both passes test against one
-# single-node Ceph cluster with an S3 gateway (scripts/ceph), started after
-# the first build and stopped on exit.
+# Builds gpuctl and runs the whole test suite and its checks, in order:
+#   1. static checks: the include direction (docs/architecture.md) and
+#      clang-format over every C++ file;
+#   2. a Clang build with AddressSanitizer + UBSan, -Werror and
+#      -Wthread-safety (build-asan/), and every test on it (unit,
+#      end-to-end, S3, HTA, deployment, layout);
+#   3. clang-tidy (scripts/clang_tidy.sh) with that build's compile commands;
+#   4. ThreadSanitizer over the threaded, gRPC-free tests (scripts/tsan.sh);
+#   5. a bounded run of every libFuzzer target (scripts/fuzz.sh);
+#   6. a normal optimised GCC build (build/) of what ships, on which
+#      everything but the unit tests runs again: the end-to-end tests drive
+#      the binaries users get. Its CTest summary is printed last.
+# Exits non-zero if anything fails to build or any check or test fails. Both
+# test passes run against one single-node Ceph cluster with an S3 gateway
+# (scripts/ceph), started after the first build and stopped on exit.
 #
-#   ./scripts/test.sh            both passes
+#   ./scripts/test.sh            everything
 #   GPUCTL_SKIP_ASAN=1 ./scripts/test.sh   normal pass only (unit tests included)
+#   GPUCTL_SKIP_TSAN=1, GPUCTL_SKIP_TIDY=1  leave out those steps
 #   GPUCTL_JOBS=N                build and test parallelism (default: 2)
 #   GPUCTL_FUZZ_SECONDS=N        each libFuzzer target's run (default: 10; 0: none)
 set -euo pipefail
@@ -55,26 +62,33 @@ start_ceph() {
 
 # Compiler cache hits across clones at other paths (CI builds a fresh clone).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# Five builds (sanitizers, TSan, fuzzing, release) share the cache.
+ccache --max-size=20G >/dev/null 2>&1 || true
 
 # configure_and_build DIR [cmake args...]
 configure_and_build() {
   local dir="$1"; shift
-  # Unity builds parse the heavy gRPC/protobuf headers once per batch
-  # instead of once per file: the whole tree builds about 3x faster.
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=16 "$@" >"$log_dir/cmake.log" 2>&1 \
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >"$log_dir/cmake.log" 2>&1 \
     || { cat "$log_dir/cmake.log"; return 1; }
   ninja -C "$dir" -j "$jobs"
 }
 
+# Checks that fail the run at the end, after everything else has run.
+failed_checks=()
+
+step "Static checks: include direction, clang-format"
+python3 test/layout/check_includes.py || failed_checks+=("include direction (test/layout/check_includes.py)")
+./scripts/format.sh --check || failed_checks+=("clang-format (scripts/format.sh --check)")
+
 asan_rc=0
 asan_time="skipped"
 if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
-  step "ASan+UBSan build (build-asan/)"
+  step "Clang ASan+UBSan build, -Werror -Wthread-safety (build-asan/)"
   asan_start=$(date +%s)
   # -O1 -g1: line tables are all the reports need, and the pass builds in
   # about two thirds of the time -O2 -g takes.
-  configure_and_build build-asan -DGPUCTL_SANITIZE=ON -DGPUCTL_BUILD_BENCH=OFF \
+  CC=clang CXX=clang++ configure_and_build build-asan -DGPUCTL_SANITIZE=ON -DGPUCTL_WERROR=ON \
+    -DGPUCTL_BUILD_BENCH=OFF \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   start_ceph
   step "ASan+UBSan tests"
@@ -90,6 +104,16 @@ if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
     cat "$log_dir/asan.log"
   fi
   asan_time="$(elapsed "$asan_start")"
+
+  if [ "${GPUCTL_SKIP_TIDY:-0}" != 1 ]; then
+    step "clang-tidy (scripts/clang_tidy.sh)"
+    GPUCTL_JOBS="$jobs" ./scripts/clang_tidy.sh build-asan || failed_checks+=("clang-tidy (scripts/clang_tidy.sh)")
+  fi
+fi
+
+if [ "${GPUCTL_SKIP_TSAN:-0}" != 1 ]; then
+  step "ThreadSanitizer (scripts/tsan.sh, build-tsan/)"
+  GPUCTL_JOBS="$jobs" ./scripts/tsan.sh "$PWD/build-tsan" || failed_checks+=("ThreadSanitizer (scripts/tsan.sh)")
 fi
 
 # A bounded run of every libFuzzer target (Clang, build-fuzz-clang/) on a
@@ -129,6 +153,10 @@ if [ "$fuzz_rc" -ne 0 ]; then
   echo "test.sh: fuzzing FAILED (details above):"
   grep -E '^fuzz: .*(FAIL|failed)' "$log_dir/fuzz.log" || tail -n 5 "$log_dir/fuzz.log"
 fi
-if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
+for check in "${failed_checks[@]}"; do
+  echo
+  echo "test.sh: $check FAILED (details above)"
+done
+if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ] || [ ${#failed_checks[@]} -ne 0 ]; then
   exit 1
 fi

@@ -8,7 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "daemon/config/config_value.h"
-#include "daemon/runtime/daemon_options.h"
+#include "daemon/config/daemon_options.h"
 
 namespace gpuctl::daemon {
 

@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/runtime/daemon_options.h"
+#include "daemon/config/daemon_options.h"
 
 // gpuctld's YAML configuration file. docs/configuration.md describes every
 // key; deploy/config/gpuctld.yaml is an annotated example.

@@ -1,16 +1,15 @@
 #include "daemon/core/capture_processor.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/core/chrome_trace.h"
-#include "daemon/core/gzip.h"
-#include "daemon/core/json_writer.h"
-#include "daemon/core/record_reader.h"
+#include "daemon/convert/chrome_trace.h"
+#include "daemon/convert/gzip.h"
+#include "daemon/convert/json_writer.h"
+#include "daemon/convert/record_reader.h"
 #include "gpuctl/v1/records.h"
 
 namespace gpuctl::daemon {
 namespace {
 
-constexpr size_t kMaxHostInFileName = 128;
 
 // Streams JSON text straight into the compressor.
 class GzipSink final : public ByteSink {
@@ -50,18 +49,6 @@ void SetCaptureInfo(const DecodedRecords& decoded, const CaptureJob& job,
 }
 
 }  // namespace
-
-std::string TraceFileName(absl::string_view host, int32_t rank, int32_t pid) {
-  std::string clean;
-  for (char c : host.substr(0, kMaxHostInFileName)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '-';
-    clean.push_back(ok ? c : '-');
-  }
-  if (clean.empty()) clean = "unknown";
-  if (clean.front() == '.') clean.front() = '-';
-  return absl::StrCat(clean, "-rank", rank, "-pid", pid, ".json.gz");
-}
 
 v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   absl::Span<const uint8_t> bytes = job.payload->bytes();

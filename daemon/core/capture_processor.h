@@ -7,17 +7,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/peer_channel.h"
-#include "daemon/core/trace_store.h"
+#include "daemon/store/trace_store.h"
 #include "gpuctl/v1/manifest.pb.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon {
-
-// "<host>-rank<r>-pid<p>.json.gz" with r = -1 when the rank is unknown.
-// The host is reduced to [A-Za-z0-9.-] (other bytes become '-', a leading
-// dot too, at most 128 bytes; "unknown" when empty) so the result is always
-// a valid store file name.
-std::string TraceFileName(absl::string_view host, int32_t rank, int32_t pid);
 
 struct CaptureJob {
   std::string trace_id;

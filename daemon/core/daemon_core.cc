@@ -8,6 +8,7 @@
 #include "daemon/core/proto_time.h"
 #include "daemon/core/registry.h"
 #include "daemon/core/trace_session.h"
+#include "daemon/store/trace_file_name.h"
 
 namespace gpuctl::daemon {
 

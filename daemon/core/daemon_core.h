@@ -13,28 +13,39 @@
 #include "daemon/common/task_runner.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/core/steps.h"
-#include "daemon/core/trace_store.h"
+#include "daemon/store/trace_store.h"
 #include "gpuctl/v1/ipc.pb.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon {
 
+inline constexpr absl::Duration kDefaultMaxDuration = absl::Minutes(10);
+inline constexpr absl::Duration kDefaultResultGrace = absl::Seconds(10);
+inline constexpr absl::Duration kDefaultStartDelay = absl::Milliseconds(100);
+inline constexpr uint64_t kDefaultMaxPayloadBytes = uint64_t{256} << 20;
+inline constexpr uint64_t kDefaultMaxIngestBytes = uint64_t{512} << 20;
+// trace.max_ingest_bytes / --max-ingest-bytes: 0 (no cap) or in
+// [kMinIngestBytes, kMaxIngestBytes].
+inline constexpr uint64_t kMinIngestBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxIngestBytes = uint64_t{1} << 40;
+inline constexpr uint64_t kDefaultMaxBufferBytes = uint64_t{128} << 20;
+
 struct CoreOptions {
   std::string hostname;
   std::string daemon_version;
-  absl::Duration max_duration = absl::Minutes(10);
+  absl::Duration max_duration = kDefaultMaxDuration;
   // Time allowed after the window closes for a result to arrive.
-  absl::Duration result_grace = absl::Seconds(10);
+  absl::Duration result_grace = kDefaultResultGrace;
   // Delay between the request and the window opening, so every process
   // opens together; used when a request names no start instant.
-  absl::Duration start_delay = absl::Milliseconds(100);
+  absl::Duration start_delay = kDefaultStartDelay;
   // Largest payload accepted from one process.
-  uint64_t max_payload_bytes = 256ull << 20;
+  uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;
   // Trace data validated and converted at once (trace.max_ingest_bytes);
   // results beyond it wait their turn. 0: no cap.
-  uint64_t max_ingest_bytes = 512ull << 20;
+  uint64_t max_ingest_bytes = kDefaultMaxIngestBytes;
   // Record buffer cap sent to processes.
-  uint64_t max_buffer_bytes = 128ull << 20;
+  uint64_t max_buffer_bytes = kDefaultMaxBufferBytes;
   // Reported by GetStatus only.
   std::string listen_address;
   std::string socket_path;

@@ -1,7 +1,7 @@
 #include "daemon/core/trace_request.h"
 
 #include "absl/strings/str_cat.h"
-#include "daemon/core/cupti_names.h"
+#include "daemon/convert/cupti_names.h"
 #include "daemon/core/proto_time.h"
 #include "daemon/core/selector.h"
 #include "daemon/core/steps.h"

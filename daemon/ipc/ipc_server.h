@@ -19,23 +19,31 @@
 #include "daemon/ipc/hello_rate_limiter.h"
 #include "daemon/ipc/socket_access.h"
 #include "daemon/ipc/unix_socket.h"
-#include "daemon/runtime/event_loop.h"
+#include "daemon/common/event_loop.h"
 #include "gpuctl/v1/ipc.pb.h"
 
 namespace gpuctl::daemon {
+
+inline constexpr char kDefaultSocketPath[] = "/run/gpuctl/gpuctl.sock";
+// ipc.hello_rate / --hello-rate: Hellos a second per uid, 0 (no limit) to
+// kMaxHelloRate; ipc.hello_burst / --hello-burst: 1 to kMaxHelloBurst.
+inline constexpr uint32_t kDefaultHelloRate = 200;
+inline constexpr uint32_t kDefaultHelloBurst = 2000;
+inline constexpr uint32_t kMaxHelloRate = 1000000;
+inline constexpr uint32_t kMaxHelloBurst = 1000000;
 
 struct IpcServerOptions {
   std::string socket_path;
   std::string daemon_version;
   // Largest capture payload accepted (announced in HelloAck).
-  uint64_t max_payload_bytes = 256ull << 20;
+  uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;
   // Inline payload bytes the server holds at once: from the CaptureResult
   // that announces one until the core has dropped the reassembled buffer
   // (after conversion). An inline payload starts being read only once its
   // whole announced size fits (FIFO; one larger than the cap is read alone
   // when nothing else is held); until then the peer is not read, so its
   // sends block. 0: no cap. gpuctld sets it to trace.max_ingest_bytes.
-  uint64_t max_inline_bytes = 512ull << 20;
+  uint64_t max_inline_bytes = kDefaultMaxIngestBytes;
   // A connection that has not sent Hello by then is dropped.
   absl::Duration hello_timeout = absl::Seconds(5);
   // Connections beyond this are accepted and closed at once.
@@ -44,8 +52,8 @@ struct IpcServerOptions {
   // `hello_burst` refilled at `hello_rate` a second; a Hello beyond it is
   // refused (HelloRejected, REJECT_REASON_RATE_LIMITED) and the library
   // retries after its longest backoff. hello_rate 0: no limit.
-  double hello_rate = 200;
-  double hello_burst = 2000;
+  double hello_rate = kDefaultHelloRate;
+  double hello_burst = kDefaultHelloBurst;
   // The time source for the Hello rate limit; null: CLOCK_MONOTONIC.
   Clock* clock = nullptr;
   // The socket file's mode and group (its directory is checked too).

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/common/task_runner.h"
-#include "daemon/core/trace_store.h"
+#include "daemon/store/trace_store.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 

@@ -3,7 +3,7 @@
 
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
-#include "daemon/core/trace_store.h"
+#include "daemon/store/trace_store.h"
 #include "daemon/rpc/bearer_token.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"

@@ -13,7 +13,7 @@
 #include "daemon/rpc/grpc_service.h"
 #include "daemon/rpc/testing/in_memory_trace_store.h"
 #include "daemon/rpc/transport_security.h"
-#include "daemon/runtime/event_loop.h"
+#include "daemon/common/event_loop.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"

@@ -6,13 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/common/log.h"
-#include "daemon/core/local_store.h"
+#include "daemon/common/posix_file.h"
+#include "daemon/store/local_store.h"
 #include "daemon/rpc/transport_security.h"
 
 #ifdef GPUCTL_HAVE_GRPC_REFLECTION
@@ -43,19 +43,10 @@ std::string Hostname() {
 }
 
 // Writes `content` to `path` so that readers see all of it or nothing.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << content;
-    f.flush();
-    if (!f) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
+absl::Status WriteReadyFile(const std::string& path, const std::string& content) {
+  const size_t slash = path.rfind('/');
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  return WriteFileAtomically(ParentDir(path), name, content, absl::StrCat(".", name, ".tmp-"), 0644);
 }
 
 // Applies the store's retention now, on a worker (it deletes files), and
@@ -129,7 +120,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   loop_thread_ = std::thread([this] { loop_->Run(); });
 
   if (!options.ready_file.empty()) {
-    if (absl::Status s = WriteFileAtomically(options.ready_file, grpc_address_); !s.ok()) return s;
+    if (absl::Status s = WriteReadyFile(options.ready_file, grpc_address_); !s.ok()) return s;
   }
   SetServing(true);
   LogInfo("gpuctld ready",

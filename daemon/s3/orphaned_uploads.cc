@@ -8,49 +8,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "daemon/common/log.h"
-#include "daemon/core/capture_processor.h"
+#include "daemon/store/trace_file_name.h"
 #include "daemon/s3/trace_object_key.h"
 
 namespace gpuctl::s3 {
 namespace {
 
-// Consumes one or more ASCII digits, after a '-' when `signed_ok`.
-bool ConsumeNumber(absl::string_view* text, bool signed_ok) {
-  if (signed_ok && absl::StartsWith(*text, "-")) text->remove_prefix(1);
-  size_t n = 0;
-  while (n < text->size() && absl::ascii_isdigit(static_cast<unsigned char>((*text)[n]))) ++n;
-  if (n == 0) return false;
-  text->remove_prefix(n);
-  return true;
-}
-
 std::string FormatUtc(absl::Time t) {
   return absl::FormatTime(absl::RFC3339_sec, t, absl::UTCTimeZone());
-}
-
-// The host part of `host`'s trace file names.
-std::string FileNameHost(absl::string_view host) {
-  constexpr absl::string_view kSuffix = "-rank0-pid0.json.gz";
-  std::string name = daemon::TraceFileName(host, 0, 0);
-  return name.substr(0, name.size() - kSuffix.size());
-}
-
-// True for "<file_host>-rank<r>-pid<p>.json.gz" exactly: a host "node"
-// must not match "node-1-rank0-pid7.json.gz" of host "node-1".
-bool IsHostTraceFileName(absl::string_view file, absl::string_view file_host) {
-  if (!absl::ConsumePrefix(&file, file_host) || !absl::ConsumePrefix(&file, "-rank") ||
-      !ConsumeNumber(&file, /*signed_ok=*/true) || !absl::ConsumePrefix(&file, "-pid") ||
-      !ConsumeNumber(&file, /*signed_ok=*/false)) {
-    return false;
-  }
-  return file == ".json.gz";
 }
 
 }  // namespace
 
 bool IsHostTraceFileKey(absl::string_view prefix, absl::string_view host, absl::string_view key) {
   std::optional<TraceObjectName> name = ParseTraceObjectKey(prefix, key);
-  return name.has_value() && IsHostTraceFileName(name->file, FileNameHost(host));
+  return name.has_value() && daemon::IsTraceFileOfHost(name->file, host);
 }
 
 OrphanedUploadsReport AbortOrphanedUploads(S3Client& client, absl::string_view host,

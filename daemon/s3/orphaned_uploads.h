@@ -23,7 +23,7 @@ namespace gpuctl::s3 {
 //
 // An upload counts as this host's when its key is one of this host's trace
 // data files (<prefix>/<yyyy>/<mm>/<dd>/<trace-id>/<host>-rank<r>-pid<p>.json.gz,
-// as trace_object_key.h and daemon::TraceFileName name them); only data
+// as trace_object_key.h and daemon/store/trace_file_name.h name them); only data
 // files are large enough to go up in parts. Other hosts' uploads are never
 // touched: their daemons may be uploading them right now.
 

@@ -17,7 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/string_view.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/core/local_store.h"
+#include "daemon/store/local_store.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/trace_object_key.h"
 

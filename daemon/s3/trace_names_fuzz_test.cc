@@ -9,7 +9,7 @@
 
 #include "daemon/common/testing/fuzz_corpus_replay.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/core/local_store.h"
+#include "daemon/store/local_store.h"
 #include "daemon/s3/trace_object_key.h"
 #include "gtest/gtest.h"
 

@@ -16,7 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
-#include "daemon/core/local_store.h"
+#include "daemon/store/local_store.h"
 #include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_store_options.h"

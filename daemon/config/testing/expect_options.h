@@ -1,7 +1,7 @@
 #ifndef GPUCTL_DAEMON_CONFIG_TESTING_EXPECT_OPTIONS_H_
 #define GPUCTL_DAEMON_CONFIG_TESTING_EXPECT_OPTIONS_H_
 
-#include "daemon/runtime/daemon_options.h"
+#include "daemon/config/daemon_options.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::daemon::testing {

@@ -12,8 +12,8 @@
 #include "absl/time/time.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/ipc/unix_socket.h"
-#include "daemon/runtime/event_loop.h"
-#include "daemon/runtime/testing/mock_daemon_core.h"
+#include "daemon/common/event_loop.h"
+#include "daemon/core/testing/mock_daemon_core.h"
 #include "gpuctl/v1/ipc.pb.h"
 #include "gtest/gtest.h"
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/core/trace_store.h"
+#include "daemon/store/trace_store.h"
 
 namespace gpuctl::daemon::testing {
 

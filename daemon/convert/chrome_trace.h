@@ -1,0 +1,68 @@
+#ifndef GPUCTL_DAEMON_CONVERT_CHROME_TRACE_H_
+#define GPUCTL_DAEMON_CONVERT_CHROME_TRACE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "daemon/convert/record_reader.h"
+#include "gpuctl/v1/service.pb.h"
+
+namespace gpuctl::daemon {
+
+// Receives the JSON text in pieces.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual absl::Status Append(absl::string_view data) = 0;
+};
+
+class StringSink final : public ByteSink {
+ public:
+  absl::Status Append(absl::string_view data) override {
+    out_.append(data.data(), data.size());
+    return absl::OkStatus();
+  }
+  std::string& str() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+struct ChromeTraceMeta {
+  std::string trace_id;
+  std::string host;
+  // Stored file name, also used as "traceName".
+  std::string file_name;
+  v1::ProcessInfo process;
+};
+
+// The "baseTimeNanoseconds" of a trace: its window start rounded down to a
+// whole second (floor, also for negative values). Event "ts" values are
+// microseconds (ns fraction) relative to it.
+int64_t ChromeTraceBaseNanos(int64_t window_start_ns);
+
+// Writes validated records as Chrome trace-event JSON in kineto's layout
+// (every field: docs/trace-format.md):
+//   {"schemaVersion": 1, "deviceProperties": [...],
+//    "distributedInfo": {"backend": "", "rank": R, "world_size": W},
+//    "gpuctl": {...}, "traceEvents": [...], "traceName": ...,
+//    "displayTimeUnit": "ms", "baseTimeNanoseconds": B}
+// "rank": is followed by a space (Holistic Trace Analysis matches
+// "rank":\s+(\d+)). An unknown rank (-1) is written as rank 0 of world size
+// 1 there, since HTA needs a number; "gpuctl" keeps the true values.
+// Ranges become "X" events of category "user_annotation"; step marks become
+// "ProfilerStep#N" user annotations lasting until the thread's next step
+// mark (the last one until the window end). GPU records become kineto's
+// kernel / gpu_memcpy / gpu_memset / cuda_sync events on rows pid = device,
+// tid = stream, CUDA API calls cuda_runtime / cuda_driver events on the
+// calling thread, with "ac2g" flows between a launch and its GPU ops and
+// "External id" linking both to the gpuctl range that launched them.
+// Strings that are not UTF-8 are repaired with U+FFFD.
+absl::Status WriteChromeTrace(const DecodedRecords& records, const ChromeTraceMeta& meta,
+                              ByteSink* sink);
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_CONVERT_CHROME_TRACE_H_

@@ -1,0 +1,49 @@
+#ifndef GPUCTL_DAEMON_CONVERT_GZIP_H_
+#define GPUCTL_DAEMON_CONVERT_GZIP_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace gpuctl::daemon {
+
+inline constexpr int kDefaultGzipLevel = 6;
+
+// Streaming gzip (RFC 1952) compressor: Append() input in pieces, Finish()
+// once; the compressed bytes accumulate in output().
+class GzipEncoder {
+ public:
+  // `level` 0-9.
+  static absl::StatusOr<std::unique_ptr<GzipEncoder>> Create(int level = kDefaultGzipLevel);
+  ~GzipEncoder();
+  GzipEncoder(const GzipEncoder&) = delete;
+  GzipEncoder& operator=(const GzipEncoder&) = delete;
+
+  absl::Status Append(absl::string_view data);
+  absl::Status Finish();
+  const std::string& output() const { return output_; }
+  std::string TakeOutput() { return std::move(output_); }
+
+ private:
+  struct State;
+  explicit GzipEncoder(std::unique_ptr<State> state);
+  absl::Status Deflate(absl::string_view data, bool finish);
+
+  std::unique_ptr<State> state_;
+  std::string output_;
+  bool finished_ = false;
+};
+
+absl::StatusOr<std::string> GzipCompress(absl::string_view data, int level = kDefaultGzipLevel);
+
+// Decompresses one or more concatenated gzip members; fails on corrupt input
+// or when the output would exceed `max_output_bytes`.
+absl::StatusOr<std::string> GzipDecompress(absl::string_view data,
+                                           size_t max_output_bytes = size_t{1} << 32);
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_CONVERT_GZIP_H_
