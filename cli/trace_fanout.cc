@@ -14,6 +14,7 @@
 #include "cli/duration.h"
 #include "cli/format.h"
 #include "cli/proto_time.h"
+#include "daemon/common/deadline_wait.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/support/client_callback.h"
@@ -81,8 +82,12 @@ class HostCall final : public grpc::ClientReadReactor<v1::TraceEvent> {
 class Fanout {
  public:
   Fanout(const std::vector<HostEntry>& hosts, const TraceFanoutOptions& options,
-         InterruptSource* interrupts, TraceProgress& progress)
-      : options_(options), progress_(progress), cancel_(interrupts, [this] {
+         InterruptSource* interrupts, TraceProgress& progress, TraceFanoutDeps deps)
+      : options_(options),
+        progress_(progress),
+        clock_(deps.clock != nullptr ? deps.clock : &real_clock_),
+        waiter_(clock_, deps.timers, &mu_, &changed_),
+        cancel_(interrupts, [this] {
           absl::MutexLock lock(&mu_);
           changed_.SignalAll();
         }) {
@@ -123,8 +128,8 @@ class Fanout {
           next = std::min(next, call->watchdog_);
         }
       }
-      changed_.WaitWithDeadline(&mu_, next);
-      const absl::Time now = absl::Now();
+      waiter_.Wait(next);
+      const absl::Time now = clock_->Now();
       std::vector<grpc::ClientContext*> overdue;
       for (auto& call : calls_) {
         if (call->phase_ == HostCall::Phase::kStreaming && !call->watchdog_fired_ &&
@@ -143,8 +148,11 @@ class Fanout {
 
   const TraceFanoutOptions& options_;
   TraceProgress& progress_;
+  RealClock real_clock_;
+  Clock* const clock_;
   absl::Mutex mu_;
   absl::CondVar changed_;
+  DeadlineWaiter waiter_;
   std::vector<std::unique_ptr<HostCall>> calls_;
   size_t calls_started_ ABSL_GUARDED_BY(mu_) = 0;
   size_t calls_done_ ABSL_GUARDED_BY(mu_) = 0;
@@ -170,7 +178,7 @@ void HostCall::Finish(HostStatus status, std::string error) {
 
 void HostCall::Dispatch() {
   const TraceFanoutOptions& options = fanout_.options_;
-  const absl::Time deadline = absl::Now() + options.host_timeout;
+  const absl::Time deadline = fanout_.clock_->Now() + options.host_timeout;
   {
     absl::MutexLock lock(&fanout_.mu_);
     if (fanout_.cancel_.cancelled())
@@ -189,7 +197,7 @@ void HostCall::Dispatch() {
   channel_ = *std::move(channel);
   stub_ = v1::Gpuctl::NewStub(channel_);
   request_ = options.request;
-  absl::Time base = absl::Now();
+  absl::Time base = fanout_.clock_->Now();
   if (request_.has_start_time()) base = std::max(base, FromProtoTime(request_.start_time()));
   if (options.stream_length != absl::InfiniteDuration()) {
     context_.set_deadline(absl::ToChronoTime(base + options.stream_length));
@@ -200,7 +208,7 @@ void HostCall::Dispatch() {
     phase_ = Phase::kRequested;
     ++fanout_.calls_started_;
   }
-  ToProtoTime(absl::Now(), request_.mutable_caller_time());
+  ToProtoTime(fanout_.clock_->Now(), request_.mutable_caller_time());
   stub_->async()->Trace(&context_, &request_, this);
   StartRead(&event_);
   StartCall();
@@ -209,10 +217,8 @@ void HostCall::Dispatch() {
 
 void HostCall::AwaitStarted(absl::Time deadline) {
   absl::MutexLock lock(&fanout_.mu_);
-  while (phase_ == Phase::kRequested) {
-    if (fanout_.changed_.WaitWithDeadline(&fanout_.mu_, deadline) && absl::Now() >= deadline) {
-      break;
-    }
+  while (phase_ == Phase::kRequested && fanout_.clock_->Now() < deadline) {
+    fanout_.waiter_.Wait(deadline);
   }
   if (phase_ != Phase::kRequested) return;
   dispatch_timed_out_ = true;
@@ -238,7 +244,7 @@ void HostCall::OnReadDone(bool ok) {
         if (IsSet(started.end_time()) && IsSet(since)) {
           absl::Duration rest = std::max(absl::ZeroDuration(),
                                          FromProtoTime(started.end_time()) - FromProtoTime(since));
-          watchdog_ = absl::Now() + rest + fanout_.options_.result_margin;
+          watchdog_ = fanout_.clock_->Now() + rest + fanout_.options_.result_margin;
         }
         progress.Started(index_, started);
         fanout_.changed_.SignalAll();
@@ -267,7 +273,7 @@ void HostCall::OnReadDone(bool ok) {
 void HostCall::Heard() {
   if (watchdog_ == absl::InfiniteFuture()) return;  // no announced end yet
   // The watch thread wakes at the old limit and finds the new one.
-  watchdog_ = std::max(watchdog_, absl::Now() + fanout_.options_.result_margin);
+  watchdog_ = std::max(watchdog_, fanout_.clock_->Now() + fanout_.options_.result_margin);
 }
 
 void HostCall::OnDone(const grpc::Status& status) {
@@ -350,8 +356,8 @@ bool HostTrace::HasFiles() const {
 
 TraceFanoutResult RunTraceFanout(const std::vector<HostEntry>& hosts,
                                  const TraceFanoutOptions& options, InterruptSource* interrupts,
-                                 TraceProgress& progress) {
-  Fanout fanout(hosts, options, interrupts, progress);
+                                 TraceProgress& progress, TraceFanoutDeps deps) {
+  Fanout fanout(hosts, options, interrupts, progress, deps);
   return fanout.Run();
 }
 

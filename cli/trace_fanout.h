@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/connection.h"
 #include "cli/host_list.h"
 #include "cli/host_status.h"
 #include "cli/interrupt.h"
 #include "cli/trace_progress.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/task_runner.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::cli {
@@ -60,6 +61,19 @@ struct TraceFanoutOptions {
   ChannelSecurity security;
 };
 
+// What the fan-out takes from its surroundings; members left null get the
+// real thing. Not owned; must outlive the call.
+struct TraceFanoutDeps {
+  // Times host_timeout, the result_margin watchdog and caller_time. The
+  // streams' gRPC deadlines (stream_length) are absolute instants on it too,
+  // so with a fake clock leave stream_length infinite.
+  Clock* clock = nullptr;
+  // Where the wake-ups of those waits come due (daemon/common/deadline_wait.h),
+  // against `clock`; must also outlive every timer armed on it. Null: the
+  // fan-out's threads time their own waits.
+  TaskRunner* timers = nullptr;
+};
+
 struct TraceFanoutResult {
   std::vector<HostTrace> hosts;  // in the order of the input
   bool interrupted = false;
@@ -72,7 +86,7 @@ struct TraceFanoutResult {
 // `progress`, whose calls are serialized.
 TraceFanoutResult RunTraceFanout(const std::vector<HostEntry>& hosts,
                                  const TraceFanoutOptions& options, InterruptSource* interrupts,
-                                 TraceProgress& progress);
+                                 TraceProgress& progress, TraceFanoutDeps deps = {});
 
 }  // namespace gpuctl::cli
 

@@ -34,7 +34,8 @@ Agent::Agent(AgentOptions options, Clock* clock, AnnotationState* annotations, H
       session_(clock, annotations, std::move(sources), this),
       backoff_(
           options_.backoff_initial_ms, options_.backoff_max_ms,
-          static_cast<uint64_t>(clock->MonotonicNs()) ^ (static_cast<uint64_t>(getpid()) << 32)) {}
+          static_cast<uint64_t>(clock->MonotonicNs()) ^ (static_cast<uint64_t>(getpid()) << 32)),
+      conn_(clock) {}
 
 Agent::~Agent() {
   if (thread_.joinable()) {

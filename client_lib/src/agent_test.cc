@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "client_lib/src/host_source.h"
 #include "client_lib/src/payload_decoder_for_test.h"
 #include "client_lib/src/process_identity.h"
+#include "client_lib/src/steerable_clock_for_test.h"
 #include "client_lib/src/step_counter_page.h"
 
 namespace gpuctl::client {
@@ -29,6 +31,7 @@ namespace {
 using testing::DecodePayload;
 using testing::FakeDaemon;
 using testing::kWaitMs;
+using testing::SteerableClock;
 using testing::TempDir;
 
 template <typename Pred>
@@ -40,6 +43,12 @@ bool WaitFor(Pred pred, int timeout_ms = kWaitMs) {
   }
   return true;
 }
+
+// Monotonic reads of a result's sender once the result is on its way: one
+// per datagram it sends, one per look at the clock while waiting for room.
+// More than a socket holds datagrams of a large payload, so by then the
+// sender has been waiting for room.
+constexpr uint64_t kBlockedSendReads = 12;
 
 std::string ReadAll(int fd, size_t size) {
   std::string out(size, '\0');
@@ -96,11 +105,20 @@ class AgentTest : public ::testing::Test {
     start.duration_ns = duration_ms * 1'000'000;
     return start;
   }
+  // Waits for a result that the daemon, not reading, leaves blocked on a
+  // full socket: its first datagram is queued and the agent has since
+  // waited for room.
+  bool WaitForBlockedResult() {
+    pollfd pfd{daemon_->conn_fd(), POLLIN, 0};
+    if (poll(&pfd, 1, kWaitMs) <= 0) return false;
+    const uint64_t reads = clock_.monotonic_reads();
+    return WaitFor([&] { return clock_.monotonic_reads() >= reads + kBlockedSendReads; });
+  }
 
   TempDir dir_;
   std::string path_ = dir_.path() + "/gpuctl.sock";
   std::unique_ptr<FakeDaemon> daemon_ = std::make_unique<FakeDaemon>(path_);
-  RealClock clock_;
+  SteerableClock clock_;
   AnnotationState state_;
   HostSource host_{&state_, &clock_};
   std::unique_ptr<Agent> agent_;
@@ -344,8 +362,13 @@ TEST_F(AgentTest, InlineResultWaitsOutTheDaemonsBackpressure) {
     host_.Push("r");
     host_.Pop();
   }
-  // Not reading for longer than send_timeout_ms (2 s): the socket fills.
-  std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+  // Each look at the clock while the socket is full finds 10 s more gone:
+  // a wait bounded by send_timeout_ms (2 s) would end at its first.
+  ASSERT_TRUE(WaitForBlockedResult());
+  clock_.LeapOnEveryRead(10'000);
+  const uint64_t reads = clock_.monotonic_reads();
+  ASSERT_TRUE(WaitFor([&] { return clock_.monotonic_reads() >= reads + 3; }));
+  clock_.LeapOnEveryRead(0);
   std::optional<wire::CaptureResult> result = daemon_->ReceiveA<wire::CaptureResult>();
   ASSERT_TRUE(result.has_value());
   ASSERT_GT(result->payload_size, 1u << 20);
@@ -374,12 +397,11 @@ TEST_F(AgentTest, StopEndsAResultSendBlockedOnTheDaemon) {
     host_.Push("r");
     host_.Pop();
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // window over, send blocked
-  const auto stop_requested = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitForBlockedResult());
   agent_->RequestStop("test end");
+  // Far sooner than the send's own limit (result_send_timeout_ms, 10 min).
+  EXPECT_TRUE(agent_->WaitStopped(kWaitMs));
   agent_->Join();
-  const auto took = std::chrono::steady_clock::now() - stop_requested;
-  EXPECT_LT(took, std::chrono::milliseconds(700));  // the send would wait minutes
   agent_.reset();
 }
 

@@ -79,9 +79,7 @@ IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
   }
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  const int64_t deadline_ms = now.tv_sec * 1000 + now.tv_nsec / 1'000'000 + timeout_ms;
+  const int64_t deadline_ns = clock_->MonotonicNs() + int64_t{timeout_ms} * 1'000'000;
   for (;;) {
     const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n >= 0) return static_cast<size_t>(n) == datagram.size() ? IoResult::kOk : IoResult::kError;
@@ -89,9 +87,10 @@ IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout
     if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) return IoResult::kClosed;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return IoResult::kError;
     if (cancel != nullptr && cancel->load(std::memory_order_acquire)) return IoResult::kCancelled;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    const int64_t left_ms = deadline_ms - (now.tv_sec * 1000 + now.tv_nsec / 1'000'000);
-    if (left_ms <= 0) return IoResult::kTimedOut;
+    const int64_t left_ns = deadline_ns - clock_->MonotonicNs();
+    if (left_ns <= 0) return IoResult::kTimedOut;
+    // Whole milliseconds, rounded up: poll's unit.
+    const int64_t left_ms = (left_ns + 999'999) / 1'000'000;
     // With a cancel flag the wait is sliced so that a raised flag is seen.
     const int wait_ms = static_cast<int>(
         cancel != nullptr ? std::min<int64_t>(left_ms, kCancelCheckMs) : left_ms);

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "client_lib/src/clock.h"
+
 namespace gpuctl::client {
 
 enum class IoResult {
@@ -22,7 +24,9 @@ enum class IoResult {
 
 class IpcConnection {
  public:
-  IpcConnection() = default;
+  // Send's timeouts are measured on `clock` (monotonic), which must outlive
+  // the connection.
+  explicit IpcConnection(Clock* clock) : clock_(clock) {}
   ~IpcConnection() { Close(); }
   IpcConnection(const IpcConnection&) = delete;
   IpcConnection& operator=(const IpcConnection&) = delete;
@@ -35,8 +39,8 @@ class IpcConnection {
 
   // Sends one datagram (at most wire::kMaxIpcMessageBytes), passing
   // `pass_fd` with SCM_RIGHTS when it is >= 0. Waits at most `timeout_ms`
-  // for socket buffer room; a non-null `cancel` raised meanwhile ends the
-  // wait within kCancelCheckMs (kCancelled).
+  // for socket buffer room, on the clock; a non-null `cancel` raised
+  // meanwhile ends the wait within kCancelCheckMs (kCancelled).
   IoResult Send(std::string_view datagram, int pass_fd, int timeout_ms,
                 const std::atomic<bool>* cancel = nullptr);
   static constexpr int kCancelCheckMs = 50;
@@ -50,6 +54,7 @@ class IpcConnection {
   void Release() { fd_ = -1; }
 
  private:
+  Clock* const clock_;
   int fd_ = -1;
   // Receives land here, then only the datagram's bytes are copied out. It
   // is allocated once and never zeroed: the kernel writes the few bytes a

@@ -45,7 +45,8 @@ TraceUploader::TraceUploader(std::shared_ptr<daemon::LocalTraceStore> spool,
       client_(std::move(client)),
       options_(options),
       deps_(std::move(deps)),
-      clock_(deps_.clock != nullptr ? deps_.clock : &real_clock_) {}
+      clock_(deps_.clock != nullptr ? deps_.clock : &real_clock_),
+      waiter_(clock_, deps_.timers, &mu_, &wake_) {}
 
 TraceUploader::~TraceUploader() {
   // Only reached without Stop when Start was never called, or on the
@@ -142,8 +143,8 @@ bool TraceUploader::TakeNext(std::string* trace_id) {
       wake_.Wait(&mu_);
       continue;
     }
-    if (next->second.due > absl::Now()) {
-      wake_.WaitWithDeadline(&mu_, next->second.due);
+    if (next->second.due > clock_->Now()) {
+      waiter_.Wait(next->second.due);
       continue;
     }
     next->second.in_flight = true;
@@ -164,7 +165,7 @@ void TraceUploader::Finish(const std::string& trace_id, const absl::Status& stat
     pending_.erase(it);
   } else {
     ++pending.failures;
-    pending.due = absl::Now() + RetryDelay(pending.failures, status);
+    pending.due = clock_->Now() + RetryDelay(pending.failures, status);
   }
   for (auto& waiter : waiters) waiter->Notify();
 }

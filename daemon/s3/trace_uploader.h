@@ -16,6 +16,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/deadline_wait.h"
+#include "daemon/common/task_runner.h"
 #include "daemon/store/local_store.h"
 #include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
@@ -26,8 +28,13 @@ namespace gpuctl::s3 {
 // What the uploader takes from its surroundings; parts left empty get the
 // real thing.
 struct TraceUploaderDeps {
-  // Stamps uploaded_at. Real when null. Not owned; must outlive the uploader.
+  // Stamps uploaded_at and times the retries. Real when null. Not owned;
+  // must outlive the uploader.
   Clock* clock = nullptr;
+  // Where the wake-ups for retries come due (deadline_wait.h), against
+  // `clock`. Null: the uploader thread times its own waits. Not owned; must
+  // outlive the uploader and every timer it armed.
+  TaskRunner* timers = nullptr;
   // A uniformly random duration in [0, bound]: the retry delay's jitter.
   std::function<absl::Duration(absl::Duration bound)> jitter;
   // Called on the uploader thread after each attempt, with its outcome, once
@@ -111,6 +118,7 @@ class TraceUploader {
 
   mutable absl::Mutex mu_;
   absl::CondVar wake_;
+  DeadlineWaiter waiter_;
   absl::btree_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

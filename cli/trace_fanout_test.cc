@@ -1,0 +1,130 @@
+// RunTraceFanout's deadlines on an injected clock: a fake gpuctld on a real
+// channel, while the test moves a FakeClock past host_timeout and the
+// result_margin watchdog.
+#include "cli/trace_fanout.h"
+
+#include <atomic>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "cli/duration.h"
+#include "cli/fake_gpuctl_service_test_util.h"
+#include "daemon/common/testing/fake_clock.h"
+#include "daemon/common/testing/observed_task_runner.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::cli {
+namespace {
+
+using ::gpuctl::cli::testing::FakeGpuctlService;
+using ::gpuctl::cli::testing::FakeProcess;
+using ::gpuctl::cli::testing::FakeServer;
+using ::gpuctl::cli::testing::WaitFor;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTick = absl::Milliseconds(1);
+
+// Holds the stream open until the caller cancels it; with `start`, after a
+// TraceStarted whose window is already over.
+FakeGpuctlService::TraceFn HoldUntilCancelled(FakeGpuctlService& service, bool start) {
+  return [&service, start](grpc::ServerContext* context, const v1::TraceRequest& request,
+                           grpc::ServerWriter<v1::TraceEvent>* writer) {
+    if (start) {
+      v1::TraceEvent started;
+      v1::TraceStarted* s = started.mutable_started();
+      s->set_trace_id(request.trace_id());
+      s->set_host("node1");
+      s->mutable_start_time()->set_seconds(1000);
+      s->mutable_end_time()->set_seconds(1000);
+      s->mutable_received_at()->set_seconds(1000);
+      *s->add_processes() = FakeProcess(100, 0);
+      writer->Write(started);
+    }
+    if (WaitFor([&] { return context->IsCancelled(); })) service.NoteCancelled();
+    return grpc::Status::CANCELLED;
+  };
+}
+
+class TraceFanoutClockTest : public ::testing::Test {
+ protected:
+  TraceFanoutClockTest() {
+    options_.request.set_trace_id("0190d3c4-0000-7000-8000-000000000001");
+    options_.host_timeout = absl::Seconds(10);
+    options_.result_margin = absl::Seconds(60);
+  }
+  ~TraceFanoutClockTest() override {
+    if (run_.joinable()) run_.join();
+  }
+
+  // Runs the fan-out to the fake host on a thread of its own.
+  void Start() {
+    run_ = std::thread([this] {
+      std::ostringstream err;
+      std::unique_ptr<TraceProgress> progress = MakePlainProgress(err, {host_.target()});
+      TraceFanoutDeps deps;
+      deps.clock = &clock_;
+      deps.timers = &timers_;
+      result_ = RunTraceFanout({HostEntry{host_.target(), ""}}, options_, nullptr, *progress, deps);
+      finished_ = true;
+    });
+  }
+  HostTrace Finish() {
+    run_.join();
+    EXPECT_EQ(result_.hosts.size(), 1u);
+    return result_.hosts.empty() ? HostTrace() : result_.hosts[0];
+  }
+
+  gpuctl::testing::FakeClock clock_;
+  gpuctl::testing::ObservedTaskRunner timers_{&clock_};
+  FakeServer host_;
+  TraceFanoutOptions options_;
+  std::thread run_;
+  std::atomic<bool> finished_{false};
+  TraceFanoutResult result_;  // written before finished_
+};
+
+TEST_F(TraceFanoutClockTest, AHostThatDoesNotStartIsGivenUpAtHostTimeout) {
+  host_.service().trace = HoldUntilCancelled(host_.service(), /*start=*/false);
+  const absl::Time deadline = clock_.Now() + options_.host_timeout;
+  Start();
+  ASSERT_TRUE(timers_.RunUntilTimerArmedAt(deadline));
+  timers_.fake().AdvanceBy(options_.host_timeout - kTick);
+  EXPECT_FALSE(finished_);
+  EXPECT_EQ(host_.service().cancelled(), 0);
+
+  timers_.fake().AdvanceBy(kTick);
+  HostTrace trace = Finish();
+  EXPECT_EQ(trace.status, HostStatus::kTimedOut);
+  EXPECT_THAT(trace.error, HasSubstr(absl::StrCat("did not start the trace within ",
+                                                  FormatUserDuration(options_.host_timeout))));
+  EXPECT_TRUE(WaitFor([&] { return host_.service().cancelled() == 1; }));
+  // caller_time is read on the injected clock.
+  ASSERT_EQ(host_.service().trace_requests().size(), 1u);
+  EXPECT_EQ(host_.service().trace_requests()[0].caller_time().seconds(),
+            absl::ToUnixSeconds(gpuctl::testing::FakeClock::DefaultStart()));
+}
+
+TEST_F(TraceFanoutClockTest, AHostSilentAfterItsWindowIsGivenUpAtTheMargin) {
+  host_.service().trace = HoldUntilCancelled(host_.service(), /*start=*/true);
+  // Past the margin: the dispatch's wake-up does not come due first.
+  options_.host_timeout = absl::Hours(1);
+  // The window is over when it starts: the watchdog is the margin from now.
+  const absl::Time watchdog = clock_.Now() + options_.result_margin;
+  Start();
+  ASSERT_TRUE(timers_.RunUntilTimerArmedAt(watchdog));
+  timers_.fake().AdvanceBy(options_.result_margin - kTick);
+  EXPECT_FALSE(finished_);
+  EXPECT_EQ(host_.service().cancelled(), 0);
+
+  timers_.fake().AdvanceBy(kTick);
+  HostTrace trace = Finish();
+  EXPECT_EQ(trace.status, HostStatus::kTimedOut);
+  EXPECT_THAT(trace.error,
+              HasSubstr(absl::StrCat("no progress for ", FormatUserDuration(options_.result_margin))));
+  EXPECT_TRUE(WaitFor([&] { return host_.service().cancelled() == 1; }));
+}
+
+}  // namespace
+}  // namespace gpuctl::cli
