@@ -79,9 +79,8 @@ std::string EmitPut(const Message& m) {
   std::vector<Field> fields = m.fields;
   std::sort(fields.begin(), fields.end(),
             [](const Field& a, const Field& b) { return a.number < b.number; });
-  std::string out =
-      absl::StrCat("template <typename Sink>\nvoid Put(Sink& sink, const ", m.name,
-                   "& message) {\n");
+  std::string out = absl::StrCat("template <typename Sink>\nvoid Put(Sink& sink, const ", m.name,
+                                 "& message) {\n");
   for (const Field& f : fields) {
     absl::StrAppend(&out, "  PutField(sink, ", f.number, ", message.", f.name, ");\n");
   }
@@ -93,8 +92,8 @@ std::string EmitMerge(const Message& m) {
   std::string out = absl::StrCat("bool MergeField(const WireField& field, ", m.name,
                                  "* message) {\n  switch (field.field_number) {\n");
   for (const Field& f : m.fields) {
-    absl::StrAppend(&out, "    case ", f.number, ":  // ", f.name, "\n      return ",
-                    MergeCall(f), ";\n");
+    absl::StrAppend(&out, "    case ", f.number, ":  // ", f.name, "\n      return ", MergeCall(f),
+                    ";\n");
   }
   absl::StrAppend(&out, "    default:  // unknown to this schema: skipped\n",
                   "      return true;\n  }\n}\n\n");
@@ -169,7 +168,8 @@ std::string EmitSchemaHeader(const Schema& schema, const std::string& include_di
 std::string EmitCodecHeader(const Schema& schema, const std::string& include_dir) {
   const std::string guard = IncludeGuard(include_dir, "ipc_schema_codec.h");
   std::string out = Banner(schema);
-  absl::StrAppend(&out, "// Per message: PutFields writes its fields (proto3 rules, field_codec.h)\n",
+  absl::StrAppend(&out,
+                  "// Per message: PutFields writes its fields (proto3 rules, field_codec.h)\n",
                   "// to a sink; MergeField applies one decoded field, false only for a\n",
                   "// string that is not valid UTF-8.\n#ifndef ", guard, "\n#define ", guard,
                   "\n\n#include \"", include_dir, "/ipc_schema.h\"\n#include \"", include_dir,
@@ -186,13 +186,15 @@ std::string EmitCodecHeader(const Schema& schema, const std::string& include_dir
 std::string EmitCodecSource(const Schema& schema, const std::string& include_dir) {
   std::string out = Banner(schema);
   absl::StrAppend(&out, "#include \"", include_dir, "/ipc_schema_codec.h\"\n\n#include \"",
-                  include_dir, "/field_codec.h\"\n\nnamespace gpuctl::wire::codec {\nnamespace {\n\n");
+                  include_dir,
+                  "/field_codec.h\"\n\nnamespace gpuctl::wire::codec {\nnamespace {\n\n");
   for (const Message& m : schema.messages) absl::StrAppend(&out, EmitPut(m));
   absl::StrAppend(&out, "}  // namespace\n\n");
   for (const Message& m : schema.messages) {
     absl::StrAppend(&out, "void PutFields(SizeSink& sink, const ", m.name,
-                    "& message) { Put(sink, message); }\n", "void PutFields(StringSink& sink, const ",
-                    m.name, "& message) { Put(sink, message); }\n\n", EmitMerge(m));
+                    "& message) { Put(sink, message); }\n",
+                    "void PutFields(StringSink& sink, const ", m.name,
+                    "& message) { Put(sink, message); }\n\n", EmitMerge(m));
   }
   absl::StrAppend(&out, "}  // namespace gpuctl::wire::codec\n");
   return out;

@@ -78,8 +78,7 @@ std::string EmitToProto(const Variant& v) {
 }
 
 std::string EmitFromProto(const Variant& v) {
-  std::string out =
-      absl::StrCat(v.name, " FromProto(const ", v.proto_type, "& message) {\n");
+  std::string out = absl::StrCat(v.name, " FromProto(const ", v.proto_type, "& message) {\n");
   for (const VariantMember& member : v.members) {
     absl::StrAppend(&out, "  if (message.has_", member.field, "()) return Convert(message.",
                     member.field, "());\n");

@@ -111,8 +111,8 @@ absl::StatusOr<Field> MakeField(const gp::FieldDescriptor* f) {
 absl::StatusOr<Message> MakeMessage(const gp::Descriptor* d) {
   Message out{d->name(), CppQualifiedName(d->full_name()), {}, CommentsOf(d)};
   if (d->nested_type_count() > 0 || d->enum_type_count() > 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(d->full_name(), ": nested types are not supported by the client library codec"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        d->full_name(), ": nested types are not supported by the client library codec"));
   }
   for (int i = 0; i < d->field_count(); ++i) {
     absl::StatusOr<Field> field = MakeField(d->field(i));
@@ -139,9 +139,10 @@ absl::StatusOr<Variant> MakeVariant(const gp::Descriptor* d) {
   for (int i = 0; i < d->field_count(); ++i) {
     const gp::FieldDescriptor* f = d->field(i);
     if (f->number() != i + 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          f->full_name(), ": datagram oneof members must be numbered 1, 2, ... in order (the "
-          "number is the std::variant alternative)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(f->full_name(),
+                       ": datagram oneof members must be numbered 1, 2, ... in order (the "
+                       "number is the std::variant alternative)"));
     }
     if (f->message_type()->file() != d->file() || IsDatagram(f->message_type())) {
       return Unsupported(f, "a datagram member must be a plain message of the same file");
