@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "gpuctl/v1/limits.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::cli {
@@ -15,10 +16,10 @@ namespace gpuctl::cli {
 // anything is sent.
 inline constexpr size_t kMaxSelectorPids = 4096;
 inline constexpr size_t kMaxSelectorRankRanges = 1024;
-inline constexpr size_t kMaxSelectorLabels = 64;
+inline constexpr size_t kMaxSelectorLabels = ipc::kMaxLabels;
 // Label rules of the library's Hello (ipc.proto), which the daemon enforces.
-inline constexpr size_t kMaxLabelKeyBytes = 253;
-inline constexpr size_t kMaxLabelValueBytes = 253;
+using ipc::kMaxLabelKeyBytes;
+using ipc::kMaxLabelValueBytes;
 
 // The selector flags of `trace` and `ps`, as typed.
 struct SelectorFlags {

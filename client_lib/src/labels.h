@@ -22,12 +22,14 @@
 #include <vector>
 
 #include "client_lib/src/process_identity.h"
+#include "gpuctl/v1/limits.h"
 
 namespace gpuctl::client {
 
-inline constexpr size_t kMaxLabelKeyBytes = 253;
-inline constexpr size_t kMaxLabelValueBytes = 253;
-inline constexpr size_t kMaxLabels = 64;
+// ipc.proto's label rules (proto/gpuctl/v1/limits.h).
+using ipc::kMaxLabelKeyBytes;
+using ipc::kMaxLabels;
+using ipc::kMaxLabelValueBytes;
 // Larger labels files are read up to this size (the rest is ignored).
 inline constexpr size_t kMaxLabelsFileBytes = 64 * 1024;
 

@@ -16,15 +16,14 @@
 #include "daemon/core/selector.h"
 #include "daemon/core/steps.h"
 #include "gpuctl/v1/ipc.pb.h"
+#include "gpuctl/v1/limits.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon {
 
-// IPC protocol version this daemon speaks. Minor 1: Hello labels and the
-// shared step counter; StartCapture skew and iteration windows. Minor 2:
-// HelloRejected. docs/protocol.md has the versioning rules.
-inline constexpr uint32_t kIpcProtocolMajor = 1;
-inline constexpr uint32_t kIpcProtocolMinor = 2;
+// IPC protocol version this daemon speaks (proto/gpuctl/v1/limits.h).
+inline constexpr uint32_t kIpcProtocolMajor = ipc::kProtocolMajor;
+inline constexpr uint32_t kIpcProtocolMinor = ipc::kProtocolMinor;
 
 // Limits on what a Hello may carry (labels: see selector.h).
 inline constexpr size_t kMaxHostnameBytes = 255;

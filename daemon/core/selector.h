@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "gpuctl/v1/limits.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon {
@@ -14,9 +15,9 @@ namespace gpuctl::daemon {
 inline constexpr size_t kMaxJobIdBytes = 256;
 inline constexpr int kMaxSelectorPids = 4096;
 inline constexpr int kMaxSelectorRankRanges = 1024;
-inline constexpr size_t kMaxLabels = 64;
-inline constexpr size_t kMaxLabelKeyBytes = 253;
-inline constexpr size_t kMaxLabelValueBytes = 253;
+using ipc::kMaxLabelKeyBytes;
+using ipc::kMaxLabels;
+using ipc::kMaxLabelValueBytes;
 
 // A label as ipc.proto defines it: a key of 1-253 bytes of [A-Za-z0-9._/-]
 // and a value of at most 253 bytes of printable ASCII. INVALID_ARGUMENT

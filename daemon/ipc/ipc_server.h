@@ -21,6 +21,7 @@
 #include "daemon/ipc/unix_socket.h"
 #include "daemon/common/event_loop.h"
 #include "gpuctl/v1/ipc.pb.h"
+#include "gpuctl/v1/limits.h"
 
 namespace gpuctl::daemon {
 
@@ -60,8 +61,8 @@ struct IpcServerOptions {
   SocketAccess access;
 };
 
-// Largest datagram either side sends (see proto/gpuctl/v1/ipc.proto).
-inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
+// Largest datagram either side sends (proto/gpuctl/v1/limits.h).
+inline constexpr size_t kMaxIpcMessageBytes = ipc::kMaxMessageBytes;
 
 // The IPC adapter: accepts libgpuctl connections on a SOCK_SEQPACKET Unix
 // socket, validates every datagram and descriptor, and turns them into

@@ -1,7 +1,14 @@
-// Plain C++ mirrors of proto/gpuctl/v1/ipc.proto, with the library's own
-// protobuf wire codec. The client library must not link libprotobuf (the
-// host process may carry its own, different copy); this codec is the only
-// way it speaks the IPC schema. Field numbers below must match ipc.proto.
+// The client library's side of the IPC schema (proto/gpuctl/v1/ipc.proto):
+// plain C++ types and a protobuf wire codec of its own. The client library
+// must not link libprotobuf (the host process may carry its own, different
+// copy); this codec is the only way it speaks the IPC schema.
+//
+// The types (ipc_schema.h) and the per-field encode/decode steps are
+// generated from ipc.proto at build time (codegen/), so a field added there
+// is in the structs, the codec and the compatibility tests with no other
+// edit. Members are named as the .proto's fields, enums as its enums with
+// the value prefix dropped (CAPTURE_STATUS_OK: CaptureStatus::kOk), and an
+// enum-typed field holds the raw int32 value.
 #ifndef GPUCTL_CLIENT_LIB_SRC_WIRE_IPC_MESSAGES_H_
 #define GPUCTL_CLIENT_LIB_SRC_WIRE_IPC_MESSAGES_H_
 
@@ -9,148 +16,26 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <variant>
-#include <vector>
+
+#include "client_lib/src/wire/ipc_schema.h"
+#include "gpuctl/v1/limits.h"
 
 namespace gpuctl::wire {
 
-inline constexpr uint32_t kProtocolMajor = 1;
-inline constexpr uint32_t kProtocolMinor = 2;
+using ::gpuctl::ipc::kProtocolMajor;
+using ::gpuctl::ipc::kProtocolMinor;
 // Largest datagram either side sends or accepts.
-inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
+inline constexpr size_t kMaxIpcMessageBytes = ::gpuctl::ipc::kMaxMessageBytes;
 
-// gpuctl.v1.CaptureStatus
-enum class CaptureStatus : int32_t {
-  kUnspecified = 0,
-  kOk = 1,
-  kBusy = 2,
-  kUnavailable = 3,
-  kFailed = 4,
-  kTimedOut = 5,
-  kExited = 6,
-  kLost = 7,
-  kRejected = 8,
-};
+// Hello.capabilities bits (ipc.proto's Capability).
+inline constexpr uint64_t kCapabilityMemfd = static_cast<uint64_t>(Capability::kMemfd);
+inline constexpr uint64_t kCapabilityHostRanges = static_cast<uint64_t>(Capability::kHostRanges);
+inline constexpr uint64_t kCapabilityCupti = static_cast<uint64_t>(Capability::kCupti);
+inline constexpr uint64_t kCapabilityStepCounter = static_cast<uint64_t>(Capability::kStepCounter);
+inline constexpr uint64_t kCapabilityStepWindows = static_cast<uint64_t>(Capability::kStepWindows);
 
-// gpuctl.v1.ipc.PayloadTransport
-enum class PayloadTransport : int32_t { kNone = 0, kMemfd = 1, kInline = 2 };
-
-// gpuctl.v1.ipc.Capability bits
-inline constexpr uint64_t kCapabilityMemfd = 1;
-inline constexpr uint64_t kCapabilityHostRanges = 2;
-inline constexpr uint64_t kCapabilityCupti = 4;
-inline constexpr uint64_t kCapabilityStepCounter = 8;
-inline constexpr uint64_t kCapabilityStepWindows = 16;
-
-struct Hello {
-  uint32_t protocol_major = 0;
-  uint32_t protocol_minor = 0;
-  std::string library_version;
-  int32_t pid = 0;
-  int32_t ppid = 0;
-  std::string job_id;
-  int32_t rank = 0;
-  int32_t local_rank = 0;
-  int32_t world_size = 0;
-  std::string hostname;
-  std::vector<std::string> cmdline;
-  uint64_t capabilities = 0;
-  std::vector<std::string> labels;  // "key=value" (minor 1)
-  bool step_counter = false;        // the datagram carries the step page (minor 1)
-  bool operator==(const Hello&) const = default;
-};
-
-struct HelloAck {
-  uint32_t protocol_major = 0;
-  uint32_t protocol_minor = 0;
-  std::string daemon_version;
-  uint64_t max_payload_bytes = 0;
-  bool operator==(const HelloAck&) const = default;
-};
-
-// gpuctl.v1.ipc.RejectReason
-enum class RejectReason : int32_t {
-  kUnspecified = 0,
-  kPermissionDenied = 1,
-  kProtocolVersion = 2,
-  kInvalidHello = 3,
-  kRateLimited = 4,  // registration churn over the daemon's Hello rate limit
-};
-
-struct HelloRejected {  // minor 2
-  // Raw enum value (RejectReason), kept as sent.
-  int32_t reason = 0;
-  std::string message;
-  uint32_t protocol_major = 0;
-  uint32_t protocol_minor = 0;
-  bool operator==(const HelloRejected&) const = default;
-};
-
-struct StartCapture {
-  std::string trace_id;
-  int64_t start_time_unix_ns = 0;
-  int64_t duration_ns = 0;
-  uint64_t max_buffer_bytes = 0;
-  std::vector<std::string> activities;
-  uint64_t activity_buffer_bytes = 0;
-  int64_t max_start_skew_ns = 0;  // minor 1
-  uint64_t start_step = 0;        // minor 1
-  uint32_t iterations = 0;        // minor 1
-  bool operator==(const StartCapture&) const = default;
-};
-
-struct CancelCapture {
-  std::string trace_id;
-  std::string reason;
-  bool operator==(const CancelCapture&) const = default;
-};
-
-struct CaptureStarted {
-  std::string trace_id;
-  int64_t opened_at_unix_ns = 0;
-  uint64_t first_step = 0;
-  bool late_start = false;
-  bool operator==(const CaptureStarted&) const = default;
-};
-
-struct CaptureResult {
-  std::string trace_id;
-  // Raw enum value: unknown values from a newer peer are kept, not lost.
-  int32_t status = 0;
-  std::string message;
-  int32_t transport = 0;
-  uint64_t payload_size = 0;
-  uint64_t event_count = 0;
-  uint64_t dropped_events = 0;
-  int64_t window_start_unix_ns = 0;
-  int64_t window_end_unix_ns = 0;
-  bool host_only = false;
-  uint64_t cupti_dropped_records = 0;
-  bool late_start = false;  // minor 1
-  uint64_t first_step = 0;  // minor 1
-  uint32_t steps = 0;       // minor 1
-  bool operator==(const CaptureResult&) const = default;
-};
-
-struct PayloadChunk {
-  std::string trace_id;
-  uint64_t offset = 0;
-  std::string data;
-  bool operator==(const PayloadChunk&) const = default;
-};
-
-struct Goodbye {
-  std::string reason;
-  bool operator==(const Goodbye&) const = default;
-};
-
-// An empty oneof decodes as std::monostate.
-using ClientMessage =
-    std::variant<std::monostate, Hello, CaptureStarted, CaptureResult, PayloadChunk, Goodbye>;
-using DaemonMessage =
-    std::variant<std::monostate, HelloAck, StartCapture, CancelCapture, HelloRejected>;
-
-// Appends the encoding of `message` to `out`.
+// Appends the encoding of `message` to `out`. The bytes are those
+// libprotobuf writes for the same message.
 void Encode(const ClientMessage& message, std::string* out);
 void Encode(const DaemonMessage& message, std::string* out);
 

@@ -1,11 +1,16 @@
 // Test support for wire_compat_test: conversions between the codec's structs
 // and the libprotobuf messages of ipc.proto, and random message generation.
+// What depends on the fields is generated from ipc.proto with the codec
+// (ipc_schema_compat.cc): a new field is converted and randomized with no
+// edit here.
 #ifndef GPUCTL_CLIENT_LIB_SRC_WIRE_WIRE_COMPAT_SUPPORT_H_
 #define GPUCTL_CLIENT_LIB_SRC_WIRE_WIRE_COMPAT_SUPPORT_H_
 
 #include <cstdint>
 #include <random>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "client_lib/src/wire/ipc_messages.h"
 #include "gpuctl/v1/ipc.pb.h"
@@ -18,6 +23,12 @@ pb::ClientMessage ToProto(const ClientMessage& message);
 pb::DaemonMessage ToProto(const DaemonMessage& message);
 ClientMessage FromProto(const pb::ClientMessage& message);
 DaemonMessage FromProto(const pb::DaemonMessage& message);
+
+class RandomMessages;
+// Sets *out to the datagram's alternative `index` (0: std::monostate) with
+// every field drawn from `random`.
+void RandomMember(RandomMessages& random, uint64_t index, ClientMessage* out);
+void RandomMember(RandomMessages& random, uint64_t index, DaemonMessage* out);
 
 // Random values biased toward edges: defaults (so omission is exercised),
 // negative and extreme integers, empty, ASCII, multi-byte and NUL-bearing
@@ -34,7 +45,9 @@ class RandomMessages {
   int64_t Int64();
   uint32_t Uint32();
   uint64_t Uint64();
+  bool Bool() { return OneIn(2); }
   std::string Utf8String();
+  std::vector<std::string> Utf8Strings();  // 0-5 elements
   std::string Binary();
   uint64_t Below(uint64_t bound) {
     return std::uniform_int_distribution<uint64_t>(0, bound - 1)(rng_);
@@ -43,6 +56,11 @@ class RandomMessages {
 
  private:
   bool OneIn(int n) { return Below(n) == 0; }
+  template <typename Variant>
+  uint64_t Alternative(int alternative) {
+    return alternative < 0 ? Below(std::variant_size_v<Variant>)
+                           : static_cast<uint64_t>(alternative);
+  }
   uint32_t CodePoint();
 
   std::mt19937_64 rng_;

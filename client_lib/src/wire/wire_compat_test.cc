@@ -32,7 +32,7 @@ struct Schema;
 template <>
 struct Schema<ClientMessage> {
   using Proto = pb::ClientMessage;
-  static constexpr int kAlternatives = 6;
+  static constexpr int kAlternatives = static_cast<int>(std::variant_size_v<ClientMessage>);
   static ClientMessage Random(RandomMessages& r, int alternative) { return r.Client(alternative); }
 };
 template <>
