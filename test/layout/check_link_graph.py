@@ -24,23 +24,30 @@ FORBIDDEN = {
 # Each rule target must reach this, or the graph is not what the rules assume.
 REQUIRED = {"gpuctl_daemon_core": ["protobuf::libprotobuf", "gpuctl_proto_messages"]}
 
-NODE_RE = re.compile(r'^\s*"(node\d+)"\s*\[\s*label\s*=\s*"([^"]+)"')
+NODE_RE = re.compile(r'^\s*"(node\d+)"\s*\[\s*label\s*=\s*"([^"]+)"(?:,\s*shape\s*=\s*(\w+))?')
+# CMake draws executables as eggs. An edge into one is a build-order
+# dependency (a generator run by a custom command), never a link: nothing
+# links an executable, so what it links does not reach its dependers.
+EXECUTABLE_SHAPE = "egg"
 EDGE_RE = re.compile(r'^\s*"(node\d+)"\s*->\s*"(node\d+)"')
 
 
 def parse_dot(text):
-    names, edges = {}, defaultdict(set)
+    """(target names, {target: what it links}) from CMake's graphviz file."""
+    names, edges, executables = {}, defaultdict(set), set()
     for line in text.splitlines():
         m = NODE_RE.match(line)
         if m:
             names[m.group(1)] = m.group(2).replace("\\n", "")
+            if m.group(3) == EXECUTABLE_SHAPE:
+                executables.add(m.group(1))
             continue
         m = EDGE_RE.match(line)
         if m:
             edges[m.group(1)].add(m.group(2))
     graph = defaultdict(set)
     for src, dsts in edges.items():
-        graph[names[src]].update(names[d] for d in dsts)
+        graph[names[src]].update(names[d] for d in dsts if d not in executables)
     return set(names.values()), graph
 
 

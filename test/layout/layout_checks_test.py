@@ -68,6 +68,11 @@ DOT = """digraph "g" {
 "node4" [ label = "gpuctl_convert", shape = octagon ];
 "node5" [ label = "gpuctl_store", shape = octagon ];
 "node6" [ label = "libgpuctl", shape = doubleoctagon ];
+"node7" [ label = "gpuctl_wire", shape = octagon ];
+"node8" [ label = "ipc_codegen", shape = egg ];
+"node6" -> "node7";
+"node7" -> "node8";
+"node8" -> "node2" [ style = dotted ];
 "node0" -> "node1";
 "node1" -> "node2";
 "node0" -> "node4";
@@ -87,6 +92,10 @@ class LinkGraphCheckTest(unittest.TestCase):
         found = check_link_graph.violations(nodes, graph)
         self.assertTrue(any("gpuctl_daemon_core reaches gRPC::grpc++: gpuctl_daemon_core -> gpuctl_store"
                             in p for p in found), found)
+
+    def test_a_generator_the_build_runs_is_not_linked(self):
+        nodes, graph = check_link_graph.parse_dot(DOT)
+        self.assertNotIn("protobuf::libprotobuf", check_link_graph.reachable(graph, "libgpuctl"))
 
     def test_library_linking_protobuf_is_flagged(self):
         dot = DOT.replace("}\n", '"node6" -> "node2";\n}\n')
