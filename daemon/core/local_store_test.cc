@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/trace_id.h"
 #include "gmock/gmock.h"
@@ -82,12 +82,12 @@ class LocalStoreTest : public ::testing::Test {
   // Log lines from now on.
   void CaptureLog() {
     SetLogSinkForTesting([this](absl::string_view line) {
-      std::lock_guard<std::mutex> lock(log_mu_);
+      MutexLock lock(&log_mu_);
       log_.emplace_back(line);
     });
   }
   std::vector<std::string> LogLines(absl::string_view containing) {
-    std::lock_guard<std::mutex> lock(log_mu_);
+    MutexLock lock(&log_mu_);
     std::vector<std::string> lines;
     for (const std::string& line : log_) {
       if (absl::StrContains(line, containing)) lines.push_back(line);
@@ -124,7 +124,7 @@ class LocalStoreTest : public ::testing::Test {
   }
 
   absl::BitGen gen_;
-  std::mutex log_mu_;
+  Mutex log_mu_;
   std::vector<std::string> log_ ABSL_GUARDED_BY(log_mu_);
   std::string tmp_;
   std::string root_;

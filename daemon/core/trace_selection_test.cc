@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/registry.h"
 #include "daemon/core/testing/trace_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
