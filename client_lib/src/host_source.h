@@ -130,7 +130,6 @@ class HostSource final : public ActivitySource {
   std::atomic<uint64_t> window_{0};
   std::atomic<uint64_t> bytes_left_{0};
   uint64_t max_buffer_bytes_ = kDefaultMaxBufferBytes;
-  int64_t window_end_ns_ = 0;
   // The window's start instant. Start may come before it (an armed time
   // window): ranges pushed and steps marked before it are left out. Atomic:
   // application threads read it.
