@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Runs clang-tidy (.clang-tidy at the repo root) on the project's .cc files
 # changed since the merge base with main, plus a fixed set of core files,
-# and fails on any warning. Needs a non-unity CMake build's
-# compile_commands.json (every CMake build here writes one), from Clang or
-# GCC; the generated protobuf headers must exist, so build first.
+# and fails on any warning. Reads the compile commands of a non-unity
+# CMake build (a unity build's name no source file); without one it
+# configures BUILD_DIR with Clang, and it makes the generated protobuf
+# headers there (protoc only, no compiling).
 #
-#   ./scripts/clang_tidy.sh [BUILD_DIR]   default: build-clang
+#   ./scripts/clang_tidy.sh [BUILD_DIR]   default: build-tidy
 #   GPUCTL_JOBS=N                          parallel clang-tidy runs (default: 2)
 #   GPUCTL_TIDY_BASE=REV                   compare against REV instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build="${1:-build-clang}"
+build="${1:-build-tidy}"
 jobs="${GPUCTL_JOBS:-2}"
 db="$build/compile_commands.json"
 if [ ! -f "$db" ]; then
-  echo "clang_tidy.sh: no $db; configure and build first (docs/testing.md)" >&2
-  exit 2
+  CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DGPUCTL_BUILD_BENCH=OFF >/dev/null
 fi
 if grep -q '"file": *"[^"]*unity_[0-9]*_cxx\.cxx"' "$db"; then
   echo "clang_tidy.sh: $build is a unity build; its database names no source file" >&2
@@ -27,6 +28,8 @@ if [ -z "$tidy" ]; then
   echo "clang_tidy.sh: clang-tidy not found (apt-get install clang-tidy-14)" >&2
   exit 2
 fi
+mapfile -t generated < <(ninja -C "$build" -t targets all | sed -n 's/^\(proto\/[^:]*\.pb\.h\): .*/\1/p')
+ninja -C "$build" "${generated[@]}" >/dev/null
 
 # Always checked: the session core, its transports' adapters and the
 # client library's threads. A file moved elsewhere is found by its name.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds gpuctl and runs the whole test suite: first everything (unit,
-# end-to-end, S3, HTA, deployment tests) under AddressSanitizer + UBSan
-# (build-asan/), then a normal optimised build (build/) of what ships, on
+# end-to-end, S3, HTA, deployment tests) under AddressSanitizer + UBSan in a
+# Clang build that also checks the thread-safety annotations, warnings as
+# errors (build-asan/), then clang-tidy (scripts/clang_tidy.sh), then a
+# normal optimised GCC build (build/) of what ships, on
 # which everything but the unit tests runs again: the end-to-end tests drive
 # the binaries users get, the unit tests gain little from a second run. The
 # normal pass's CTest summary is the last thing printed. Exits non-zero if
@@ -73,8 +75,9 @@ if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan+UBSan build (build-asan/)"
   asan_start=$(date +%s)
   # -O1 -g1: line tables are all the reports need, and the pass builds in
-  # about two thirds of the time -O2 -g takes.
-  configure_and_build build-asan -DGPUCTL_SANITIZE=ON -DGPUCTL_BUILD_BENCH=OFF \
+  # about two thirds of the time -O2 -g takes. Clang: -Wthread-safety.
+  CC=clang CXX=clang++ configure_and_build build-asan -DGPUCTL_SANITIZE=ON -DGPUCTL_WERROR=ON \
+    -DGPUCTL_BUILD_BENCH=OFF \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG"
   start_ceph
   step "ASan+UBSan tests"
@@ -91,6 +94,10 @@ if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
   fi
   asan_time="$(elapsed "$asan_start")"
 fi
+
+tidy_rc=0
+step "clang-tidy (scripts/clang_tidy.sh)"
+GPUCTL_JOBS="$jobs" ./scripts/clang_tidy.sh build-tidy || tidy_rc=$?
 
 # A bounded run of every libFuzzer target (Clang, build-fuzz-clang/) on a
 # scratch copy of its seed corpus; longer campaigns: docs/testing.md.
@@ -124,11 +131,15 @@ if [ "$asan_rc" -ne 0 ]; then
   echo "test.sh: the ASan+UBSan pass FAILED (details above):"
   sed -n '/tests passed,/,$p' "$log_dir/asan.log"
 fi
+if [ "$tidy_rc" -ne 0 ]; then
+  echo
+  echo "test.sh: clang-tidy FAILED (details above)"
+fi
 if [ "$fuzz_rc" -ne 0 ]; then
   echo
   echo "test.sh: fuzzing FAILED (details above):"
   grep -E '^fuzz: .*(FAIL|failed)' "$log_dir/fuzz.log" || tail -n 5 "$log_dir/fuzz.log"
 fi
-if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ]; then
+if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ] || [ "$tidy_rc" -ne 0 ]; then
   exit 1
 fi

@@ -114,7 +114,7 @@ void Agent::Run() {
       pollfd fds[2] = {{conn_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       const int64_t timeout_ns = PollTimeoutNs();
       const timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000),
-                             static_cast<long>(timeout_ns % 1'000'000'000)};
+                             static_cast<decltype(timespec::tv_nsec)>(timeout_ns % 1'000'000'000)};
       const int rc = ppoll(fds, 2, timeout_ns < 0 ? nullptr : &timeout, nullptr);
       if (rc < 0 && errno != EINTR) {
         Disconnect("poll failed");

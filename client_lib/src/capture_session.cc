@@ -34,8 +34,9 @@ void Append(std::string* message, const std::string& more) {
 }  // namespace
 
 std::string DurationText(int64_t ns) {
-  if (ns < 0)
+  if (ns < 0) {
     return "-" + DurationText(ns == std::numeric_limits<int64_t>::min() ? -(ns + 1) : -ns);
+  }
   struct Unit {
     int64_t ns;
     const char* name;

@@ -17,7 +17,7 @@ namespace gpuctl::wire {
 inline constexpr uint32_t kProtocolMajor = 1;
 inline constexpr uint32_t kProtocolMinor = 2;
 // Largest datagram either side sends or accepts.
-inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
+inline constexpr size_t kMaxIpcMessageBytes = size_t{64} * 1024;
 
 // gpuctl.v1.CaptureStatus
 enum class CaptureStatus : int32_t {
