@@ -39,6 +39,7 @@ AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
 }
 
 #ifdef GPUCTL_HAVE_CUPTI
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the target keeps a copy.
 Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env)
     : Runtime(std::move(options), state, env, CuptiDeps(env)) {}
 

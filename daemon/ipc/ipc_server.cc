@@ -19,7 +19,6 @@ namespace {
 
 using v1::ipc::CaptureResult;
 using v1::ipc::ClientMessage;
-using v1::ipc::PayloadTransport;
 
 constexpr int kListenBacklog = 128;
 constexpr int kMaxAcceptsPerWake = 64;
@@ -481,7 +480,7 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
                           absl::string_view reason, Notify notify) {
   // `peer_ref` may be the map's own reference, which the erase below
   // destroys.
-  const std::shared_ptr<Peer> peer = peer_ref;
+  const std::shared_ptr<Peer> peer = peer_ref;  // NOLINT(performance-unnecessary-copy-initialization)
   if (peer->closed) return;
   peer->closed = true;
   loop_->RemoveFd(peer->fd.get());

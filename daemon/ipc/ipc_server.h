@@ -53,7 +53,7 @@ struct IpcServerOptions {
 };
 
 // Largest datagram either side sends (see proto/gpuctl/v1/ipc.proto).
-inline constexpr size_t kMaxIpcMessageBytes = 64 * 1024;
+inline constexpr size_t kMaxIpcMessageBytes = size_t{64} * 1024;
 
 // The IPC adapter: accepts libgpuctl connections on a SOCK_SEQPACKET Unix
 // socket, validates every datagram and descriptor, and turns them into
