@@ -28,7 +28,8 @@ if [ -z "$tidy" ]; then
   echo "clang_tidy.sh: clang-tidy not found (apt-get install clang-tidy-14)" >&2
   exit 2
 fi
-mapfile -t generated < <(ninja -C "$build" -t targets all | sed -n 's/^\(proto\/[^:]*\.pb\.h\): .*/\1/p')
+mapfile -t generated < <(ninja -C "$build" -t targets all |
+  sed -n 's/^\(proto\/[^:]*\.pb\.h\): .*/\1/p')
 ninja -C "$build" "${generated[@]}" >/dev/null
 
 # Always checked: the session core, its transports' adapters and the
@@ -102,7 +103,8 @@ rc=0
 # One log per file: parallel runs would interleave their reports.
 printf '%s\n' "${checked[@]}" | xargs -P "$jobs" -I{} sh -c \
   'log="$4/$(echo "$3" | tr / _).log"
-   "$1" -p "$2" --quiet "$3" >"$log" 2>&1 || { echo "clang-tidy exited $? on $3" >>"$log"; exit 1; }' \
+   "$1" -p "$2" --quiet "$3" >"$log" 2>&1 ||
+     { echo "clang-tidy exited $? on $3" >>"$log"; exit 1; }' \
   _ "$tidy" "$build" {} "$log_dir" \
   || rc=$?
 failed=0
@@ -110,7 +112,8 @@ for log in "$log_dir"/*.log; do
   # Anything clang-tidy reports (WarningsAsErrors turns warnings into
   # errors), but not its count of suppressed warnings from other headers.
   if grep -qE '(warning|error):|^clang-tidy exited' "$log"; then
-    grep -vE '^[0-9]+ warnings? generated\.$|^Suppressed [0-9]+ warnings|^Use -header-filter|^Use -system-headers' "$log"
+    grep -vE '^[0-9]+ warnings? generated\.$|^Suppressed [0-9]+ warnings|^Use -(header-filter|system-headers)' \
+      "$log"
     failed=$((failed + 1))
   fi
 done

@@ -140,6 +140,7 @@ if [ "$fuzz_rc" -ne 0 ]; then
   echo "test.sh: fuzzing FAILED (details above):"
   grep -E '^fuzz: .*(FAIL|failed)' "$log_dir/fuzz.log" || tail -n 5 "$log_dir/fuzz.log"
 fi
-if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ] || [ "$tidy_rc" -ne 0 ]; then
+if [ "$asan_rc" -ne 0 ] || [ "$normal_rc" -ne 0 ] || [ "$fuzz_rc" -ne 0 ] ||
+  [ "$tidy_rc" -ne 0 ]; then
   exit 1
 fi

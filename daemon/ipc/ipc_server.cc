@@ -480,7 +480,8 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
                           absl::string_view reason, Notify notify) {
   // `peer_ref` may be the map's own reference, which the erase below
   // destroys.
-  const std::shared_ptr<Peer> peer = peer_ref;  // NOLINT(performance-unnecessary-copy-initialization)
+  // NOLINTNEXTLINE(performance-unnecessary-copy-initialization)
+  const std::shared_ptr<Peer> peer = peer_ref;
   if (peer->closed) return;
   peer->closed = true;
   loop_->RemoveFd(peer->fd.get());
