@@ -181,8 +181,9 @@ void HostCall::Dispatch() {
   const absl::Time deadline = fanout_.clock_->Now() + options.host_timeout;
   {
     absl::MutexLock lock(&fanout_.mu_);
-    if (fanout_.cancel_.cancelled())
+    if (fanout_.cancel_.cancelled()) {
       return Finish(HostStatus::kCancelled, "cancelled before contact");
+    }
     if (!dns_error_.empty()) return Finish(HostStatus::kUnreachable, dns_error_);
     fanout_.progress_.Connecting(index_);
   }

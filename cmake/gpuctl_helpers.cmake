@@ -17,3 +17,24 @@ function(gpuctl_test name)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120)
 endfunction()
+
+# gpuctl_sanitizer_runtime(KIND OUT): the shared sanitizer runtime (KIND
+# asan or tsan) to put before a sanitized libgpuctl.so in LD_PRELOAD, since
+# the programs it is preloaded into are not sanitized. GCC's is libasan.so;
+# Clang's is libclang_rt.asan-<arch>.so (UBSan included), which Clang does
+# not link into shared libraries at all.
+function(gpuctl_sanitizer_runtime kind out)
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    set(name "libclang_rt.${kind}-${CMAKE_SYSTEM_PROCESSOR}.so")
+  else()
+    set(name "lib${kind}.so")
+  endif()
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${name}
+    OUTPUT_VARIABLE path OUTPUT_STRIP_TRAILING_WHITESPACE)
+  # -print-file-name echoes the bare name when it finds nothing.
+  if(NOT IS_ABSOLUTE "${path}" OR NOT EXISTS "${path}")
+    message(FATAL_ERROR "gpuctl: ${CMAKE_CXX_COMPILER} has no ${name} "
+      "(for Clang: apt-get install libclang-rt-dev)")
+  endif()
+  set(${out} "${path}" PARENT_SCOPE)
+endfunction()

@@ -11,7 +11,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev zlib1g-dev libcurl4-openssl-dev libssl-dev libxml2-dev
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
-  clang libclang-rt-14-dev valgrind binutils
+  clang clang-tidy clang-format libclang-rt-14-dev valgrind binutils
   python3 python3-venv
 )
 missing=()

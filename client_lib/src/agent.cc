@@ -49,7 +49,7 @@ Agent::~Agent() {
 
 bool Agent::Start(std::string* error) {
   {
-    std::lock_guard lock(fd_mu_);
+    MutexLock lock(&fd_mu_);
     wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   }
   if (wake_fd_ < 0) {
@@ -74,7 +74,7 @@ bool Agent::Start(std::string* error) {
 
 void Agent::RequestStop(const std::string& reason) {
   {
-    std::lock_guard lock(stop_mu_);
+    MutexLock lock(&stop_mu_);
     stop_reason_ = reason;
   }
   stop_.store(true, std::memory_order_release);
@@ -83,9 +83,12 @@ void Agent::RequestStop(const std::string& reason) {
 }
 
 bool Agent::WaitStopped(int timeout_ms) {
-  std::unique_lock lock(stop_mu_);
-  return stopped_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                              [this] { return stopped_; });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  MutexLock lock(&stop_mu_);
+  while (!stopped_) {
+    if (!stopped_cv_.WaitUntil(&stop_mu_, deadline)) return stopped_;
+  }
+  return true;
 }
 
 void Agent::Join() {
@@ -112,7 +115,7 @@ void Agent::Run() {
       pollfd fds[2] = {{conn_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
       const int64_t timeout_ns = PollTimeoutNs();
       const timespec timeout{static_cast<time_t>(timeout_ns / 1'000'000'000),
-                             static_cast<long>(timeout_ns % 1'000'000'000)};
+                             static_cast<decltype(timespec::tv_nsec)>(timeout_ns % 1'000'000'000)};
       const int rc = ppoll(fds, 2, timeout_ns < 0 ? nullptr : &timeout, nullptr);
       if (rc < 0 && errno != EINTR) {
         Disconnect("poll failed");
@@ -137,15 +140,15 @@ void Agent::Run() {
     // Out of memory inside the library: give up quietly, the host goes on.
     session_.Abort();
   }
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   stopped_ = true;
-  stopped_cv_.notify_all();
+  stopped_cv_.SignalAll();
 }
 
 bool Agent::Connect() {
   std::string error;
   {
-    std::lock_guard lock(fd_mu_);
+    MutexLock lock(&fd_mu_);
     if (!conn_.Connect(options_.socket_path, &error)) {
       SetLastError(error);
       return false;
@@ -168,12 +171,12 @@ bool Agent::Connect() {
 }
 
 std::string Agent::last_error() const {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   return last_error_;
 }
 
 void Agent::SetLastError(const std::string& error) {
-  std::lock_guard lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   last_error_ = error;
 }
 
@@ -182,7 +185,7 @@ void Agent::Disconnect(const std::string& why) {
   session_.Abort();
   connected_.store(false, std::memory_order_release);
   awaiting_ack_ = false;
-  std::lock_guard lock(fd_mu_);
+  MutexLock lock(&fd_mu_);
   conn_.Close();
 }
 
@@ -309,13 +312,13 @@ void Agent::SayGoodbye() {
   if (conn_.is_open()) {
     wire::Goodbye goodbye;
     {
-      std::lock_guard lock(stop_mu_);
+      MutexLock lock(&stop_mu_);
       goodbye.reason = stop_reason_;
     }
     SendClientMessage(conn_, goodbye, -1, kGoodbyeTimeoutMs);
   }
   connected_.store(false, std::memory_order_release);
-  std::lock_guard lock(fd_mu_);
+  MutexLock lock(&fd_mu_);
   conn_.Close();
 }
 

@@ -26,10 +26,8 @@
 #define GPUCTL_CLIENT_LIB_SRC_AGENT_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +38,7 @@
 #include "client_lib/src/capture_session.h"
 #include "client_lib/src/clock.h"
 #include "client_lib/src/ipc_client.h"
+#include "client_lib/src/mutex.h"
 #include "client_lib/src/wire/ipc_messages.h"
 
 namespace gpuctl::client {
@@ -96,9 +95,10 @@ class Agent final : private CaptureOutput {
   void OnStepMarked(uint64_t step, int64_t now_ns) { session_.OnStepMarked(step, now_ns); }
 
   // fork(): the prepare handler holds this lock so the child never sees a
-  // descriptor half-created or half-closed.
-  void LockForFork() { fd_mu_.lock(); }
-  void UnlockForFork() { fd_mu_.unlock(); }
+  // descriptor half-created or half-closed. Not analysed: the lock spans
+  // two handlers, and is taken only when the runtime has an agent.
+  void LockForFork() GPUCTL_NO_THREAD_SAFETY_ANALYSIS { fd_mu_.Lock(); }
+  void UnlockForFork() GPUCTL_NO_THREAD_SAFETY_ANALYSIS { fd_mu_.Unlock(); }
   // In a fork child (lock held): closes the child's copies of the socket
   // and eventfd. The thread does not exist there; never join or destroy.
   void AbandonInForkChild();
@@ -132,7 +132,7 @@ class Agent final : private CaptureOutput {
   CaptureSession session_;
   Backoff backoff_;
 
-  std::mutex fd_mu_;  // around creating/closing conn_ and wake_fd_
+  Mutex fd_mu_;  // around creating/closing conn_ and wake_fd_
   IpcConnection conn_;
   int wake_fd_ = -1;
   bool awaiting_ack_ = false;
@@ -147,11 +147,11 @@ class Agent final : private CaptureOutput {
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> handshakes_{0};
   std::atomic<uint64_t> rejections_{0};
-  mutable std::mutex stop_mu_;
-  std::string stop_reason_;
-  std::string last_error_;  // guarded by stop_mu_
-  std::condition_variable stopped_cv_;
-  bool stopped_ = false;
+  mutable Mutex stop_mu_;
+  std::string stop_reason_ GPUCTL_GUARDED_BY(stop_mu_);
+  std::string last_error_ GPUCTL_GUARDED_BY(stop_mu_);
+  CondVar stopped_cv_;
+  bool stopped_ GPUCTL_GUARDED_BY(stop_mu_) = false;
 };
 
 }  // namespace gpuctl::client

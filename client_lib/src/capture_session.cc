@@ -34,8 +34,9 @@ void Append(std::string* message, const std::string& more) {
 }  // namespace
 
 std::string DurationText(int64_t ns) {
-  if (ns < 0)
+  if (ns < 0) {
     return "-" + DurationText(ns == std::numeric_limits<int64_t>::min() ? -(ns + 1) : -ns);
+  }
   struct Unit {
     int64_t ns;
     const char* name;
@@ -106,7 +107,7 @@ bool CaptureSession::PrepareSources(const wire::StartCapture& request, PrepareEr
 bool CaptureSession::OnStartCapture(const wire::StartCapture& request) {
   std::optional<std::string> busy_with;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ != State::kIdle) busy_with = trace_id_;
   }
   if (busy_with.has_value()) {
@@ -122,7 +123,7 @@ bool CaptureSession::OnStartCapture(const wire::StartCapture& request) {
 
   std::string past;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     trace_id_ = request.trace_id;
     start_ns_ = request.start_time_unix_ns;
     duration_ns_ = request.duration_ns;
@@ -154,7 +155,7 @@ bool CaptureSession::OnStartCapture(const wire::StartCapture& request) {
 bool CaptureSession::OnCancelCapture(const wire::CancelCapture& cancel) {
   std::string trace_id;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (state_ == State::kIdle || cancel.trace_id != trace_id_) return true;
     trace_id = trace_id_;
     AbortLocked();
@@ -164,7 +165,7 @@ bool CaptureSession::OnCancelCapture(const wire::CancelCapture& cancel) {
 }
 
 void CaptureSession::OnStepMarked(uint64_t step, int64_t now_ns) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (iterations_ == 0 || (state_ != State::kWatching && state_ != State::kOpen)) return;
   const uint64_t end_step = start_step_ + iterations_;
   if (state_ == State::kWatching) {
@@ -231,32 +232,37 @@ void CaptureSession::OpenLocked(int64_t now) {
 }
 
 bool CaptureSession::OnTimer() {
-  std::unique_lock lock(mu_);
-  int64_t now = clock_->RealtimeNs();
-  if (state_ == State::kPending) {
-    if (now >= start_ns_) {
-      OpenLocked(now);
-    } else if (!armed_ && now >= start_ns_ - kArmLeadNs) {
-      ArmLocked();
+  std::optional<wire::CaptureStarted> started;
+  std::optional<Ending> ending;
+  {
+    MutexLock lock(&mu_);
+    const int64_t now = clock_->RealtimeNs();
+    if (state_ == State::kPending) {
+      if (now >= start_ns_) {
+        OpenLocked(now);
+      } else if (!armed_ && now >= start_ns_ - kArmLeadNs) {
+        ArmLocked();
+      }
+    }
+    if (started_unsent_) {
+      started_unsent_ = false;
+      started.emplace();
+      started->trace_id = trace_id_;
+      started->opened_at_unix_ns = opened_ns_;
+      started->first_step = iterations_ > 0 ? first_step_ : 0;
+      started->late_start = late_start_;
+    } else {
+      ending = DueEndingLocked(now);
     }
   }
-  if (started_unsent_) {
-    started_unsent_ = false;
-    wire::CaptureStarted started;
-    started.trace_id = trace_id_;
-    started.opened_at_unix_ns = opened_ns_;
-    started.first_step = iterations_ > 0 ? first_step_ : 0;
-    started.late_start = late_start_;
-    lock.unlock();
-    if (!output_->SendStarted(started)) {
+  if (started.has_value()) {
+    if (!output_->SendStarted(*started)) {
       Abort();
       return false;
     }
-    lock.lock();
-    now = clock_->RealtimeNs();
+    MutexLock lock(&mu_);
+    ending = DueEndingLocked(clock_->RealtimeNs());
   }
-  std::optional<Ending> ending = DueEndingLocked(now);
-  lock.unlock();
   return !ending.has_value() || Finish(std::move(*ending));
 }
 
@@ -348,7 +354,7 @@ bool CaptureSession::Finish(Ending ending) {
 }
 
 std::optional<int64_t> CaptureSession::DeadlineNs() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (started_unsent_ || state_ == State::kClosing) return std::numeric_limits<int64_t>::min();
   if (state_ == State::kPending) return armed_ ? start_ns_ : start_ns_ - kArmLeadNs;
   if (state_ == State::kOpen || state_ == State::kWatching) return end_ns_;
@@ -356,12 +362,12 @@ std::optional<int64_t> CaptureSession::DeadlineNs() {
 }
 
 bool CaptureSession::idle() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return state_ == State::kIdle;
 }
 
 void CaptureSession::Abort() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   AbortLocked();
 }
 
@@ -373,7 +379,7 @@ void CaptureSession::AbortLocked() {
 }
 
 void CaptureSession::Reset() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ResetLocked();
 }
 

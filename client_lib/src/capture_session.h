@@ -35,7 +35,6 @@
 #define GPUCTL_CLIENT_LIB_SRC_CAPTURE_SESSION_H_
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +42,7 @@
 #include "client_lib/src/activity_source.h"
 #include "client_lib/src/annotation_state.h"
 #include "client_lib/src/clock.h"
+#include "client_lib/src/mutex.h"
 #include "client_lib/src/wire/ipc_messages.h"
 
 namespace gpuctl::client {
@@ -127,20 +127,19 @@ class CaptureSession {
   std::string Validate(const wire::StartCapture& request, int64_t now) const;
   // Prepares every source; false (sources aborted) with `error` on failure.
   bool PrepareSources(const wire::StartCapture& request, PrepareError* error);
-  // The methods named *Locked require mu_.
   // Starts the sources of a pending time window at its start instant.
-  void ArmLocked();
-  void OpenLocked(int64_t now);
-  void EndOnApplicationThreadLocked(Ending ending);
+  void ArmLocked() GPUCTL_REQUIRES(mu_);
+  void OpenLocked(int64_t now) GPUCTL_REQUIRES(mu_);
+  void EndOnApplicationThreadLocked(Ending ending) GPUCTL_REQUIRES(mu_);
   // The ending due now, if any; the state moves to kFinishing.
-  std::optional<Ending> DueEndingLocked(int64_t now);
-  Ending BoundTimeoutLocked();
-  Ending EndOfWindowLocked(int64_t now);
+  std::optional<Ending> DueEndingLocked(int64_t now) GPUCTL_REQUIRES(mu_);
+  Ending BoundTimeoutLocked() GPUCTL_REQUIRES(mu_);
+  Ending EndOfWindowLocked(int64_t now) GPUCTL_REQUIRES(mu_);
   // Agent thread, state kFinishing: stops, collects and sends.
   bool Finish(Ending ending);
-  void AbortLocked();
+  void AbortLocked() GPUCTL_REQUIRES(mu_);
   void Reset();
-  void ResetLocked();
+  void ResetLocked() GPUCTL_REQUIRES(mu_);
 
   Clock* const clock_;
   AnnotationState* const annotations_;
@@ -148,22 +147,23 @@ class CaptureSession {
   CaptureOutput* const output_;
   uint64_t max_payload_bytes_ = 0;  // agent thread only
 
-  std::mutex mu_;
-  State state_ = State::kIdle;        // guarded by mu_
-  std::string trace_id_;              // guarded by mu_
-  int64_t start_ns_ = 0;              // requested start, guarded by mu_
-  int64_t duration_ns_ = 0;           // guarded by mu_
-  int64_t max_skew_ns_ = 0;           // guarded by mu_
-  int64_t end_ns_ = 0;                // planned end or bound, guarded by mu_
-  int64_t opened_ns_ = 0;             // actual open instant, guarded by mu_
-  bool late_start_ = false;           // guarded by mu_
-  bool armed_ = false;                // sources started at start_ns_, guarded by mu_
-  bool started_unsent_ = false;       // CaptureStarted is due, guarded by mu_
-  uint64_t start_step_ = 0;           // guarded by mu_
-  uint32_t iterations_ = 0;           // 0: time window, guarded by mu_
-  uint64_t first_step_ = 0;           // guarded by mu_
-  uint64_t last_step_ = 0;            // last mark inside the window, guarded by mu_
-  std::optional<Ending> app_ending_;  // decided on an application thread, guarded by mu_
+  Mutex mu_;
+  State state_ GPUCTL_GUARDED_BY(mu_) = State::kIdle;
+  std::string trace_id_ GPUCTL_GUARDED_BY(mu_);
+  int64_t start_ns_ GPUCTL_GUARDED_BY(mu_) = 0;  // requested start
+  int64_t duration_ns_ GPUCTL_GUARDED_BY(mu_) = 0;
+  int64_t max_skew_ns_ GPUCTL_GUARDED_BY(mu_) = 0;
+  int64_t end_ns_ GPUCTL_GUARDED_BY(mu_) = 0;     // planned end or bound
+  int64_t opened_ns_ GPUCTL_GUARDED_BY(mu_) = 0;  // actual open instant
+  bool late_start_ GPUCTL_GUARDED_BY(mu_) = false;
+  bool armed_ GPUCTL_GUARDED_BY(mu_) = false;           // sources started at start_ns_
+  bool started_unsent_ GPUCTL_GUARDED_BY(mu_) = false;  // CaptureStarted is due
+  uint64_t start_step_ GPUCTL_GUARDED_BY(mu_) = 0;
+  uint32_t iterations_ GPUCTL_GUARDED_BY(mu_) = 0;  // 0: time window
+  uint64_t first_step_ GPUCTL_GUARDED_BY(mu_) = 0;
+  uint64_t last_step_ GPUCTL_GUARDED_BY(mu_) = 0;  // last mark inside the window
+  // Decided on an application thread.
+  std::optional<Ending> app_ending_ GPUCTL_GUARDED_BY(mu_);
 };
 
 }  // namespace gpuctl::client

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <utility>
 
 #include "gpuctl/v1/records.h"
@@ -25,11 +24,11 @@ struct OpenRange {
 
 // Per-thread recording state. Written by its own thread while `writing` is
 // set; read and emptied by the collector only after the window is closed
-// and `writing` is clear. `source` is guarded by the registry mutex.
+// and `writing` is clear.
 struct ThreadBuffer {
   std::atomic<bool> writing{false};
   uint64_t window = 0;  // window this buffer is registered with (owner-written)
-  HostSource* source = nullptr;
+  HostSource* source GPUCTL_GUARDED_BY(HostSource::RegistryMutex()) = nullptr;
   uint32_t tid = 0;
   uint32_t next_range = 0;
   uint64_t overflow = 0;  // pushes beyond kMaxDepth, not on `stack`
@@ -46,12 +45,6 @@ struct ThreadBuffer {
 namespace {
 
 constexpr uint64_t kReserveChunk = 4096;
-
-std::mutex& RegistryMutex() {
-  // Leaked: threads may exit (and unregister) during static destruction.
-  static auto* mu = new std::mutex;
-  return *mu;
-}
 
 std::atomic<uint64_t> g_next_window{1};
 
@@ -70,7 +63,7 @@ std::string CurrentThreadName() {
 
 ThreadBuffer::~ThreadBuffer() {
   t_buffer_destroyed = true;
-  std::lock_guard lock(RegistryMutex());
+  MutexLock lock(&HostSource::RegistryMutex());
   if (source != nullptr) source->OnThreadExitLocked(this);
 }
 
@@ -83,7 +76,7 @@ ThreadBuffer* HostSource::BeginWrite() {
   if (window == 0 || t_buffer_destroyed) return nullptr;
   ThreadBuffer* buffer = &t_buffer;
   if (buffer->window != window) {
-    std::lock_guard lock(RegistryMutex());
+    MutexLock lock(&RegistryMutex());
     if (!RegisterLocked(buffer, window)) return nullptr;
   }
   // Pairs with Stop(): either Stop sees `writing` and waits, or this thread
@@ -266,7 +259,7 @@ void HostSource::StopRecording(int64_t window_end_ns) { Stop(window_end_ns); }
 void HostSource::Stop(int64_t window_end_ns) {
   state_->gate.fetch_and(~kGateCapturing, std::memory_order_relaxed);
   window_.store(0, std::memory_order_seq_cst);
-  std::lock_guard lock(RegistryMutex());
+  MutexLock lock(&RegistryMutex());
   for (ThreadBuffer* buffer : registered_) {
     while (buffer->writing.load(std::memory_order_seq_cst)) sched_yield();
     TakeLocked(buffer, window_end_ns);
@@ -283,7 +276,7 @@ void HostSource::OnThreadExitLocked(ThreadBuffer* buffer) {
 
 CollectStats HostSource::Collect(RecordWriter& writer) {
   CollectStats stats;
-  std::lock_guard lock(RegistryMutex());
+  MutexLock lock(&RegistryMutex());
   for (const ThreadRecords& thread : collected_) {
     if (!thread.thread_name.empty()) {
       writer.AddThreadName(thread.tid, writer.InternString(thread.thread_name));
@@ -305,7 +298,7 @@ CollectStats HostSource::Collect(RecordWriter& writer) {
 
 void HostSource::Abort() {
   Stop(clock_->RealtimeNs());
-  std::lock_guard lock(RegistryMutex());
+  MutexLock lock(&RegistryMutex());
   collected_.clear();
   dropped_ = 0;
 }
@@ -322,7 +315,12 @@ void HostSource::ResetInForkChild() {
   state_->gate.fetch_and(~kGateCapturing, std::memory_order_relaxed);
 }
 
-void HostSource::LockRegistryForFork() { RegistryMutex().lock(); }
-void HostSource::UnlockRegistryForFork() { RegistryMutex().unlock(); }
+Mutex& HostSource::RegistryMutex() {
+  static auto* mu = new Mutex;
+  return *mu;
+}
+
+void HostSource::LockRegistryForFork() { RegistryMutex().Lock(); }
+void HostSource::UnlockRegistryForFork() { RegistryMutex().Unlock(); }
 
 }  // namespace gpuctl::client

@@ -20,6 +20,7 @@
 #include "client_lib/src/activity_source.h"
 #include "client_lib/src/annotation_state.h"
 #include "client_lib/src/clock.h"
+#include "client_lib/src/mutex.h"
 
 namespace gpuctl::client {
 
@@ -93,16 +94,21 @@ class HostSource final : public ActivitySource {
   // Fork child: the window (if any) and all parent threads' buffers are
   // forgotten without touching them. Called with the registry lock held
   // (see LockRegistryForFork).
-  void ResetInForkChild();
+  void ResetInForkChild() GPUCTL_REQUIRES(RegistryMutex());
 
   // The process-wide registry mutex, taken around fork() so no child is
   // born with it held.
-  static void LockRegistryForFork();
-  static void UnlockRegistryForFork();
+  static void LockRegistryForFork() GPUCTL_ACQUIRE(RegistryMutex());
+  static void UnlockRegistryForFork() GPUCTL_RELEASE(RegistryMutex());
 
   // Thread-exit hook (registry lock held): keeps the records of a thread
   // that exits inside the window.
-  void OnThreadExitLocked(ThreadBuffer* buffer);
+  void OnThreadExitLocked(ThreadBuffer* buffer) GPUCTL_REQUIRES(RegistryMutex());
+
+  // Process-wide: guards every source's registered_ and collected_, and
+  // each ThreadBuffer's `source`. Leaked: threads may exit (and unregister)
+  // during static destruction.
+  static Mutex& RegistryMutex();
 
  private:
   // Returns the calling thread's buffer registered with the open window, and
@@ -110,12 +116,12 @@ class HostSource final : public ActivitySource {
   // EndWrite.
   ThreadBuffer* BeginWrite();
   void EndWrite(ThreadBuffer* buffer);
-  bool RegisterLocked(ThreadBuffer* buffer, uint64_t window);
+  bool RegisterLocked(ThreadBuffer* buffer, uint64_t window) GPUCTL_REQUIRES(RegistryMutex());
   // Reserves `bytes` of the window's cap for the calling thread.
   bool Reserve(ThreadBuffer* buffer, uint64_t bytes);
   // Moves a buffer's records (open ranges closed at `end_ns`) into
   // collected_. Registry lock held.
-  void TakeLocked(ThreadBuffer* buffer, int64_t end_ns);
+  void TakeLocked(ThreadBuffer* buffer, int64_t end_ns) GPUCTL_REQUIRES(RegistryMutex());
 
   AnnotationState* const state_;
   Clock* const clock_;
@@ -124,15 +130,13 @@ class HostSource final : public ActivitySource {
   std::atomic<uint64_t> window_{0};
   std::atomic<uint64_t> bytes_left_{0};
   uint64_t max_buffer_bytes_ = kDefaultMaxBufferBytes;
-  int64_t window_end_ns_ = 0;
   // The window's start instant. Start may come before it (an armed time
   // window): ranges pushed and steps marked before it are left out. Atomic:
   // application threads read it.
   std::atomic<int64_t> window_start_ns_{0};
-  // Guarded by the registry mutex.
-  std::vector<ThreadBuffer*> registered_;
-  std::vector<ThreadRecords> collected_;
-  uint64_t dropped_ = 0;
+  std::vector<ThreadBuffer*> registered_ GPUCTL_GUARDED_BY(RegistryMutex());
+  std::vector<ThreadRecords> collected_ GPUCTL_GUARDED_BY(RegistryMutex());
+  uint64_t dropped_ GPUCTL_GUARDED_BY(RegistryMutex()) = 0;
 };
 
 }  // namespace gpuctl::client

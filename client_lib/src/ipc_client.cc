@@ -49,6 +49,7 @@ bool IpcConnection::Connect(const std::string& path, std::string* error) {
   }
   int rc;
   do {
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API's own idiom.
     rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
   } while (rc != 0 && errno == EINTR);
   // A Unix-domain connect either completes at once or fails (EAGAIN when

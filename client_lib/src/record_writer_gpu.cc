@@ -16,8 +16,9 @@ class SizeCheck {
   ~SizeCheck() { assert(out_.size() == end_); }
 
  private:
-  const std::string& out_;
-  size_t end_;
+  // Read by the assert only: unused under NDEBUG.
+  [[maybe_unused]] const std::string& out_;
+  [[maybe_unused]] size_t end_;
 };
 
 }  // namespace

@@ -39,6 +39,7 @@ AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
 }
 
 #ifdef GPUCTL_HAVE_CUPTI
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the target keeps a copy.
 Runtime::Runtime(AgentOptions options, AnnotationState* state, EnvLookup env)
     : Runtime(std::move(options), state, env, CuptiDeps(env)) {}
 
@@ -65,7 +66,7 @@ Runtime::~Runtime() {
 }
 
 int Runtime::Init() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return InitLocked();
 }
 
@@ -89,7 +90,7 @@ int Runtime::InitLocked() {
 }
 
 void Runtime::Shutdown() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   // A fork child that shuts down before its first call never starts one.
   state_->gate.fetch_and(~kGateRestartAfterFork, std::memory_order_relaxed);
   if (agent_ == nullptr) return;
@@ -99,7 +100,7 @@ void Runtime::Shutdown() {
 }
 
 void Runtime::OnProcessExit() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   exiting_ = true;
   if (agent_ == nullptr) return;
   agent_->RequestStop("process exit");
@@ -114,18 +115,18 @@ void Runtime::OnProcessExit() {
 }
 
 bool Runtime::connected() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return agent_ != nullptr && agent_->connected();
 }
 
 uint64_t Runtime::handshakes() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return agent_ != nullptr ? agent_->handshakes() : 0;
 }
 
 void Runtime::OnStepMarked(uint64_t step, int64_t now_ns) {
   if ((state_->gate.load(std::memory_order_relaxed) & kGateStepWatch) != 0) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (agent_ != nullptr) agent_->OnStepMarked(step, now_ns);
   }
   host_.RecordStep(step, now_ns);
@@ -133,13 +134,13 @@ void Runtime::OnStepMarked(uint64_t step, int64_t now_ns) {
 
 void Runtime::MaybeRestartAfterFork() {
   if ((state_->gate.load(std::memory_order_relaxed) & kGateRestartAfterFork) == 0) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if ((state_->gate.fetch_and(~kGateRestartAfterFork) & kGateRestartAfterFork) == 0) return;
   InitLocked();
 }
 
 void Runtime::PrepareFork() {
-  mu_.lock();
+  mu_.Lock();
   if (agent_ != nullptr) agent_->LockForFork();
   HostSource::LockRegistryForFork();
 }
@@ -147,7 +148,7 @@ void Runtime::PrepareFork() {
 void Runtime::ParentAfterFork() {
   HostSource::UnlockRegistryForFork();
   if (agent_ != nullptr) agent_->UnlockForFork();
-  mu_.unlock();
+  mu_.Unlock();
 }
 
 void Runtime::ChildAfterFork() {
@@ -171,7 +172,7 @@ void Runtime::ChildAfterFork() {
     (void)agent_.release();
   }
   if (had_agent) state_->gate.fetch_or(kGateRestartAfterFork, std::memory_order_relaxed);
-  mu_.unlock();
+  mu_.Unlock();
 }
 
 }  // namespace gpuctl::client

@@ -9,12 +9,12 @@
 #define GPUCTL_CLIENT_LIB_SRC_RUNTIME_H_
 
 #include <memory>
-#include <mutex>
 
 #include "client_lib/src/agent.h"
 #include "client_lib/src/annotation_state.h"
 #include "client_lib/src/clock.h"
 #include "client_lib/src/host_source.h"
+#include "client_lib/src/mutex.h"
 #include "client_lib/src/process_identity.h"
 #include "client_lib/src/step_counter_page.h"
 #ifdef GPUCTL_HAVE_CUPTI
@@ -74,12 +74,12 @@ class Runtime {
   // Handshakes of the current agent (tests); 0 when none.
   uint64_t handshakes();
 
-  void PrepareFork();
-  void ParentAfterFork();
-  void ChildAfterFork();
+  void PrepareFork() GPUCTL_ACQUIRE(mu_, HostSource::RegistryMutex());
+  void ParentAfterFork() GPUCTL_RELEASE(mu_, HostSource::RegistryMutex());
+  void ChildAfterFork() GPUCTL_RELEASE(mu_, HostSource::RegistryMutex());
 
  private:
-  int InitLocked();
+  int InitLocked() GPUCTL_REQUIRES(mu_);
 
   const AgentOptions options_;
   AnnotationState* const state_;
@@ -90,9 +90,9 @@ class Runtime {
 #ifdef GPUCTL_HAVE_CUPTI
   cupti::CuptiSource cupti_;
 #endif
-  std::mutex mu_;
-  std::unique_ptr<Agent> agent_;  // guarded by mu_
-  bool exiting_ = false;          // guarded by mu_
+  Mutex mu_;
+  std::unique_ptr<Agent> agent_ GPUCTL_GUARDED_BY(mu_);
+  bool exiting_ GPUCTL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpuctl::client

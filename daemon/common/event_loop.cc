@@ -53,7 +53,7 @@ EventLoop::~EventLoop() {
   // whose destructors post (and thus wake) once more.
   std::vector<Task> posted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     posted.swap(posted_);
   }
   posted.clear();
@@ -87,7 +87,7 @@ void EventLoop::Wake() {
 void EventLoop::Post(Task task) {
   bool was_empty;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     was_empty = posted_.empty();
     posted_.push_back(std::move(task));
   }
@@ -156,7 +156,7 @@ void EventLoop::RemoveFd(int fd) {
 
 int EventLoop::NextTimeoutMs() const {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!posted_.empty()) return 0;
   }
   if (timer_heap_.empty()) return -1;
@@ -174,7 +174,7 @@ void EventLoop::RunPostedTasks(bool drain_wake_fd) {
   }
   std::vector<Task> tasks;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tasks.swap(posted_);
   }
   for (Task& task : tasks) {

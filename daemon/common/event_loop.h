@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <queue>
 #include <thread>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/task_runner.h"
 
 namespace gpuctl::daemon {
@@ -85,9 +85,9 @@ class EventLoop final : public TaskRunner {
   std::atomic<bool> quit_{false};
   std::atomic<std::thread::id> loop_thread_{};
 
-  // std::mutex, not absl::Mutex: ThreadSanitizer sees pthread locks only
+  // gpuctl::Mutex, not absl::Mutex: ThreadSanitizer sees pthread locks only
   // (docs/testing.md).
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<Task> posted_ ABSL_GUARDED_BY(mu_);
 
   // Owner-thread state.

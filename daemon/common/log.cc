@@ -4,21 +4,21 @@
 
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 
 namespace gpuctl {
 namespace {
 
 std::atomic<int> g_min_level{static_cast<int>(LogLevel::kInfo)};
 
-// A std::mutex (constant-initialized, no destructor work) so that
+// A gpuctl::Mutex (constant-initialized, no destructor work) so that
 // ThreadSanitizer sees the lock; see docs/testing.md.
-std::mutex g_sink_mu;
+ABSL_CONST_INIT Mutex g_sink_mu;
 std::function<void(absl::string_view)>* g_sink ABSL_GUARDED_BY(g_sink_mu) = nullptr;
 
 absl::string_view LevelName(LogLevel level) {
@@ -132,7 +132,7 @@ std::string FormatLogLine(absl::Time ts, LogLevel level, absl::string_view msg,
 void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> fields) {
   if (static_cast<int>(level) < g_min_level.load(std::memory_order_relaxed)) return;
   std::string line = FormatLogLine(absl::Now(), level, msg, fields);
-  std::lock_guard<std::mutex> lock(g_sink_mu);
+  MutexLock lock(&g_sink_mu);
   if (g_sink != nullptr) {
     (*g_sink)(line);
     return;
@@ -149,7 +149,7 @@ void Log(LogLevel level, absl::string_view msg, std::initializer_list<LogField> 
 }
 
 void SetLogSinkForTesting(std::function<void(absl::string_view line)> sink) {
-  std::lock_guard<std::mutex> lock(g_sink_mu);
+  MutexLock lock(&g_sink_mu);
   delete g_sink;
   g_sink = sink ? new std::function<void(absl::string_view)>(std::move(sink)) : nullptr;
 }

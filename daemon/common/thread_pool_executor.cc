@@ -18,25 +18,25 @@ ThreadPoolExecutor::~ThreadPoolExecutor() { Shutdown(); }
 
 void ThreadPoolExecutor::Run(Task task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopped_) {
       LogWarning("executor task dropped after shutdown");
       return;
     }
     queue_.push_back(std::move(task));
   }
-  work_cv_.notify_one();
+  work_cv_.Signal();
 }
 
 void ThreadPoolExecutor::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   for (std::thread& thread : threads_) thread.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopped_ = true;
   // Tasks queued after the last worker left (possible only from other
   // threads racing Shutdown) are dropped with the queue.
@@ -50,8 +50,8 @@ void ThreadPoolExecutor::WorkerLoop() {
   while (true) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [this] { return HasWorkOrStopping(); });
+      MutexLock lock(&mu_);
+      while (!HasWorkOrStopping()) work_cv_.Wait(&mu_);
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();

@@ -1,14 +1,13 @@
 #ifndef GPUCTL_DAEMON_COMMON_THREAD_POOL_EXECUTOR_H_
 #define GPUCTL_DAEMON_COMMON_THREAD_POOL_EXECUTOR_H_
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/task_runner.h"
 
 namespace gpuctl {
@@ -33,11 +32,11 @@ class ThreadPoolExecutor final : public Executor {
   void WorkerLoop();
   bool HasWorkOrStopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // std::mutex rather than absl::Mutex: ThreadSanitizer sees pthread locks,
-  // not the ones inside an uninstrumented libabsl (docs/testing.md).
-  std::mutex mu_;
+  // gpuctl::Mutex rather than absl::Mutex: ThreadSanitizer sees pthread
+  // locks, not the ones inside an uninstrumented libabsl (docs/testing.md).
+  Mutex mu_;
   // Signalled when queue_ gains a task or stopping_ is set.
-  std::condition_variable work_cv_;
+  CondVar work_cv_;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -28,7 +28,7 @@ inline constexpr uint32_t kIpcProtocolMinor = ipc::kProtocolMinor;
 // Limits on what a Hello may carry (labels: see selector.h).
 inline constexpr size_t kMaxHostnameBytes = 255;
 inline constexpr size_t kMaxCmdlineArgs = 256;
-inline constexpr size_t kMaxCmdlineBytes = 64 * 1024;
+inline constexpr size_t kMaxCmdlineBytes = size_t{64} * 1024;
 inline constexpr size_t kMaxVersionBytes = 64;
 // How far up the process tree the registry looks for ancestors.
 inline constexpr int kMaxAncestors = 64;

@@ -13,7 +13,6 @@ namespace gpuctl::daemon {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 
 TEST_F(TraceTest, AProcessAttachingDuringATimeWindowJoinsIt) {
   Attach(1, 100, "42", 0);

@@ -27,7 +27,7 @@ struct TraceSlot {
   uint64_t ingest_id = 0;
   bool done = false;        // `result` is final
   bool joined = false;      // attached after the request and joined it
-  v1::ProcessResult result;
+  v1::ProcessResult result{};
 };
 
 // State of one trace from StartTrace until OnDone. Owned by DaemonCore on

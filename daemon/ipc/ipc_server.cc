@@ -19,7 +19,6 @@ namespace {
 
 using v1::ipc::CaptureResult;
 using v1::ipc::ClientMessage;
-using v1::ipc::PayloadTransport;
 
 constexpr int kListenBacklog = 128;
 constexpr int kMaxAcceptsPerWake = 64;
@@ -481,6 +480,7 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
                           absl::string_view reason, Notify notify) {
   // `peer_ref` may be the map's own reference, which the erase below
   // destroys.
+  // NOLINTNEXTLINE(performance-unnecessary-copy-initialization)
   const std::shared_ptr<Peer> peer = peer_ref;
   if (peer->closed) return;
   peer->closed = true;

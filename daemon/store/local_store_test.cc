@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/trace_id.h"
 #include "gmock/gmock.h"
@@ -27,7 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
-using ::testing::ElementsAreArray;
 using ::testing::IsEmpty;
 
 class LocalStoreTest : public ::testing::Test {
@@ -82,12 +81,12 @@ class LocalStoreTest : public ::testing::Test {
   // Log lines from now on.
   void CaptureLog() {
     SetLogSinkForTesting([this](absl::string_view line) {
-      std::lock_guard<std::mutex> lock(log_mu_);
+      MutexLock lock(&log_mu_);
       log_.emplace_back(line);
     });
   }
   std::vector<std::string> LogLines(absl::string_view containing) {
-    std::lock_guard<std::mutex> lock(log_mu_);
+    MutexLock lock(&log_mu_);
     std::vector<std::string> lines;
     for (const std::string& line : log_) {
       if (absl::StrContains(line, containing)) lines.push_back(line);
@@ -124,7 +123,7 @@ class LocalStoreTest : public ::testing::Test {
   }
 
   absl::BitGen gen_;
-  std::mutex log_mu_;
+  Mutex log_mu_;
   std::vector<std::string> log_ ABSL_GUARDED_BY(log_mu_);
   std::string tmp_;
   std::string root_;
@@ -141,7 +140,7 @@ TEST_F(LocalStoreTest, CreatesRootWithRestrictiveMode) {
 
 TEST_F(LocalStoreTest, PutFileAndReadBack) {
   std::string id = NewId(1000);
-  std::string data = "binary\0data" + std::string(100000, 'z');
+  std::string data = std::string("binary\0data", 11) + std::string(100000, 'z');
   ASSERT_TRUE(store_->PutFile(id, "h1-rank0-pid5.json.gz", data).ok());
   EXPECT_EQ(ReadAll(id, "h1-rank0-pid5.json.gz"), data);
   // Replacing is atomic and leaves no temporary files.
@@ -293,6 +292,7 @@ TEST_F(LocalStoreTest, RemoveDataFilesRefusesTheOnlyCopy) {
 
 TEST_F(LocalStoreTest, IndexSurvivesARestart) {
   std::vector<std::string> ids;
+  ids.reserve(6);
   for (int i = 0; i < 6; ++i) ids.push_back(PutTrace(1000 + i, i % 3 == 0 ? "a" : "b", 100 + i));
   ASSERT_TRUE(store_->PutFile(ids[2], "h1-rank1-pid6.json.gz", "second").ok());
   ASSERT_TRUE(store_->SetAwaitingUpload(ids[4], true).ok());
@@ -369,6 +369,7 @@ TEST_F(LocalStoreTest, StartupRemovesIncompleteTracesAndTemporaryFiles) {
 
 TEST_F(LocalStoreTest, ListSkipsTracesWhoseManifestVanishedAndStillFillsThePage) {
   std::vector<std::string> ids;
+  ids.reserve(6);
   for (int i = 0; i < 6; ++i) ids.push_back(PutTrace(1000 + i, "j"));
   fs::remove(root_ + "/" + ids[4] + "/manifest.json");
   fs::remove(root_ + "/" + ids[3] + "/manifest.json");
@@ -390,6 +391,7 @@ TEST_F(LocalStoreTest, ListSkipsTracesWhoseManifestVanishedAndStillFillsThePage)
 
 TEST_F(LocalStoreTest, PagesAreStableWhileTracesAreAdded) {
   std::vector<std::string> ids;
+  ids.reserve(5);
   for (int i = 0; i < 5; ++i) ids.push_back(PutTrace(1000 + i, "j"));
   v1::ListTracesRequest req;
   req.set_page_size(2);
@@ -422,6 +424,7 @@ TEST_F(LocalStoreRetentionTest, CountEvictsTheOldestAfterEachCompletedTrace) {
   OpenWith({0, absl::ZeroDuration(), 3});
   CaptureLog();
   std::vector<std::string> ids;
+  ids.reserve(5);
   for (int i = 0; i < 5; ++i) ids.push_back(PutTrace(1000 + i, "j"));
   EXPECT_THAT(ListIds(), ElementsAre(ids[4], ids[3], ids[2]));
   EXPECT_FALSE(OnDisk(ids[0]));
@@ -554,6 +557,7 @@ TEST_F(LocalStoreRetentionTest, ConcurrentWritersReadersAndRetentionAgree) {
   }
   std::atomic<bool> done{false};
   std::vector<std::thread> threads;
+  threads.reserve(kWriters);
   for (int w = 0; w < kWriters; ++w) {
     threads.emplace_back([&, w] {
       for (const std::string& id : ids[w]) {

@@ -199,7 +199,7 @@ absl::StatusOr<std::string> ManifestJobId(absl::string_view json) {
 }
 
 void StoreIndex::Add(StoredTrace trace) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto [it, inserted] = traces_.try_emplace(trace.trace_id);
   Entry& entry = it->second;
   const bool was_deleting = !inserted && entry.deleting;
@@ -213,24 +213,24 @@ void StoreIndex::Add(StoredTrace trace) {
   std::sort(entry.files.begin(), entry.files.end());
   for (const auto& [name, bytes] : entry.files) entry.bytes += bytes;
   Account(it->first, entry, +1);
-  if (was_deleting) delete_done_cv_.notify_all();
+  if (was_deleting) delete_done_cv_.SignalAll();
 }
 
 void StoreIndex::AddTrace(absl::string_view trace_id, absl::Time created) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   FindOrAdd(trace_id, created);
 }
 
 void StoreIndex::RecordFile(absl::string_view trace_id, absl::Time created, absl::string_view name,
                             uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Entry& entry = FindOrAdd(trace_id, created);
   SetFile(entry, name, bytes);
 }
 
 void StoreIndex::RecordManifest(absl::string_view trace_id, absl::Time created,
                                 absl::string_view job_id, uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Entry& entry = FindOrAdd(trace_id, created);
   const std::string& id = traces_.find(trace_id)->first;
   if (!entry.deleting) Account(id, entry, -1);
@@ -241,7 +241,7 @@ void StoreIndex::RecordManifest(absl::string_view trace_id, absl::Time created,
 }
 
 bool StoreIndex::ForgetFile(absl::string_view trace_id, absl::string_view name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto trace = traces_.find(trace_id);
   if (trace == traces_.end()) return false;
   Entry& entry = trace->second;
@@ -256,7 +256,7 @@ bool StoreIndex::ForgetFile(absl::string_view trace_id, absl::string_view name) 
 }
 
 bool StoreIndex::SetAwaitingUpload(absl::string_view trace_id, bool awaiting) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = traces_.find(trace_id);
   if (it == traces_.end() || it->second.deleting) return false;
   Account(it->first, it->second, -1);
@@ -266,20 +266,20 @@ bool StoreIndex::SetAwaitingUpload(absl::string_view trace_id, bool awaiting) {
 }
 
 bool StoreIndex::Pin(absl::string_view trace_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (IsDeleting(trace_id)) return false;
   ++pins_[std::string(trace_id)];
   return true;
 }
 
 void StoreIndex::PinForWrite(absl::string_view trace_id) {
-  std::unique_lock<std::mutex> lock(mu_);
-  delete_done_cv_.wait(lock, [this, trace_id] { return !IsDeleting(trace_id); });
+  MutexLock lock(&mu_);
+  while (IsDeleting(trace_id)) delete_done_cv_.Wait(&mu_);
   ++pins_[std::string(trace_id)];
 }
 
 void StoreIndex::Unpin(absl::string_view trace_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = pins_.find(trace_id);
   if (it == pins_.end()) return;
   if (--it->second == 0) pins_.erase(it);
@@ -288,7 +288,7 @@ void StoreIndex::Unpin(absl::string_view trace_id) {
 std::vector<std::string> StoreIndex::Page(absl::string_view after, absl::string_view job_id,
                                           size_t limit) const {
   std::vector<std::string> ids;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (job_id.empty()) {
     auto it = after.empty() ? traces_.end() : traces_.lower_bound(after);
     while (ids.size() < limit && it != traces_.begin()) {
@@ -312,7 +312,7 @@ std::vector<std::string> StoreIndex::Page(absl::string_view after, absl::string_
 std::vector<Eviction> StoreIndex::TakeEvictions(const RetentionPolicy& policy, absl::Time now) {
   std::vector<Eviction> evictions;
   if (IsUnlimited(policy)) return evictions;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // max_count counts complete traces; max_bytes everything on disk.
   RetentionPlanner planner(policy, now, totals_.complete, totals_.bytes);
   for (auto& [id, entry] : traces_) {
@@ -329,7 +329,7 @@ std::vector<Eviction> StoreIndex::TakeEvictions(const RetentionPolicy& policy, a
 }
 
 absl::Status StoreIndex::TakeForDelete(absl::string_view trace_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = traces_.find(trace_id);
   if (it == traces_.end() || it->second.deleting) {
     return absl::NotFoundError(absl::StrCat("no trace ", trace_id));
@@ -347,26 +347,26 @@ absl::Status StoreIndex::TakeForDelete(absl::string_view trace_id) {
 }
 
 void StoreIndex::FinishDelete(absl::string_view trace_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = traces_.find(trace_id);
   if (it == traces_.end()) return;
   const bool was_deleting = it->second.deleting;
   if (!was_deleting) Account(it->first, it->second, -1);
   traces_.erase(it);
-  if (was_deleting) delete_done_cv_.notify_all();
+  if (was_deleting) delete_done_cv_.SignalAll();
 }
 
 void StoreIndex::AbortDelete(absl::string_view trace_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = traces_.find(trace_id);
   if (it == traces_.end() || !it->second.deleting) return;
   it->second.deleting = false;
   Account(it->first, it->second, +1);
-  delete_done_cv_.notify_all();
+  delete_done_cv_.SignalAll();
 }
 
 std::optional<StoredTrace> StoreIndex::Find(absl::string_view trace_id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = traces_.find(trace_id);
   if (it == traces_.end() || it->second.deleting) return std::nullopt;
   StoredTrace trace;
@@ -383,13 +383,13 @@ std::optional<StoredTrace> StoreIndex::Find(absl::string_view trace_id) const {
 }
 
 StoreTotals StoreIndex::Totals() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return totals_;
 }
 
 std::vector<std::string> StoreIndex::AwaitingUpload() const {
   std::vector<std::string> ids;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, entry] : traces_) {
     if (entry.awaiting_upload && !entry.deleting) ids.push_back(id);
   }

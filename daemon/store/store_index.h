@@ -1,9 +1,7 @@
 #ifndef GPUCTL_DAEMON_STORE_STORE_INDEX_H_
 #define GPUCTL_DAEMON_STORE_STORE_INDEX_H_
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 #include "daemon/store/retention.h"
 
 namespace gpuctl::daemon {
@@ -134,11 +133,11 @@ class StoreIndex {
   bool IsPinned(absl::string_view trace_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool IsDeleting(absl::string_view trace_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // std::mutex rather than absl::Mutex: ThreadSanitizer sees pthread locks,
-  // not the ones inside an uninstrumented libabsl (docs/testing.md).
-  mutable std::mutex mu_;
+  // gpuctl::Mutex rather than absl::Mutex: ThreadSanitizer sees pthread
+  // locks, not the ones inside an uninstrumented libabsl (docs/testing.md).
+  mutable Mutex mu_;
   // Signalled whenever a trace stops being deleted (PinForWrite waits).
-  std::condition_variable delete_done_cv_;
+  CondVar delete_done_cv_;
   Traces traces_ ABSL_GUARDED_BY(mu_);
   // (job id, trace id) of the complete traces not being deleted.
   absl::btree_set<std::pair<std::string, std::string>> by_job_ ABSL_GUARDED_BY(mu_);

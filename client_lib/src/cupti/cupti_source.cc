@@ -85,7 +85,7 @@ void CuptiSource::ResetWindow() {
   enabled_kinds_.clear();
   host_only_ = failed_ = false;
   message_.clear();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   accepting_ = false;
   cupti_dropped_ = 0;
   translator_.Reset(0, 0, nullptr);
@@ -192,7 +192,7 @@ bool CuptiSource::Prepare(const CaptureRequest& request, PrepareError* error) {
   buffer_bytes_ = request.activity_buffer_bytes != 0
                       ? std::max(request.activity_buffer_bytes, kMinBufferBytes)
                       : kDefaultBufferBytes;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   max_bytes_ = request.max_buffer_bytes != 0 ? request.max_buffer_bytes : kDefaultMaxBufferBytes;
   translator_.Reset(max_bytes_, offset, [api = &*api_](CUpti_CallbackDomain d, uint32_t cbid) {
     const char* name = nullptr;
@@ -223,7 +223,7 @@ void CuptiSource::Start(int64_t window_start_ns) {
   window_start_ns_ = window_start_ns;
   if (!subscribed_ || activities_ == 0) return;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     accepting_ = true;
   }
   EnableKinds();
@@ -279,7 +279,7 @@ void CuptiSource::Stop(int64_t window_end_ns) {
                 "; the trace holds the records delivered before";
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     accepting_ = false;
   }
   Release();
@@ -316,7 +316,7 @@ void CUPTIAPI CuptiSource::OnBufferRequested(uint8_t** buffer, size_t* size, siz
   *max_records = 0;
   CuptiSource* self = g_active.load(std::memory_order_acquire);
   if (self == nullptr) return;
-  std::lock_guard lock(self->mu_);
+  MutexLock lock(&self->mu_);
   // Past the cap CUPTI gets no buffer: it drops and counts the records.
   if (!self->accepting_ || self->buffers_in_flight_ + self->buffer_bytes_ > self->max_bytes_) {
     return;
@@ -337,7 +337,7 @@ void CUPTIAPI CuptiSource::OnBufferCompleted(CUcontext context, uint32_t stream_
 
 void CuptiSource::TakeBuffer(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
                              size_t valid_size) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   buffers_in_flight_ -= std::min<uint64_t>(buffers_in_flight_, size);
   if (buffer != nullptr && valid_size > 0) {
     CUpti_Activity* record = nullptr;
@@ -363,7 +363,7 @@ CollectStats CuptiSource::Collect(RecordWriter& writer) {
   }
   if (failed_) info.flags |= records::kCaptureFlagCuptiFailed;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     translator_.Emit(writer, window_start_ns_, window_end_ns_);
     info.dropped_by_cupti = cupti_dropped_;
     info.dropped_at_cap = translator_.dropped_at_cap();
@@ -386,7 +386,7 @@ void CuptiSource::Abort() {
   if (subscribed_ && !released_) {
     DisableKinds();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       accepting_ = false;
     }
     if (!host_only_) api_->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -410,19 +410,19 @@ void CuptiSource::ResetInForkChild() {
   enabled_kinds_.clear();
   host_only_ = failed_ = false;
   message_.clear();
-  if (!mu_.try_lock()) {
+  if (!mu_.TryLock()) {
     // Held at the fork by a thread that does not exist here (a CUPTI
     // buffer thread mid-record): the records may be half-written, so they
     // are abandoned, not freed, and the lock is made anew.
-    new (&mu_) std::mutex;
+    new (&mu_) Mutex;
     new (&translator_) ActivityTranslator;
-    mu_.lock();
+    mu_.Lock();
   }
   accepting_ = false;
   buffers_in_flight_ = 0;
   cupti_dropped_ = 0;
   translator_.Reset(0, 0, nullptr);
-  mu_.unlock();
+  mu_.Unlock();
 }
 
 bool CuptiSource::OnRangePush(uint64_t range_id) {

@@ -37,7 +37,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -46,6 +45,7 @@
 #include "client_lib/src/cupti/activity_translator.h"
 #include "client_lib/src/cupti/cupti_api.h"
 #include "client_lib/src/host_source.h"
+#include "client_lib/src/mutex.h"
 
 namespace gpuctl::client::cupti {
 
@@ -151,12 +151,12 @@ class CuptiSource final : public ActivitySource, public RangeListener {
   int64_t window_end_ns_ = 0;
   uint64_t buffer_bytes_ = kDefaultBufferBytes;
 
-  std::mutex mu_;                                // the buffer path vs the agent thread
-  ActivityTranslator translator_;                // guarded by mu_
-  uint64_t max_bytes_ = kDefaultMaxBufferBytes;  // guarded by mu_
-  uint64_t buffers_in_flight_ = 0;               // bytes, guarded by mu_
-  uint64_t cupti_dropped_ = 0;                   // guarded by mu_
-  bool accepting_ = false;                       // guarded by mu_
+  Mutex mu_;  // the buffer path vs the agent thread
+  ActivityTranslator translator_ GPUCTL_GUARDED_BY(mu_);
+  uint64_t max_bytes_ GPUCTL_GUARDED_BY(mu_) = kDefaultMaxBufferBytes;
+  uint64_t buffers_in_flight_ GPUCTL_GUARDED_BY(mu_) = 0;  // bytes
+  uint64_t cupti_dropped_ GPUCTL_GUARDED_BY(mu_) = 0;
+  bool accepting_ GPUCTL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpuctl::client::cupti

@@ -1,11 +1,11 @@
 #ifndef GPUCTL_DAEMON_COMMON_TESTING_FAKE_CLOCK_H_
 #define GPUCTL_DAEMON_COMMON_TESTING_FAKE_CLOCK_H_
 
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/mutex.h"
 
 namespace gpuctl::testing {
 
@@ -18,20 +18,20 @@ class FakeClock final : public Clock {
   explicit FakeClock(absl::Time start = DefaultStart()) : now_(start) {}
 
   absl::Time Now() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return now_;
   }
   void Set(absl::Time t) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     now_ = t;
   }
   void Advance(absl::Duration d) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     now_ += d;
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 

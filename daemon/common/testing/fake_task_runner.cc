@@ -3,13 +3,13 @@
 namespace gpuctl::testing {
 
 void FakeTaskRunner::Post(Task task) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
 }
 
 TaskRunner::TimerId FakeTaskRunner::PostDelayed(absl::Duration delay, Task task) {
   absl::Time due = clock_->Now() + delay;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   TimerId id = next_id_++;
   timers_.emplace(TimerKey{due, id}, std::move(task));
   timer_due_.emplace(id, due);
@@ -17,7 +17,7 @@ TaskRunner::TimerId FakeTaskRunner::PostDelayed(absl::Duration delay, Task task)
 }
 
 void FakeTaskRunner::Cancel(TimerId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = timer_due_.find(id);
   if (it == timer_due_.end()) return;
   timers_.erase(TimerKey{it->second, id});
@@ -28,7 +28,7 @@ bool FakeTaskRunner::RunOne() {
   Task task;
   {
     absl::Time now = clock_->Now();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!tasks_.empty()) {
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -57,7 +57,7 @@ void FakeTaskRunner::AdvanceBy(absl::Duration d) {
   while (true) {
     absl::Time next;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (timers_.empty() || timers_.begin()->first.due > end) break;
       next = timers_.begin()->first.due;
     }
@@ -69,12 +69,12 @@ void FakeTaskRunner::AdvanceBy(absl::Duration d) {
 }
 
 size_t FakeTaskRunner::pending_tasks() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return tasks_.size();
 }
 
 size_t FakeTaskRunner::pending_timers() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return timers_.size();
 }
 

@@ -4,10 +4,10 @@
 #include <cstddef>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/task_runner.h"
 #include "daemon/common/testing/fake_clock.h"
 
@@ -43,7 +43,7 @@ class FakeTaskRunner final : public TaskRunner {
   bool RunOne();
 
   FakeClock* clock_;
-  std::mutex mu_;
+  Mutex mu_;
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
   std::map<TimerKey, Task> timers_ ABSL_GUARDED_BY(mu_);
   std::map<TimerId, absl::Time> timer_due_ ABSL_GUARDED_BY(mu_);
@@ -60,7 +60,7 @@ class InlineExecutor final : public Executor {
 class ManualExecutor final : public Executor {
  public:
   void Run(Task task) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     tasks_.push_back(std::move(task));
   }
   // Runs queued tasks (and tasks they queue) until none is left.
@@ -72,7 +72,7 @@ class ManualExecutor final : public Executor {
   bool RunOne() {
     Task task;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (tasks_.empty()) return false;
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -81,12 +81,12 @@ class ManualExecutor final : public Executor {
     return true;
   }
   size_t pending() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return tasks_.size();
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
 };
 

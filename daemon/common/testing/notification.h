@@ -2,16 +2,16 @@
 #define GPUCTL_DAEMON_COMMON_TESTING_NOTIFICATION_H_
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
+#include <chrono>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 
 namespace gpuctl::testing {
 
 // A one-shot event for tests, with absl::Notification's interface, built on
-// std::mutex so that ThreadSanitizer sees Notify() happen before a returning
+// gpuctl::Mutex so that ThreadSanitizer sees Notify() happen before a returning
 // wait (absl::Notification locks inside an uninstrumented libabsl; see
 // docs/testing.md). Everything the notifying thread did before Notify() is
 // visible to the thread whose wait returned true. Thread-safe.
@@ -25,29 +25,33 @@ class Notification {
   // returns may destroy this object at once, so Notify() must not touch it
   // after unlocking.
   void Notify() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     notified_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   bool HasBeenNotified() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return notified_;
   }
   void WaitForNotification() const {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return notified_; });
+    MutexLock lock(&mu_);
+    while (!notified_) cv_.Wait(&mu_);
   }
   // False when `timeout` passed first.
   bool WaitForNotificationWithTimeout(absl::Duration timeout) const {
     // Bounded so that steady_clock::now() + timeout cannot overflow.
     timeout = std::min(timeout, absl::Hours(24 * 365));
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), [this] { return notified_; });
+    const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+    MutexLock lock(&mu_);
+    while (!notified_) {
+      if (!cv_.WaitUntil(&mu_, deadline)) return notified_;
+    }
+    return true;
   }
 
  private:
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
+  mutable Mutex mu_;
+  mutable CondVar cv_;
   bool notified_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "daemon/common/testing/fake_task_runner.h"
@@ -126,12 +127,12 @@ class DaemonCoreTest : public ::testing::Test {
 
   absl::StatusOr<std::string> Trace(const std::string& job, absl::Duration d,
                                     std::shared_ptr<RecordingObserver> observer,
-                                    std::vector<int> pids = {}) {
+                                    const std::vector<int>& pids = {}) {
     v1::TraceRequest req;
     req.mutable_selector()->set_job_id(job);
     for (int pid : pids) req.mutable_selector()->add_pids(pid);
     req.mutable_duration()->set_seconds(absl::ToInt64Seconds(d));
-    return core_->StartTrace(req, observer);
+    return core_->StartTrace(req, std::move(observer));
   }
 
   std::vector<v1::ipc::StartCapture> StartsTo(PeerId peer) {
