@@ -12,7 +12,7 @@ DeadlineWaiter::DeadlineWaiter(Clock* clock, TaskRunner* timers, absl::Mutex* mu
 }
 
 DeadlineWaiter::~DeadlineWaiter() {
-  std::lock_guard<std::mutex> lock(target_->mu);
+  MutexLock lock(&target_->mu);
   target_->alive = false;
 }
 
@@ -38,7 +38,7 @@ void DeadlineWaiter::Arm(absl::Time deadline) {
     timers->PostDelayed(deadline - clock->Now(), [weak, deadline] {
       std::shared_ptr<Target> target = weak.lock();
       if (target == nullptr) return;
-      std::lock_guard<std::mutex> lock(target->mu);
+      MutexLock lock(&target->mu);
       if (!target->alive) return;
       absl::MutexLock owner(target->owner_mu);
       if (target->armed == deadline) target->armed = absl::InfiniteFuture();

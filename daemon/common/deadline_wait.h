@@ -2,12 +2,12 @@
 #define GPUCTL_DAEMON_COMMON_DEADLINE_WAIT_H_
 
 #include <memory>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/task_runner.h"
 
 namespace gpuctl {
@@ -43,10 +43,10 @@ class DeadlineWaiter {
 
  private:
   // What a timer reaches; outlives the waiter while a timer holds it. Lock
-  // order: mu, then the owner's mutex. std::mutex: ThreadSanitizer sees
-  // pthread locks only (docs/testing.md).
+  // order: mu, then the owner's mutex. gpuctl::Mutex: ThreadSanitizer
+  // sees pthread locks only (docs/testing.md).
   struct Target {
-    std::mutex mu;
+    Mutex mu;
     bool alive ABSL_GUARDED_BY(mu) = true;
     absl::Mutex* owner_mu = nullptr;
     absl::CondVar* owner_cv = nullptr;

@@ -3,14 +3,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/task_runner.h"
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/testing/fake_task_runner.h"
@@ -26,13 +25,13 @@ class ObservedTaskRunner final : public TaskRunner {
 
   void Post(Task task) override {
     fake_.Post(std::move(task));
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++posts_;
-    posted_.notify_all();
+    posted_.SignalAll();
   }
   TimerId PostDelayed(absl::Duration delay, Task task) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       timer_dues_.push_back(clock_->Now() + delay);
     }
     return fake_.PostDelayed(delay, std::move(task));
@@ -43,19 +42,23 @@ class ObservedTaskRunner final : public TaskRunner {
   // when none was within `timeout`.
   bool RunUntilTimerArmedAt(absl::Time due, absl::Duration timeout = absl::Seconds(20)) {
     const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
-    std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      const size_t seen = posts_;
-      lock.unlock();
+      size_t seen;
+      {
+        MutexLock lock(&mu_);
+        seen = posts_;
+      }
       fake_.RunUntilIdle();
-      lock.lock();
+      MutexLock lock(&mu_);
       if (std::find(timer_dues_.begin(), timer_dues_.end(), due) != timer_dues_.end()) return true;
-      if (!posted_.wait_until(lock, until, [&] { return posts_ > seen; })) return false;
+      while (posts_ <= seen) {
+        if (!posted_.WaitUntil(&mu_, until) && posts_ <= seen) return false;
+      }
     }
   }
   // Timers armed so far, fired or not, by due time.
   size_t timers_armed_at(absl::Time due) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return std::count(timer_dues_.begin(), timer_dues_.end(), due);
   }
 
@@ -64,8 +67,8 @@ class ObservedTaskRunner final : public TaskRunner {
  private:
   FakeClock* const clock_;
   FakeTaskRunner fake_;
-  std::mutex mu_;
-  std::condition_variable posted_;
+  Mutex mu_;
+  CondVar posted_;
   size_t posts_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<absl::Time> timer_dues_ ABSL_GUARDED_BY(mu_);
 };
