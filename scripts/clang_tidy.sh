@@ -17,7 +17,7 @@ jobs="${GPUCTL_JOBS:-2}"
 db="$build/compile_commands.json"
 if [ ! -f "$db" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DGPUCTL_BUILD_BENCH=OFF >/dev/null
+    -DCMAKE_UNITY_BUILD=OFF -DGPUCTL_BUILD_BENCH=OFF >/dev/null
 fi
 if grep -q '"file": *"[^"]*unity_[0-9]*_cxx\.cxx"' "$db"; then
   echo "clang_tidy.sh: $build is a unity build; its database names no source file" >&2
@@ -28,8 +28,10 @@ if [ -z "$tidy" ]; then
   echo "clang_tidy.sh: clang-tidy not found (apt-get install clang-tidy-14)" >&2
   exit 2
 fi
+# The generated headers: protobuf's, and the client library's IPC codec
+# (which builds its small generator first).
 mapfile -t generated < <(ninja -C "$build" -t targets all |
-  sed -n 's/^\(proto\/[^:]*\.pb\.h\): .*/\1/p')
+  sed -n 's/^\(proto\/[^:]*\.pb\.h\|client_lib\/src\/wire\/gen\/[^:]*\.h\): .*/\1/p')
 ninja -C "$build" "${generated[@]}" >/dev/null
 
 # Always checked: the session core, its transports' adapters and the

@@ -107,7 +107,7 @@ if [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ]; then
 
   if [ "${GPUCTL_SKIP_TIDY:-0}" != 1 ]; then
     step "clang-tidy (scripts/clang_tidy.sh)"
-    GPUCTL_JOBS="$jobs" ./scripts/clang_tidy.sh build-asan || failed_checks+=("clang-tidy (scripts/clang_tidy.sh)")
+    GPUCTL_JOBS="$jobs" ./scripts/clang_tidy.sh build-tidy || failed_checks+=("clang-tidy (scripts/clang_tidy.sh)")
   fi
 fi
 
