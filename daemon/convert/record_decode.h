@@ -64,8 +64,7 @@ inline absl::Status TooSmall(uint64_t index, uint16_t kind, uint16_t size, uint1
 // GPUCTL_RECORD_KINDS to its overload.
 absl::Status Accept(uint64_t index, const RangeRecord& r, Limits limits, DecodedRecords* out);
 absl::Status Accept(uint64_t index, const StepRecord& s, Limits limits, DecodedRecords* out);
-absl::Status Accept(uint64_t index, const ThreadNameRecord& t, Limits limits,
-                    DecodedRecords* out);
+absl::Status Accept(uint64_t index, const ThreadNameRecord& t, Limits limits, DecodedRecords* out);
 absl::Status Accept(uint64_t index, const KernelRecord& k, Limits limits, DecodedRecords* out);
 absl::Status Accept(uint64_t index, const MemcpyRecord& m, Limits limits, DecodedRecords* out);
 absl::Status Accept(uint64_t index, const MemsetRecord& m, Limits limits, DecodedRecords* out);
@@ -75,10 +74,8 @@ absl::Status Accept(uint64_t index, const MarkerRecord& m, Limits limits, Decode
 absl::Status Accept(uint64_t index, const OverheadRecord& o, Limits limits, DecodedRecords* out);
 absl::Status Accept(uint64_t index, const ExternalCorrelationRecord& e, Limits limits,
                     DecodedRecords* out);
-absl::Status Accept(uint64_t index, const DeviceInfoRecord& d, Limits limits,
-                    DecodedRecords* out);
-absl::Status Accept(uint64_t index, const CaptureInfoRecord& c, Limits limits,
-                    DecodedRecords* out);
+absl::Status Accept(uint64_t index, const DeviceInfoRecord& d, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const CaptureInfoRecord& c, Limits limits, DecodedRecords* out);
 
 }  // namespace gpuctl::daemon::record_decode
 

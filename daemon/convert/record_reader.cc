@@ -138,8 +138,7 @@ absl::Status Accept(uint64_t index, const StepRecord& s, Limits limits, DecodedR
   return absl::OkStatus();
 }
 
-absl::Status Accept(uint64_t index, const ThreadNameRecord& t, Limits limits,
-                    DecodedRecords* out) {
+absl::Status Accept(uint64_t index, const ThreadNameRecord& t, Limits limits, DecodedRecords* out) {
   if (auto st = CheckString(index, t.name, *out); !st.ok()) return st;
   out->thread_names.push_back(t);
   return absl::OkStatus();

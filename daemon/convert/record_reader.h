@@ -53,7 +53,7 @@ struct DecodedRecords {
   std::vector<MarkerRecord> markers;
   std::vector<OverheadRecord> overheads;
   std::vector<ExternalCorrelationRecord> external_correlations;
-  std::vector<DeviceInfoRecord> device_infos;  // at most one per device_id
+  std::vector<DeviceInfoRecord> device_infos;     // at most one per device_id
   std::optional<CaptureInfoRecord> capture_info;  // at most one per payload
 };
 

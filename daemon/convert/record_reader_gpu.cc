@@ -98,8 +98,7 @@ absl::Status Accept(uint64_t index, const ExternalCorrelationRecord& e, Limits l
   return absl::OkStatus();
 }
 
-absl::Status Accept(uint64_t index, const DeviceInfoRecord& d, Limits limits,
-                    DecodedRecords* out) {
+absl::Status Accept(uint64_t index, const DeviceInfoRecord& d, Limits limits, DecodedRecords* out) {
   if (auto st = CheckString(index, d.name, *out); !st.ok()) return st;
   if (out->device_infos.size() >= kMaxDevices) {
     return Invalid("record ", index, ": more than ", kMaxDevices, " devices described");

@@ -22,7 +22,7 @@ namespace gpuctl::records {
 
 // Little-endian stores and loads of one field; `p` has the field's bytes.
 template <typename T>
-  requires std::is_integral_v<T>
+requires std::is_integral_v<T>
 inline void StoreField(uint8_t* p, T v) {
   using U = std::make_unsigned_t<T>;
   U u = static_cast<U>(v);
@@ -34,14 +34,15 @@ inline void StoreField(uint8_t* p, T v) {
 }
 
 template <typename T>
-  requires std::is_integral_v<T>
+requires std::is_integral_v<T>
 inline void LoadField(const uint8_t* p, T* v) {
   using U = std::make_unsigned_t<T>;
   U u = 0;
   if constexpr (std::endian::native == std::endian::little) {
     std::memcpy(&u, p, sizeof(U));
   } else {
-    for (size_t i = 0; i < sizeof(U); ++i) u = static_cast<U>(u | (static_cast<U>(p[i]) << (8 * i)));
+    for (size_t i = 0; i < sizeof(U); ++i)
+      u = static_cast<U>(u | (static_cast<U>(p[i]) << (8 * i)));
   }
   *v = static_cast<T>(u);
 }
@@ -62,17 +63,17 @@ inline void LoadField(const uint8_t* p, std::array<T, N>* v) {
 // the condition is constant) and leaves the others as they are.
 #define GPUCTL_RECORDS_STORE_(type, name, offset) StoreField(p + (offset), r.name);
 #define GPUCTL_RECORDS_STORE_PAD_(offset, bytes) std::memset(p + (offset), 0, bytes);
-#define GPUCTL_RECORDS_LOAD_(type, name, offset)                                       \
+#define GPUCTL_RECORDS_LOAD_(type, name, offset)                                         \
   if ((offset) + sizeof(type) <= Layout<R>::kMinSize || (offset) + sizeof(type) <= size) \
     LoadField(p + (offset), &r->name);
 #define GPUCTL_RECORDS_SKIP_(offset, bytes)
-#define GPUCTL_RECORDS_CODEC_(Type, FIELDS)                                        \
-  inline void EncodeFields(const Type& r, uint8_t* p) {                            \
-    FIELDS(GPUCTL_RECORDS_STORE_, GPUCTL_RECORDS_STORE_PAD_)                       \
-  }                                                                                \
-  inline void DecodeFields(const uint8_t* p, size_t size, Type* r) {               \
-    using R = Type;                                                                \
-    FIELDS(GPUCTL_RECORDS_LOAD_, GPUCTL_RECORDS_SKIP_)                             \
+#define GPUCTL_RECORDS_CODEC_(Type, FIELDS)                          \
+  inline void EncodeFields(const Type& r, uint8_t* p) {              \
+    FIELDS(GPUCTL_RECORDS_STORE_, GPUCTL_RECORDS_STORE_PAD_)         \
+  }                                                                  \
+  inline void DecodeFields(const uint8_t* p, size_t size, Type* r) { \
+    using R = Type;                                                  \
+    FIELDS(GPUCTL_RECORDS_LOAD_, GPUCTL_RECORDS_SKIP_)               \
   }
 #define GPUCTL_RECORDS_RECORD_CODEC_(Name, kind, min_size) \
   GPUCTL_RECORDS_CODEC_(Name##Record, GPUCTL_RECORD_FIELDS_##Name)

@@ -47,19 +47,19 @@ using StringIndex = uint32_t;
 
 // The payload header. Offsets from the start of the payload.
 #define GPUCTL_RECORD_HEADER_FIELDS(F, PAD)                                        \
-  F(uint32_t, magic, 0)            /* kMagic */                                    \
-  F(uint16_t, version_major, 4)    /* kVersionMajor; a different major is refused */ \
-  F(uint16_t, version_minor, 6)    /* newer minors only add record kinds/fields */ \
-  F(uint32_t, header_size, 8)      /* >= kHeaderSize; readers skip extra bytes */  \
-  F(uint32_t, flags, 12)           /* reserved, 0 */                               \
-  F(uint64_t, event_count, 16)     /* records in the event section */              \
-  F(uint64_t, events_offset, 24)   /* from the start of the payload */             \
-  F(uint64_t, events_size, 32)     /* bytes */                                     \
+  F(uint32_t, magic, 0)          /* kMagic */                                      \
+  F(uint16_t, version_major, 4)  /* kVersionMajor; a different major is refused */ \
+  F(uint16_t, version_minor, 6)  /* newer minors only add record kinds/fields */   \
+  F(uint32_t, header_size, 8)    /* >= kHeaderSize; readers skip extra bytes */    \
+  F(uint32_t, flags, 12)         /* reserved, 0 */                                 \
+  F(uint64_t, event_count, 16)   /* records in the event section */                \
+  F(uint64_t, events_offset, 24) /* from the start of the payload */               \
+  F(uint64_t, events_size, 32)   /* bytes */                                       \
   F(uint64_t, strings_offset, 40)                                                  \
   F(uint64_t, strings_size, 48)                                                    \
   F(uint64_t, string_count, 56)                                                    \
-  F(uint64_t, dropped_events, 64)  /* records lost to the buffer cap */            \
-  F(int64_t, window_start_ns, 72)  /* CLOCK_REALTIME ns */                         \
+  F(uint64_t, dropped_events, 64) /* records lost to the buffer cap */             \
+  F(int64_t, window_start_ns, 72) /* CLOCK_REALTIME ns */                          \
   F(int64_t, window_end_ns, 80)                                                    \
   F(int32_t, pid, 88)                                                              \
   PAD(92, 4)
@@ -113,19 +113,19 @@ enum class Kind : uint16_t {
 // size is the kind's size in the minor that introduced it, and never
 // changes: a shorter record is refused; in a record of at least that size
 // the fields a later minor appended that lie past the record's end read 0.
-#define GPUCTL_RECORD_KINDS(X)           \
-  X(Range, kRange, 40)                   \
-  X(Step, kStep, 24)                     \
-  X(ThreadName, kThreadName, 16)         \
-  X(Kernel, kKernel, 112)                \
-  X(Memcpy, kMemcpy, 80)                 \
-  X(Memset, kMemset, 64)                 \
-  X(ApiCall, kApiCall, 48)               \
-  X(Sync, kSync, 48)                     \
-  X(Marker, kMarker, 48)                 \
-  X(Overhead, kOverhead, 48)             \
+#define GPUCTL_RECORD_KINDS(X)                     \
+  X(Range, kRange, 40)                             \
+  X(Step, kStep, 24)                               \
+  X(ThreadName, kThreadName, 16)                   \
+  X(Kernel, kKernel, 112)                          \
+  X(Memcpy, kMemcpy, 80)                           \
+  X(Memset, kMemset, 64)                           \
+  X(ApiCall, kApiCall, 48)                         \
+  X(Sync, kSync, 48)                               \
+  X(Marker, kMarker, 48)                           \
+  X(Overhead, kOverhead, 48)                       \
   X(ExternalCorrelation, kExternalCorrelation, 24) \
-  X(DeviceInfo, kDeviceInfo, 80)         \
+  X(DeviceInfo, kDeviceInfo, 80)                   \
   X(CaptureInfo, kCaptureInfo, 40)
 
 // Record tables. Offsets from the start of the record; fields start after
@@ -149,37 +149,37 @@ enum class Kind : uint16_t {
   F(StringIndex, name, 8)                       \
   PAD(12, 4)
 
-#define GPUCTL_RECORD_FIELDS_Kernel(F, PAD)                                           \
-  F(uint32_t, device_id, 4)                                                           \
-  F(uint32_t, context_id, 8)                                                          \
-  F(uint32_t, stream_id, 12)                                                          \
-  F(uint32_t, correlation_id, 16) /* links to the launching kApiCall */               \
-  F(StringIndex, name, 20)        /* the mangled or demangled name CUPTI gives */     \
-  F(int64_t, start_ns, 24)                                                            \
-  F(int64_t, end_ns, 32)                                                              \
-  F(I32x3, grid, 40)              /* x, y, z; each >= 1 */                            \
-  F(I32x3, block, 52)             /* x, y, z; each >= 1 */                            \
-  F(uint32_t, registers_per_thread, 64)                                               \
-  F(uint32_t, static_shared_memory, 68)   /* bytes per block */                       \
-  F(uint32_t, dynamic_shared_memory, 72)  /* bytes per block */                       \
-  F(uint32_t, graph_id, 76)               /* 0: not launched from a CUDA graph */     \
-  F(uint64_t, graph_node_id, 80)          /* 0: not from a graph */                   \
-  F(uint32_t, shared_memory_executed, 88) /* bytes of shared memory per SM */         \
-  F(uint32_t, local_memory_per_thread, 92) /* bytes */                                \
-  F(uint64_t, queued_ns, 96)              /* 0: unknown */                            \
-  F(uint32_t, cache_config_executed, 104)                                             \
-  F(uint32_t, launch_type, 108)           /* CUpti_ActivityLaunchType */
+#define GPUCTL_RECORD_FIELDS_Kernel(F, PAD)                                        \
+  F(uint32_t, device_id, 4)                                                        \
+  F(uint32_t, context_id, 8)                                                       \
+  F(uint32_t, stream_id, 12)                                                       \
+  F(uint32_t, correlation_id, 16) /* links to the launching kApiCall */            \
+  F(StringIndex, name, 20)        /* the mangled or demangled name CUPTI gives */  \
+  F(int64_t, start_ns, 24)                                                         \
+  F(int64_t, end_ns, 32)                                                           \
+  F(I32x3, grid, 40)  /* x, y, z; each >= 1 */                                     \
+  F(I32x3, block, 52) /* x, y, z; each >= 1 */                                     \
+  F(uint32_t, registers_per_thread, 64)                                            \
+  F(uint32_t, static_shared_memory, 68)    /* bytes per block */                   \
+  F(uint32_t, dynamic_shared_memory, 72)   /* bytes per block */                   \
+  F(uint32_t, graph_id, 76)                /* 0: not launched from a CUDA graph */ \
+  F(uint64_t, graph_node_id, 80)           /* 0: not from a graph */               \
+  F(uint32_t, shared_memory_executed, 88)  /* bytes of shared memory per SM */     \
+  F(uint32_t, local_memory_per_thread, 92) /* bytes */                             \
+  F(uint64_t, queued_ns, 96)               /* 0: unknown */                        \
+  F(uint32_t, cache_config_executed, 104)                                          \
+  F(uint32_t, launch_type, 108) /* CUpti_ActivityLaunchType */
 
 #define GPUCTL_RECORD_FIELDS_Memcpy(F, PAD)                                       \
   F(uint32_t, device_id, 4)                                                       \
   F(uint32_t, context_id, 8)                                                      \
   F(uint32_t, stream_id, 12)                                                      \
   F(uint32_t, correlation_id, 16)                                                 \
-  F(uint8_t, copy_kind, 20) /* CUpti_ActivityMemcpyKind: 1 HtoD, 2 DtoH, 8 DtoD, \
+  F(uint8_t, copy_kind, 20) /* CUpti_ActivityMemcpyKind: 1 HtoD, 2 DtoH, 8 DtoD,  \
                                10 PtoP, ... */                                    \
   F(uint8_t, src_kind, 21)  /* CUpti_ActivityMemoryKind */                        \
   F(uint8_t, dst_kind, 22)                                                        \
-  F(uint8_t, flags, 23)     /* kMemcpyFlagAsync, kMemcpyFlagPeer */               \
+  F(uint8_t, flags, 23) /* kMemcpyFlagAsync, kMemcpyFlagPeer */                   \
   F(int64_t, start_ns, 24)                                                        \
   F(int64_t, end_ns, 32)                                                          \
   F(uint64_t, bytes, 40)                                                          \
@@ -191,29 +191,29 @@ enum class Kind : uint16_t {
   PAD(68, 4)                                                                      \
   F(uint64_t, graph_node_id, 72)
 
-#define GPUCTL_RECORD_FIELDS_Memset(F, PAD)                         \
-  F(uint32_t, device_id, 4)                                         \
-  F(uint32_t, context_id, 8)                                        \
-  F(uint32_t, stream_id, 12)                                        \
-  F(uint32_t, correlation_id, 16)                                   \
-  F(uint32_t, value, 20)                                            \
-  F(int64_t, start_ns, 24)                                          \
-  F(int64_t, end_ns, 32)                                            \
-  F(uint64_t, bytes, 40)                                            \
-  F(uint16_t, memory_kind, 48) /* CUpti_ActivityMemoryKind */       \
-  F(uint16_t, flags, 50)       /* kMemsetFlagAsync */               \
-  F(uint32_t, graph_id, 52)                                         \
+#define GPUCTL_RECORD_FIELDS_Memset(F, PAD)                   \
+  F(uint32_t, device_id, 4)                                   \
+  F(uint32_t, context_id, 8)                                  \
+  F(uint32_t, stream_id, 12)                                  \
+  F(uint32_t, correlation_id, 16)                             \
+  F(uint32_t, value, 20)                                      \
+  F(int64_t, start_ns, 24)                                    \
+  F(int64_t, end_ns, 32)                                      \
+  F(uint64_t, bytes, 40)                                      \
+  F(uint16_t, memory_kind, 48) /* CUpti_ActivityMemoryKind */ \
+  F(uint16_t, flags, 50)       /* kMemsetFlagAsync */         \
+  F(uint32_t, graph_id, 52)                                   \
   F(uint64_t, graph_node_id, 56)
 
-#define GPUCTL_RECORD_FIELDS_ApiCall(F, PAD)                                  \
-  F(uint32_t, domain, 4)         /* kApiDomainRuntime or kApiDomainDriver */  \
-  F(uint32_t, cbid, 8)           /* CUPTI callback id of the function */      \
-  F(uint32_t, correlation_id, 12)                                             \
-  F(uint32_t, pid, 16)                                                        \
-  F(uint32_t, tid, 20)                                                        \
-  F(int64_t, start_ns, 24)                                                    \
-  F(int64_t, end_ns, 32)                                                      \
-  F(StringIndex, name, 40)       /* e.g. "cudaLaunchKernel" */                \
+#define GPUCTL_RECORD_FIELDS_ApiCall(F, PAD)                         \
+  F(uint32_t, domain, 4) /* kApiDomainRuntime or kApiDomainDriver */ \
+  F(uint32_t, cbid, 8)   /* CUPTI callback id of the function */     \
+  F(uint32_t, correlation_id, 12)                                    \
+  F(uint32_t, pid, 16)                                               \
+  F(uint32_t, tid, 20)                                               \
+  F(int64_t, start_ns, 24)                                           \
+  F(int64_t, end_ns, 32)                                             \
+  F(StringIndex, name, 40) /* e.g. "cudaLaunchKernel" */             \
   F(uint32_t, return_value, 44)
 
 #define GPUCTL_RECORD_FIELDS_Sync(F, PAD)                                         \
@@ -229,61 +229,61 @@ enum class Kind : uint16_t {
   F(uint32_t, return_value, 40)                                                   \
   PAD(44, 4)
 
-#define GPUCTL_RECORD_FIELDS_Marker(F, PAD)                 \
-  F(uint32_t, pid, 4)                                       \
-  F(uint32_t, tid, 8)                                       \
-  F(uint32_t, marker_id, 12)                                \
-  F(int64_t, start_ns, 16)                                  \
-  F(int64_t, end_ns, 24)                                    \
-  F(StringIndex, name, 32)                                  \
-  F(StringIndex, domain, 36) /* "" = the default domain */  \
-  F(uint32_t, flags, 40)     /* kMarkerFlagInstant */       \
+#define GPUCTL_RECORD_FIELDS_Marker(F, PAD)                \
+  F(uint32_t, pid, 4)                                      \
+  F(uint32_t, tid, 8)                                      \
+  F(uint32_t, marker_id, 12)                               \
+  F(int64_t, start_ns, 16)                                 \
+  F(int64_t, end_ns, 24)                                   \
+  F(StringIndex, name, 32)                                 \
+  F(StringIndex, domain, 36) /* "" = the default domain */ \
+  F(uint32_t, flags, 40)     /* kMarkerFlagInstant */      \
   PAD(44, 4)
 
-#define GPUCTL_RECORD_FIELDS_Overhead(F, PAD)                                        \
-  F(uint32_t, overhead_kind, 4) /* CUpti_ActivityOverheadKind */                     \
+#define GPUCTL_RECORD_FIELDS_Overhead(F, PAD)                                     \
+  F(uint32_t, overhead_kind, 4) /* CUpti_ActivityOverheadKind */                  \
   F(uint32_t, object_kind, 8)   /* CUpti_ActivityObjectKind: 1 process, 2 thread, \
-                                   3 device, 4 context, 5 stream */                  \
+                                   3 device, 4 context, 5 stream */               \
   F(U32x3, object_id, 12)       /* process or device id; thread or context id;    \
-                                   stream id (0 for process/thread objects) */       \
-  F(int64_t, start_ns, 24)                                                           \
-  F(int64_t, end_ns, 32)                                                             \
-  F(uint32_t, correlation_id, 40)                                                    \
+                                   stream id (0 for process/thread objects) */    \
+  F(int64_t, start_ns, 24)                                                        \
+  F(int64_t, end_ns, 32)                                                          \
+  F(uint32_t, correlation_id, 40)                                                 \
   PAD(44, 4)
 
-#define GPUCTL_RECORD_FIELDS_ExternalCorrelation(F, PAD)                     \
-  F(uint32_t, external_kind, 4) /* CUpti_ExternalCorrelationKind */          \
-  F(uint32_t, correlation_id, 8)                                             \
-  PAD(12, 4)                                                                 \
+#define GPUCTL_RECORD_FIELDS_ExternalCorrelation(F, PAD)            \
+  F(uint32_t, external_kind, 4) /* CUpti_ExternalCorrelationKind */ \
+  F(uint32_t, correlation_id, 8)                                    \
+  PAD(12, 4)                                                        \
   F(uint64_t, external_id, 16)
 
-#define GPUCTL_RECORD_FIELDS_DeviceInfo(F, PAD)                          \
-  F(uint32_t, device_id, 4)                                              \
-  F(StringIndex, name, 8)                                                \
-  F(uint32_t, compute_major, 12)                                         \
-  F(uint32_t, compute_minor, 16)                                         \
-  F(uint32_t, sm_count, 20)                                              \
-  F(uint32_t, max_threads_per_sm, 24)                                    \
-  F(uint32_t, max_threads_per_block, 28)                                 \
-  F(uint32_t, max_registers_per_sm, 32)                                  \
-  F(uint32_t, max_registers_per_block, 36)                               \
-  F(uint32_t, max_shared_memory_per_sm, 40)                              \
-  F(uint32_t, max_shared_memory_per_block, 44)                           \
-  F(uint32_t, max_blocks_per_sm, 48)                                     \
-  F(uint32_t, warp_size, 52)                                             \
-  F(uint64_t, global_memory_bytes, 56)                                   \
-  F(uint64_t, global_memory_bandwidth, 64) /* KiB/s; 0 unknown */        \
-  F(uint32_t, l2_cache_bytes, 72)                                        \
-  F(uint32_t, core_clock_khz, 76)          /* 0 unknown */
+#define GPUCTL_RECORD_FIELDS_DeviceInfo(F, PAD)                   \
+  F(uint32_t, device_id, 4)                                       \
+  F(StringIndex, name, 8)                                         \
+  F(uint32_t, compute_major, 12)                                  \
+  F(uint32_t, compute_minor, 16)                                  \
+  F(uint32_t, sm_count, 20)                                       \
+  F(uint32_t, max_threads_per_sm, 24)                             \
+  F(uint32_t, max_threads_per_block, 28)                          \
+  F(uint32_t, max_registers_per_sm, 32)                           \
+  F(uint32_t, max_registers_per_block, 36)                        \
+  F(uint32_t, max_shared_memory_per_sm, 40)                       \
+  F(uint32_t, max_shared_memory_per_block, 44)                    \
+  F(uint32_t, max_blocks_per_sm, 48)                              \
+  F(uint32_t, warp_size, 52)                                      \
+  F(uint64_t, global_memory_bytes, 56)                            \
+  F(uint64_t, global_memory_bandwidth, 64) /* KiB/s; 0 unknown */ \
+  F(uint32_t, l2_cache_bytes, 72)                                 \
+  F(uint32_t, core_clock_khz, 76) /* 0 unknown */
 
-#define GPUCTL_RECORD_FIELDS_CaptureInfo(F, PAD)                                       \
-  F(uint32_t, flags, 4)            /* kCaptureFlag* */                                 \
-  F(uint32_t, activities, 8)       /* kActivity* bits that were enabled */             \
-  F(uint32_t, cupti_version, 12)   /* cuptiGetVersion; 0 when not loaded */            \
-  F(uint64_t, dropped_by_cupti, 16) /* cuptiActivityGetNumDroppedRecords */            \
-  F(uint64_t, dropped_at_cap, 24)  /* records lost to the buffer cap */                \
-  F(StringIndex, message, 32)      /* why host-only, or what failed; "" if none */     \
-  F(StringIndex, cupti_path, 36)   /* the library loaded; "" if none */
+#define GPUCTL_RECORD_FIELDS_CaptureInfo(F, PAD)                                    \
+  F(uint32_t, flags, 4)             /* kCaptureFlag* */                             \
+  F(uint32_t, activities, 8)        /* kActivity* bits that were enabled */         \
+  F(uint32_t, cupti_version, 12)    /* cuptiGetVersion; 0 when not loaded */        \
+  F(uint64_t, dropped_by_cupti, 16) /* cuptiActivityGetNumDroppedRecords */         \
+  F(uint64_t, dropped_at_cap, 24)   /* records lost to the buffer cap */            \
+  F(StringIndex, message, 32)       /* why host-only, or what failed; "" if none */ \
+  F(StringIndex, cupti_path, 36)    /* the library loaded; "" if none */
 
 // kMemcpy flags.
 inline constexpr uint8_t kMemcpyFlagAsync = 1;
@@ -337,8 +337,8 @@ inline constexpr uint32_t kDefaultActivities = kActivityKernel | kActivityMemcpy
 struct PayloadHeader {
   GPUCTL_RECORD_HEADER_FIELDS(GPUCTL_RECORDS_MEMBER_, GPUCTL_RECORDS_NO_MEMBER_)
 };
-#define GPUCTL_RECORDS_STRUCT_(Name, kind, min_size)                              \
-  struct Name##Record {                                                           \
+#define GPUCTL_RECORDS_STRUCT_(Name, kind, min_size)                               \
+  struct Name##Record {                                                            \
     GPUCTL_RECORD_FIELDS_##Name(GPUCTL_RECORDS_MEMBER_, GPUCTL_RECORDS_NO_MEMBER_) \
   };
 GPUCTL_RECORD_KINDS(GPUCTL_RECORDS_STRUCT_)
