@@ -20,8 +20,8 @@
 // never read). From the tables come the record structs, the sizes
 // (kKernelSize, ...), and the encoder and decoder of record_codec.h; a
 // static_assert checks that every table tiles its record without gaps and
-// with each field at its natural alignment. docs/trace-format.md says how
-// to add a field.
+// with each field at its natural alignment. docs/protocol.md ("Adding a
+// field to a record") says how to add a field.
 #ifndef GPUCTL_PROTO_GPUCTL_V1_RECORDS_H_
 #define GPUCTL_PROTO_GPUCTL_V1_RECORDS_H_
 
