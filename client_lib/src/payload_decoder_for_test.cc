@@ -1,6 +1,6 @@
 #include "client_lib/src/payload_decoder_for_test.h"
 
-#include "gpuctl/v1/records.h"
+#include "gpuctl/v1/record_codec.h"
 
 namespace gpuctl::client::testing {
 
@@ -30,7 +30,8 @@ uint64_t DecodedEvent::U64(size_t off) const {
 
 namespace {
 
-// Size, string fields and time fields of each GPU kind (records.h).
+// Size, string fields and time fields of each GPU kind, found by name in
+// the field tables of records.h.
 struct GpuLayout {
   records::Kind kind;
   uint16_t size;
@@ -40,18 +41,33 @@ struct GpuLayout {
   int end_off;
 };
 
+template <typename R>
+constexpr GpuLayout LayoutOf(const char* name_field = "", const char* domain_field = "") {
+  return {records::Layout<R>::kKind,        records::Layout<R>::kSize,
+          records::OffsetOf<R>(name_field), records::OffsetOf<R>(domain_field),
+          records::OffsetOf<R>("start_ns"), records::OffsetOf<R>("end_ns")};
+}
+
 constexpr GpuLayout kGpuLayouts[] = {
-    {records::Kind::kKernel, records::kKernelSize, 20, -1, 24, 32},
-    {records::Kind::kMemcpy, records::kMemcpySize, -1, -1, 24, 32},
-    {records::Kind::kMemset, records::kMemsetSize, -1, -1, 24, 32},
-    {records::Kind::kApiCall, records::kApiCallSize, 40, -1, 24, 32},
-    {records::Kind::kSync, records::kSyncSize, -1, -1, 24, 32},
-    {records::Kind::kMarker, records::kMarkerSize, 32, 36, 16, 24},
-    {records::Kind::kOverhead, records::kOverheadSize, -1, -1, 24, 32},
-    {records::Kind::kExternalCorrelation, records::kExternalCorrelationSize, -1, -1, -1, -1},
-    {records::Kind::kDeviceInfo, records::kDeviceInfoSize, 8, -1, -1, -1},
-    {records::Kind::kCaptureInfo, records::kCaptureInfoSize, 32, 36, -1, -1},
+    LayoutOf<records::KernelRecord>("name"),
+    LayoutOf<records::MemcpyRecord>(),
+    LayoutOf<records::MemsetRecord>(),
+    LayoutOf<records::ApiCallRecord>("name"),
+    LayoutOf<records::SyncRecord>(),
+    LayoutOf<records::MarkerRecord>("name", "domain"),
+    LayoutOf<records::OverheadRecord>(),
+    LayoutOf<records::ExternalCorrelationRecord>(),
+    LayoutOf<records::DeviceInfoRecord>("name"),
+    LayoutOf<records::CaptureInfoRecord>("message", "cupti_path"),
 };
+
+// The record of kind R at `b[off]`, exactly Layout<R>::kSize bytes long.
+template <typename R>
+std::optional<R> DecodeExact(std::string_view b, size_t off, uint16_t size) {
+  if (size != records::Layout<R>::kSize) return std::nullopt;
+  return records::DecodeRecord<R>(reinterpret_cast<const uint8_t*>(b.data()) + off,  // NOLINT
+                                  size);
+}
 
 }  // namespace
 
@@ -72,21 +88,24 @@ std::vector<DecodedEvent> DecodedPayload::OfKind(uint16_t kind) const {
 }
 
 std::optional<DecodedPayload> DecodePayload(std::string_view b) {
-  if (b.size() < records::kHeaderSize || LoadU32(b, 0) != records::kMagic) return std::nullopt;
+  if (b.size() < records::kHeaderSize) return std::nullopt;
+  const records::PayloadHeader h =
+      records::DecodeHeader(reinterpret_cast<const uint8_t*>(b.data()));  // NOLINT
+  if (h.magic != records::kMagic) return std::nullopt;
   DecodedPayload p;
-  p.version_major = LoadU16(b, 4);
-  p.version_minor = LoadU16(b, 6);
-  if (LoadU32(b, 8) != records::kHeaderSize || LoadU32(b, 12) != 0) return std::nullopt;
-  const uint64_t event_count = LoadU64(b, 16);
-  const uint64_t events_offset = LoadU64(b, 24);
-  const uint64_t events_size = LoadU64(b, 32);
-  const uint64_t strings_offset = LoadU64(b, 40);
-  const uint64_t strings_size = LoadU64(b, 48);
-  const uint64_t string_count = LoadU64(b, 56);
-  p.dropped_events = LoadU64(b, 64);
-  p.window_start_ns = static_cast<int64_t>(LoadU64(b, 72));
-  p.window_end_ns = static_cast<int64_t>(LoadU64(b, 80));
-  p.pid = static_cast<int32_t>(LoadU32(b, 88));
+  p.version_major = h.version_major;
+  p.version_minor = h.version_minor;
+  if (h.header_size != records::kHeaderSize || h.flags != 0) return std::nullopt;
+  const uint64_t event_count = h.event_count;
+  const uint64_t events_offset = h.events_offset;
+  const uint64_t events_size = h.events_size;
+  const uint64_t strings_offset = h.strings_offset;
+  const uint64_t strings_size = h.strings_size;
+  const uint64_t string_count = h.string_count;
+  p.dropped_events = h.dropped_events;
+  p.window_start_ns = h.window_start_ns;
+  p.window_end_ns = h.window_end_ns;
+  p.pid = h.pid;
   if (events_offset != records::kHeaderSize || strings_offset != events_offset + events_size ||
       strings_offset + strings_size != b.size()) {
     return std::nullopt;
@@ -114,27 +133,34 @@ std::optional<DecodedPayload> DecodePayload(std::string_view b) {
     if (size < 4 || size % 4 != 0 || off + size > strings_offset) return std::nullopt;
     std::optional<std::string> name;
     switch (static_cast<records::Kind>(e.kind)) {
-      case records::Kind::kRange:
-        if (size != records::kRangeSize) return std::nullopt;
-        e.tid = LoadU32(b, off + 4);
-        e.start_ns = static_cast<int64_t>(LoadU64(b, off + 8));
-        e.end_ns = static_cast<int64_t>(LoadU64(b, off + 16));
-        name = string_at(LoadU32(b, off + 24));
-        e.depth = LoadU32(b, off + 28);
-        e.range_id = LoadU64(b, off + 32);
+      case records::Kind::kRange: {
+        std::optional<records::RangeRecord> r = DecodeExact<records::RangeRecord>(b, off, size);
+        if (!r.has_value()) return std::nullopt;
+        e.tid = r->tid;
+        e.start_ns = r->start_ns;
+        e.end_ns = r->end_ns;
+        name = string_at(r->name);
+        e.depth = r->depth;
+        e.range_id = r->range_id;
         break;
-      case records::Kind::kStep:
-        if (size != records::kStepSize) return std::nullopt;
-        e.tid = LoadU32(b, off + 4);
-        e.start_ns = static_cast<int64_t>(LoadU64(b, off + 8));
-        e.step = LoadU64(b, off + 16);
+      }
+      case records::Kind::kStep: {
+        std::optional<records::StepRecord> r = DecodeExact<records::StepRecord>(b, off, size);
+        if (!r.has_value()) return std::nullopt;
+        e.tid = r->tid;
+        e.start_ns = r->ts_ns;
+        e.step = r->step;
         name = "";
         break;
-      case records::Kind::kThreadName:
-        if (size != records::kThreadNameSize) return std::nullopt;
-        e.tid = LoadU32(b, off + 4);
-        name = string_at(LoadU32(b, off + 8));
+      }
+      case records::Kind::kThreadName: {
+        std::optional<records::ThreadNameRecord> r =
+            DecodeExact<records::ThreadNameRecord>(b, off, size);
+        if (!r.has_value()) return std::nullopt;
+        e.tid = r->tid;
+        name = string_at(r->name);
         break;
+      }
       default: {
         const GpuLayout* layout = nullptr;
         for (const GpuLayout& l : kGpuLayouts) {

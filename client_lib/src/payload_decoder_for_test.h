@@ -1,5 +1,6 @@
-// Test-only decoder of the GPCR payload, written independently of
-// RecordWriter: explicit little-endian loads and bounds checks.
+// Test-only decoder of the GPCR payload: the records are read with the
+// decoder of proto/gpuctl/v1/record_codec.h, every size, offset and string
+// index is checked, and each record must be exactly its kind's size.
 #ifndef GPUCTL_CLIENT_LIB_SRC_PAYLOAD_DECODER_FOR_TEST_H_
 #define GPUCTL_CLIENT_LIB_SRC_PAYLOAD_DECODER_FOR_TEST_H_
 

@@ -1,6 +1,6 @@
 // Builds a capture payload in the "GPCR" record format of
-// proto/gpuctl/v1/records.h. Every integer is stored with explicit
-// little-endian byte writes, so the output is the same on any host.
+// proto/gpuctl/v1/records.h, with the encoder of record_codec.h, so the
+// output is the same on any host.
 //
 // Not thread-safe: one writer is filled by the agent thread at collection.
 #ifndef GPUCTL_CLIENT_LIB_SRC_RECORD_WRITER_H_
@@ -11,9 +11,21 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "client_lib/src/gpu_records.h"
+#include "gpuctl/v1/record_codec.h"
 
 namespace gpuctl::client {
+
+// The GPU records the capture sources fill (records.h).
+using records::ApiCallRecord;
+using records::CaptureInfoRecord;
+using records::DeviceInfoRecord;
+using records::ExternalCorrelationRecord;
+using records::KernelRecord;
+using records::MarkerRecord;
+using records::MemcpyRecord;
+using records::MemsetRecord;
+using records::OverheadRecord;
+using records::SyncRecord;
 
 struct PayloadHeaderInfo {
   uint64_t dropped_events = 0;
@@ -37,18 +49,15 @@ class RecordWriter {
   void AddStep(uint32_t tid, int64_t ts_ns, uint64_t step);
   void AddThreadName(uint32_t tid, uint32_t name);
 
-  // GPU kinds (record_writer_gpu.cc). String fields are indexes returned by
-  // this writer's InternString.
-  void Add(const KernelRecord& r);
-  void Add(const MemcpyRecord& r);
-  void Add(const MemsetRecord& r);
-  void Add(const ApiCallRecord& r);
-  void Add(const SyncRecord& r);
-  void Add(const MarkerRecord& r);
-  void Add(const OverheadRecord& r);
-  void Add(const ExternalCorrelationRecord& r);
-  void Add(const DeviceInfoRecord& r);
-  void Add(const CaptureInfoRecord& r);
+  // Any record of records.h. String fields are indexes returned by this
+  // writer's InternString.
+  template <typename R>
+  void Add(const R& r) {
+    const size_t at = events_.size();
+    events_.resize(at + records::Layout<R>::kSize);
+    records::EncodeRecord(r, Bytes(events_, at));
+    ++event_count_;
+  }
 
   uint64_t event_count() const { return event_count_; }
   // Bytes the finished payload will have.
@@ -58,22 +67,15 @@ class RecordWriter {
   std::string Finish(const PayloadHeaderInfo& info);
 
  private:
-  // Starts a record and counts it; the caller appends exactly size - 4 bytes.
-  void BeginRecord(uint16_t kind, uint16_t size);
+  static uint8_t* Bytes(std::string& s, size_t at) {
+    return reinterpret_cast<uint8_t*>(s.data()) + at;  // NOLINT: our own buffer
+  }
 
   std::string events_;
   std::string strings_;
   std::unordered_map<std::string, uint32_t> string_index_;
   uint64_t event_count_ = 0;
 };
-
-// Little-endian stores into a byte string; shared with tests' decoders.
-void AppendU16(std::string* out, uint16_t v);
-void AppendU32(std::string* out, uint32_t v);
-void AppendU64(std::string* out, uint64_t v);
-inline void AppendU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
-inline void AppendI32(std::string* out, int32_t v) { AppendU32(out, static_cast<uint32_t>(v)); }
-inline void AppendI64(std::string* out, int64_t v) { AppendU64(out, static_cast<uint64_t>(v)); }
 
 }  // namespace gpuctl::client
 

@@ -1,5 +1,6 @@
-// Internal to the record reader: explicit little-endian loads and the
-// checks shared by the host and GPU record decoders. Not a public API.
+// Internal to the record reader: the checks shared by the host and GPU
+// record decoders, and the validation of each decoded kind. Not a public
+// API.
 #ifndef GPUCTL_DAEMON_CONVERT_RECORD_DECODE_H_
 #define GPUCTL_DAEMON_CONVERT_RECORD_DECODE_H_
 
@@ -10,18 +11,6 @@
 #include "daemon/convert/record_reader.h"
 
 namespace gpuctl::daemon::record_decode {
-
-// `p` must have the bytes; callers check sizes first.
-inline uint16_t Load16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-inline uint32_t Load32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-inline uint64_t Load64(const uint8_t* p) {
-  return static_cast<uint64_t>(Load32(p)) | (static_cast<uint64_t>(Load32(p + 4)) << 32);
-}
-inline int64_t LoadI64(const uint8_t* p) { return static_cast<int64_t>(Load64(p)); }
-inline int32_t LoadI32(const uint8_t* p) { return static_cast<int32_t>(Load32(p)); }
 
 template <typename... Args>
 absl::Status Invalid(const Args&... args) {
@@ -69,10 +58,24 @@ inline absl::Status TooSmall(uint64_t index, uint16_t kind, uint16_t size, uint1
                  kind);
 }
 
-// Decodes one record of a GPU kind (records.h, minor 1) into `out`. Sets
-// *known to false (and returns OK) for a kind it does not handle.
-absl::Status ReadGpuRecord(uint64_t index, uint16_t kind, const uint8_t* p, uint16_t size,
-                           Limits limits, DecodedRecords* out, bool* known);
+// Checks the values of record `index` (ranges, string indexes, uniqueness)
+// and appends it to `out`. Host kinds in record_reader.cc, GPU kinds in
+// record_reader_gpu.cc; ReadRecords dispatches every kind of
+// GPUCTL_RECORD_KINDS to its overload.
+absl::Status Accept(uint64_t index, const RangeRecord& r, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const StepRecord& s, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const ThreadNameRecord& t, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const KernelRecord& k, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const MemcpyRecord& m, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const MemsetRecord& m, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const ApiCallRecord& a, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const SyncRecord& s, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const MarkerRecord& m, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const OverheadRecord& o, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const ExternalCorrelationRecord& e, Limits limits,
+                    DecodedRecords* out);
+absl::Status Accept(uint64_t index, const DeviceInfoRecord& d, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const CaptureInfoRecord& c, Limits limits, DecodedRecords* out);
 
 }  // namespace gpuctl::daemon::record_decode
 

@@ -1,11 +1,12 @@
 #include "daemon/convert/record_reader.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/convert/record_decode.h"
-#include "gpuctl/v1/records.h"
+#include "gpuctl/v1/record_codec.h"
 
 namespace gpuctl::daemon {
 namespace {
@@ -16,11 +17,6 @@ using record_decode::CheckString;
 using record_decode::CheckTimestamp;
 using record_decode::Invalid;
 using record_decode::Limits;
-using record_decode::Load16;
-using record_decode::Load32;
-using record_decode::Load64;
-using record_decode::LoadI32;
-using record_decode::LoadI64;
 
 struct Section {
   uint64_t offset;
@@ -52,7 +48,8 @@ absl::Status ReadStrings(absl::Span<const uint8_t> payload, Section s, uint64_t 
   uint64_t pos = 0;
   for (uint64_t i = 0; i < count; ++i) {
     if (s.size - pos < 4) return Invalid("string ", i, ": length runs past the string section");
-    uint32_t len = Load32(base + pos);
+    uint32_t len = 0;
+    rec::LoadField(base + pos, &len);
     pos += 4;
     if (len > rec::kMaxStringLength) {
       return Invalid("string ", i, ": length ", len, " exceeds the maximum of ",
@@ -68,45 +65,28 @@ absl::Status ReadStrings(absl::Span<const uint8_t> payload, Section s, uint64_t 
   return absl::OkStatus();
 }
 
+// Decodes a record of kind R and hands it to R's Accept.
+template <typename R>
+absl::Status ReadAs(uint64_t index, const uint8_t* p, uint16_t size, Limits limits,
+                    DecodedRecords* out) {
+  std::optional<R> r = rec::DecodeRecord<R>(p, size);
+  if (!r.has_value()) {
+    return record_decode::TooSmall(index, static_cast<uint16_t>(rec::Layout<R>::kKind), size,
+                                   rec::Layout<R>::kMinSize);
+  }
+  return record_decode::Accept(index, *r, limits, out);
+}
+
 absl::Status ReadRecord(uint64_t index, uint16_t kind, const uint8_t* p, uint16_t size,
                         Limits limits, DecodedRecords* out) {
-  auto too_small = [&](uint16_t min) { return record_decode::TooSmall(index, kind, size, min); };
   switch (static_cast<rec::Kind>(kind)) {
-    case rec::Kind::kRange: {
-      if (size < rec::kRangeSize) return too_small(rec::kRangeSize);
-      RangeRecord r{Load32(p + 4),  LoadI64(p + 8), LoadI64(p + 16),
-                    Load32(p + 24), Load32(p + 28), Load64(p + 32)};
-      if (auto st = CheckString(index, r.name, *out); !st.ok()) return st;
-      if (auto st = CheckInterval(index, "range", r.start_ns, r.end_ns, limits); !st.ok()) {
-        return st;
-      }
-      out->ranges.push_back(r);
-      return absl::OkStatus();
-    }
-    case rec::Kind::kStep: {
-      if (size < rec::kStepSize) return too_small(rec::kStepSize);
-      StepRecord s{Load32(p + 4), LoadI64(p + 8), Load64(p + 16)};
-      if (auto st = CheckTimestamp(index, "step", s.ts_ns, limits); !st.ok()) {
-        return st;
-      }
-      out->steps.push_back(s);
-      return absl::OkStatus();
-    }
-    case rec::Kind::kThreadName: {
-      if (size < rec::kThreadNameSize) return too_small(rec::kThreadNameSize);
-      ThreadNameRecord t{Load32(p + 4), Load32(p + 8)};
-      if (auto st = CheckString(index, t.name, *out); !st.ok()) return st;
-      out->thread_names.push_back(t);
-      return absl::OkStatus();
-    }
-    default:
-      break;
+#define GPUCTL_READ_KIND_(Name, kind_, min_size) \
+  case rec::Kind::kind_:                         \
+    return ReadAs<rec::Name##Record>(index, p, size, limits, out);
+    GPUCTL_RECORD_KINDS(GPUCTL_READ_KIND_)
+#undef GPUCTL_READ_KIND_
   }
-  bool known = true;
-  if (auto st = record_decode::ReadGpuRecord(index, kind, p, size, limits, out, &known); !st.ok()) {
-    return st;
-  }
-  if (!known) ++out->unknown_records;
+  ++out->unknown_records;
   return absl::OkStatus();
 }
 
@@ -121,8 +101,10 @@ absl::Status ReadEvents(absl::Span<const uint8_t> payload, Section s, uint64_t c
     if (s.size - pos < rec::kRecordPrefixSize) {
       return Invalid("record ", i, ": runs past the event section (event count ", count, ")");
     }
-    uint16_t kind = Load16(base + pos);
-    uint16_t size = Load16(base + pos + 2);
+    uint16_t kind = 0;
+    uint16_t size = 0;
+    rec::LoadField(base + pos, &kind);
+    rec::LoadField(base + pos + 2, &size);
     if (size < rec::kRecordPrefixSize || size % 4 != 0) {
       return Invalid("record ", i, ": size ", size, " is not a multiple of 4 of at least 4");
     }
@@ -141,6 +123,29 @@ absl::Status ReadEvents(absl::Span<const uint8_t> payload, Section s, uint64_t c
 
 }  // namespace
 
+namespace record_decode {
+
+absl::Status Accept(uint64_t index, const RangeRecord& r, Limits limits, DecodedRecords* out) {
+  if (auto st = CheckString(index, r.name, *out); !st.ok()) return st;
+  if (auto st = CheckInterval(index, "range", r.start_ns, r.end_ns, limits); !st.ok()) return st;
+  out->ranges.push_back(r);
+  return absl::OkStatus();
+}
+
+absl::Status Accept(uint64_t index, const StepRecord& s, Limits limits, DecodedRecords* out) {
+  if (auto st = CheckTimestamp(index, "step", s.ts_ns, limits); !st.ok()) return st;
+  out->steps.push_back(s);
+  return absl::OkStatus();
+}
+
+absl::Status Accept(uint64_t index, const ThreadNameRecord& t, Limits limits, DecodedRecords* out) {
+  if (auto st = CheckString(index, t.name, *out); !st.ok()) return st;
+  out->thread_names.push_back(t);
+  return absl::OkStatus();
+}
+
+}  // namespace record_decode
+
 absl::StatusOr<DecodedRecords> ReadRecords(absl::Span<const uint8_t> payload,
                                            const RecordReaderOptions& options) {
   const uint64_t size = payload.size();
@@ -148,27 +153,26 @@ absl::StatusOr<DecodedRecords> ReadRecords(absl::Span<const uint8_t> payload,
     return Invalid("payload of ", size, " bytes is shorter than the ", rec::kHeaderSize,
                    "-byte header");
   }
-  const uint8_t* h = payload.data();
-  if (Load32(h) != rec::kMagic) return Invalid("bad magic 0x", absl::Hex(Load32(h)));
-  uint16_t major = Load16(h + 4);
-  if (major != rec::kVersionMajor) {
-    return Invalid("record format version ", major, " is not supported (expected ",
+  const rec::PayloadHeader h = rec::DecodeHeader(payload.data());
+  if (h.magic != rec::kMagic) return Invalid("bad magic 0x", absl::Hex(h.magic));
+  if (h.version_major != rec::kVersionMajor) {
+    return Invalid("record format version ", h.version_major, " is not supported (expected ",
                    rec::kVersionMajor, ")");
   }
-  uint32_t header_size = Load32(h + 8);
+  const uint32_t header_size = h.header_size;
   if (header_size < rec::kHeaderSize || header_size > size) {
     return Invalid("header size ", header_size, " is outside [", rec::kHeaderSize, ", ", size, "]");
   }
   DecodedRecords out;
-  out.version_minor = Load16(h + 6);
-  out.event_count = Load64(h + 16);
-  Section events{Load64(h + 24), Load64(h + 32)};
-  Section strings{Load64(h + 40), Load64(h + 48)};
-  uint64_t string_count = Load64(h + 56);
-  out.dropped_events = Load64(h + 64);
-  out.window_start_ns = LoadI64(h + 72);
-  out.window_end_ns = LoadI64(h + 80);
-  out.pid = LoadI32(h + 88);
+  out.version_minor = h.version_minor;
+  out.event_count = h.event_count;
+  Section events{h.events_offset, h.events_size};
+  Section strings{h.strings_offset, h.strings_size};
+  uint64_t string_count = h.string_count;
+  out.dropped_events = h.dropped_events;
+  out.window_start_ns = h.window_start_ns;
+  out.window_end_ns = h.window_end_ns;
+  out.pid = h.pid;
 
   if (out.pid != options.expected_pid) {
     return Invalid("payload pid ", out.pid, " is not the sender's pid ", options.expected_pid);

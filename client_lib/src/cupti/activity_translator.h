@@ -18,7 +18,6 @@
 #include <variant>
 #include <vector>
 
-#include "client_lib/src/gpu_records.h"
 #include "client_lib/src/record_writer.h"
 
 namespace gpuctl::client::cupti {

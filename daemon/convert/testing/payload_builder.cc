@@ -1,6 +1,6 @@
 #include "daemon/convert/testing/payload_builder.h"
 
-#include "gpuctl/v1/records.h"
+#include "gpuctl/v1/record_codec.h"
 
 namespace gpuctl::testing {
 namespace {
@@ -14,11 +14,6 @@ void Append32(std::vector<uint8_t>* out, uint32_t v) {
   size_t at = out->size();
   out->resize(at + 4);
   Store32(out, at, v);
-}
-void Append64(std::vector<uint8_t>* out, uint64_t v) {
-  size_t at = out->size();
-  out->resize(at + 8);
-  Store64(out, at, v);
 }
 
 }  // namespace
@@ -50,15 +45,7 @@ uint32_t PayloadBuilder::AddString(absl::string_view s) {
 
 void PayloadBuilder::AddRange(uint32_t tid, int64_t start_ns, int64_t end_ns, uint32_t name,
                               uint32_t depth, uint64_t range_id) {
-  Append16(&events_, static_cast<uint16_t>(records::Kind::kRange));
-  Append16(&events_, records::kRangeSize);
-  Append32(&events_, tid);
-  Append64(&events_, static_cast<uint64_t>(start_ns));
-  Append64(&events_, static_cast<uint64_t>(end_ns));
-  Append32(&events_, name);
-  Append32(&events_, depth);
-  Append64(&events_, range_id);
-  ++event_count_;
+  Add(records::RangeRecord{tid, start_ns, end_ns, name, depth, range_id});
 }
 
 void PayloadBuilder::AddRange(uint32_t tid, int64_t start_ns, int64_t end_ns,
@@ -67,140 +54,138 @@ void PayloadBuilder::AddRange(uint32_t tid, int64_t start_ns, int64_t end_ns,
 }
 
 void PayloadBuilder::AddStep(uint32_t tid, int64_t ts_ns, uint64_t step) {
-  Append16(&events_, static_cast<uint16_t>(records::Kind::kStep));
-  Append16(&events_, records::kStepSize);
-  Append32(&events_, tid);
-  Append64(&events_, static_cast<uint64_t>(ts_ns));
-  Append64(&events_, step);
-  ++event_count_;
+  Add(records::StepRecord{tid, ts_ns, step});
 }
 
 void PayloadBuilder::AddThreadName(uint32_t tid, absl::string_view name) {
-  uint32_t index = AddString(name);
-  Append16(&events_, static_cast<uint16_t>(records::Kind::kThreadName));
-  Append16(&events_, records::kThreadNameSize);
-  Append32(&events_, tid);
-  Append32(&events_, index);
-  Append32(&events_, 0);
-  ++event_count_;
+  Add(records::ThreadNameRecord{tid, AddString(name)});
 }
 
-namespace {
-
-// Fills a record body field by field; the record's size is the body's.
-class Body {
- public:
-  explicit Body(size_t size) : bytes_(size - 4, 0) {}
-  Body& U8(size_t offset, uint8_t v) {
-    bytes_[offset - 4] = v;
-    return *this;
-  }
-  Body& U16(size_t offset, uint16_t v) {
-    Store16(&bytes_, offset - 4, v);
-    return *this;
-  }
-  Body& U32(size_t offset, uint32_t v) {
-    Store32(&bytes_, offset - 4, v);
-    return *this;
-  }
-  Body& I32(size_t offset, int32_t v) { return U32(offset, static_cast<uint32_t>(v)); }
-  Body& U64(size_t offset, uint64_t v) {
-    Store64(&bytes_, offset - 4, v);
-    return *this;
-  }
-  Body& I64(size_t offset, int64_t v) { return U64(offset, static_cast<uint64_t>(v)); }
-  const std::vector<uint8_t>& bytes() const { return bytes_; }
-
- private:
-  std::vector<uint8_t> bytes_;
-};
-
-uint16_t KindOf(records::Kind kind) { return static_cast<uint16_t>(kind); }
-
-}  // namespace
+// The specs name a few fields for brevity (device for device_id, ...);
+// fields a spec leaves out are 0.
 
 void PayloadBuilder::AddKernel(const KernelSpec& k) {
-  Body b(records::kKernelSize);
-  b.U32(4, k.device).U32(8, k.context).U32(12, k.stream).U32(16, k.correlation);
-  b.U32(20, AddString(k.name)).I64(24, k.start_ns).I64(32, k.end_ns);
-  for (int i = 0; i < 3; ++i) b.I32(40 + 4 * i, k.grid[i]).I32(52 + 4 * i, k.block[i]);
-  b.U32(64, k.registers_per_thread).U32(68, k.static_shared_memory);
-  b.U32(72, k.dynamic_shared_memory).U32(76, k.graph_id).U64(80, k.graph_node_id);
-  b.U32(88, k.shared_memory_executed);
-  AddRawRecord(KindOf(records::Kind::kKernel), b.bytes());
+  records::KernelRecord r;
+  r.device_id = k.device;
+  r.context_id = k.context;
+  r.stream_id = k.stream;
+  r.correlation_id = k.correlation;
+  r.name = AddString(k.name);
+  r.start_ns = k.start_ns;
+  r.end_ns = k.end_ns;
+  r.grid = {k.grid[0], k.grid[1], k.grid[2]};
+  r.block = {k.block[0], k.block[1], k.block[2]};
+  r.registers_per_thread = k.registers_per_thread;
+  r.static_shared_memory = k.static_shared_memory;
+  r.dynamic_shared_memory = k.dynamic_shared_memory;
+  r.graph_id = k.graph_id;
+  r.graph_node_id = k.graph_node_id;
+  r.shared_memory_executed = k.shared_memory_executed;
+  Add(r);
 }
 
 void PayloadBuilder::AddMemcpy(const MemcpySpec& m) {
-  Body b(records::kMemcpySize);
-  b.U32(4, m.device).U32(8, m.context).U32(12, m.stream).U32(16, m.correlation);
-  b.U8(20, m.copy_kind).U8(21, m.src_kind).U8(22, m.dst_kind).U8(23, m.flags);
-  b.I64(24, m.start_ns).I64(32, m.end_ns).U64(40, m.bytes);
-  b.U32(48, m.src_device).U32(52, m.dst_device).U32(56, m.src_context).U32(60, m.dst_context);
-  b.U32(64, m.graph_id).U64(72, m.graph_node_id);
-  AddRawRecord(KindOf(records::Kind::kMemcpy), b.bytes());
+  records::MemcpyRecord r;
+  r.device_id = m.device;
+  r.context_id = m.context;
+  r.stream_id = m.stream;
+  r.correlation_id = m.correlation;
+  r.copy_kind = m.copy_kind;
+  r.src_kind = m.src_kind;
+  r.dst_kind = m.dst_kind;
+  r.flags = m.flags;
+  r.start_ns = m.start_ns;
+  r.end_ns = m.end_ns;
+  r.bytes = m.bytes;
+  r.src_device = m.src_device;
+  r.dst_device = m.dst_device;
+  r.src_context = m.src_context;
+  r.dst_context = m.dst_context;
+  r.graph_id = m.graph_id;
+  r.graph_node_id = m.graph_node_id;
+  Add(r);
 }
 
 void PayloadBuilder::AddMemset(const MemsetSpec& m) {
-  Body b(records::kMemsetSize);
-  b.U32(4, m.device).U32(8, m.context).U32(12, m.stream).U32(16, m.correlation);
-  b.U32(20, m.value).I64(24, m.start_ns).I64(32, m.end_ns).U64(40, m.bytes);
-  b.U16(48, m.memory_kind).U16(50, m.flags);
-  AddRawRecord(KindOf(records::Kind::kMemset), b.bytes());
+  records::MemsetRecord r;
+  r.device_id = m.device;
+  r.context_id = m.context;
+  r.stream_id = m.stream;
+  r.correlation_id = m.correlation;
+  r.value = m.value;
+  r.start_ns = m.start_ns;
+  r.end_ns = m.end_ns;
+  r.bytes = m.bytes;
+  r.memory_kind = m.memory_kind;
+  r.flags = m.flags;
+  Add(r);
 }
 
 void PayloadBuilder::AddApiCall(const ApiCallSpec& a) {
-  Body b(records::kApiCallSize);
-  b.U32(4, a.domain).U32(8, a.cbid).U32(12, a.correlation).U32(16, a.pid).U32(20, a.tid);
-  b.I64(24, a.start_ns).I64(32, a.end_ns).U32(40, AddString(a.name)).U32(44, a.return_value);
-  AddRawRecord(KindOf(records::Kind::kApiCall), b.bytes());
+  Add(records::ApiCallRecord{a.domain, a.cbid, a.correlation, a.pid, a.tid, a.start_ns, a.end_ns,
+                             AddString(a.name), a.return_value});
 }
 
 void PayloadBuilder::AddSync(const SyncSpec& s) {
-  Body b(records::kSyncSize);
-  b.U32(4, s.type).U32(8, s.context).U32(12, s.stream).U32(16, s.cuda_event);
-  b.U32(20, s.correlation).I64(24, s.start_ns).I64(32, s.end_ns);
-  AddRawRecord(KindOf(records::Kind::kSync), b.bytes());
+  records::SyncRecord r;
+  r.type = s.type;
+  r.context_id = s.context;
+  r.stream_id = s.stream;
+  r.cuda_event_id = s.cuda_event;
+  r.correlation_id = s.correlation;
+  r.start_ns = s.start_ns;
+  r.end_ns = s.end_ns;
+  Add(r);
 }
 
 void PayloadBuilder::AddMarker(const MarkerSpec& m) {
-  Body b(records::kMarkerSize);
-  b.U32(4, m.pid).U32(8, m.tid).U32(12, m.marker_id).I64(16, m.start_ns).I64(24, m.end_ns);
-  b.U32(32, AddString(m.name)).U32(36, AddString(m.domain)).U32(40, m.flags);
-  AddRawRecord(KindOf(records::Kind::kMarker), b.bytes());
+  uint32_t name = AddString(m.name);
+  uint32_t domain = AddString(m.domain);
+  Add(records::MarkerRecord{m.pid, m.tid, m.marker_id, m.start_ns, m.end_ns, name, domain,
+                            m.flags});
 }
 
 void PayloadBuilder::AddOverhead(const OverheadSpec& o) {
-  Body b(records::kOverheadSize);
-  b.U32(4, o.overhead_kind).U32(8, o.object_kind);
-  b.U32(12, o.object_id[0]).U32(16, o.object_id[1]).U32(20, o.object_id[2]);
-  b.I64(24, o.start_ns).I64(32, o.end_ns).U32(40, o.correlation);
-  AddRawRecord(KindOf(records::Kind::kOverhead), b.bytes());
+  Add(records::OverheadRecord{o.overhead_kind,
+                              o.object_kind,
+                              {o.object_id[0], o.object_id[1], o.object_id[2]},
+                              o.start_ns,
+                              o.end_ns,
+                              o.correlation});
 }
 
 void PayloadBuilder::AddExternalCorrelation(uint32_t external_kind, uint32_t correlation,
                                             uint64_t external_id) {
-  Body b(records::kExternalCorrelationSize);
-  b.U32(4, external_kind).U32(8, correlation).U64(16, external_id);
-  AddRawRecord(KindOf(records::Kind::kExternalCorrelation), b.bytes());
+  Add(records::ExternalCorrelationRecord{external_kind, correlation, external_id});
 }
 
 void PayloadBuilder::AddDeviceInfo(const DeviceInfoSpec& d) {
-  Body b(records::kDeviceInfoSize);
-  b.U32(4, d.device).U32(8, AddString(d.name)).U32(12, d.compute_major).U32(16, d.compute_minor);
-  b.U32(20, d.sm_count).U32(24, d.max_threads_per_sm).U32(28, d.max_threads_per_block);
-  b.U32(32, d.max_registers_per_sm).U32(36, d.max_registers_per_block);
-  b.U32(40, d.max_shared_memory_per_sm).U32(44, d.max_shared_memory_per_block);
-  b.U32(48, d.max_blocks_per_sm).U32(52, d.warp_size).U64(56, d.global_memory_bytes);
-  b.U64(64, d.global_memory_bandwidth).U32(72, d.l2_cache_bytes).U32(76, d.core_clock_khz);
-  AddRawRecord(KindOf(records::Kind::kDeviceInfo), b.bytes());
+  records::DeviceInfoRecord r;
+  r.device_id = d.device;
+  r.name = AddString(d.name);
+  r.compute_major = d.compute_major;
+  r.compute_minor = d.compute_minor;
+  r.sm_count = d.sm_count;
+  r.max_threads_per_sm = d.max_threads_per_sm;
+  r.max_threads_per_block = d.max_threads_per_block;
+  r.max_registers_per_sm = d.max_registers_per_sm;
+  r.max_registers_per_block = d.max_registers_per_block;
+  r.max_shared_memory_per_sm = d.max_shared_memory_per_sm;
+  r.max_shared_memory_per_block = d.max_shared_memory_per_block;
+  r.max_blocks_per_sm = d.max_blocks_per_sm;
+  r.warp_size = d.warp_size;
+  r.global_memory_bytes = d.global_memory_bytes;
+  r.global_memory_bandwidth = d.global_memory_bandwidth;
+  r.l2_cache_bytes = d.l2_cache_bytes;
+  r.core_clock_khz = d.core_clock_khz;
+  Add(r);
 }
 
 void PayloadBuilder::AddCaptureInfo(const CaptureInfoSpec& c) {
-  Body b(records::kCaptureInfoSize);
-  b.U32(4, c.flags).U32(8, c.activities).U32(12, c.cupti_version);
-  b.U64(16, c.dropped_by_cupti).U64(24, c.dropped_at_cap);
-  b.U32(32, AddString(c.message)).U32(36, AddString(c.cupti_path));
-  AddRawRecord(KindOf(records::Kind::kCaptureInfo), b.bytes());
+  uint32_t message = AddString(c.message);
+  uint32_t cupti_path = AddString(c.cupti_path);
+  Add(records::CaptureInfoRecord{c.flags, c.activities, c.cupti_version, c.dropped_by_cupti,
+                                 c.dropped_at_cap, message, cupti_path});
 }
 
 void PayloadBuilder::AddRawRecord(uint16_t kind, const std::vector<uint8_t>& body) {
@@ -216,23 +201,23 @@ std::vector<uint8_t> PayloadBuilder::Build() const {
   const uint64_t header_size = records::kHeaderSize + extra_header_;
   const uint64_t events_offset = header_size;
   const uint64_t strings_offset = events_offset + events_.size();
+  records::PayloadHeader h;
+  h.magic = records::kMagic;
+  h.version_major = major_;
+  h.version_minor = minor_;
+  h.header_size = static_cast<uint32_t>(header_size);
+  h.event_count = event_count_;
+  h.events_offset = events_offset;
+  h.events_size = events_.size();
+  h.strings_offset = strings_offset;
+  h.strings_size = strings_.size();
+  h.string_count = string_count_;
+  h.dropped_events = dropped_events_;
+  h.window_start_ns = window_start_ns_;
+  h.window_end_ns = window_end_ns_;
+  h.pid = pid_;
   std::vector<uint8_t> out(header_size, 0);
-  Store32(&out, 0, records::kMagic);
-  Store16(&out, 4, major_);
-  Store16(&out, 6, minor_);
-  Store32(&out, 8, static_cast<uint32_t>(header_size));
-  Store32(&out, 12, 0);
-  Store64(&out, 16, event_count_);
-  Store64(&out, 24, events_offset);
-  Store64(&out, 32, events_.size());
-  Store64(&out, 40, strings_offset);
-  Store64(&out, 48, strings_.size());
-  Store64(&out, 56, string_count_);
-  Store64(&out, 64, dropped_events_);
-  Store64(&out, 72, static_cast<uint64_t>(window_start_ns_));
-  Store64(&out, 80, static_cast<uint64_t>(window_end_ns_));
-  Store32(&out, 88, static_cast<uint32_t>(pid_));
-  Store32(&out, 92, 0);
+  records::EncodeHeader(h, out.data());
   out.insert(out.end(), events_.begin(), events_.end());
   out.insert(out.end(), strings_.begin(), strings_.end());
   return out;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "gpuctl/v1/record_codec.h"
 
 namespace gpuctl::testing {
 
@@ -137,9 +138,10 @@ struct CaptureInfoSpec {
   std::string cupti_path = "/usr/local/cuda/lib64/libcupti.so.13";
 };
 
-// Test-only encoder of the record format (proto/gpuctl/v1/records.h),
-// written independently of the reader with explicit little-endian stores.
-// Layout: header, event section, string section.
+// Test-only builder of payloads in the record format
+// (proto/gpuctl/v1/records.h): header, event section, string section. The
+// records are encoded from their field tables (record_codec.h); the tests
+// that place bytes at literal offsets are what pin the layout.
 class PayloadBuilder {
  public:
   PayloadBuilder(int32_t pid, int64_t window_start_ns, int64_t window_end_ns);
@@ -163,6 +165,15 @@ class PayloadBuilder {
   void AddExternalCorrelation(uint32_t external_kind, uint32_t correlation, uint64_t external_id);
   void AddDeviceInfo(const DeviceInfoSpec& d);
   void AddCaptureInfo(const CaptureInfoSpec& c);
+  // Any record struct of records.h, every field as given (string fields are
+  // indexes from AddString).
+  template <typename R>
+  void Add(const R& r) {
+    const size_t at = events_.size();
+    events_.resize(at + records::Layout<R>::kSize);
+    records::EncodeRecord(r, events_.data() + at);
+    ++event_count_;
+  }
   // Any record: `body` follows the 4-byte prefix; size is computed (padded).
   void AddRawRecord(uint16_t kind, const std::vector<uint8_t>& body);
 
