@@ -41,10 +41,10 @@ core_files=(
   daemon/core/registry.cc
   daemon/core/trace_session.cc
   daemon/core/trace_control.cc
-  daemon/core/store_index.cc
+  daemon/store/store_index.cc
   daemon/ipc/ipc_server.cc
   daemon/rpc/grpc_service.cc
-  daemon/runtime/event_loop.cc
+  daemon/common/event_loop.cc
   daemon/common/thread_pool_executor.cc
   client_lib/src/agent.cc
   client_lib/src/capture_session.cc
