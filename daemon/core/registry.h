@@ -12,7 +12,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "daemon/core/hello_validation.h"
 #include "daemon/core/peer_channel.h"
+#include "daemon/core/proc_reader.h"
 #include "daemon/core/selector.h"
 #include "daemon/core/steps.h"
 #include "gpuctl/v1/ipc.pb.h"
@@ -21,41 +23,11 @@
 
 namespace gpuctl::daemon {
 
-// IPC protocol version this daemon speaks (proto/gpuctl/v1/limits.h).
-inline constexpr uint32_t kIpcProtocolMajor = ipc::kProtocolMajor;
-inline constexpr uint32_t kIpcProtocolMinor = ipc::kProtocolMinor;
-
-// Limits on what a Hello may carry (labels: see selector.h).
-inline constexpr size_t kMaxHostnameBytes = 255;
-inline constexpr size_t kMaxCmdlineArgs = 256;
-inline constexpr size_t kMaxCmdlineBytes = size_t{64} * 1024;
-inline constexpr size_t kMaxVersionBytes = 64;
-// How far up the process tree the registry looks for ancestors.
-inline constexpr int kMaxAncestors = 64;
-
 // How many refused attachments the registry remembers (the newest).
 inline constexpr size_t kMaxRejectedAttachments = 100;
 // No uid holds more of that list than this, so one uid connecting in a
 // loop cannot push every other uid's refusals out.
 inline constexpr size_t kMaxRejectedPerUid = kMaxRejectedAttachments / 2;
-
-// Checks a Hello against the kernel's credentials and the limits above:
-// FAILED_PRECONDITION for another protocol major, PERMISSION_DENIED for a
-// pid that is not the peer's, INVALID_ARGUMENT for oversized or bad fields
-// (labels included: ipc.proto's rules).
-//
-// creds.pid is the peer's pid in the daemon's pid namespace; a process in a
-// container claims its pid in its own namespace. A claim that differs from
-// creds.pid is accepted only when `<proc_root>/<creds.pid>/status` says that
-// is the peer's pid in its innermost namespace (the last NSpid entry).
-absl::Status ValidateHello(const PeerCredentials& creds, const v1::ipc::Hello& hello,
-                           absl::string_view proc_root = "/proc");
-
-// The parent chain of `pid` in the daemon's pid namespace, nearest first,
-// from the ppid field of `<proc_root>/<pid>/stat`: at most kMaxAncestors,
-// ending after pid 1 or at the first unreadable entry. Empty when `pid`'s
-// own entry is unreadable.
-std::vector<int32_t> ReadAncestors(absl::string_view proc_root, int32_t pid);
 
 struct AttachedProcess {
   PeerId peer;
@@ -89,10 +61,14 @@ struct Selection {
 // event loop.
 class Registry {
  public:
-  // `proc_root` is where the daemon's view of /proc is (tests pass a fake).
+  // `proc` is the daemon's view of the processes (tests pass a fake).
   // `allowed_uids`: the only uids whose processes may attach; empty: any.
-  explicit Registry(std::string proc_root = "/proc", std::vector<uint32_t> allowed_uids = {})
-      : proc_root_(std::move(proc_root)), allowed_uids_(std::move(allowed_uids)) {}
+  explicit Registry(std::unique_ptr<const ProcReader> proc = std::make_unique<ProcfsReader>(),
+                    std::vector<uint32_t> allowed_uids = {})
+      : proc_(std::move(proc)), allowed_uids_(std::move(allowed_uids)) {}
+  // Reads the procfs at `proc_root`.
+  explicit Registry(std::string proc_root, std::vector<uint32_t> allowed_uids = {})
+      : Registry(std::make_unique<ProcfsReader>(std::move(proc_root)), std::move(allowed_uids)) {}
 
   // Checks the peer's uid against the allow-list (PERMISSION_DENIED naming
   // it), validates (ValidateHello) and adds, reading the process's
@@ -143,7 +119,7 @@ class Registry {
   absl::Status CheckAndAdd(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
                            absl::Time now, std::unique_ptr<StepCounterView> steps);
 
-  std::string proc_root_;
+  std::unique_ptr<const ProcReader> proc_;
   std::vector<uint32_t> allowed_uids_;
   absl::btree_map<PeerId, AttachedProcess> processes_;
   std::deque<v1::RejectedAttachment> rejected_;

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/testing/fake_proc.h"
+#include "daemon/core/testing/test_hello.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -19,40 +21,10 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-v1::ipc::Hello MakeHello(int pid, const std::string& job) {
-  v1::ipc::Hello h;
-  h.set_protocol_major(1);
-  h.set_pid(pid);
-  h.set_job_id(job);
-  h.set_rank(0);
-  h.set_local_rank(0);
-  h.set_world_size(2);
-  h.set_hostname("node1");
-  h.set_library_version("0.1.0");
-  h.add_cmdline("python");
-  return h;
-}
-
-PeerCredentials Creds(int pid) { return {pid, 1000, 1000}; }
-
-// A fake /proc with a stat file per process: "<pid> (<comm>) S <ppid> ...".
-class FakeProc {
- public:
-  FakeProc() : root_(absl::StrCat(::testing::TempDir(), "/registry_stat_", getpid(), "_", ++n_)) {
-    std::filesystem::create_directories(root_);
-  }
-  ~FakeProc() { std::filesystem::remove_all(root_); }
-  void Add(int pid, int ppid, const std::string& comm = "python3") {
-    std::filesystem::create_directories(absl::StrCat(root_, "/", pid));
-    std::ofstream(absl::StrCat(root_, "/", pid, "/stat"))
-        << pid << " (" << comm << ") S " << ppid << " " << pid << " 0 0 -1 4194560\n";
-  }
-  const std::string& root() const { return root_; }
-
- private:
-  static inline int n_ = 0;
-  std::string root_;
-};
+using ::gpuctl::testing::Creds;
+using ::gpuctl::testing::FakeProc;
+using ::gpuctl::testing::FakeProcReader;
+using ::gpuctl::testing::MakeHello;
 
 TEST(RegistryTest, AddFillsInfoFromHelloAndCredentials) {
   Registry r;
@@ -70,21 +42,6 @@ TEST(RegistryTest, AddFillsInfoFromHelloAndCredentials) {
   EXPECT_EQ(r.Add(1, Creds(10), MakeHello(10, "42"), now).code(), absl::StatusCode::kAlreadyExists);
   r.Remove(1);
   EXPECT_EQ(r.Find(1), nullptr);
-}
-
-TEST(RegistryTest, RefusesPidMismatchAndOtherProtocol) {
-  absl::Status st = ValidateHello(Creds(11), MakeHello(10, "42"));
-  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
-  EXPECT_THAT(st.message(), HasSubstr("claims pid 10"));
-  EXPECT_THAT(st.message(), HasSubstr("pid 11"));
-  auto h = MakeHello(10, "42");
-  h.set_protocol_major(2);
-  h.set_protocol_minor(3);
-  st = ValidateHello(Creds(10), h);
-  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(st.message(), HasSubstr("2.3"));
-  EXPECT_THAT(st.message(),
-              HasSubstr(absl::StrCat("daemon speaks ", kIpcProtocolMajor, ".", kIpcProtocolMinor)));
 }
 
 TEST(RegistryTest, OnlyAllowedUidsAttach) {
@@ -191,35 +148,6 @@ TEST(RegistryTest, AcceptsContainerPidOnlyWhenNsPidConfirmsIt) {
   std::filesystem::remove_all(proc);
 }
 
-TEST(RegistryTest, RefusesOversizedFields) {
-  auto check = [](v1::ipc::Hello h, absl::string_view what) {
-    absl::Status st = ValidateHello(Creds(10), h);
-    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << what;
-    EXPECT_THAT(st.message(), HasSubstr(what));
-  };
-  auto h = MakeHello(10, std::string(257, 'j'));
-  check(h, "job_id");
-  EXPECT_TRUE(ValidateHello(Creds(10), MakeHello(10, std::string(256, 'j'))).ok());
-  h = MakeHello(10, "1");
-  h.set_hostname(std::string(256, 'h'));
-  check(h, "hostname");
-  h = MakeHello(10, "1");
-  h.set_library_version(std::string(65, 'v'));
-  check(h, "library_version");
-  h = MakeHello(10, "1");
-  for (int i = 0; i < 257; ++i) h.add_cmdline("a");
-  check(h, "arguments");
-  h = MakeHello(10, "1");
-  h.add_cmdline(std::string(64 * 1024, 'x'));
-  check(h, "cmdline is");
-  h = MakeHello(10, "1");
-  h.set_rank(-2);
-  check(h, "rank");
-  h = MakeHello(10, "1");
-  h.set_rank(2);
-  check(h, "world_size");
-}
-
 TEST(RegistryTest, SelectsByJobAndPids) {
   FakeProc proc;  // empty: no process has an attached ancestor
   Registry r(proc.root());
@@ -284,25 +212,6 @@ TEST(RegistryTest, LabelsFromHelloAreValidated) {
   EXPECT_TRUE(ValidateHello(Creds(10), ok).ok());
 }
 
-TEST(RegistryTest, ReadsAncestorsFromProcStat) {
-  FakeProc proc;
-  proc.Add(1, 0, "systemd");
-  proc.Add(100, 1, "bash");
-  proc.Add(200, 100, "torchrun (elastic) x");  // spaces and parentheses in the name
-  proc.Add(300, 200);
-  EXPECT_THAT(ReadAncestors(proc.root(), 300), ElementsAre(200, 100, 1));
-  EXPECT_THAT(ReadAncestors(proc.root(), 100), ElementsAre(1));
-  EXPECT_THAT(ReadAncestors(proc.root(), 1), ElementsAre());
-  EXPECT_THAT(ReadAncestors(proc.root(), 999), ElementsAre()) << "unreadable";
-  proc.Add(400, 401);  // 401 is gone: the chain stops there
-  EXPECT_THAT(ReadAncestors(proc.root(), 400), ElementsAre(401));
-  proc.Add(500, 501);  // a cycle cannot loop forever
-  proc.Add(501, 500);
-  EXPECT_EQ(ReadAncestors(proc.root(), 500).size(), static_cast<size_t>(kMaxAncestors));
-  std::ofstream(proc.root() + "/300/stat") << "garbage";
-  EXPECT_THAT(ReadAncestors(proc.root(), 300), ElementsAre());
-}
-
 TEST(RegistryTest, AncestryFallsBackToTheHelloPpid) {
   FakeProc proc;
   proc.Add(10, 7);
@@ -317,6 +226,21 @@ TEST(RegistryTest, AncestryFallsBackToTheHelloPpid) {
   ASSERT_TRUE(r.Add(2, Creds(11), h, absl::UnixEpoch()).ok());
   EXPECT_THAT(r.Find(2)->ancestors, ElementsAre(3));
   EXPECT_EQ(r.Find(2)->info.ppid(), 3);
+}
+
+TEST(RegistryTest, ReadsTheProcessTreeThroughItsProcReader) {
+  auto proc = std::make_unique<FakeProcReader>();
+  proc->SetParent(20, 10);
+  proc->SetParent(10, 1);
+  proc->SetInnermostPid(30, 5);
+  Registry r(std::move(proc));
+  ASSERT_TRUE(r.Add(1, Creds(10), MakeHello(10, "7"), absl::UnixEpoch()).ok());
+  ASSERT_TRUE(r.Add(2, Creds(20), MakeHello(20, "7"), absl::UnixEpoch()).ok());
+  ASSERT_TRUE(r.Add(3, Creds(30), MakeHello(5, "8"), absl::UnixEpoch()).ok())
+      << "a container pid the reader confirms";
+  EXPECT_THAT(r.Find(2)->ancestors, ElementsAre(10, 1));
+  EXPECT_EQ(r.Find(2)->info.ppid(), 10);
+  EXPECT_EQ(r.Roles()[2], v1::PROCESS_ROLE_HELPER) << "a fork of pid 10, same job and rank";
 }
 
 // torchrun (job 9, no rank) -> two ranks -> one DataLoader helper each,

@@ -26,11 +26,6 @@ constexpr int kMaxAcceptsPerWake = 64;
 // next (level-triggered) wake-up.
 constexpr int kMaxDatagramsPerWake = 32;
 constexpr absl::Duration kAcceptRetryDelay = absl::Milliseconds(100);
-// Without an inline cap, buffers grow with the chunks; only this much is
-// reserved up front on the strength of an announced size. With a cap the
-// announced size is reserved once admitted: it is counted already.
-constexpr size_t kInlineInitialReserve = 16u << 20;
-
 absl::Time IpcMonotonicNow() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -86,7 +81,7 @@ IpcServer::IpcServer(const IpcServerOptions& options, EventLoop* loop, UniqueFd 
       listen_fd_(std::move(listen_fd)),
       recv_buffer_(kMaxIpcMessageBytes + 1),
       hello_limiter_(options.hello_rate, options.hello_burst),
-      inline_budget_(options.max_inline_bytes),
+      inline_(options.max_inline_bytes, loop, [this](PeerId id) { OnInlineAdmitted(id); }),
       self_(std::make_shared<IpcServer*>(this)) {}
 
 IpcServer::~IpcServer() { Stop(); }
@@ -333,7 +328,7 @@ void IpcServer::RefuseHello(const std::shared_ptr<Peer>& peer, const absl::Statu
 
 bool IpcServer::HandleResult(const std::shared_ptr<Peer>& peer, const CaptureResult& result,
                              std::vector<UniqueFd> fds) {
-  if (peer->pending != nullptr) {
+  if (inline_.HasPending(peer->id)) {
     DropPeer(peer, "CaptureResult before the previous inline payload completed", Notify::kNow);
     return false;
   }
@@ -382,63 +377,32 @@ bool IpcServer::HandleResult(const std::shared_ptr<Peer>& peer, const CaptureRes
 }
 
 bool IpcServer::HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk) {
-  InlineAssembly* pending = peer->pending.get();
-  if (pending == nullptr) {
-    DropPeer(peer, "PayloadChunk without an inline CaptureResult", Notify::kNow);
+  CaptureResult result;
+  absl::StatusOr<std::unique_ptr<Payload>> payload = inline_.AddChunk(peer->id, chunk, &result);
+  if (!payload.ok()) {
+    DropPeer(peer, payload.status().message(), Notify::kNow);
     return false;
   }
-  if (chunk.trace_id() != pending->result.trace_id()) {
-    DropPeer(peer, "PayloadChunk for another trace", Notify::kNow);
-    return false;
-  }
-  uint64_t have = pending->buffer.size();
-  uint64_t want = pending->result.payload_size();
-  if (chunk.offset() != have) {
-    DropPeer(peer, absl::StrCat("PayloadChunk at offset ", chunk.offset(), ", expected ", have),
-             Notify::kNow);
-    return false;
-  }
-  if (chunk.data().empty() || chunk.data().size() > want - have) {
-    DropPeer(peer,
-             absl::StrCat("PayloadChunk of ", chunk.data().size(), " bytes at ", have,
-                          " does not fit the announced ", want, " bytes"),
-             Notify::kNow);
-    return false;
-  }
-  pending->buffer.insert(pending->buffer.end(), chunk.data().begin(), chunk.data().end());
-  if (pending->buffer.size() < want) return true;
-  std::unique_ptr<InlineAssembly> done = std::move(peer->pending);
-  const CaptureResult result = done->result;
-  core_->OnCaptureResult(peer->id, result, TakeInlinePayload(std::move(done)));
+  if (*payload == nullptr) return true;
+  core_->OnCaptureResult(peer->id, result, std::move(*payload));
   return !peer->closed;
 }
 
 void IpcServer::BeginInline(Peer& peer, const CaptureResult& result) {
-  peer.pending = std::make_unique<InlineAssembly>();
-  peer.pending->result = result;
-  const PeerId id = peer.id;
-  // The start callback may run inside Submit.
-  peer.pending->budget_id = inline_budget_.Submit(
-      result.payload_size(), [this, id](IngestAdmission::Id) { OnInlineAdmitted(id); });
-  if (peer.pending->admitted) return;
+  if (inline_.Begin(peer.id, result)) return;
   LogInfo("inline trace data waits for room",
           {{"pid", peer.creds.pid},
            {"trace_id", result.trace_id()},
            {"payload_bytes", result.payload_size()},
-           {"inline_bytes_held", inline_budget_.running_bytes()},
-           {"waiting", inline_budget_.waiting_count()}});
+           {"inline_bytes_held", inline_.bytes_held()},
+           {"waiting", inline_.waiting_count()}});
   PausePeer(peer);
 }
 
 void IpcServer::OnInlineAdmitted(PeerId id) {
   auto it = peers_.find(id);
-  if (it == peers_.end() || it->second->pending == nullptr) return;
+  if (it == peers_.end()) return;
   std::shared_ptr<Peer> peer = it->second;
-  InlineAssembly& assembly = *peer->pending;
-  assembly.admitted = true;
-  const uint64_t size = assembly.result.payload_size();
-  assembly.buffer.reserve(
-      options_.max_inline_bytes > 0 ? size : std::min<uint64_t>(size, kInlineInitialReserve));
   if (peer->paused) ResumePeer(peer);
 }
 
@@ -457,25 +421,6 @@ void IpcServer::ResumePeer(const std::shared_ptr<Peer>& peer) {
   if (!added.ok()) DropPeer(peer, added.message(), Notify::kPosted);
 }
 
-void IpcServer::AbandonInline(std::unique_ptr<InlineAssembly> assembly) {
-  if (assembly == nullptr) return;
-  const IngestAdmission::Id id = assembly->budget_id;
-  assembly.reset();  // the bytes go before others are admitted
-  if (!inline_budget_.Cancel(id)) inline_budget_.Release(id);
-}
-
-std::unique_ptr<Payload> IpcServer::TakeInlinePayload(std::unique_ptr<InlineAssembly> assembly) {
-  std::weak_ptr<IpcServer*> weak = self_;
-  EventLoop* loop = loop_;
-  auto release = [loop, weak, id = assembly->budget_id] {
-    loop->Post([weak, id] {
-      std::shared_ptr<IpcServer*> self = weak.lock();
-      if (self != nullptr) (*self)->inline_budget_.Release(id);
-    });
-  };
-  return std::make_unique<BufferPayload>(std::move(assembly->buffer), std::move(release));
-}
-
 void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
                           absl::string_view reason, Notify notify) {
   // `peer_ref` may be the map's own reference, which the erase below
@@ -490,7 +435,7 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
   peer->fd.Reset();
   peers_.erase(peer->id);
   // After the erase: the budget it frees may resume other peers.
-  AbandonInline(std::move(peer->pending));
+  inline_.Abandon(peer->id);
   if (!peer->accepted || core_ == nullptr) return;
   LogDebug("IPC peer closed",
            {{"pid", peer->creds.pid}, {"clean", clean ? "true" : "false"}, {"reason", reason}});

@@ -12,11 +12,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/daemon_core.h"
-#include "daemon/core/ingest_admission.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/common/clock.h"
 #include "daemon/core/registry.h"
 #include "daemon/ipc/hello_rate_limiter.h"
+#include "daemon/ipc/inline_assembly.h"
 #include "daemon/ipc/socket_access.h"
 #include "daemon/ipc/unix_socket.h"
 #include "daemon/common/event_loop.h"
@@ -120,19 +120,11 @@ class IpcServer final : public PeerChannel {
   size_t peer_count() const { return peers_.size(); }
   // Inline payload bytes held now (being received, or handed to the core
   // and not yet dropped), and the inline payloads waiting for room.
-  uint64_t inline_bytes_held() const { return inline_budget_.running_bytes(); }
-  size_t inline_payloads_waiting() const { return inline_budget_.waiting_count(); }
+  uint64_t inline_bytes_held() const { return inline_.bytes_held(); }
+  size_t inline_payloads_waiting() const { return inline_.waiting_count(); }
   const std::string& socket_path() const { return options_.socket_path; }
 
  private:
-  struct InlineAssembly {
-    v1::ipc::CaptureResult result;
-    std::vector<uint8_t> buffer;
-    // The payload's entry in inline_budget_; the peer is read only once it
-    // is admitted.
-    IngestAdmission::Id budget_id = 0;
-    bool admitted = false;
-  };
   struct Peer {
     PeerId id = 0;
     UniqueFd fd;
@@ -143,7 +135,6 @@ class IpcServer final : public PeerChannel {
     // Out of the poll set: its inline payload waits for room.
     bool paused = false;
     TaskRunner::TimerId hello_timer = 0;
-    std::unique_ptr<InlineAssembly> pending;
   };
   enum class Notify { kNow, kPosted };
 
@@ -166,15 +157,10 @@ class IpcServer final : public PeerChannel {
   bool HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk);
   // Starts an inline assembly; the peer is paused until its bytes fit.
   void BeginInline(Peer& peer, const v1::ipc::CaptureResult& result);
-  // inline_budget_ admitted the peer's pending assembly.
+  // inline_ admitted the peer's pending payload.
   void OnInlineAdmitted(PeerId id);
   void PausePeer(Peer& peer);
   void ResumePeer(const std::shared_ptr<Peer>& peer);
-  // Frees the budget of an assembly that will not be handed to the core.
-  void AbandonInline(std::unique_ptr<InlineAssembly> assembly);
-  // The reassembled payload; its budget is released (on the loop) once the
-  // core drops it, whatever thread that happens on.
-  std::unique_ptr<Payload> TakeInlinePayload(std::unique_ptr<InlineAssembly> assembly);
   // Closes the connection and tells the core (if it knew the peer).
   void ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean, absl::string_view reason,
                  Notify notify);
@@ -190,7 +176,7 @@ class IpcServer final : public PeerChannel {
   absl::flat_hash_map<PeerId, std::shared_ptr<Peer>> peers_;
   std::vector<uint8_t> recv_buffer_;
   HelloRateLimiter hello_limiter_;
-  IngestAdmission inline_budget_;
+  InlineAssembler inline_;
   // Tasks posted to the loop hold a weak reference and do nothing once the
   // server is gone.
   std::shared_ptr<IpcServer*> self_;

@@ -17,6 +17,7 @@
 #include "daemon/common/log.h"
 #include "daemon/common/posix_file.h"
 #include "daemon/common/trace_id.h"
+#include "daemon/store/manifest_job_id.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuctl::daemon {

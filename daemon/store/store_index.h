@@ -12,7 +12,6 @@
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/common/mutex.h"
@@ -144,13 +143,6 @@ class StoreIndex {
   absl::flat_hash_map<std::string, int> pins_ ABSL_GUARDED_BY(mu_);
   StoreTotals totals_ ABSL_GUARDED_BY(mu_);
 };
-
-// The top-level job id of a manifest.json (protobuf JSON mapping, "job_id"
-// or "jobId"; empty when absent or null), read without parsing the rest:
-// what indexing needs, about 50 times faster than the full parser. Nested
-// objects (the results' own job ids) are skipped. INVALID_ARGUMENT when the
-// text is not a JSON object up to that key.
-absl::StatusOr<std::string> ManifestJobId(absl::string_view json);
 
 }  // namespace gpuctl::daemon
 

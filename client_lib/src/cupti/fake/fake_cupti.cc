@@ -1,9 +1,7 @@
 #include "client_lib/src/cupti/fake/fake_cupti.h"
 
 #include <cupti.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -13,10 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "client_lib/src/cupti/fake/fake_cupti_records.h"
+#include "client_lib/src/cupti/fake/fake_cupti_scenarios.h"
+
 namespace {
 
+namespace fake = ::gpuctl::client::cupti::fake;
+
 struct FakeState {
-  std::string scenario;
+  fake::Scenario scenario;
   bool initialized = false;
   bool subscribed = false;
   CUpti_CallbackFunc callback = nullptr;
@@ -46,7 +49,7 @@ FakeState& State() {
   if (!state->initialized) {
     state->initialized = true;
     const char* scenario = std::getenv("GPUCTL_FAKE_CUPTI_SCENARIO");
-    state->scenario = scenario != nullptr ? scenario : "basic";
+    state->scenario = fake::ScenarioNamed(scenario != nullptr ? scenario : "basic");
   }
   return *state;
 }
@@ -61,234 +64,8 @@ uint64_t Now() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-template <typename T>
-std::string Bytes(const T& record) {
-  return std::string(reinterpret_cast<const char*>(&record), sizeof(T));
-}
-
-uint32_t Tid() { return static_cast<uint32_t>(syscall(SYS_gettid)); }
-
 bool Enabled(CUpti_ActivityKind kind) {
   return State().counters["enabled:" + std::to_string(static_cast<int>(kind))] != 0;
-}
-
-bool EnabledInWindow(CUpti_ActivityKind kind) {
-  return State().window_kinds.count(static_cast<int>(kind)) > 0;
-}
-
-std::string Api(CUpti_ActivityKind kind, uint32_t cbid, uint32_t correlation, uint64_t start,
-                uint64_t end) {
-  CUpti_ActivityAPI a{};
-  a.kind = kind;
-  a.cbid = cbid;
-  a.start = start;
-  a.end = end;
-  a.processId = static_cast<uint32_t>(getpid());
-  a.threadId = Tid();
-  a.correlationId = correlation;
-  a.returnValue = 0;
-  return Bytes(a);
-}
-
-std::string Kernel(const char* name, uint32_t device, uint32_t stream, uint32_t correlation,
-                   uint64_t start, uint64_t end, uint32_t graph_id, uint64_t graph_node) {
-  CUpti_ActivityKernel10 k{};
-  k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
-  k.cacheConfig.config.executed = 1;
-  k.registersPerThread = 32;
-  k.start = start;
-  k.end = end;
-  k.queued = start - 100;
-  k.deviceId = device;
-  k.contextId = device + 1;
-  k.streamId = stream;
-  k.gridX = 4;
-  k.gridY = 2;
-  k.gridZ = 1;
-  k.blockX = 128;
-  k.blockY = 1;
-  k.blockZ = 1;
-  k.staticSharedMemory = 1024;
-  k.dynamicSharedMemory = 2048;
-  k.localMemoryPerThread = 16;
-  k.correlationId = correlation;
-  k.name = name;
-  k.sharedMemoryExecuted = 65536;
-  k.graphId = graph_id;
-  k.graphNodeId = graph_node;
-  k.launchType = 0;
-  return Bytes(k);
-}
-
-std::string Device(uint32_t id, const char* name) {
-  CUpti_ActivityDevice5 d{};
-  d.kind = CUPTI_ACTIVITY_KIND_DEVICE;
-  d.globalMemoryBandwidth = 3'350'000'000;
-  d.globalMemorySize = 80ull << 30;
-  d.l2CacheSize = 50u << 20;
-  d.numThreadsPerWarp = 32;
-  d.coreClockRate = 1'980'000;
-  d.numMultiprocessors = 132;
-  d.maxWarpsPerMultiprocessor = 64;
-  d.maxBlocksPerMultiprocessor = 32;
-  d.maxSharedMemoryPerMultiprocessor = 233472;
-  d.maxRegistersPerMultiprocessor = 65536;
-  d.maxRegistersPerBlock = 65536;
-  d.maxSharedMemoryPerBlock = 49152;
-  d.maxThreadsPerBlock = 1024;
-  d.computeCapabilityMajor = 9;
-  d.computeCapabilityMinor = 0;
-  d.id = id;
-  d.name = name;
-  return Bytes(d);
-}
-
-// The records of the scenario for a window [t0, t1] (only the kinds enabled).
-std::vector<std::string> ScenarioRecords(uint64_t t0, uint64_t t1) {
-  const FakeState& s = State();
-  const uint64_t step = std::max<uint64_t>(1, (t1 - t0) / 64);
-  auto at = [&](int i) { return t0 + static_cast<uint64_t>(i) * step; };
-  std::vector<std::string> out;
-  const int devices = s.scenario == "multi_device" ? 2 : 1;
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_DEVICE)) {
-    out.push_back(Device(0, "Fake GPU 0"));
-    if (devices == 2) out.push_back(Device(1, "Fake GPU 1"));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_RUNTIME)) {
-    out.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                      1, at(1), at(2)));
-    out.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020,
-                      2, at(2), at(3)));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_DRIVER)) {
-    out.push_back(
-        Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 8, at(1), at(2)));
-    out.push_back(
-        Api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent, 9, at(2), at(3)));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
-    out.push_back(Kernel("fake_kernel_a", 0, 7, 1, at(3), at(5), 0, 0));
-    out.push_back(Kernel("graph_kernel", 0, 13, 3, at(5), at(6), 5, 77));
-    if (devices == 2) out.push_back(Kernel("fake_kernel_b", 1, 21, 10, at(4), at(7), 0, 0));
-    // Outside the window: clipped by the library.
-    out.push_back(Kernel("early_kernel", 0, 7, 11, t0 - 10'000'000'000, t0 - 9'000'000'000, 0, 0));
-    out.push_back(Kernel("late_kernel", 0, 7, 12, t1 + 9'000'000'000, t1 + 10'000'000'000, 0, 0));
-    if (s.scenario == "flood") {
-      for (int i = 0; i < 20000; ++i) {
-        out.push_back(Kernel("flood_kernel", 0, 7, 100000 + i, at(8), at(9), 0, 0));
-      }
-    }
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MEMCPY)) {
-    CUpti_ActivityMemcpy6 m{};
-    m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-    m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
-    m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
-    m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    m.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
-    m.bytes = 4096;
-    m.start = at(6);
-    m.end = at(7);
-    m.deviceId = 0;
-    m.contextId = 1;
-    m.streamId = 7;
-    m.correlationId = 4;
-    m.graphId = 0;
-    out.push_back(Bytes(m));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MEMCPY2) && devices == 2) {
-    CUpti_ActivityMemcpyPtoP4 p{};
-    p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
-    p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
-    p.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    p.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    p.bytes = 1 << 20;
-    p.start = at(8);
-    p.end = at(9);
-    p.deviceId = 0;
-    p.contextId = 1;
-    p.streamId = 7;
-    p.srcDeviceId = 0;
-    p.srcContextId = 1;
-    p.dstDeviceId = 1;
-    p.dstContextId = 2;
-    p.correlationId = 13;
-    out.push_back(Bytes(p));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MEMSET)) {
-    CUpti_ActivityMemset4 m{};
-    m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-    m.value = 0xab;
-    m.bytes = 256;
-    m.start = at(7);
-    m.end = at(8);
-    m.deviceId = 0;
-    m.contextId = 1;
-    m.streamId = 7;
-    m.correlationId = 5;
-    m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-    out.push_back(Bytes(m));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) {
-    CUpti_ActivitySynchronization2 y{};
-    y.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-    y.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
-    y.start = at(9);
-    y.end = at(10);
-    y.correlationId = 6;
-    y.contextId = 1;
-    y.streamId = 7;
-    y.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
-    out.push_back(Bytes(y));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_MARKER)) {
-    CUpti_ActivityMarker2 m{};
-    m.kind = CUPTI_ACTIVITY_KIND_MARKER;
-    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
-    m.timestamp = at(10);
-    m.id = 1;
-    m.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-    m.objectId.pt.processId = static_cast<uint32_t>(getpid());
-    m.objectId.pt.threadId = Tid();
-    m.name = "nvtx_range";
-    m.domain = "fake_domain";
-    out.push_back(Bytes(m));
-    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
-    m.timestamp = at(12);
-    m.name = nullptr;
-    m.domain = nullptr;
-    out.push_back(Bytes(m));
-    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
-    m.timestamp = at(11);
-    m.id = 2;
-    m.name = "nvtx_mark";
-    out.push_back(Bytes(m));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_OVERHEAD)) {
-    CUpti_ActivityOverhead3 o{};
-    o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
-    o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
-    o.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
-    o.objectId.pt.processId = static_cast<uint32_t>(getpid());
-    o.objectId.pt.threadId = Tid();
-    o.start = at(12);
-    o.end = at(13);
-    o.correlationId = 0;
-    out.push_back(Bytes(o));
-  }
-  if (EnabledInWindow(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) {
-    CUpti_ActivityExternalCorrelation e{};
-    e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-    e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-    e.externalId = 0xabc;
-    e.correlationId = 1;
-    out.push_back(Bytes(e));
-  }
-  // A kind gpuctl does not use: skipped by the library.
-  CUpti_ActivityCudaEvent2 unknown{};
-  unknown.kind = CUPTI_ACTIVITY_KIND_CUDA_EVENT;
-  out.push_back(Bytes(unknown));
-  return out;
 }
 
 // Buffer layout (private to the fake): records back to back, each an u64
@@ -337,7 +114,7 @@ void gpuctl_fake_cupti_reset(const char* scenario) {
   FakeState& s = State();
   s = FakeState{};
   s.initialized = true;
-  s.scenario = scenario != nullptr ? scenario : "basic";
+  s.scenario = fake::ScenarioNamed(scenario != nullptr ? scenario : "basic");
   t_external_stack.clear();
 }
 
@@ -365,23 +142,18 @@ void gpuctl_fake_cupti_launch_kernel(const char* name) {
   const uint32_t correlation = s.next_correlation++;
   const uint64_t now = Now();
   if (Enabled(CUPTI_ACTIVITY_KIND_RUNTIME)) {
-    s.queued.push_back(Api(CUPTI_ACTIVITY_KIND_RUNTIME,
-                           CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation, now,
-                           now + 1));
+    s.queued.push_back(fake::Api(CUPTI_ACTIVITY_KIND_RUNTIME,
+                                 CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, correlation, now,
+                                 now + 1));
   }
   if (Enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) {
     // Kernel names live as long as the process, as CUPTI's do.
     static auto* names = new std::set<std::string>;
     const char* stable = names->insert(name).first->c_str();
-    s.queued.push_back(Kernel(stable, 0, 7, correlation, now + 2, now + 3, 0, 0));
+    s.queued.push_back(fake::Kernel(stable, 0, 7, correlation, now + 2, now + 3, 0, 0));
   }
   if (Enabled(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) && !t_external_stack.empty()) {
-    CUpti_ActivityExternalCorrelation e{};
-    e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-    e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-    e.externalId = t_external_stack.back();
-    e.correlationId = correlation;
-    s.queued.push_back(Bytes(e));
+    s.queued.push_back(fake::ExternalCorrelation(t_external_stack.back(), correlation));
   }
 }
 
@@ -401,11 +173,11 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Ca
                                     void* userdata) {
   std::lock_guard lock(Mutex());
   FakeState& s = State();
-  if (s.scenario == "subscriber_conflict" || s.subscribed) {
+  if (s.scenario.subscriber_conflict || s.subscribed) {
     return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
   }
   // What the real CUPTI returns when it cannot reach a driver.
-  if (s.scenario == "subscribe_unknown") {
+  if (s.scenario.subscribe_unknown) {
     Count("subscribe_failed");
     return CUPTI_ERROR_UNKNOWN;
   }
@@ -484,7 +256,7 @@ CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
   std::lock_guard lock(Mutex());
   FakeState& s = State();
-  if (s.scenario == "no_device") return CUPTI_ERROR_NOT_INITIALIZED;
+  if (s.scenario.no_device) return CUPTI_ERROR_NOT_INITIALIZED;
   if (s.request == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
   const std::string k = std::to_string(static_cast<int>(kind));
   Count("enable:" + k);
@@ -527,13 +299,14 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t) {
   std::vector<std::string> records = std::move(s.queued);
   s.queued.clear();
   if (s.window_open_ts != 0) {
-    std::vector<std::string> scenario = ScenarioRecords(s.window_open_ts, t1);
-    records.insert(records.end(), scenario.begin(), scenario.end());
+    std::vector<std::string> window =
+        fake::ScenarioRecords(s.scenario, s.window_kinds, s.window_open_ts, t1);
+    records.insert(records.end(), window.begin(), window.end());
   }
   s.window_open_ts = 0;
   s.window_kinds.clear();
-  if (s.scenario == "flood") s.pending_dropped += 7;
-  if (s.scenario == "fail_mid_window") {
+  s.pending_dropped += fake::DroppedPerFlush(s.scenario);
+  if (s.scenario.fail_mid_window) {
     records.resize(records.size() / 2);
     Deliver(records);
     return CUPTI_ERROR_UNKNOWN;

@@ -9,7 +9,8 @@
 // Scenario (gpuctl_fake_cupti_reset, or GPUCTL_FAKE_CUPTI_SCENARIO at the
 // first call): basic | multi_device | flood | subscriber_conflict |
 // fail_mid_window | no_device | subscribe_unknown (cuptiSubscribe returns
-// CUPTI_ERROR_UNKNOWN, as the real one does without a driver). Generated records lie inside
+// CUPTI_ERROR_UNKNOWN, as the real one does without a driver); what each
+// does is in fake_cupti_scenarios.h. Generated records lie inside
 // [first enable, flush] (by the registered timestamp callback), plus one
 // kernel before and one after, an unknown record kind and noise API calls.
 #ifndef GPUCTL_CLIENT_LIB_SRC_CUPTI_FAKE_FAKE_CUPTI_H_

@@ -1,0 +1,93 @@
+// Registry::Select: which attached processes a ProcessSelector picks
+// (service.proto's rules).
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "daemon/core/registry.h"
+#include "daemon/core/selector.h"
+
+namespace gpuctl::daemon {
+namespace {
+
+bool InRanks(const v1::ProcessSelector& selector, int32_t rank) {
+  if (rank < 0) return false;
+  return std::any_of(
+      selector.ranks().begin(), selector.ranks().end(),
+      [rank](const v1::RankRange& r) { return r.first() <= rank && rank <= r.last(); });
+}
+
+bool HasLabels(const v1::ProcessSelector& selector, const v1::ProcessInfo& info) {
+  for (const auto& [key, value] : selector.labels()) {
+    auto it = info.labels().find(key);
+    if (it == info.labels().end() || it->second != value) return false;
+  }
+  return true;
+}
+
+// Every criterion but the role: job, pids (the process or an ancestor),
+// ranks and labels.
+bool MatchesCriteria(const v1::ProcessSelector& selector, const absl::flat_hash_set<int32_t>& pids,
+                     const AttachedProcess& process) {
+  const v1::ProcessInfo& info = process.info;
+  if (!selector.job_id().empty() && info.job_id() != selector.job_id()) return false;
+  if (!pids.empty() && !pids.contains(info.pid()) &&
+      std::none_of(process.ancestors.begin(), process.ancestors.end(),
+                   [&](int32_t pid) { return pids.contains(pid); })) {
+    return false;
+  }
+  if (selector.ranks_size() > 0 && !InRanks(selector, info.rank())) return false;
+  return HasLabels(selector, info);
+}
+
+// A launcher named by pid stands for its workers, which its pid selects; a
+// helper named by pid is taken as asked.
+bool RoleSelected(const v1::ProcessSelector& selector, v1::ProcessRole role, bool named) {
+  return selector.include_helpers() || role == v1::PROCESS_ROLE_WORKER ||
+         (named && role == v1::PROCESS_ROLE_HELPER);
+}
+
+// Keeps the first `limit` by rank (unknown last), then pid; attach order
+// is kept among those.
+void ApplyLimit(uint32_t limit, std::vector<SelectedProcess>* selected) {
+  if (limit == 0 || selected->size() <= limit) return;
+  std::vector<SelectedProcess> ranked = *selected;
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    const v1::ProcessInfo& x = a.process->info;
+    const v1::ProcessInfo& y = b.process->info;
+    return std::make_tuple(x.rank() < 0, x.rank(), x.pid()) <
+           std::make_tuple(y.rank() < 0, y.rank(), y.pid());
+  });
+  absl::flat_hash_set<PeerId> kept;
+  for (size_t i = 0; i < limit; ++i) kept.insert(ranked[i].process->peer);
+  std::erase_if(*selected,
+                [&](const SelectedProcess& s) { return !kept.contains(s.process->peer); });
+}
+
+}  // namespace
+
+Selection Registry::Select(const v1::ProcessSelector& selector, bool all_when_empty) {
+  Selection out;
+  const bool everything = !HasCriterion(selector);
+  if (everything && !all_when_empty) return out;
+  absl::flat_hash_map<PeerId, v1::ProcessRole> roles = Roles();
+  absl::flat_hash_set<int32_t> pids(selector.pids().begin(), selector.pids().end());
+  for (auto& [peer, process] : processes_) {
+    const v1::ProcessRole role = roles[peer];
+    if (!everything) {
+      if (!MatchesCriteria(selector, pids, process)) continue;
+      if (!RoleSelected(selector, role, pids.contains(process.info.pid()))) {
+        ++out.left_out_by_role;
+        continue;
+      }
+    }
+    out.processes.push_back({&process, role});
+  }
+  ApplyLimit(selector.limit(), &out.processes);
+  return out;
+}
+
+}  // namespace gpuctl::daemon

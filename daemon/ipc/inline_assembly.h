@@ -1,0 +1,78 @@
+#ifndef GPUCTL_DAEMON_IPC_INLINE_ASSEMBLY_H_
+#define GPUCTL_DAEMON_IPC_INLINE_ASSEMBLY_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "daemon/common/task_runner.h"
+#include "daemon/core/ingest_admission.h"
+#include "daemon/core/peer_channel.h"
+#include "gpuctl/v1/ipc.pb.h"
+
+namespace gpuctl::daemon {
+
+// Reassembles inline payloads (a CaptureResult, then PayloadChunks) per
+// peer, under one cap on the inline bytes held at once (IpcServerOptions::
+// max_inline_bytes): a payload counts from its CaptureResult until the
+// reassembled buffer handed on is dropped. Admission is FIFO; a payload is
+// to be read only once admitted.
+//
+// Threading: every method runs on `loop`'s thread; the payload handed on
+// may be dropped on any thread (its release is posted to the loop).
+// `on_admitted` runs inside Begin, Abandon or a posted release, after the
+// state is updated, so it may call back in.
+class InlineAssembler {
+ public:
+  using AdmittedFn = absl::AnyInvocable<void(PeerId)>;
+
+  InlineAssembler(uint64_t max_bytes, TaskRunner* loop, AdmittedFn on_admitted);
+  InlineAssembler(const InlineAssembler&) = delete;
+  InlineAssembler& operator=(const InlineAssembler&) = delete;
+
+  // Starts `peer`'s payload announced by `result` (payload_size > 0); the
+  // peer has none pending. True when admitted at once.
+  bool Begin(PeerId peer, const v1::ipc::CaptureResult& result);
+  bool HasPending(PeerId peer) const { return pending_.contains(peer); }
+  // Adds the next chunk of `peer`'s pending payload. INVALID_ARGUMENT
+  // (naming what does not add up) for a chunk without a payload, of
+  // another trace, out of order or past the announced size. Null while
+  // bytes are missing; once complete, the payload (the pending one ends)
+  // and its CaptureResult in `*result`.
+  absl::StatusOr<std::unique_ptr<Payload>> AddChunk(PeerId peer, const v1::ipc::PayloadChunk& chunk,
+                                                    v1::ipc::CaptureResult* result);
+  // Forgets `peer`'s pending payload, if any, and frees its room.
+  void Abandon(PeerId peer);
+
+  // Inline payload bytes held now, and the payloads waiting for room.
+  uint64_t bytes_held() const { return budget_.running_bytes(); }
+  size_t waiting_count() const { return budget_.waiting_count(); }
+
+ private:
+  struct Assembly {
+    v1::ipc::CaptureResult result;
+    std::vector<uint8_t> buffer;
+    IngestAdmission::Id budget_id = 0;
+    bool admitted = false;
+  };
+
+  void OnAdmitted(PeerId peer);
+  // The reassembled payload; its room is freed (on the loop) once dropped.
+  std::unique_ptr<Payload> TakePayload(std::unique_ptr<Assembly> assembly);
+
+  const uint64_t max_bytes_;
+  TaskRunner* const loop_;
+  AdmittedFn on_admitted_;
+  IngestAdmission budget_;
+  absl::flat_hash_map<PeerId, std::unique_ptr<Assembly>> pending_;
+  // Releases posted to the loop hold a weak reference and do nothing once
+  // the assembler is gone.
+  std::shared_ptr<InlineAssembler*> self_;
+};
+
+}  // namespace gpuctl::daemon
+
+#endif  // GPUCTL_DAEMON_IPC_INLINE_ASSEMBLY_H_
