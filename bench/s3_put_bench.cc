@@ -35,10 +35,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/store/local_store.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_trace_store.h"
+#include "daemon/store/local_store.h"
 #include "gpuctl/v1/manifest.pb.h"
 
 namespace gpuctl {
@@ -132,8 +132,8 @@ int Run(int argc, char** argv) {
   auto store_client = s3::S3Client::Create(store_config);
   auto spool = daemon::LocalTraceStore::Create(dir + "/spool");
   auto local = daemon::LocalTraceStore::Create(dir + "/local");
-  for (const absl::Status& st : {client.status(), store_client.status(), spool.status(),
-                                 local.status()}) {
+  for (const absl::Status& st :
+       {client.status(), store_client.status(), spool.status(), local.status()}) {
     if (!st.ok()) {
       std::fprintf(stderr, "gpuctl_s3_put_bench: %s\n", st.ToString().c_str());
       return 1;
@@ -158,8 +158,8 @@ int Run(int argc, char** argv) {
       absl::StatusOr<std::string> data = ReadFile(first);
       status = data.status();
       if (data.ok()) {
-        daemon::TraceStore& target = verb == "store" ? static_cast<daemon::TraceStore&>(*store)
-                                                     : **local;
+        daemon::TraceStore& target =
+            verb == "store" ? static_cast<daemon::TraceStore&>(*store) : **local;
         auto start = std::chrono::steady_clock::now();
         status = StoreTrace(target, *data, gen);
         took = std::chrono::steady_clock::now() - start;

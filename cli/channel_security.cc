@@ -44,8 +44,8 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   }
   for (char c : token) {
     if (c <= ' ' || c > '~') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--token-file: the token in ", path, " must be printable ASCII without spaces"));
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: the token in ", path,
+                                                     " must be printable ASCII without spaces"));
     }
   }
   return token;

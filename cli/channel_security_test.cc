@@ -81,8 +81,7 @@ TEST_F(ChannelSecurityTest, BadSettingsNameTheFlag) {
   EXPECT_THAT(ResolveChannelSecurity(empty_token, {}).status().message(), HasSubstr("is empty"));
   SecurityFlags spaced;
   spaced.token_file = Write("spaced", "two words");
-  EXPECT_THAT(ResolveChannelSecurity(spaced, {}).status().message(),
-              HasSubstr("printable ASCII"));
+  EXPECT_THAT(ResolveChannelSecurity(spaced, {}).status().message(), HasSubstr("printable ASCII"));
 }
 
 }  // namespace

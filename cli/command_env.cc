@@ -6,7 +6,8 @@ namespace gpuctl::cli {
 
 absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> OpenStub(const std::string& target,
                                                            const CliEnv& env) {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = Connect(target, env.connect_timeout, nullptr, env.security);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      Connect(target, env.connect_timeout, nullptr, env.security);
   if (!channel.ok()) return channel.status();
   return v1::Gpuctl::NewStub(*channel);
 }

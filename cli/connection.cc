@@ -13,9 +13,9 @@
 #include "cli/format.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/support/client_interceptor.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
+#include "grpcpp/support/client_interceptor.h"
 
 namespace gpuctl::cli {
 namespace {

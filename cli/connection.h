@@ -44,9 +44,10 @@ absl::StatusOr<std::string> NormalizeHost(absl::string_view host);
 // RPC error). A connection that fails after reaching the host says whether
 // a TLS mismatch may be the cause.
 inline constexpr absl::Duration kConnectCancelLatency = absl::Milliseconds(50);
-absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(
-    const std::string& target, absl::Duration timeout,
-    const std::atomic<bool>* cancelled = nullptr, const ChannelSecurity& security = {});
+absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect(const std::string& target,
+                                                       absl::Duration timeout,
+                                                       const std::atomic<bool>* cancelled = nullptr,
+                                                       const ChannelSecurity& security = {});
 
 // Converts a status returned by the daemon (or by gRPC on its behalf) and
 // marks it so callers can tell it from a local failure.
@@ -62,7 +63,8 @@ int ReportError(const absl::Status& status, absl::string_view host, std::ostream
 
 // How an UNAUTHENTICATED answer reads: "gpuctld at HOST " + text + the
 // daemon's message + hint.
-inline constexpr absl::string_view kUnauthenticatedText = "rejected the credentials (UNAUTHENTICATED): ";
+inline constexpr absl::string_view kUnauthenticatedText =
+    "rejected the credentials (UNAUTHENTICATED): ";
 inline constexpr absl::string_view kUnauthenticatedHint =
     "; pass the daemon's token with --token-file or $GPUCTL_TOKEN_FILE";
 

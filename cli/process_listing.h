@@ -6,8 +6,8 @@
 
 #include "absl/time/time.h"
 #include "cli/cancel_group.h"
-#include "cli/host_list.h"
 #include "cli/connection.h"
+#include "cli/host_list.h"
 #include "cli/host_status.h"
 #include "gpuctl/v1/service.pb.h"
 
@@ -29,8 +29,7 @@ struct HostProcesses {
 std::vector<HostProcesses> ListProcessesOnHosts(const std::vector<HostEntry>& hosts,
                                                 const v1::ProcessSelector& selector,
                                                 size_t parallel, absl::Duration timeout,
-                                                CancelGroup& cancel,
-                                                bool include_rejected = false,
+                                                CancelGroup& cancel, bool include_rejected = false,
                                                 const ChannelSecurity& security = {});
 
 }  // namespace gpuctl::cli

@@ -188,8 +188,7 @@ void HostCall::Dispatch() {
     fanout_.progress_.Connecting(index_);
   }
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      Connect(trace_.target, options.host_timeout, fanout_.cancel_.flag(),
-              options.security);
+      Connect(trace_.target, options.host_timeout, fanout_.cancel_.flag(), options.security);
   if (!channel.ok()) {
     HostFailure failure = ClassifyFailure(channel.status(), trace_.target);
     absl::MutexLock lock(&fanout_.mu_);

@@ -121,8 +121,8 @@ TEST_F(TraceFanoutClockTest, AHostSilentAfterItsWindowIsGivenUpAtTheMargin) {
   timers_.fake().AdvanceBy(kTick);
   HostTrace trace = Finish();
   EXPECT_EQ(trace.status, HostStatus::kTimedOut);
-  EXPECT_THAT(trace.error,
-              HasSubstr(absl::StrCat("no progress for ", FormatUserDuration(options_.result_margin))));
+  EXPECT_THAT(trace.error, HasSubstr(absl::StrCat("no progress for ",
+                                                  FormatUserDuration(options_.result_margin))));
   EXPECT_TRUE(WaitFor([&] { return host_.service().cancelled() == 1; }));
 }
 

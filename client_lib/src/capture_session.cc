@@ -224,8 +224,8 @@ void CaptureSession::OpenLocked(int64_t now) {
   }
   if (iterations_ == 0) {
     late_start_ = opened_ns_ > start_ns_ + max_skew_ns_;
-    end_ns_ = late_start_ ? opened_ns_ + duration_ns_
-                          : std::max(start_ns_ + duration_ns_, opened_ns_);
+    end_ns_ =
+        late_start_ ? opened_ns_ + duration_ns_ : std::max(start_ns_ + duration_ns_, opened_ns_);
   }
   state_ = State::kOpen;
   started_unsent_ = true;

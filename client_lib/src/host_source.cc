@@ -19,7 +19,7 @@ struct OpenRange {
   uint32_t depth = 0;
   bool kept = false;           // false: dropped at the cap or before the window; no event
   bool before_window = false;  // pushed before the window's start (armed ahead of it)
-  bool correlated = false;  // the RangeListener took it
+  bool correlated = false;     // the RangeListener took it
 };
 
 // Per-thread recording state. Written by its own thread while `writing` is
@@ -31,9 +31,9 @@ struct ThreadBuffer {
   HostSource* source GPUCTL_GUARDED_BY(HostSource::RegistryMutex()) = nullptr;
   uint32_t tid = 0;
   uint32_t next_range = 0;
-  uint64_t overflow = 0;  // pushes beyond kMaxDepth, not on `stack`
+  uint64_t overflow = 0;       // pushes beyond kMaxDepth, not on `stack`
   uint32_t before_window = 0;  // ranges at the bottom of `stack` pushed before the window
-  uint64_t budget = 0;    // bytes of the cap reserved by this thread
+  uint64_t budget = 0;         // bytes of the cap reserved by this thread
   uint64_t dropped = 0;
   std::string thread_name;
   std::vector<HostEvent> events;

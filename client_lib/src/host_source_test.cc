@@ -116,7 +116,7 @@ TEST_F(HostSourceTest, EventsAfterTheEndInstantAreClippedOrDropped) {
   source_.Push("spans-end");
   source_.Push("ends-after");
   const int64_t end = clock_.RealtimeNs();
-  source_.Pop();              // "ends-after" ends after the end instant
+  source_.Pop();  // "ends-after" ends after the end instant
   source_.Push("starts-after");
   source_.Pop();
   source_.Push("open-after");
@@ -124,7 +124,8 @@ TEST_F(HostSourceTest, EventsAfterTheEndInstantAreClippedOrDropped) {
   source_.Stop(end);
   RecordWriter writer;
   const CollectStats stats = source_.Collect(writer);
-  std::optional<DecodedPayload> p = DecodePayload(writer.Finish({stats.dropped_events, start_, end, 1}));
+  std::optional<DecodedPayload> p =
+      DecodePayload(writer.Finish({stats.dropped_events, start_, end, 1}));
   ASSERT_TRUE(p.has_value());
   EXPECT_TRUE(p->Ranges("starts-after").empty());
   EXPECT_TRUE(p->Ranges("open-after").empty());

@@ -64,7 +64,7 @@ bool IpcConnection::Connect(const std::string& path, std::string* error) {
 }
 
 IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout_ms,
-                              const std::atomic<bool>* cancel) {
+                             const std::atomic<bool>* cancel) {
   if (fd_ < 0 || datagram.size() > wire::kMaxIpcMessageBytes) return IoResult::kError;
   iovec iov{const_cast<char*>(datagram.data()), datagram.size()};
   msghdr msg{};
@@ -93,8 +93,8 @@ IoResult IpcConnection::Send(std::string_view datagram, int pass_fd, int timeout
     // Whole milliseconds, rounded up: poll's unit.
     const int64_t left_ms = (left_ns + 999'999) / 1'000'000;
     // With a cancel flag the wait is sliced so that a raised flag is seen.
-    const int wait_ms = static_cast<int>(
-        cancel != nullptr ? std::min<int64_t>(left_ms, kCancelCheckMs) : left_ms);
+    const int wait_ms =
+        static_cast<int>(cancel != nullptr ? std::min<int64_t>(left_ms, kCancelCheckMs) : left_ms);
     pollfd pfd{fd_, POLLOUT, 0};
     const int rc = poll(&pfd, 1, wait_ms);
     if (rc == 0) continue;

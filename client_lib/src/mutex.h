@@ -73,8 +73,7 @@ class CondVar {
   }
   // Returns false once `deadline` has passed.
   template <typename Clock, typename Duration>
-  bool WaitUntil(Mutex* mu, std::chrono::time_point<Clock, Duration> deadline)
-      GPUCTL_REQUIRES(mu) {
+  bool WaitUntil(Mutex* mu, std::chrono::time_point<Clock, Duration> deadline) GPUCTL_REQUIRES(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool signalled = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();

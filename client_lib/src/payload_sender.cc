@@ -38,8 +38,8 @@ IoResult SendClientMessage(IpcConnection& conn, const wire::ClientMessage& messa
 }
 
 IoResult SendCaptureResultWithPayload(IpcConnection& conn, wire::CaptureResult result,
-                                      const std::string& payload, bool force_inline,
-                                      int timeout_ms, const std::atomic<bool>* cancel) {
+                                      const std::string& payload, bool force_inline, int timeout_ms,
+                                      const std::atomic<bool>* cancel) {
   result.payload_size = payload.size();
   const int memfd = force_inline ? -1 : CreateSealedMemfd(payload);
   if (memfd >= 0) {

@@ -25,8 +25,8 @@ int CreateSealedMemfd(const std::string& payload);
 // daemon stops reading an inline payload while its ingest budget is spent,
 // so that wait can be long. A raised `cancel` ends it (kCancelled).
 IoResult SendCaptureResultWithPayload(IpcConnection& conn, wire::CaptureResult result,
-                                      const std::string& payload, bool force_inline,
-                                      int timeout_ms, const std::atomic<bool>* cancel = nullptr);
+                                      const std::string& payload, bool force_inline, int timeout_ms,
+                                      const std::atomic<bool>* cancel = nullptr);
 
 // Sends one message, checking it fits in a datagram.
 IoResult SendClientMessage(IpcConnection& conn, const wire::ClientMessage& message, int pass_fd,

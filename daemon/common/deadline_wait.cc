@@ -4,8 +4,7 @@
 
 namespace gpuctl {
 
-DeadlineWaiter::DeadlineWaiter(Clock* clock, TaskRunner* timers, absl::Mutex* mu,
-                               absl::CondVar* cv)
+DeadlineWaiter::DeadlineWaiter(Clock* clock, TaskRunner* timers, absl::Mutex* mu, absl::CondVar* cv)
     : clock_(clock), timers_(timers), mu_(mu), cv_(cv), target_(std::make_shared<Target>()) {
   target_->owner_mu = mu;
   target_->owner_cv = cv;

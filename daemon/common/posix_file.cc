@@ -135,9 +135,11 @@ absl::Status AtomicFile::Append(absl::string_view data) {
 absl::Status AtomicFile::Commit() {
   absl::Status status;
   if (fd_.get() < 0) status = absl::FailedPreconditionError("commit of a closed file");
-  if (status.ok() && ::fchmod(fd_.get(), mode_) != 0) status = ErrnoError(errno, "writing", final_path_);
+  if (status.ok() && ::fchmod(fd_.get(), mode_) != 0)
+    status = ErrnoError(errno, "writing", final_path_);
   if (status.ok() && ::fsync(fd_.get()) != 0) status = ErrnoError(errno, "writing", final_path_);
-  if (status.ok() && ::close(fd_.Release()) != 0) status = ErrnoError(errno, "writing", final_path_);
+  if (status.ok() && ::close(fd_.Release()) != 0)
+    status = ErrnoError(errno, "writing", final_path_);
   if (status.ok() && ::rename(temp_path_.c_str(), final_path_.c_str()) != 0) {
     status = ErrnoError(errno, "writing", final_path_);
   }

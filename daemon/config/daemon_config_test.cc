@@ -475,19 +475,18 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
       DaemonConfigKeys(),
       ::testing::ElementsAre(
           "listen", "insecure", "socket", "log_level", "ready_file", "ipc.socket_mode",
-          "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate", "ipc.hello_burst",
-          "tls.cert", "tls.key", "tls.client_ca", "auth.token_file", "trace.max_duration",
-          "trace.start_delay",
+          "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate", "ipc.hello_burst", "tls.cert",
+          "tls.key", "tls.client_ca", "auth.token_file", "trace.max_duration", "trace.start_delay",
           "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes",
-          "trace.max_ingest_bytes", "store.path",
-          "store.retention.max_bytes", "store.retention.max_age", "store.retention.max_count",
-          "store.s3.endpoint", "store.s3.region", "store.s3.bucket", "store.s3.prefix",
-          "store.s3.path_style", "store.s3.access_key_id", "store.s3.secret_access_key",
-          "store.s3.session_token", "store.s3.credentials_file", "store.s3.profile",
-          "store.s3.ca_file", "store.s3.multipart_threshold", "store.s3.part_size",
-          "store.s3.connect_timeout", "store.s3.request_timeout", "store.s3.idle_timeout",
-          "store.s3.max_attempts", "store.s3.initial_backoff", "store.s3.max_backoff",
-          "store.s3.upload_wait", "store.s3.keep_local", "store.s3.upload_retry_max"));
+          "trace.max_ingest_bytes", "store.path", "store.retention.max_bytes",
+          "store.retention.max_age", "store.retention.max_count", "store.s3.endpoint",
+          "store.s3.region", "store.s3.bucket", "store.s3.prefix", "store.s3.path_style",
+          "store.s3.access_key_id", "store.s3.secret_access_key", "store.s3.session_token",
+          "store.s3.credentials_file", "store.s3.profile", "store.s3.ca_file",
+          "store.s3.multipart_threshold", "store.s3.part_size", "store.s3.connect_timeout",
+          "store.s3.request_timeout", "store.s3.idle_timeout", "store.s3.max_attempts",
+          "store.s3.initial_backoff", "store.s3.max_backoff", "store.s3.upload_wait",
+          "store.s3.keep_local", "store.s3.upload_retry_max"));
 }
 
 class ConfigFileTest : public ::testing::Test {

@@ -65,8 +65,9 @@ absl::Status ValidateListenAddress(const std::string& address, bool secured) {
         absl::StrCat("invalid --listen \"", address, "\": ", s.message()));
   }
   if (!IsLoopbackListen(address) && !secured) {
-    return absl::InvalidArgumentError(absl::StrCat("refusing to serve ", address, kInsecureRefusal,
-                                                   "serve TLS (--tls-cert, --tls-key), or pass --insecure"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing to serve ", address, kInsecureRefusal,
+                     "serve TLS (--tls-cert, --tls-key), or pass --insecure"));
   }
   return absl::OkStatus();
 }
@@ -98,10 +99,9 @@ absl::Status ApplyParsed(const char* flag, absl::StatusOr<T> value, U* out) {
 absl::StatusOr<uint64_t> ParseIngestBytes(const std::string& text) {
   absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
   if (bytes.ok() && *bytes != 0 && (*bytes < kMinIngestBytes || *bytes > kMaxIngestBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(FormatByteSize(*bytes),
-                                                   " is out of range (0 for no cap, or ",
-                                                   FormatByteSize(kMinIngestBytes), " to ",
-                                                   FormatByteSize(kMaxIngestBytes), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        FormatByteSize(*bytes), " is out of range (0 for no cap, or ",
+        FormatByteSize(kMinIngestBytes), " to ", FormatByteSize(kMaxIngestBytes), ")"));
   }
   return bytes;
 }
@@ -170,9 +170,9 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
                  absl::StrCat("Hellos a second each uid may send once its burst is spent; 0: no "
                               "limit (default ",
                               kDefaultHelloRate, ")"));
-  app.add_option("--hello-burst", cl.hello_burst,
-                 absl::StrCat("Hellos each uid may send at once (default ", kDefaultHelloBurst,
-                              ")"));
+  app.add_option(
+      "--hello-burst", cl.hello_burst,
+      absl::StrCat("Hellos each uid may send at once (default ", kDefaultHelloBurst, ")"));
   app.add_option("--ready-file", cl.ready_file, "write the bound gRPC address here once serving");
   app.add_option("--log-level", cl.log_level, "debug, info, warning or error (default info)");
   app.add_option("--tls-cert", cl.tls_cert, "serve gRPC over TLS with this PEM certificate chain");
@@ -196,11 +196,11 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   if (given("--ready-file")) o->ready_file = cl.ready_file;
   if (given("--insecure")) o->insecure = cl.insecure;
   absl::Status s;
-  for (auto [flag, value, out] : {std::tuple{"--tls-cert", &cl.tls_cert, &o->tls_cert},
-                                  std::tuple{"--tls-key", &cl.tls_key, &o->tls_key},
-                                  std::tuple{"--tls-client-ca", &cl.tls_client_ca, &o->tls_client_ca},
-                                  std::tuple{"--auth-token-file", &cl.auth_token_file,
-                                             &o->auth_token_file}}) {
+  for (auto [flag, value, out] :
+       {std::tuple{"--tls-cert", &cl.tls_cert, &o->tls_cert},
+        std::tuple{"--tls-key", &cl.tls_key, &o->tls_key},
+        std::tuple{"--tls-client-ca", &cl.tls_client_ca, &o->tls_client_ca},
+        std::tuple{"--auth-token-file", &cl.auth_token_file, &o->auth_token_file}}) {
     if (!given(flag)) continue;
     if (value->empty() && s.ok()) s = absl::InvalidArgumentError(absl::StrCat(flag, " is empty"));
     *out = *value;
@@ -294,9 +294,10 @@ absl::Status ValidateMerged(const CLI::App& app, DaemonOptions& o, const ConfigL
       return file.Error("listen", absl::StrCat("\"", o.listen_address, "\": ", s.message()));
     }
     if (!IsLoopbackListen(o.listen_address) && !secured) {
-      return file.Error("listen",
-                        absl::StrCat("refusing to serve ", o.listen_address, kInsecureRefusal,
-                                     "configure tls (cert, key), or set insecure: true (or pass --insecure)"));
+      return file.Error(
+          "listen",
+          absl::StrCat("refusing to serve ", o.listen_address, kInsecureRefusal,
+                       "configure tls (cert, key), or set insecure: true (or pass --insecure)"));
     }
   }
   if (o.socket_path.empty()) return absl::InvalidArgumentError("--socket must not be empty");

@@ -12,10 +12,10 @@
 #include "daemon/common/log.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/ipc/ipc_server.h"
-#include "daemon/store/local_store.h"
-#include "daemon/store/retention.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_store_options.h"
+#include "daemon/store/local_store.h"
+#include "daemon/store/retention.h"
 
 namespace gpuctl::daemon {
 

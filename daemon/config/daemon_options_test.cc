@@ -88,8 +88,9 @@ TEST(DaemonOptionsTest, MaxIngestBytesFlag) {
     EXPECT_EQ(refused.flags.exit_code, 2) << bad;
     EXPECT_NE(refused.err.find("--max-ingest-bytes: "), std::string::npos) << refused.err;
   }
-  EXPECT_NE(Parse({"--max-ingest-bytes", "1KiB"}).err.find("1KiB is out of range (0 for no cap, or "
-                                                           "1MiB to 1TiB)"),
+  EXPECT_NE(Parse({"--max-ingest-bytes", "1KiB"})
+                .err.find("1KiB is out of range (0 for no cap, or "
+                          "1MiB to 1TiB)"),
             std::string::npos);
 }
 

@@ -10,7 +10,6 @@
 namespace gpuctl::daemon {
 namespace {
 
-
 // Streams JSON text straight into the compressor.
 class GzipSink final : public ByteSink {
  public:

@@ -218,7 +218,7 @@ void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer,
   if (result.status() == v1::CAPTURE_STATUS_OK) {
     if (std::string note = WindowNote(*session, result); !note.empty()) {
       result.set_message(result.message().empty() ? note
-                                                   : absl::StrCat(result.message(), "; ", note));
+                                                  : absl::StrCat(result.message(), "; ", note));
     }
     LogInfo("trace stored", {{"trace_id", trace_id},
                              {"pid", slot->info.pid()},

@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/testing/fake_proc.h"
 #include "daemon/core/testing/test_hello.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "daemon/core/testing/fake_proc.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

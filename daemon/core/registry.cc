@@ -69,9 +69,9 @@ void Registry::RememberRejection(const PeerCredentials& creds, const v1::ipc::He
   }
   rejected_.push_back(std::move(entry));
   const uint32_t uid = creds.uid;
-  if (std::count_if(rejected_.begin(), rejected_.end(),
-                    [uid](const auto& r) { return r.uid() == uid; }) >
-      static_cast<std::ptrdiff_t>(kMaxRejectedPerUid)) {
+  if (std::count_if(rejected_.begin(), rejected_.end(), [uid](const auto& r) {
+        return r.uid() == uid;
+      }) > static_cast<std::ptrdiff_t>(kMaxRejectedPerUid)) {
     rejected_.erase(std::find_if(rejected_.begin(), rejected_.end(),
                                  [uid](const auto& r) { return r.uid() == uid; }));
   }
@@ -89,8 +89,8 @@ absl::Status Registry::CheckAndAdd(PeerId peer, const PeerCredentials& creds,
   if (auto st = ValidateHello(creds, hello, *proc_); !st.ok()) return st;
   absl::StatusOr<absl::btree_map<std::string, std::string>> labels = ParseHelloLabels(hello);
   if (!labels.ok()) return labels.status();
-  AttachedProcess process{peer, {}, ReadAncestors(*proc_, creds.pid), std::move(steps),
-                          hello.capabilities()};
+  AttachedProcess process{
+      peer, {}, ReadAncestors(*proc_, creds.pid), std::move(steps), hello.capabilities()};
   // The Hello's ppid is in the peer's pid namespace: usable only when that
   // is the daemon's.
   if (process.ancestors.empty() && hello.pid() == creds.pid && hello.ppid() > 0) {

@@ -11,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/core/testing/fake_proc.h"
 #include "daemon/core/testing/test_hello.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -323,8 +322,9 @@ TEST_F(RolesTest, AnExecOfTheSameRankIsAWorkerAndMakesItsParentALauncher) {
   // Its DataLoader workers: forks (same command line) and a spawn child.
   Attach(9, 502, "wrap", 3, {}, {"python", "train.py"});
   proc_.Add(503, 501);
-  Attach(10, 503, "wrap", 3, {},
-         {"python", "-c", "from multiprocessing.spawn import spawn_main", "--multiprocessing-fork"});
+  Attach(
+      10, 503, "wrap", 3, {},
+      {"python", "-c", "from multiprocessing.spawn import spawn_main", "--multiprocessing-fork"});
   auto roles = registry_->Roles();
   EXPECT_EQ(roles[7], v1::PROCESS_ROLE_LAUNCHER);
   EXPECT_EQ(roles[8], v1::PROCESS_ROLE_WORKER);

@@ -81,10 +81,9 @@ absl::Status DaemonCoreImpl::NothingMatched(const v1::TraceRequest& request,
     hint = absl::StrCat("; ", selection.left_out_by_role,
                         " matched but are launchers or helpers, which include_helpers selects");
   }
-  return absl::NotFoundError(absl::StrCat("no attached process matches ",
-                                          DescribeSelector(request.selector()), " on host ",
-                                          options_.hostname, " (", registry_.DescribeAttached(),
-                                          hint, ")"));
+  return absl::NotFoundError(
+      absl::StrCat("no attached process matches ", DescribeSelector(request.selector()),
+                   " on host ", options_.hostname, " (", registry_.DescribeAttached(), hint, ")"));
 }
 
 uint64_t DaemonCoreImpl::PickSessionStartStep(const v1::TraceRequest& request,
@@ -123,8 +122,8 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   session.iterations = plan->iterations;
   session.clock = std::move(plan->clock);
   if (session.iteration_window()) {
-    session.start_step = plan->start_step.has_value() ? *plan->start_step
-                                                      : PickSessionStartStep(request, selection);
+    session.start_step =
+        plan->start_step.has_value() ? *plan->start_step : PickSessionStartStep(request, selection);
   }
   session.pending = selection.processes.size();
   // Processes that cannot take part end at once; the others proceed.
@@ -143,16 +142,15 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
     if (!refusals[i].has_value()) sent[i] = SendStartRequest(session, session.slots[i]);
   }
   EmitStarted(session);
-  LogInfo("trace started",
-          {{"trace_id", session.id},
-           {"selector", session.selector_text},
-           {"processes", session.slots.size()},
-           {"refused", std::count_if(refusals.begin(), refusals.end(),
-                                     [](const auto& r) { return r.has_value(); })},
-           {"start", absl::FormatTime(session.start)},
-           {"duration", absl::FormatDuration(session.duration())},
-           {"iterations", session.iterations},
-           {"start_step", session.start_step}});
+  LogInfo("trace started", {{"trace_id", session.id},
+                            {"selector", session.selector_text},
+                            {"processes", session.slots.size()},
+                            {"refused", std::count_if(refusals.begin(), refusals.end(),
+                                                      [](const auto& r) { return r.has_value(); })},
+                            {"start", absl::FormatTime(session.start)},
+                            {"duration", absl::FormatDuration(session.duration())},
+                            {"iterations", session.iterations},
+                            {"start_step", session.start_step}});
 
   // A start in the past does not shorten the wait: the processes open at
   // once and run the full window.
@@ -259,8 +257,8 @@ void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
     // Past the start instant (and its skew) a time window runs its full
     // length from the process's opening: wait for that too.
     if (!session->iteration_window()) {
-      absl::Time deadline = std::max(session->start, now) + session->duration() +
-                            options_.result_grace;
+      absl::Time deadline =
+          std::max(session->start, now) + session->duration() + options_.result_grace;
       if (deadline > session->deadline) ArmDeadline(*session, deadline);
     }
     OnStartSent(*session, slot, SendStartRequest(*session, slot));

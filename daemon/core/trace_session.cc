@@ -22,8 +22,7 @@ v1::ProcessResult WindowResult(const TraceSession& session, const v1::ipc::Captu
     *out.mutable_window_start() = TimestampFromUnixNanos(result.window_start_unix_ns());
     *out.mutable_window_end() = TimestampFromUnixNanos(result.window_end_unix_ns());
     if (!session.iteration_window() && result.window_start_unix_ns() > 0) {
-      absl::Duration skew =
-          absl::FromUnixNanos(result.window_start_unix_ns()) - session.start;
+      absl::Duration skew = absl::FromUnixNanos(result.window_start_unix_ns()) - session.start;
       *out.mutable_start_skew() = ToProtoDuration(std::max(skew, absl::ZeroDuration()));
     }
   }

@@ -25,8 +25,8 @@ struct TraceSlot {
   // While processing: the payload's IngestAdmission entry (it may still be
   // waiting for capacity).
   uint64_t ingest_id = 0;
-  bool done = false;        // `result` is final
-  bool joined = false;      // attached after the request and joined it
+  bool done = false;    // `result` is final
+  bool joined = false;  // attached after the request and joined it
   v1::ProcessResult result{};
 };
 

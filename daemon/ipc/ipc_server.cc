@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -223,10 +223,9 @@ bool IpcServer::HandleDatagram(const std::shared_ptr<Peer>& peer, absl::Span<con
     DropPeer(peer, "malformed message", Notify::kNow);
     return false;
   }
-  const bool may_carry_fd =
-      (msg.has_capture_result() &&
-       msg.capture_result().transport() == v1::ipc::PAYLOAD_TRANSPORT_MEMFD) ||
-      (msg.has_hello() && msg.hello().step_counter());
+  const bool may_carry_fd = (msg.has_capture_result() && msg.capture_result().transport() ==
+                                                             v1::ipc::PAYLOAD_TRANSPORT_MEMFD) ||
+                            (msg.has_hello() && msg.hello().step_counter());
   if (!fds.empty() && !may_carry_fd) {
     DropPeer(peer, absl::StrCat("unexpected file descriptor on ", MessageName(msg)), Notify::kNow);
     return false;
@@ -282,8 +281,7 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
                Notify::kNow);
       return false;
     }
-    absl::StatusOr<std::unique_ptr<StepCounterView>> mapped =
-        MapStepCounterPage(std::move(fds[0]));
+    absl::StatusOr<std::unique_ptr<StepCounterView>> mapped = MapStepCounterPage(std::move(fds[0]));
     if (!mapped.ok()) {
       DropPeer(peer, absl::StrCat("Hello refused: ", mapped.status().message()), Notify::kNow);
       return false;
@@ -390,12 +388,11 @@ bool IpcServer::HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::Pa
 
 void IpcServer::BeginInline(Peer& peer, const CaptureResult& result) {
   if (inline_.Begin(peer.id, result)) return;
-  LogInfo("inline trace data waits for room",
-          {{"pid", peer.creds.pid},
-           {"trace_id", result.trace_id()},
-           {"payload_bytes", result.payload_size()},
-           {"inline_bytes_held", inline_.bytes_held()},
-           {"waiting", inline_.waiting_count()}});
+  LogInfo("inline trace data waits for room", {{"pid", peer.creds.pid},
+                                               {"trace_id", result.trace_id()},
+                                               {"payload_bytes", result.payload_size()},
+                                               {"inline_bytes_held", inline_.bytes_held()},
+                                               {"waiting", inline_.waiting_count()}});
   PausePeer(peer);
 }
 

@@ -38,8 +38,8 @@ void CheckPlausible(const StepReading& r) {
   if (!r.has_step && (r.current_step != 0 || r.last_step_time || r.period)) std::abort();
   if (r.current_step > gpuctl::daemon::kMaxPlausibleStep) std::abort();
   if (r.last_step_time && *r.last_step_time <= absl::UnixEpoch()) std::abort();
-  if (r.period && (*r.period <= absl::ZeroDuration() ||
-                   *r.period > gpuctl::daemon::kMaxPlausibleStepPeriod)) {
+  if (r.period &&
+      (*r.period <= absl::ZeroDuration() || *r.period > gpuctl::daemon::kMaxPlausibleStepPeriod)) {
     std::abort();
   }
 }

@@ -3,8 +3,8 @@
 
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
-#include "daemon/store/trace_store.h"
 #include "daemon/rpc/bearer_token.h"
+#include "daemon/store/trace_store.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 

@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
+#include "daemon/common/event_loop.h"
 #include "daemon/common/thread_pool_executor.h"
+#include "daemon/core/testing/mock_daemon_core.h"
 #include "daemon/rpc/get_trace_reactor.h"
 #include "daemon/rpc/testing/in_memory_trace_store.h"
-#include "daemon/common/event_loop.h"
-#include "daemon/core/testing/mock_daemon_core.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"

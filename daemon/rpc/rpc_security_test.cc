@@ -9,11 +9,11 @@
 #include <string>
 #include <thread>
 
+#include "daemon/common/event_loop.h"
 #include "daemon/rpc/bearer_token.h"
 #include "daemon/rpc/grpc_service.h"
 #include "daemon/rpc/testing/in_memory_trace_store.h"
 #include "daemon/rpc/transport_security.h"
-#include "daemon/common/event_loop.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -85,10 +85,12 @@ TEST(ReadTokenFileTest, RefusesMissingEmptyAndBadTokens) {
 class TlsFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_EQ(Openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=ca -keyout ca.key "
+    ASSERT_EQ(Openssl("req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+                      "-subj /CN=ca -keyout ca.key "
                       "-out ca.pem"),
               0);
-    ASSERT_EQ(Openssl("req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost -keyout server.key "
+    ASSERT_EQ(Openssl("req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "
+                      "/CN=localhost -keyout server.key "
                       "-out server.csr"),
               0);
     ASSERT_EQ(Openssl("x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 1 "
@@ -96,7 +98,8 @@ class TlsFilesTest : public ::testing::Test {
               0);
   }
   int Openssl(const std::string& args) {
-    return std::system(("cd " + dir_.Path("") + " && openssl " + args + " >/dev/null 2>&1").c_str());
+    return std::system(
+        ("cd " + dir_.Path("") + " && openssl " + args + " >/dev/null 2>&1").c_str());
   }
   TempDir dir_;
 };
@@ -126,8 +129,7 @@ TEST_F(TlsFilesTest, RefusesMissingAndNonPemFiles) {
   EXPECT_THAT(MakeServerCredentials(bad_key).status().message(),
               HasSubstr("no unencrypted PEM private key"));
   ServerTlsFiles bad_ca{dir_.Path("server.pem"), dir_.Path("server.key"), dir_.Path("junk.pem")};
-  EXPECT_THAT(MakeServerCredentials(bad_ca).status().message(),
-              HasSubstr("--tls-client-ca"));
+  EXPECT_THAT(MakeServerCredentials(bad_ca).status().message(), HasSubstr("--tls-client-ca"));
 }
 
 // The service behind a real in-process server, requiring a token.

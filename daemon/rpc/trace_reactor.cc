@@ -73,8 +73,8 @@ void TraceReactor::Pump() {
     // Events queued behind this one (a trace over many processes reports
     // each of them at once): gRPC may hold this one back and send them
     // together; the last of the burst goes without the hint and flushes.
-    StartWrite(to_write, more_queued ? grpc::WriteOptions().set_buffer_hint()
-                                     : grpc::WriteOptions());
+    StartWrite(to_write,
+               more_queued ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
   } else if (to_finish.has_value()) {
     Finish(*to_finish);
   }

@@ -51,9 +51,8 @@ absl::StatusOr<X509Ptr> ParseFirstCert(const std::string& what, const std::strin
   BioPtr bio = MemoryBio(pem);
   X509Ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
   if (cert == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", path,
-                                                   " holds no PEM certificate: ",
-                                                   TakeOpenSslError()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", path, " holds no PEM certificate: ", TakeOpenSslError()));
   }
   return cert;
 }
@@ -70,9 +69,8 @@ absl::Status CheckKeyMatches(const ServerTlsFiles& files, const std::string& cer
   }
   if (X509_check_private_key(cert->get(), key.get()) != 1) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat("--tls-key ", files.key,
-                                                   " is not the private key of the certificate in ",
-                                                   files.cert));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--tls-key ", files.key, " is not the private key of the certificate in ", files.cert));
   }
   return absl::OkStatus();
 }

@@ -12,8 +12,8 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/common/log.h"
 #include "daemon/common/posix_file.h"
-#include "daemon/store/local_store.h"
 #include "daemon/rpc/transport_security.h"
+#include "daemon/store/local_store.h"
 
 #ifdef GPUCTL_HAVE_GRPC_REFLECTION
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -46,7 +46,8 @@ std::string Hostname() {
 absl::Status WriteReadyFile(const std::string& path, const std::string& content) {
   const size_t slash = path.rfind('/');
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  return WriteFileAtomically(ParentDir(path), name, content, absl::StrCat(".", name, ".tmp-"), 0644);
+  return WriteFileAtomically(ParentDir(path), name, content, absl::StrCat(".", name, ".tmp-"),
+                             0644);
 }
 
 // Applies the store's retention now, on a worker (it deletes files), and
@@ -125,7 +126,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   SetServing(true);
   LogInfo("gpuctld ready",
           {{"grpc", grpc_address_},
-           {"tls", options.tls_cert.empty()           ? "off"
+           {"tls", options.tls_cert.empty()        ? "off"
                    : options.tls_client_ca.empty() ? "on"
                                                    : "mutual"},
            {"auth", options.auth_token_file.empty() ? "none" : "bearer token"},

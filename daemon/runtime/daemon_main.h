@@ -7,14 +7,14 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/event_loop.h"
 #include "daemon/common/thread_pool_executor.h"
+#include "daemon/config/daemon_options.h"
 #include "daemon/core/daemon_core.h"
-#include "daemon/store/trace_store.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/rpc/grpc_service.h"
-#include "daemon/config/daemon_options.h"
-#include "daemon/common/event_loop.h"
 #include "daemon/s3/s3_trace_store.h"
+#include "daemon/store/trace_store.h"
 #include "grpcpp/grpcpp.h"
 
 namespace gpuctl::daemon {

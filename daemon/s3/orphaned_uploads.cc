@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "daemon/common/log.h"
-#include "daemon/store/trace_file_name.h"
 #include "daemon/s3/trace_object_key.h"
+#include "daemon/store/trace_file_name.h"
 
 namespace gpuctl::s3 {
 namespace {

@@ -117,8 +117,8 @@ class S3Client {
   // The body of one page of a bucket listing (GET on the bucket with
   // `query`, which CanonicalQuery orders and encodes), retried like every
   // call; DATA_LOSS when the body is over the listing size bound.
-  absl::StatusOr<std::string> GetBucketListing(const RequestTarget& target,
-                                               std::vector<std::pair<std::string, std::string>> query);
+  absl::StatusOr<std::string> GetBucketListing(
+      const RequestTarget& target, std::vector<std::pair<std::string, std::string>> query);
 
   // Builds the request of each attempt; an error ends the attempts.
   using RequestFactory = absl::FunctionRef<absl::StatusOr<HttpRequest>()>;

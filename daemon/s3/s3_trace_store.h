@@ -7,12 +7,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "daemon/store/local_store.h"
-#include "daemon/store/trace_store.h"
 #include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_store_options.h"
 #include "daemon/s3/trace_uploader.h"
+#include "daemon/store/local_store.h"
+#include "daemon/store/trace_store.h"
 
 namespace gpuctl::s3 {
 

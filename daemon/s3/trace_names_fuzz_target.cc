@@ -17,9 +17,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/string_view.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/store/local_store.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/trace_object_key.h"
+#include "daemon/store/local_store.h"
 
 namespace {
 
@@ -39,9 +39,9 @@ void CheckTraceId(absl::string_view id) {
 
 void CheckFileName(absl::string_view name) {
   const bool valid = gpuctl::daemon::IsValidStoreFileName(name);
-  if (valid && (name.empty() || name.size() > 255 || name.front() == '.' ||
-                name.find('/') != absl::string_view::npos ||
-                name.find('\0') != absl::string_view::npos)) {
+  if (valid &&
+      (name.empty() || name.size() > 255 || name.front() == '.' ||
+       name.find('/') != absl::string_view::npos || name.find('\0') != absl::string_view::npos)) {
     std::abort();
   }
   if (gpuctl::s3::TraceObjectKey("", kSomeTraceId, name).ok() != valid) std::abort();

@@ -9,8 +9,8 @@
 
 #include "daemon/common/testing/fuzz_corpus_replay.h"
 #include "daemon/common/trace_id.h"
-#include "daemon/store/local_store.h"
 #include "daemon/s3/trace_object_key.h"
+#include "daemon/store/local_store.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::s3 {

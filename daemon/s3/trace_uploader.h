@@ -18,10 +18,10 @@
 #include "daemon/common/clock.h"
 #include "daemon/common/deadline_wait.h"
 #include "daemon/common/task_runner.h"
-#include "daemon/store/local_store.h"
 #include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_store_options.h"
+#include "daemon/store/local_store.h"
 
 namespace gpuctl::s3 {
 

@@ -94,8 +94,9 @@ class TraceUploaderTest : public ::testing::Test {
     }
     CannedResponse r;
     if (req.method == "GET") {
-      r.body = "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
-               "</ListMultipartUploadsResult>";
+      r.body =
+          "<ListMultipartUploadsResult><IsTruncated>false</IsTruncated>"
+          "</ListMultipartUploadsResult>";
     }
     r.headers.emplace_back("ETag", "\"e\"");
     return r;

@@ -251,7 +251,9 @@ absl::Status LocalTraceStore::PutFile(absl::string_view trace_id, absl::string_v
   index_->PinForWrite(trace_id);
   absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
   if (auto st = EnsureTraceDir(trace_id); !st.ok()) return st;
-  if (auto st = WriteFileAtomically(Location(trace_id), name, data, kTempPrefix, kFileMode); !st.ok()) return st;
+  if (auto st = WriteFileAtomically(Location(trace_id), name, data, kTempPrefix, kFileMode);
+      !st.ok())
+    return st;
   index_->RecordFile(trace_id, CreatedAt(trace_id), name, data.size());
   return absl::OkStatus();
 }
@@ -271,7 +273,9 @@ absl::Status LocalTraceStore::PutManifest(const v1::TraceManifest& manifest) {
     index_->PinForWrite(trace_id);
     absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
     if (auto st = EnsureTraceDir(trace_id); !st.ok()) return st;
-    if (auto st = WriteFileAtomically(Location(trace_id), kManifestFileName, json, kTempPrefix, kFileMode); !st.ok()) {
+    if (auto st = WriteFileAtomically(Location(trace_id), kManifestFileName, json, kTempPrefix,
+                                      kFileMode);
+        !st.ok()) {
       return st;
     }
     index_->RecordManifest(trace_id, CreatedAt(trace_id), manifest.job_id(), json.size());

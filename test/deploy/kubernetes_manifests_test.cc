@@ -128,8 +128,7 @@ TEST_F(KubernetesManifestsTest, ConfigFlagNamesTheMountedConfigMapKey) {
   for (const auto& entry : config_map_["data"]) {
     if (PathOfKey(sources[0], entry.first.as<std::string>()) == config.file) found = true;
   }
-  EXPECT_TRUE(found) << "no key of ConfigMap " << config_map_name << " is mounted as "
-                     << flags[0];
+  EXPECT_TRUE(found) << "no key of ConfigMap " << config_map_name << " is mounted as " << flags[0];
 }
 
 TEST_F(KubernetesManifestsTest, TheCredentialsFileOfTheExampleIsTheProjectedSecret) {

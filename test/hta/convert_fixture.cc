@@ -28,11 +28,11 @@
 #include <iterator>
 #include <string>
 
+#include "daemon/convert/testing/payload_builder.h"
 #include "daemon/core/capture_processor.h"
+#include "daemon/core/testing/vector_payload.h"
 #include "daemon/store/local_store.h"
 #include "daemon/store/trace_file_name.h"
-#include "daemon/convert/testing/payload_builder.h"
-#include "daemon/core/testing/vector_payload.h"
 #include "gpuctl/v1/records.h"
 #include "nlohmann/json.hpp"
 

@@ -1,7 +1,6 @@
 #ifndef GPUCTL_DAEMON_COMMON_TESTING_FAKE_CLOCK_H_
 #define GPUCTL_DAEMON_COMMON_TESTING_FAKE_CLOCK_H_
 
-
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"

@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "daemon/common/testing/fake_task_runner.h"
-#include "daemon/core/daemon_core.h"
 #include "daemon/convert/gzip.h"
-#include "daemon/store/local_store.h"
+#include "daemon/convert/testing/payload_builder.h"
+#include "daemon/core/daemon_core.h"
 #include "daemon/core/testing/fake_peer_channel.h"
 #include "daemon/core/testing/fake_step_counter.h"
-#include "daemon/convert/testing/payload_builder.h"
 #include "daemon/core/testing/vector_payload.h"
+#include "daemon/store/local_store.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 

@@ -10,10 +10,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/ipc/ipc_server.h"
-#include "daemon/ipc/unix_socket.h"
 #include "daemon/common/event_loop.h"
 #include "daemon/core/testing/mock_daemon_core.h"
+#include "daemon/ipc/ipc_server.h"
+#include "daemon/ipc/unix_socket.h"
 #include "gpuctl/v1/ipc.pb.h"
 #include "gtest/gtest.h"
 
