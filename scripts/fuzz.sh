@@ -64,7 +64,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
   -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt" \
-  -DGPUCTL_BUILD_TESTS=OFF \
+  -DGPUCTL_BUILD_TESTS=OFF -DGPUCTL_BUILD_FUZZERS=ON \
   >"$build/fuzz-cmake.log" 2>&1 || { cat "$build/fuzz-cmake.log"; exit 2; }
 if ! ninja -C "$build" -j"$jobs" "${binaries[@]}" >"$build/fuzz-ninja.log" 2>&1; then
   tail -n 40 "$build/fuzz-ninja.log"

@@ -144,7 +144,7 @@ class Attempts {
   }
   // True once `trace_id` has been uploaded.
   bool WaitForSuccess(const std::string& trace_id) {
-    return Wait([&] {
+    return Wait([&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       for (const auto& [id, st] : outcomes_) {
         if (id == trace_id && st.ok()) return true;
       }
@@ -152,7 +152,7 @@ class Attempts {
     });
   }
   bool WaitForCount(size_t n) {
-    return Wait([&] { return outcomes_.size() >= n; });
+    return Wait([&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return outcomes_.size() >= n; });
   }
   std::vector<absl::Duration> jitter_bounds() const {
     absl::MutexLock lock(&mu_);

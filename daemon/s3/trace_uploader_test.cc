@@ -34,7 +34,7 @@ constexpr char kFile[] = "h1-rank0-pid5.json.gz";
 constexpr absl::Duration kWait = absl::Seconds(20);
 
 // The outcome of every attempt, in order.
-class Attempts {
+class UploadAttempts {
  public:
   void Record(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -128,7 +128,7 @@ class TraceUploaderTest : public ::testing::Test {
   std::atomic<int> fail_with_{0};
   LoopbackHttpServer server_{[this](const RecordedRequest& req) { return Handle(req); }};
   testing::RecordedWaits waits_;
-  Attempts attempts_;
+  UploadAttempts attempts_;
   S3StoreOptions options_;
   absl::BitGen gen_;
   std::string id_ = GenerateTraceId(absl::FromUnixMillis(1'700'000'000'000), gen_);

@@ -18,7 +18,8 @@ TEST(TraceFileNameTest, HostIsReducedToSafeBytes) {
   EXPECT_EQ(TraceFileHost(".hidden"), "-hidden");
   EXPECT_EQ(TraceFileHost(""), "unknown");
   EXPECT_EQ(TraceFileHost(std::string(300, 'h')).size(), 128u);
-  for (const char* host : {"../..", "x\n", "", ".", std::string(200, '/').c_str()}) {
+  for (const std::string& host : {std::string("../.."), std::string("x\n"), std::string(),
+                                  std::string("."), std::string(200, '/')}) {
     EXPECT_TRUE(IsValidStoreFileName(TraceFileName(host, 0, 1))) << host;
   }
 }
