@@ -184,9 +184,12 @@ int ClosedPort() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  // The sockets API takes the generic sockaddr.
+  auto* generic =
+      reinterpret_cast<sockaddr*>(&addr);  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+  EXPECT_EQ(::bind(fd, generic, sizeof(addr)), 0);
   socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::getsockname(fd, generic, &len);
   ::close(fd);
   return ntohs(addr.sin_port);
 }
@@ -208,7 +211,7 @@ class S3TraceStoreTest : public ::testing::Test {
   }
 
   // (Re)creates store_ on root_, talking to `endpoint` (the server's when empty).
-  void Open(std::string endpoint = "", daemon::LocalStoreOptions spool_options = {}) {
+  void Open(const std::string& endpoint = "", daemon::LocalStoreOptions spool_options = {}) {
     store_.reset();
     spool_options.remove_incomplete = true;
     auto spool = daemon::LocalTraceStore::Create(root_, spool_options);

@@ -20,7 +20,7 @@ inline constexpr uint32_t kProtocolMinor = 2;
 
 // Largest datagram either side sends or accepts: one encoded ClientMessage
 // or DaemonMessage.
-inline constexpr size_t kMaxMessageBytes = 64 * 1024;
+inline constexpr size_t kMaxMessageBytes = size_t{64} * 1024;
 
 // Hello.labels and selector labels (service.proto): at most kMaxLabels
 // "key=value" pairs, keys of 1-kMaxLabelKeyBytes bytes of [A-Za-z0-9._/-],

@@ -67,13 +67,14 @@ inline void LoadField(const uint8_t* p, std::array<T, N>* v) {
   if ((offset) + sizeof(type) <= Layout<R>::kMinSize || (offset) + sizeof(type) <= size) \
     LoadField(p + (offset), &r->name);
 #define GPUCTL_RECORDS_SKIP_(offset, bytes)
-#define GPUCTL_RECORDS_CODEC_(Type, FIELDS)                          \
-  inline void EncodeFields(const Type& r, uint8_t* p) {              \
-    FIELDS(GPUCTL_RECORDS_STORE_, GPUCTL_RECORDS_STORE_PAD_)         \
-  }                                                                  \
-  inline void DecodeFields(const uint8_t* p, size_t size, Type* r) { \
-    using R = Type;                                                  \
-    FIELDS(GPUCTL_RECORDS_LOAD_, GPUCTL_RECORDS_SKIP_)               \
+#define GPUCTL_RECORDS_CODEC_(Type, FIELDS)                           \
+  inline void EncodeFields(const Type& r, uint8_t* p) {               \
+    FIELDS(GPUCTL_RECORDS_STORE_, GPUCTL_RECORDS_STORE_PAD_)          \
+  }                                                                   \
+  /* NOLINTNEXTLINE(bugprone-macro-parentheses): Type names a type */ \
+  inline void DecodeFields(const uint8_t* p, size_t size, Type* r) {  \
+    using R = Type;                                                   \
+    FIELDS(GPUCTL_RECORDS_LOAD_, GPUCTL_RECORDS_SKIP_)                \
   }
 #define GPUCTL_RECORDS_RECORD_CODEC_(Name, kind, min_size) \
   GPUCTL_RECORDS_CODEC_(Name##Record, GPUCTL_RECORD_FIELDS_##Name)
