@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include "daemon/common/testing/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -37,7 +37,7 @@ class EventLoopTest : public ::testing::Test {
   }
   // Runs `fn` on the loop thread and waits for it.
   void RunOnLoop(absl::AnyInvocable<void() &&> fn) {
-    absl::Notification done;
+    gpuctl::testing::Notification done;
     loop_->Post([&] {
       std::move(fn)();
       done.Notify();
@@ -55,7 +55,7 @@ TEST_F(EventLoopTest, PostsFromManyThreadsAllRunInPerThreadOrder) {
   constexpr int kPerThread = 2000;
   std::vector<std::vector<int>> seen(kThreads);  // touched on the loop only
   std::atomic<int> remaining{kThreads * kPerThread};
-  absl::Notification all_done;
+  gpuctl::testing::Notification all_done;
   std::vector<std::thread> posters;
   for (int t = 0; t < kThreads; ++t) {
     posters.emplace_back([&, t] {
@@ -81,7 +81,7 @@ TEST_F(EventLoopTest, PostsFromManyThreadsAllRunInPerThreadOrder) {
 TEST_F(EventLoopTest, TimersFireInDeadlineOrderAndCancelledOnesNever) {
   StartThread();
   std::vector<int> order;
-  absl::Notification done;
+  gpuctl::testing::Notification done;
   RunOnLoop([&] {
     loop_->PostDelayed(absl::Milliseconds(60), [&] { order.push_back(3); });
     loop_->PostDelayed(absl::Milliseconds(20), [&] { order.push_back(1); });
@@ -98,7 +98,7 @@ TEST_F(EventLoopTest, TimersFireInDeadlineOrderAndCancelledOnesNever) {
 
 TEST_F(EventLoopTest, TimerNeverFiresEarly) {
   StartThread();
-  absl::Notification done;
+  gpuctl::testing::Notification done;
   absl::Time fired;
   absl::Time posted;
   RunOnLoop([&] {
@@ -115,7 +115,7 @@ TEST_F(EventLoopTest, TimerNeverFiresEarly) {
 TEST_F(EventLoopTest, TimersWithEqualDeadlinesRunInPostingOrder) {
   StartThread();
   std::vector<int> order;
-  absl::Notification done;
+  gpuctl::testing::Notification done;
   RunOnLoop([&] {
     for (int i = 0; i < 5; ++i)
       loop_->PostDelayed(absl::ZeroDuration(), [&, i] {
@@ -129,7 +129,7 @@ TEST_F(EventLoopTest, TimersWithEqualDeadlinesRunInPostingOrder) {
 
 TEST_F(EventLoopTest, TimerIdsAreNonZeroAndCancelFromTimerWorks) {
   StartThread();
-  absl::Notification done;
+  gpuctl::testing::Notification done;
   bool second_ran = false;
   TaskRunner::TimerId second = 0;
   RunOnLoop([&] {
@@ -148,8 +148,8 @@ TEST_F(EventLoopTest, FdReadinessDeliversEventsAndModifyChangesThem) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
   std::atomic<int> readable{0};
-  absl::Notification got_read;
-  absl::Notification got_write;
+  gpuctl::testing::Notification got_read;
+  gpuctl::testing::Notification got_write;
   ASSERT_TRUE(loop_
                   ->AddFd(sv[0], EPOLLIN,
                           [&](uint32_t events) {
@@ -187,7 +187,7 @@ TEST_F(EventLoopTest, RemovingAnotherFdInsideCallbackSuppressesItsPendingEvent) 
   ASSERT_EQ(write(a[1], "x", 1), 1);
   ASSERT_EQ(write(b[1], "x", 1), 1);
   std::atomic<int> calls{0};
-  absl::Notification done;
+  gpuctl::testing::Notification done;
   int* fds[2] = {&a[0], &b[0]};
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(loop_
@@ -213,12 +213,12 @@ TEST_F(EventLoopTest, RemovingAnotherFdInsideCallbackSuppressesItsPendingEvent) 
 
 TEST_F(EventLoopTest, QuitFromAnotherThreadStopsRunAndRunCanRestart) {
   StartThread();
-  absl::Notification ran;
+  gpuctl::testing::Notification ran;
   loop_->Post([&] { ran.Notify(); });
   ASSERT_TRUE(ran.WaitForNotificationWithTimeout(kWait));
   loop_->Quit();
   thread_.join();
-  absl::Notification ran_again;
+  gpuctl::testing::Notification ran_again;
   loop_->Post([&] { ran_again.Notify(); });
   StartThread();
   ASSERT_TRUE(ran_again.WaitForNotificationWithTimeout(kWait));
