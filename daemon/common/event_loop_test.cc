@@ -57,6 +57,7 @@ TEST_F(EventLoopTest, PostsFromManyThreadsAllRunInPerThreadOrder) {
   std::atomic<int> remaining{kThreads * kPerThread};
   gpuctl::testing::Notification all_done;
   std::vector<std::thread> posters;
+  posters.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     posters.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
