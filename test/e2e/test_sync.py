@@ -35,10 +35,11 @@ def test_processes_started_at_different_times_open_their_windows_together(cli, s
         skew = duration_ns(res.get("start_skew", "0s"))
         assert skew == max(0, window_start - start), res
         assert skew <= 50 * MS, res
-        # Opened on time: the window ends at start + duration, the same
-        # stretch for every process (closing takes a timer tick at most).
+        # Opened on time, so the window runs its full duration from the start
+        # instant. It closes when the agent's thread wakes after the end,
+        # which a loaded host (two cores, sanitizers) delays by tens of ms.
         end = timestamp_ns(res["window_end"])
-        assert 600 * MS <= end - start <= 650 * MS, res
+        assert 600 * MS <= end - start <= 850 * MS, res
         opened.append(window_start)
     assert max(opened) - min(opened) <= 50 * MS, opened
     # Armed 20 ms ahead, a process opens at the instant itself, to the
