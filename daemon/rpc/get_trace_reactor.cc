@@ -4,13 +4,15 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gpuctl/v1/trace_layout.h"
 #include "daemon/rpc/status_util.h"
 
 namespace gpuctl::daemon {
 
 absl::Status ValidateTraceFileName(absl::string_view name) {
   if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
-      absl::StrContains(name, '/') || absl::StrContains(name, '\0')) {
+      (absl::StrContains(name, '/') && !layout::IsManifestName(name)) ||
+      absl::StrContains(name, '\0')) {
     return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", name, "\""));
   }
   return absl::OkStatus();
@@ -63,7 +65,7 @@ absl::Status GetTraceReactor::ResolveFiles() {
   if (!files_.empty()) return absl::OkStatus();
   absl::StatusOr<v1::TraceManifest> manifest = store_->GetManifest(request_.trace_id());
   if (!manifest.ok()) return manifest.status();
-  files_.emplace_back(kManifestFileName);
+  files_.push_back(store_->ManifestName());
   for (const v1::ProcessResult& result : manifest->results()) {
     if (result.file().empty()) continue;
     if (absl::Status s = ValidateTraceFileName(result.file()); !s.ok()) {

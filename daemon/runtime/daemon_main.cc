@@ -143,6 +143,7 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
   store_options.retention = options.retention;
   store_options.clock = &clock_;
   store_options.remove_incomplete = true;
+  store_options.host = Hostname();
   absl::StatusOr<std::unique_ptr<LocalTraceStore>> store =
       LocalTraceStore::Create(options.store_dir, store_options);
   if (!store.ok()) return store.status();

@@ -56,6 +56,7 @@ class S3TraceStore final : public daemon::TraceStore {
   // The s3:// URL of an uploaded trace, else its spool directory. For an
   // empty id, the store: "s3://bucket/prefix (spooled in /var/lib/...)".
   std::string Location(absl::string_view trace_id) const override;
+  std::string ManifestName() const override { return spool_->ManifestName(); }
   absl::Status PutFile(absl::string_view trace_id, absl::string_view name,
                        absl::string_view data) override;
   absl::Status PutManifest(const v1::TraceManifest& manifest) override;

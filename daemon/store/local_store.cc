@@ -18,6 +18,8 @@
 #include "daemon/common/posix_file.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/store/manifest_job_id.h"
+#include "daemon/store/trace_file_name.h"
+#include "gpuctl/v1/trace_layout.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace gpuctl::daemon {
@@ -39,10 +41,15 @@ absl::Status CheckTraceId(absl::string_view trace_id) {
 
 absl::Status CheckIds(absl::string_view trace_id, absl::string_view name) {
   if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
-  if (!IsValidStoreFileName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", name, "\""));
+  if (!layout::IsTraceFilePath(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("invalid file name \"", name.substr(0, 256), "\""));
   }
   return absl::OkStatus();
+}
+
+absl::Status NoSuchTrace(absl::string_view trace_id) {
+  return absl::NotFoundError(absl::StrCat("no trace ", trace_id));
 }
 
 absl::Time CreatedAt(absl::string_view trace_id) {
@@ -111,15 +118,65 @@ absl::StatusOr<v1::TraceManifest> ParseManifest(const std::string& json, absl::s
   return manifest;
 }
 
-// The job id in the manifest of the trace directory `dir_fd` (`dir`).
-absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir) {
-  auto json = ReadSmallFile(dir_fd, std::string(kManifestFileName), kMaxManifestBytes);
+// The stored form: protobuf's JSON mapping with the .proto field names
+// (snake_case) and every field, zero values included, so that rank 0 says
+// "rank": 0 (docs/trace-format.md).
+absl::StatusOr<std::string> EncodeManifest(const v1::TraceManifest& manifest) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  auto encoded = google::protobuf::util::MessageToJsonString(manifest, &json, options);
+  if (!encoded.ok()) {
+    return absl::InternalError(absl::StrCat("encoding manifest: ", encoded.ToString()));
+  }
+  return json;
+}
+
+// The job id in the manifest `manifest` (relative to the trace directory
+// `dir_fd`, `dir`).
+absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir,
+                                      const std::string& manifest) {
+  auto json = ReadSmallFile(dir_fd, manifest, kMaxManifestBytes);
   if (!json.ok()) return json.status();
   if (auto job = ManifestJobId(*json); job.ok()) return job;
   // The full parser says precisely what is wrong.
-  auto manifest = ParseManifest(*json, absl::StrCat(dir, "/", kManifestFileName));
-  if (!manifest.ok()) return manifest.status();
-  return std::move(*manifest->mutable_job_id());
+  auto parsed = ParseManifest(*json, absl::StrCat(dir, "/", manifest));
+  if (!parsed.ok()) return parsed.status();
+  return std::move(*parsed->mutable_job_id());
+}
+
+bool IsRegularFileAt(int dir_fd, const char* name, uint64_t* size) {
+  struct stat st;
+  if (::fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return false;
+  *size = static_cast<uint64_t>(st.st_size);
+  return true;
+}
+
+// The manifests in a trace's metadata directory (layout::kMetadataDir),
+// as paths relative to the trace directory, sorted; temporary files there
+// are removed (counted in `temp_removed`, when given).
+std::vector<std::pair<std::string, uint64_t>> ScanMetadataDir(const std::string& dir,
+                                                             size_t* temp_removed) {
+  std::vector<std::pair<std::string, uint64_t>> manifests;
+  const std::string meta = absl::StrCat(dir, "/", layout::kMetadataDir);
+  DIR* d = ::opendir(meta.c_str());
+  if (d == nullptr) return manifests;
+  const int meta_fd = ::dirfd(d);
+  while (struct dirent* e = ::readdir(d)) {
+    absl::string_view name = e->d_name;
+    uint64_t size = 0;
+    if (absl::StartsWith(name, kTempPrefix)) {
+      if (temp_removed != nullptr && ::unlinkat(meta_fd, e->d_name, 0) == 0) ++*temp_removed;
+    } else if (std::string path = absl::StrCat(layout::kMetadataDir, "/", name);
+               layout::IsManifestName(path) && IsRegularFileAt(meta_fd, e->d_name, &size)) {
+      manifests.emplace_back(std::move(path), size);
+    }
+  }
+  ::closedir(d);
+  std::sort(manifests.begin(), manifests.end());
+  return manifests;
 }
 
 // Reads one trace directory for the index, removing temporary files
@@ -132,21 +189,33 @@ absl::StatusOr<StoredTrace> ScanTraceDir(const std::string& dir, const std::stri
   StoredTrace trace;
   trace.trace_id = id;
   trace.created = CreatedAt(id);
+  // The manifest to read the job id from: this layout's first, else the
+  // old top-level one. The index lists a manifest as kManifestFileName.
+  std::string manifest;
+  uint64_t manifest_bytes = 0;
+  for (auto& [path, size] : ScanMetadataDir(dir, temp_removed)) {
+    if (manifest.empty()) manifest = path;
+    manifest_bytes += size;
+  }
   while (struct dirent* e = ::readdir(d)) {
     absl::string_view name = e->d_name;
-    struct stat st;
+    uint64_t size = 0;
     if (absl::StartsWith(name, kTempPrefix)) {
       if (::unlinkat(dir_fd, e->d_name, 0) == 0) ++*temp_removed;
     } else if (name == kAwaitingUploadMark) {
       trace.awaiting_upload = true;
-    } else if (IsValidStoreFileName(name) &&
-               ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode)) {
-      trace.complete = trace.complete || name == kManifestFileName;
-      trace.files.emplace_back(std::string(name), static_cast<uint64_t>(st.st_size));
+    } else if (name == layout::kLegacyManifestName && IsRegularFileAt(dir_fd, e->d_name, &size)) {
+      if (manifest.empty()) manifest = std::string(name);
+      manifest_bytes += size;
+    } else if (IsValidStoreFileName(name) && name != layout::kMetadataDir &&
+               IsRegularFileAt(dir_fd, e->d_name, &size)) {
+      trace.files.emplace_back(std::string(name), size);
     }
   }
+  trace.complete = !manifest.empty();
   if (trace.complete) {
-    absl::StatusOr<std::string> job = ReadJobId(dir_fd, dir);
+    trace.files.emplace_back(std::string(kManifestFileName), manifest_bytes);
+    absl::StatusOr<std::string> job = ReadJobId(dir_fd, dir, manifest);
     // Still indexed (List skips it, saying why) and evicted like the others.
     if (job.ok()) {
       trace.job_id = std::move(*job);
@@ -160,18 +229,11 @@ absl::StatusOr<StoredTrace> ScanTraceDir(const std::string& dir, const std::stri
 
 }  // namespace
 
-bool IsValidStoreFileName(absl::string_view name) {
-  if (name.empty() || name.size() > 255 || name.front() == '.') return false;
-  for (char c : name) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
+bool IsValidStoreFileName(absl::string_view name) { return layout::IsSafeFileName(name); }
 
 LocalTraceStore::LocalTraceStore(std::string root, const LocalStoreOptions& options)
     : root_(std::move(root)),
+      manifest_name_(layout::ManifestPath(TraceFileHost(options.host))),
       retention_(options.retention),
       clock_(options.clock != nullptr ? options.clock : &real_clock_) {}
 
@@ -244,9 +306,10 @@ absl::Status LocalTraceStore::EnsureTraceDir(absl::string_view trace_id) {
 absl::Status LocalTraceStore::PutFile(absl::string_view trace_id, absl::string_view name,
                                       absl::string_view data) {
   if (auto st = CheckIds(trace_id, name); !st.ok()) return st;
-  if (name == kManifestFileName) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kManifestFileName, " is written by PutManifest, not PutFile"));
+  if (layout::IsManifestName(name) || name == layout::kMetadataDir ||
+      !IsValidStoreFileName(name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", name.substr(0, 256), "\" is a manifest's name: PutManifest writes manifests"));
   }
   index_->PinForWrite(trace_id);
   absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
@@ -260,25 +323,32 @@ absl::Status LocalTraceStore::PutFile(absl::string_view trace_id, absl::string_v
 
 absl::Status LocalTraceStore::PutManifest(const v1::TraceManifest& manifest) {
   const std::string& trace_id = manifest.trace_id();
-  if (auto st = CheckIds(trace_id, kManifestFileName); !st.ok()) return st;
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  auto encoded = google::protobuf::util::MessageToJsonString(manifest, &json, options);
-  if (!encoded.ok()) {
-    return absl::InternalError(absl::StrCat("encoding manifest: ", encoded.ToString()));
-  }
+  if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
+  absl::StatusOr<std::string> json = EncodeManifest(manifest);
+  if (!json.ok()) return json.status();
   absl::Status status = [&] {
     index_->PinForWrite(trace_id);
     absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
     if (auto st = EnsureTraceDir(trace_id); !st.ok()) return st;
-    if (auto st = WriteFileAtomically(Location(trace_id), kManifestFileName, json, kTempPrefix,
-                                      kFileMode);
-        !st.ok()) {
+    const std::string dir = Location(trace_id);
+    const std::string meta = absl::StrCat(dir, "/", layout::kMetadataDir);
+    if (::mkdir(meta.c_str(), kDirMode) == 0) {
+      if (auto st = FsyncDir(dir); !st.ok()) return st;
+    } else if (errno != EEXIST) {
+      return ErrnoError(errno, "creating directory", meta);
+    }
+    const absl::string_view file =
+        absl::string_view(manifest_name_).substr(layout::kMetadataDir.size() + 1);
+    if (auto st = WriteFileAtomically(meta, file, *json, kTempPrefix, kFileMode); !st.ok()) {
       return st;
     }
-    index_->RecordManifest(trace_id, CreatedAt(trace_id), manifest.job_id(), json.size());
+    // A trace stored before this layout: its old manifest goes once the
+    // new one is durable.
+    const std::string legacy = absl::StrCat(dir, "/", layout::kLegacyManifestName);
+    if (::unlink(legacy.c_str()) == 0) {
+      if (auto st = FsyncDir(dir); !st.ok()) return st;
+    }
+    index_->RecordManifest(trace_id, CreatedAt(trace_id), manifest.job_id(), json->size());
     return absl::OkStatus();
   }();
   // Also after a failure: a full disk may get room back.
@@ -286,12 +356,26 @@ absl::Status LocalTraceStore::PutManifest(const v1::TraceManifest& manifest) {
   return status;
 }
 
+absl::StatusOr<std::string> LocalTraceStore::FindManifest(absl::string_view trace_id) const {
+  const std::string dir = Location(trace_id);
+  struct stat st;
+  for (const std::string& name : {manifest_name_, std::string(layout::kLegacyManifestName)}) {
+    const std::string path = absl::StrCat(dir, "/", name);
+    if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return path;
+  }
+  // Written under another host name (the daemon's name changed).
+  std::vector<std::pair<std::string, uint64_t>> others = ScanMetadataDir(dir, nullptr);
+  if (!others.empty()) return absl::StrCat(dir, "/", others.front().first);
+  return NoSuchTrace(trace_id);
+}
+
 absl::StatusOr<v1::TraceManifest> LocalTraceStore::GetManifest(absl::string_view trace_id) {
-  if (auto st = CheckIds(trace_id, kManifestFileName); !st.ok()) return st;
-  std::string path = absl::StrCat(Location(trace_id), "/", kManifestFileName);
-  auto json = ReadSmallFile(AT_FDCWD, path, kMaxManifestBytes);
-  if (!json.ok()) return json.status();
-  return ParseManifest(*json, path);
+  if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
+  absl::StatusOr<std::string> path = FindManifest(trace_id);
+  if (!path.ok()) return path.status();
+  auto json = ReadSmallFile(AT_FDCWD, *path, kMaxManifestBytes);
+  if (!json.ok()) return absl::IsNotFound(json.status()) ? NoSuchTrace(trace_id) : json.status();
+  return ParseManifest(*json, *path);
 }
 
 absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTracesRequest& request) {
@@ -338,6 +422,12 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> LocalTraceStore::Open(absl::str
   absl::StatusOr<TracePin> pin = Pin(trace_id);
   if (!pin.ok()) return pin.status();
   std::string path = absl::StrCat(Location(trace_id), "/", name);
+  if (layout::IsManifestName(name)) {
+    // Whichever layout the manifest was written in.
+    absl::StatusOr<std::string> found = FindManifest(trace_id);
+    if (!found.ok()) return found.status();
+    path = *std::move(found);
+  }
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
   if (fd.get() < 0) return ErrnoError(errno, "opening", path);
   struct stat st;
@@ -460,7 +550,7 @@ absl::Status LocalTraceStore::RemoveDataFiles(absl::string_view trace_id) {
   absl::Status first;
   bool removed = false;
   for (const auto& [name, bytes] : trace->files) {
-    if (name == kManifestFileName) continue;
+    if (layout::IsManifestName(name)) continue;
     std::string path = absl::StrCat(dir, "/", name);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
       if (first.ok()) first = ErrnoError(errno, "deleting", path);
@@ -477,10 +567,16 @@ absl::Status LocalTraceStore::RemoveDataFiles(absl::string_view trace_id) {
 
 absl::Status LocalTraceStore::RemoveTraceFiles(absl::string_view trace_id, bool* manifest_gone) {
   const std::string dir = Location(trace_id);
-  const std::string manifest = absl::StrCat(dir, "/", kManifestFileName);
+  const std::string meta = absl::StrCat(dir, "/", layout::kMetadataDir);
   *manifest_gone = false;
-  if (::unlink(manifest.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
-    return ErrnoError(errno, "deleting", manifest);
+  std::vector<std::string> manifests = {absl::StrCat(dir, "/", layout::kLegacyManifestName)};
+  for (const auto& [path, bytes] : ScanMetadataDir(dir, nullptr)) {
+    manifests.push_back(absl::StrCat(dir, "/", path));
+  }
+  for (const std::string& manifest : manifests) {
+    if (::unlink(manifest.c_str()) != 0 && errno != ENOENT && errno != ENOTDIR) {
+      return ErrnoError(errno, "deleting", manifest);
+    }
   }
   *manifest_gone = true;
   absl::Status first;
@@ -491,9 +587,21 @@ absl::Status LocalTraceStore::RemoveTraceFiles(absl::string_view trace_id, bool*
   if (!names.ok()) return absl::IsNotFound(names.status()) ? absl::OkStatus() : names.status();
   // Made durable before anything else goes: a crash from here on leaves a
   // trace without a manifest, which is never listed.
+  if (manifests.size() > 1) note(FsyncDir(meta));
   note(FsyncDir(dir));
   for (const std::string& name : *names) {
     std::string path = absl::StrCat(dir, "/", name);
+    if (name == layout::kMetadataDir) {
+      absl::StatusOr<std::vector<std::string>> rest = ListDir(path);
+      for (const std::string& left : rest.ok() ? *rest : std::vector<std::string>()) {
+        std::string file = absl::StrCat(path, "/", left);
+        if (::unlink(file.c_str()) != 0 && errno != ENOENT) note(ErrnoError(errno, "deleting", file));
+      }
+      if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
+        note(ErrnoError(errno, "deleting directory", path));
+      }
+      continue;
+    }
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) note(ErrnoError(errno, "deleting", path));
   }
   if (::rmdir(dir.c_str()) != 0 && errno != ENOENT) {

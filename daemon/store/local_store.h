@@ -26,9 +26,19 @@ struct LocalStoreOptions {
   // deleted when a previous run died, and will never be completed. Left off
   // by tools that build one trace over several runs.
   bool remove_incomplete = false;
+  // The daemon's host name: the store writes its manifests as
+  // _gpuctl/<host>.json (gpuctl/v1/trace_layout.h), the host made safe by
+  // TraceFileHost.
+  std::string host;
 };
 
-// A TraceStore on a local directory: <root>/<trace_id>/<name>.
+// A TraceStore on a local directory: <root>/<trace_id>/<name>, in the
+// layout of gpuctl/v1/trace_layout.h: process traces at the top, the
+// manifest at _gpuctl/<host>.json. A trace written with the old top-level
+// manifest.json is read (and listed, served, deleted) as well; writing its
+// manifest again moves it to the new place. Open and GetTrace accept any
+// manifest name (layout::IsManifestName) for the trace's one manifest, and
+// the index lists it as kManifestFileName.
 //
 // Crash safety. Files are written to a temporary name in the trace's
 // directory, fsynced, renamed into place and the directory fsynced; a new
@@ -64,6 +74,7 @@ class LocalTraceStore final : public TraceStore {
       const std::string& root, const LocalStoreOptions& options = {});
 
   std::string Location(absl::string_view trace_id) const override;
+  std::string ManifestName() const override { return manifest_name_; }
   absl::Status PutFile(absl::string_view trace_id, absl::string_view name,
                        absl::string_view data) override;
   absl::Status PutManifest(const v1::TraceManifest& manifest) override;
@@ -96,6 +107,9 @@ class LocalTraceStore final : public TraceStore {
   LocalTraceStore(std::string root, const LocalStoreOptions& options);
   absl::Status Scan(bool remove_incomplete);
   absl::Status EnsureTraceDir(absl::string_view trace_id);
+  // The path of the trace's manifest, whichever layout wrote it; NOT_FOUND
+  // ("no trace <id>") without one.
+  absl::StatusOr<std::string> FindManifest(absl::string_view trace_id) const;
   // Removes the manifest first (fsynced), then the rest and the directory.
   // An error before the manifest is gone leaves the trace whole.
   absl::Status RemoveTraceFiles(absl::string_view trace_id, bool* manifest_gone);
@@ -104,6 +118,7 @@ class LocalTraceStore final : public TraceStore {
   size_t EvictOnce();
 
   const std::string root_;
+  const std::string manifest_name_;  // "_gpuctl/<host>.json"
   const RetentionPolicy retention_;
   RealClock real_clock_;
   Clock* const clock_;

@@ -100,7 +100,7 @@ v1::TraceManifest ManifestFor(const std::string& id) {
 // missing: it is never written again once deleted, so it was there all
 // along, which the store must never allow (written last, deleted first).
 std::string CheckManifestMeansWhole(const fs::path& dir) {
-  const fs::path manifest = dir / "manifest.json";
+  const fs::path manifest = dir / "_gpuctl" / "unknown.json";
   if (!fs::exists(manifest)) return "";
   for (int i = 0; i < kFilesPerTrace; ++i) {
     if (!fs::exists(dir / FileName(i)) && fs::exists(manifest)) {
@@ -127,7 +127,7 @@ std::vector<std::string> CheckVisibleState(const std::string& root, LocalTraceSt
     if (complete->count(id) > 0) continue;
     for (const auto& file : fs::directory_iterator(dir.path(), ec)) {
       std::string name = file.path().filename().string();
-      if (absl::StartsWith(name, ".tmp-") || name == "manifest.json") continue;
+      if (absl::StartsWith(name, ".tmp-") || name == "_gpuctl") continue;
       std::string problem = CheckContent(id, file.path());
       // A file deleted between listing and reading is fine.
       if (!problem.empty() && fs::exists(file.path())) problems.push_back(problem);
@@ -265,7 +265,8 @@ TEST(LocalStoreCrashTest, AKilledWriterLeavesNoPartialFileAndStartupCleansUp) {
       names.insert(file.path().filename().string());
     }
     EXPECT_EQ(names.size(), kFilesPerTrace + 1u) << dir.path();
-    EXPECT_EQ(names.count("manifest.json"), 1u) << dir.path();
+    EXPECT_EQ(names.count("_gpuctl"), 1u) << dir.path();
+    EXPECT_TRUE(fs::is_regular_file(dir.path() / "_gpuctl" / "unknown.json")) << dir.path();
     EXPECT_EQ(complete.count(dir.path().filename().string()), 1u) << dir.path();
   }
   EXPECT_FALSE(on_disk.empty());
@@ -336,7 +337,7 @@ TEST_F(LocalStoreDiskFullTest, AFullDiskIsReportedAndTheStoreKeepsServing) {
   st = store_->PutManifest(ManifestFor(other));
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
   EXPECT_EQ(st.message(), absl::StrCat("no space left on device writing ", tmp_, "/traces/", other,
-                                       "/manifest.json"));
+                                       "/_gpuctl/unknown.json"));
   EXPECT_THAT(TempFiles(tmp_), ::testing::IsEmpty());
   st = store_->PutFile(GenerateTraceId(absl::Now() + absl::Milliseconds(2), gen_), "f", "x");
   EXPECT_EQ(st.code(), absl::StatusCode::kResourceExhausted) << st;
@@ -362,7 +363,7 @@ TEST_F(LocalStoreDiskFullTest, AReadOnlyFileSystemIsPermissionDenied) {
   absl::Status st = store_->PutManifest(ManifestFor(id));
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
   EXPECT_EQ(st.message(),
-            absl::StrCat("read-only file system writing ", tmp_, "/traces/", id, "/manifest.json"));
+            absl::StrCat("read-only file system creating directory ", tmp_, "/traces/", id, "/_gpuctl"));
   std::string fresh = GenerateTraceId(absl::Now() + absl::Milliseconds(1), gen_);
   st = store_->PutFile(fresh, "f.json.gz", "data");
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
@@ -446,8 +447,8 @@ TEST(LocalStorePermissionTest, AnUnwritableStoreIsPermissionDeniedNamingThePath)
   });
   EXPECT_EQ(result,
             absl::StrCat("PERMISSION_DENIED: permission denied creating directory ", tmp,
-                         "/traces/", fresh, "\n", "PERMISSION_DENIED: permission denied writing ",
-                         tmp, "/traces/", existing, "/manifest.json"));
+                         "/traces/", fresh, "\n", "PERMISSION_DENIED: permission denied creating directory ",
+                         tmp, "/traces/", existing, "/_gpuctl"));
   ::chmod((tmp + "/traces").c_str(), 0750);
   ::chmod((tmp + "/traces/" + existing).c_str(), 0750);
   fs::remove_all(tmp);

@@ -181,12 +181,89 @@ TEST_F(LocalStoreTest, ManifestRoundTripsAsJson) {
   auto back = store_->GetManifest(id);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->SerializeAsString(), m.SerializeAsString());
-  std::string text = ReadAll(id, "manifest.json");
+  std::string text = ReadAll(id, "_gpuctl/unknown.json");
   EXPECT_NE(text.find("\"trace_id\": \"" + id + "\""), std::string::npos) << text;
   EXPECT_NE(text.find('\n'), std::string::npos);  // pretty
   EXPECT_EQ(store_->GetManifest(NewId(2000)).status().code(), absl::StatusCode::kNotFound);
-  std::ofstream(root_ + "/" + id + "/manifest.json") << "{not json";
+  std::ofstream(root_ + "/" + id + "/_gpuctl/unknown.json") << "{not json";
   EXPECT_EQ(store_->GetManifest(id).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(LocalStoreTest, OnlyProcessTracesAreTopLevelJsonAndEachHostHasItsManifest) {
+  LocalStoreOptions options;
+  options.host = "node_7/a";  // made safe as in the trace files' names
+  Reopen(options);
+  EXPECT_EQ(store_->ManifestName(), "_gpuctl/node-7-a.json");
+  const std::string id = PutTrace(1000, "j");
+  std::vector<std::string> top_level_json;
+  for (const auto& e : fs::directory_iterator(root_ + "/" + id)) {
+    const std::string name = e.path().filename().string();
+    if (absl::EndsWith(name, ".json") || absl::EndsWith(name, ".gz")) top_level_json.push_back(name);
+  }
+  // What Holistic Trace Analysis would open as ranks.
+  EXPECT_THAT(top_level_json, ElementsAre("h1-rank0-pid5.json.gz"));
+  EXPECT_TRUE(fs::is_regular_file(root_ + "/" + id + "/_gpuctl/node-7-a.json"));
+  // Served under its name, and under the old one.
+  EXPECT_EQ(ReadAll(id, "_gpuctl/node-7-a.json"), ReadAll(id, "manifest.json"));
+  EXPECT_EQ(store_->PutFile(id, "_gpuctl", "x").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->PutFile(id, "_gpuctl/node-7-a.json", "x").code(),
+            absl::StatusCode::kInvalidArgument);
+  for (const char* bad : {"_gpuctl/../x.json", "_gpuctl/.x.json", "_gpuctl/a/b.json", "_gpuctl/"}) {
+    EXPECT_EQ(store_->Open(id, bad).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  // Its manifest says rank 0 and other zero values explicitly.
+  v1::TraceManifest m = Manifest(id, "j");
+  m.mutable_results(0)->set_rank(0);
+  ASSERT_TRUE(store_->PutManifest(m).ok());
+  const std::string text = ReadAll(id, store_->ManifestName());
+  EXPECT_THAT(text, ::testing::HasSubstr("\"rank\": 0"));
+  EXPECT_THAT(text, ::testing::HasSubstr("\"dropped_events\": \"0\""));
+}
+
+TEST_F(LocalStoreTest, AStoreInTheOldLayoutStaysReadableAndMovesOnRewrite) {
+  // As an older gpuctld left it: manifest.json next to the process traces.
+  const std::string old = NewId(1000);
+  fs::create_directories(root_ + "/" + old);
+  std::ofstream(root_ + "/" + old + "/h1-rank0-pid5.json.gz") << "data";
+  std::ofstream(root_ + "/" + old + "/manifest.json")
+      << "{\"traceId\": \"" << old << "\", \"jobId\": \"legacy\", \"host\": \"h1\"}";
+  const std::string other_host = NewId(2000);
+  fs::create_directories(root_ + "/" + other_host + "/_gpuctl");
+  std::ofstream(root_ + "/" + other_host + "/_gpuctl/renamed.json")
+      << "{\"trace_id\": \"" << other_host << "\", \"job_id\": \"legacy\"}";
+  std::ofstream(root_ + "/" + other_host + "/_gpuctl/.tmp-9-9") << "{";
+  LocalStoreOptions options;
+  options.remove_incomplete = true;
+  Reopen(options);
+  EXPECT_THAT(ListIds("legacy"), ElementsAre(other_host, old));
+  EXPECT_FALSE(fs::exists(root_ + "/" + other_host + "/_gpuctl/.tmp-9-9"));
+  EXPECT_EQ(store_->GetManifest(old)->job_id(), "legacy");
+  EXPECT_EQ(store_->GetManifest(other_host)->job_id(), "legacy");
+  EXPECT_THAT(ReadAll(old, store_->ManifestName()), ::testing::HasSubstr("jobId"));
+
+  // Written again (as the uploader does), it moves to the new place.
+  v1::TraceManifest m = *store_->GetManifest(old);
+  m.set_location("s3://b/x");
+  ASSERT_TRUE(store_->PutManifest(m).ok());
+  EXPECT_FALSE(fs::exists(root_ + "/" + old + "/manifest.json"));
+  EXPECT_EQ(store_->GetManifest(old)->location(), "s3://b/x");
+  std::optional<StoredTrace> trace = store_->Find(old);
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_EQ(trace->files.size(), 2u);
+
+  // Deleted whole, whichever layout.
+  ASSERT_TRUE(store_->Delete(other_host).ok());
+  EXPECT_FALSE(OnDisk(other_host));
+  ASSERT_TRUE(store_->Delete(old).ok());
+  EXPECT_FALSE(OnDisk(old));
+}
+
+TEST_F(LocalStoreTest, AnUnknownTraceIsNotFoundWithoutTheStorePath) {
+  const std::string id = NewId(1000);
+  absl::Status st = store_->GetManifest(id).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(st.message(), "no trace " + id);
+  EXPECT_EQ(store_->Open(id, store_->ManifestName()).status().message(), "no trace " + id);
 }
 
 TEST_F(LocalStoreTest, ListsNewestFirstWithPagingAndJobFilter) {
@@ -251,7 +328,7 @@ TEST_F(LocalStoreTest, PutFileRefusesTheManifestName) {
 TEST_F(LocalStoreTest, RemoveDataFilesKeepsTheManifestListedAndCounted) {
   const std::string id = PutTrace(1000, "j", 100);
   ASSERT_TRUE(store_->PutFile(id, "h1-rank1-pid6.json.gz", std::string(50, 'y')).ok());
-  const uint64_t manifest_bytes = fs::file_size(root_ + "/" + id + "/manifest.json");
+  const uint64_t manifest_bytes = fs::file_size(root_ + "/" + id + "/_gpuctl/unknown.json");
   auto reader = store_->Open(id, "h1-rank1-pid6.json.gz");
   ASSERT_TRUE(reader.ok()) << reader.status();
 
@@ -333,7 +410,7 @@ TEST_F(LocalStoreTest, StartupRemovesIncompleteTracesAndTemporaryFiles) {
   ASSERT_TRUE(store_->SetAwaitingUpload(unfinished, true).ok());
   // A deletion cut short after its first step: the manifest is gone.
   std::string half_deleted = PutTrace(3000, "j");
-  fs::remove(root_ + "/" + half_deleted + "/manifest.json");
+  fs::remove(root_ + "/" + half_deleted + "/_gpuctl/unknown.json");
   // Writes cut short: a data file's and a manifest's temporary files.
   std::ofstream(root_ + "/" + complete + "/.tmp-77-0") << "partial data";
   std::ofstream(root_ + "/" + complete + "/.tmp-77-1") << "{\"trace_id\": ";
@@ -356,7 +433,7 @@ TEST_F(LocalStoreTest, StartupRemovesIncompleteTracesAndTemporaryFiles) {
     left.push_back(e.path().filename().string());
   }
   std::sort(left.begin(), left.end());
-  EXPECT_THAT(left, ElementsAre("h1-rank0-pid5.json.gz", "manifest.json"));
+  EXPECT_THAT(left, ElementsAre("_gpuctl", "h1-rank0-pid5.json.gz"));
   EXPECT_THAT(ListIds(), ElementsAre(complete));
   EXPECT_THAT(store_->AwaitingUpload(), IsEmpty());
   EXPECT_EQ(store_->Totals().traces, 1u);
@@ -371,8 +448,8 @@ TEST_F(LocalStoreTest, ListSkipsTracesWhoseManifestVanishedAndStillFillsThePage)
   std::vector<std::string> ids;
   ids.reserve(6);
   for (int i = 0; i < 6; ++i) ids.push_back(PutTrace(1000 + i, "j"));
-  fs::remove(root_ + "/" + ids[4] + "/manifest.json");
-  fs::remove(root_ + "/" + ids[3] + "/manifest.json");
+  fs::remove(root_ + "/" + ids[4] + "/_gpuctl/unknown.json");
+  fs::remove(root_ + "/" + ids[3] + "/_gpuctl/unknown.json");
   v1::ListTracesRequest req;
   req.set_page_size(3);
   auto page = store_->List(req);
@@ -440,14 +517,15 @@ TEST_F(LocalStoreRetentionTest, CountEvictsTheOldestAfterEachCompletedTrace) {
 }
 
 TEST_F(LocalStoreRetentionTest, BytesEvictUntilTheStoreFits) {
-  OpenWith({5000, absl::ZeroDuration(), 0});
+  // A trace: 2500 bytes of data and a manifest of under 1000.
+  OpenWith({7000, absl::ZeroDuration(), 0});
   CaptureLog();
-  std::string a = PutTrace(1000, "j", 2000);
-  std::string b = PutTrace(1001, "j", 2000);
+  std::string a = PutTrace(1000, "j", 2500);
+  std::string b = PutTrace(1001, "j", 2500);
   EXPECT_THAT(ListIds(), ElementsAre(b, a));
-  std::string c = PutTrace(1002, "j", 2000);  // the store is over 5000 bytes with three
+  std::string c = PutTrace(1002, "j", 2500);  // the store is over 7000 bytes with three
   EXPECT_THAT(ListIds(), ElementsAre(c, b));
-  EXPECT_LE(store_->Totals().bytes, 5000u);
+  EXPECT_LE(store_->Totals().bytes, 7000u);
   std::vector<std::string> lines = LogLines("trace evicted");
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_THAT(lines[0], ::testing::HasSubstr("reason=max_bytes"));

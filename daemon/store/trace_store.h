@@ -15,6 +15,8 @@
 
 namespace gpuctl::daemon {
 
+// How the store's index lists a trace's manifest, wherever it lies on disk
+// (also the manifest's name in the layout before gpuctl/v1/trace_layout.h).
 inline constexpr absl::string_view kManifestFileName = "manifest.json";
 
 // Reads one stored file sequentially.
@@ -65,9 +67,13 @@ class TraceStore {
   virtual ~TraceStore() = default;
   // Human-readable location of a trace ("/var/lib/gpuctl/traces/<id>").
   virtual std::string Location(absl::string_view trace_id) const = 0;
+  // The name a trace's manifest is served under ("_gpuctl/<host>.json",
+  // gpuctl/v1/trace_layout.h): the first file GetTrace sends. Open accepts
+  // it, and the old "manifest.json", for the trace's manifest.
+  virtual std::string ManifestName() const = 0;
   virtual absl::Status PutFile(absl::string_view trace_id, absl::string_view name,
                                absl::string_view data) = 0;
-  // Writes (or replaces) the trace's manifest.json, completing the trace,
+  // Writes (or replaces) the trace's manifest, completing the trace,
   // then applies the retention policy.
   virtual absl::Status PutManifest(const v1::TraceManifest& manifest) = 0;
   virtual absl::StatusOr<v1::TraceManifest> GetManifest(absl::string_view trace_id) = 0;

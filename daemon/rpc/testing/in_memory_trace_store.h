@@ -19,6 +19,7 @@ class InMemoryTraceStore final : public TraceStore {
   std::string Location(absl::string_view trace_id) const override {
     return absl::StrCat("mem://", trace_id);
   }
+  std::string ManifestName() const override { return "_gpuctl/mem.json"; }
   absl::Status PutFile(absl::string_view trace_id, absl::string_view name,
                        absl::string_view data) override {
     absl::MutexLock lock(&mu_);
@@ -28,7 +29,7 @@ class InMemoryTraceStore final : public TraceStore {
   absl::Status PutManifest(const v1::TraceManifest& manifest) override {
     absl::MutexLock lock(&mu_);
     manifests_[manifest.trace_id()] = manifest;
-    files_[manifest.trace_id()][std::string(kManifestFileName)] =
+    files_[manifest.trace_id()][ManifestName()] =
         absl::StrCat("{\"traceId\": \"", manifest.trace_id(), "\"}");
     return absl::OkStatus();
   }
