@@ -25,9 +25,16 @@ namespace {
 class PartialFile {
  public:
   absl::Status Open(const std::string& dir, const std::string& name, uint64_t size) {
-    absl::StatusOr<std::string> final_path = SavedFilePath(dir, name);
+    absl::StatusOr<SaveLocation> where = LocateSavedFile(dir, name);
+    if (!where.ok()) return where.status();
+    if (where->directory != dir && ::mkdir(where->directory.c_str(), 0755) != 0 &&
+        errno != EEXIST) {
+      return absl::InternalError(
+          absl::StrCat("cannot create ", where->directory, ": ", std::strerror(errno)));
+    }
+    absl::StatusOr<std::string> final_path = SavedFilePath(where->directory, where->name);
     if (!final_path.ok()) return final_path.status();
-    absl::StatusOr<std::string> temp_path = TemporaryFileTemplate(dir, name);
+    absl::StatusOr<std::string> temp_path = TemporaryFileTemplate(where->directory, where->name);
     if (!temp_path.ok()) return temp_path.status();
     absl::StatusOr<std::unique_ptr<AtomicFile>> file =
         AtomicFile::Create(std::move(*final_path), std::move(*temp_path), 0644);
@@ -61,7 +68,7 @@ class Receiver {
       : dir_(std::move(dir)), wanted_(wanted.begin(), wanted.end()), local_names_(local_names) {}
 
   absl::Status Accept(const v1::TraceChunk& chunk) {
-    if (!IsSafeName(chunk.file())) return BadChunk(chunk, "unsafe file name");
+    if (!IsSafeTracePath(chunk.file())) return BadChunk(chunk, "unsafe file name");
     if (!wanted_.empty() && !wanted_.contains(chunk.file())) {
       return BadChunk(chunk, "not requested");
     }
@@ -131,12 +138,12 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
         absl::StrCat("unsafe trace id \"", Printable(options.trace_id), "\""));
   }
   for (const std::string& name : options.files) {
-    if (!IsSafeName(name)) {
+    if (!IsSafeTracePath(name)) {
       return absl::InvalidArgumentError(absl::StrCat("unsafe file name \"", Printable(name), "\""));
     }
   }
   for (const auto& [name, local] : options.local_names) {
-    if (!IsSafeName(local)) {
+    if (!IsSafeTracePath(local)) {
       return absl::InvalidArgumentError(
           absl::StrCat("unsafe local file name \"", Printable(local), "\""));
     }

@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "cli/format.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::cli {
 namespace {
@@ -31,6 +32,18 @@ bool IsSafeName(absl::string_view name) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
            c == '_' || c == '-';
   });
+}
+
+bool IsSafeTracePath(absl::string_view path) {
+  return IsSafeName(path) || !layout::ManifestPathHost(path).empty();
+}
+
+absl::StatusOr<SaveLocation> LocateSavedFile(absl::string_view directory, absl::string_view path) {
+  if (IsSafeName(path)) return SaveLocation{std::string(directory), std::string(path)};
+  absl::string_view host = layout::ManifestPathHost(path);
+  if (host.empty()) return UnsafeName("file name", path);
+  return SaveLocation{Join(directory, layout::kMetadataDir),
+                      absl::StrCat(host, layout::kManifestSuffix)};
 }
 
 absl::StatusOr<std::string> TraceDirectory(absl::string_view output_root,

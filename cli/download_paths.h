@@ -18,6 +18,20 @@ namespace gpuctl::cli {
 // the daemon must pass before they touch the filesystem.
 bool IsSafeName(absl::string_view name);
 
+// A file of a trace as a daemon names it: a safe name, or a manifest path
+// "_gpuctl/<host>.json" with a safe <host> (gpuctl/v1/trace_layout.h), the
+// one subdirectory a trace has.
+bool IsSafeTracePath(absl::string_view path);
+
+// Where a trace's file `path` (IsSafeTracePath) is saved below `directory`:
+// in `directory` itself, or in its "_gpuctl" for a manifest, as `name`
+// (a safe name). InvalidArgument for any other path.
+struct SaveLocation {
+  std::string directory;
+  std::string name;
+};
+absl::StatusOr<SaveLocation> LocateSavedFile(absl::string_view directory, absl::string_view path);
+
 // <output_root>/<trace_id>. InvalidArgument when the root is empty or the
 // id is not a safe name.
 absl::StatusOr<std::string> TraceDirectory(absl::string_view output_root,

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "cli/download_paths.h"
 #include "cli/download_plan.h"
@@ -151,8 +152,17 @@ std::optional<std::string> CheckTraceDirectory(const std::string& root,
   return *dir;
 }
 
-// Where a file saved as `local` goes, and its temporary.
+// Where a file saved as `local` goes, and its temporary. A manifest path
+// goes one level down, into the trace's "_gpuctl", as one plain component.
 void CheckSavedFile(const std::string& dir, const std::string& local) {
+  absl::StatusOr<gpuctl::cli::SaveLocation> where = gpuctl::cli::LocateSavedFile(dir, local);
+  if (where.ok() != gpuctl::cli::IsSafeTracePath(local)) std::abort();
+  if (where.ok() && where->directory != dir) {
+    CheckDirectlyInside(dir, where->directory, "_gpuctl");
+    if (!absl::EndsWith(local, "/" + where->name)) std::abort();
+    CheckSavedFile(where->directory, where->name);
+    return;
+  }
   absl::StatusOr<std::string> path = gpuctl::cli::SavedFilePath(dir, local);
   absl::StatusOr<std::string> temp = gpuctl::cli::TemporaryFileTemplate(dir, local);
   if (path.ok() != gpuctl::cli::IsSafeName(local) || temp.ok() != path.ok()) std::abort();
@@ -204,6 +214,7 @@ void CheckPlans(const std::vector<HostFiles>& hosts,
     for (const std::string& name : plan.files) {
       if (!gpuctl::cli::IsSafeName(name) || !IsPlainComponent(name)) std::abort();
       const std::string local = SavedName(plan, name);
+      if (!gpuctl::cli::IsSafeTracePath(local)) std::abort();
       if (!saved.insert(local).second) std::abort();
       CheckSavedFile(dir, local);
     }

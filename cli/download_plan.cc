@@ -6,11 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "cli/download_paths.h"
 #include "cli/format.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::cli {
 namespace {
 
-constexpr char kManifestName[] = "manifest.json";
+// Asked for by the name every daemon version serves the manifest under.
+constexpr absl::string_view kManifestName = layout::kLegacyManifestName;
 // Leaves room for a suffix within the 255 characters of a safe name.
 constexpr size_t kMaxHostKeyChars = 200;
 
@@ -61,9 +63,9 @@ std::vector<std::optional<DownloadPlan>> PlanDownloads(const std::vector<HostFil
   std::set<std::string> taken;
   for (size_t i = 0; i < hosts.size(); ++i) {
     if (!plans[i]) continue;
-    std::string manifest = absl::StrCat(keys[i], ".", kManifestName);
-    plans[i]->files.push_back(kManifestName);
-    plans[i]->local_names[kManifestName] = manifest;
+    std::string manifest = layout::ManifestPath(keys[i]);
+    plans[i]->files.emplace_back(kManifestName);
+    plans[i]->local_names[std::string(kManifestName)] = manifest;
     taken.insert(manifest);
   }
   for (size_t i = 0; i < hosts.size(); ++i) {

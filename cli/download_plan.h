@@ -29,8 +29,9 @@ struct HostFiles {
 
 // One plan per host; nullopt for a host that stored no file. With one host
 // everything is fetched as named. With several, every host's files share
-// one directory: each host's manifest.json becomes <host>.manifest.json
-// and a file whose name another host's file already took gets a
+// one directory: each host's manifest is saved as _gpuctl/<host>.json
+// (gpuctl/v1/trace_layout.h) and a file whose name another host's file
+// already took gets a
 // "<host>-" prefix. <host> is the daemon's host name, or the target made
 // safe when that name is not a safe file name or is not unique. A host
 // whose files cannot all be saved under safe, distinct names gets a plan

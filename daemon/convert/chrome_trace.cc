@@ -44,13 +44,16 @@ class TraceBuilder {
 
  private:
   void WriteHeader() {
-    bool rank_known = meta_.process.rank() >= 0;
-    int rank = rank_known ? meta_.process.rank() : 0;
-    int world = rank_known && meta_.process.world_size() > 0 ? meta_.process.world_size() : 1;
+    const int32_t rank = meta_.process.rank() >= 0      ? meta_.process.rank()
+                         : meta_.analysis_rank >= 0 ? meta_.analysis_rank
+                                                    : pid_;
     absl::StrAppend(out_, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");
     chrome_internal::AppendDeviceProperties(r_, out_);
-    absl::StrAppend(out_, "],\n  \"distributedInfo\": {\"backend\": \"\", \"rank\": ", rank,
-                    ", \"world_size\": ", world, "},\n  \"gpuctl\": {\"trace_id\": ");
+    absl::StrAppend(out_, "],\n  \"distributedInfo\": {\"backend\": \"\", \"rank\": ", rank);
+    if (meta_.process.world_size() > 0) {
+      absl::StrAppend(out_, ", \"world_size\": ", meta_.process.world_size());
+    }
+    absl::StrAppend(out_, "},\n  \"gpuctl\": {\"trace_id\": ");
     AppendJsonString(out_, meta_.trace_id);
     absl::StrAppend(out_, ", \"host\": ");
     AppendJsonString(out_, meta_.host);

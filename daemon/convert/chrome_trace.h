@@ -36,6 +36,10 @@ struct ChromeTraceMeta {
   // Stored file name, also used as "traceName".
   std::string file_name;
   v1::ProcessInfo process;
+  // The rank written to "distributedInfo" when process.rank() is unknown
+  // (-1): a number no other process of the trace holds, chosen by the
+  // caller (UnknownRankSlots); the pid when negative.
+  int32_t analysis_rank = -1;
 };
 
 // The "baseTimeNanoseconds" of a trace: its window start rounded down to a
@@ -46,12 +50,14 @@ int64_t ChromeTraceBaseNanos(int64_t window_start_ns);
 // Writes validated records as Chrome trace-event JSON in kineto's layout
 // (every field: docs/trace-format.md):
 //   {"schemaVersion": 1, "deviceProperties": [...],
-//    "distributedInfo": {"backend": "", "rank": R, "world_size": W},
+//    "distributedInfo": {"backend": "", "rank": R[, "world_size": W]},
 //    "gpuctl": {...}, "traceEvents": [...], "traceName": ...,
 //    "displayTimeUnit": "ms", "baseTimeNanoseconds": B}
 // "rank": is followed by a space (Holistic Trace Analysis matches
-// "rank":\s+(\d+)). An unknown rank (-1) is written as rank 0 of world size
-// 1 there, since HTA needs a number; "gpuctl" keeps the true values.
+// "rank":\s+(\d+)), and keys a directory's files by it, so every file needs
+// a distinct one: an unknown rank (-1) is written as meta.analysis_rank.
+// "world_size" is left out there when unknown; "gpuctl" keeps the true
+// values (-1 for unknown).
 // Ranges become "X" events of category "user_annotation"; step marks become
 // "ProfilerStep#N" user annotations lasting until the thread's next step
 // mark (the last one until the window end). GPU records become kineto's

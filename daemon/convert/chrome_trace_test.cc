@@ -25,7 +25,8 @@ struct Converted {
   json doc;
 };
 
-Converted Convert(const std::vector<uint8_t>& payload, int32_t rank = 3, int32_t world = 8) {
+Converted Convert(const std::vector<uint8_t>& payload, int32_t rank = 3, int32_t world = 8,
+                  int32_t analysis_rank = -1) {
   RecordReaderOptions options;
   options.expected_pid = kPid;
   auto records = ReadRecords(payload, options);
@@ -37,6 +38,7 @@ Converted Convert(const std::vector<uint8_t>& payload, int32_t rank = 3, int32_t
   meta.process.set_pid(kPid);
   meta.process.set_rank(rank);
   meta.process.set_world_size(world);
+  meta.analysis_rank = analysis_rank;
   meta.process.set_job_id("job\"42");
   meta.process.set_library_version("0.1.0");
   meta.process.add_cmdline("/usr/bin/python3");
@@ -90,13 +92,24 @@ TEST(ChromeTraceTest, TopLevelMatchesKineto) {
   EXPECT_EQ(m[1], "3");
 }
 
-TEST(ChromeTraceTest, UnknownRankStillMatchesHtaRegex) {
+TEST(ChromeTraceTest, UnknownRankStillMatchesHtaRegexWithoutClaimingRankZero) {
   PayloadBuilder b(kPid, kStart, kEnd);
   Converted c = Convert(b.Build(), -1, -1);
   std::smatch m;
   ASSERT_TRUE(std::regex_search(c.text, m, std::regex(R"("rank":\s+(\d+))")));
-  EXPECT_EQ(m[1], "0");
-  EXPECT_EQ(c.doc["distributedInfo"]["world_size"], 1);
+  // No analysis rank chosen: the pid, never 0 (which rank 0's file holds).
+  EXPECT_EQ(m[1], std::to_string(kPid));
+  // Unknown in both places: absent for HTA, -1 in gpuctl's own metadata.
+  EXPECT_FALSE(c.doc["distributedInfo"].contains("world_size"));
+  EXPECT_EQ(c.doc["gpuctl"]["rank"], -1);
+  EXPECT_EQ(c.doc["gpuctl"]["world_size"], -1);
+}
+
+TEST(ChromeTraceTest, AnUnknownRankIsWrittenAsTheAnalysisRankChosenForIt) {
+  PayloadBuilder b(kPid, kStart, kEnd);
+  Converted c = Convert(b.Build(), -1, 4, /*analysis_rank=*/4);
+  EXPECT_EQ(c.doc["distributedInfo"]["rank"], 4);
+  EXPECT_EQ(c.doc["distributedInfo"]["world_size"], 4);
   EXPECT_EQ(c.doc["gpuctl"]["rank"], -1);
 }
 

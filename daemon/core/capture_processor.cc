@@ -66,7 +66,7 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   auto encoder = GzipEncoder::Create(job.gzip_level);
   if (!encoder.ok()) return Failure(v1::CAPTURE_STATUS_FAILED, encoder.status().ToString());
   GzipSink sink(encoder->get());
-  ChromeTraceMeta meta{job.trace_id, job.host, job.file_name, job.process};
+  ChromeTraceMeta meta{job.trace_id, job.host, job.file_name, job.process, job.analysis_rank};
   absl::Status st = WriteChromeTrace(*records, meta, &sink);
   if (st.ok()) st = (*encoder)->Finish();
   if (!st.ok()) {

@@ -18,6 +18,7 @@ struct CaptureJob {
   std::string host;
   std::string file_name;
   v1::ProcessInfo process;
+  int32_t analysis_rank = -1;  // ChromeTraceMeta::analysis_rank
   std::unique_ptr<Payload> payload;
   absl::Duration timestamp_slack = absl::Seconds(5);
   // What the process's CaptureResult said, used when the payload has no

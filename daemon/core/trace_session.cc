@@ -1,6 +1,8 @@
 #include "daemon/core/trace_session.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/proto_time.h"
@@ -79,6 +81,21 @@ v1::TraceManifest BuildManifest(const TraceSession& session, const CoreOptions& 
   }
   manifest.set_selector(session.selector_text);
   return manifest;
+}
+
+int32_t AnalysisRank(const TraceSession& session, const TraceSlot& slot) {
+  if (slot.info.rank() >= 0) return slot.info.rank();
+  int64_t next = 0;
+  for (const TraceSlot& other : session.slots) {
+    if (other.info.rank() < 0) continue;
+    next = std::max<int64_t>(next, std::max<int64_t>(other.info.world_size(),
+                                                     int64_t{other.info.rank()} + 1));
+  }
+  for (const TraceSlot& other : session.slots) {
+    if (&other == &slot) break;
+    if (other.info.rank() < 0) ++next;
+  }
+  return static_cast<int32_t>(std::min<int64_t>(next, std::numeric_limits<int32_t>::max()));
 }
 
 }  // namespace gpuctl::daemon

@@ -87,6 +87,15 @@ v1::ProcessResult WindowResult(const TraceSession& session, const v1::ipc::Captu
 // a late start, an iteration window cut short by its bound. Empty otherwise.
 std::string WindowNote(const TraceSession& session, const v1::ProcessResult& result);
 
+// The rank under which `slot`'s trace file names itself for analysis tools
+// (Holistic Trace Analysis keys a directory's files by it): its own rank
+// when known; else the next number after every rank of the trace's world
+// (the largest world size, or known rank + 1, among its processes),
+// counting the processes of unknown rank in the order they joined, so
+// that no two files of the host claim one rank. Processes of unknown rank
+// on different hosts of one fan-out trace may still share one.
+int32_t AnalysisRank(const TraceSession& session, const TraceSlot& slot);
+
 // The manifest stored beside a finished trace.
 v1::TraceManifest BuildManifest(const TraceSession& session, const CoreOptions& options,
                                 absl::string_view location, absl::Time completed_at);

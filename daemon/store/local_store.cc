@@ -118,13 +118,13 @@ absl::StatusOr<v1::TraceManifest> ParseManifest(const std::string& json, absl::s
   return manifest;
 }
 
-// The stored form: protobuf's JSON mapping with the .proto field names
-// (snake_case) and every field, zero values included, so that rank 0 says
-// "rank": 0 (docs/trace-format.md).
+// The stored form is what `gpuctl traces --json` prints: protobuf's JSON
+// mapping (lowerCamelCase keys) with every field, zero values included, so
+// that rank 0 says "rank": 0 (docs/trace-format.md). Readers accept the
+// .proto names too, as older stores wrote them.
 absl::StatusOr<std::string> EncodeManifest(const v1::TraceManifest& manifest) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
   options.always_print_primitive_fields = true;
   std::string json;
   auto encoded = google::protobuf::util::MessageToJsonString(manifest, &json, options);

@@ -182,7 +182,7 @@ TEST_F(LocalStoreTest, ManifestRoundTripsAsJson) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->SerializeAsString(), m.SerializeAsString());
   std::string text = ReadAll(id, "_gpuctl/unknown.json");
-  EXPECT_NE(text.find("\"trace_id\": \"" + id + "\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"traceId\": \"" + id + "\""), std::string::npos) << text;
   EXPECT_NE(text.find('\n'), std::string::npos);  // pretty
   EXPECT_EQ(store_->GetManifest(NewId(2000)).status().code(), absl::StatusCode::kNotFound);
   std::ofstream(root_ + "/" + id + "/_gpuctl/unknown.json") << "{not json";
@@ -217,7 +217,7 @@ TEST_F(LocalStoreTest, OnlyProcessTracesAreTopLevelJsonAndEachHostHasItsManifest
   ASSERT_TRUE(store_->PutManifest(m).ok());
   const std::string text = ReadAll(id, store_->ManifestName());
   EXPECT_THAT(text, ::testing::HasSubstr("\"rank\": 0"));
-  EXPECT_THAT(text, ::testing::HasSubstr("\"dropped_events\": \"0\""));
+  EXPECT_THAT(text, ::testing::HasSubstr("\"droppedEvents\": \"0\""));
 }
 
 TEST_F(LocalStoreTest, AStoreInTheOldLayoutStaysReadableAndMovesOnRewrite) {

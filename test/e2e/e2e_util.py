@@ -59,19 +59,26 @@ def parse_processes(text):
     return found
 
 
+def manifest_paths(trace_dir):
+    """The per-host manifests of a trace directory: _gpuctl/<host>.json."""
+    return sorted((trace_dir / "_gpuctl").glob("*.json"))
+
+
 class TraceDir:
-    """One downloaded trace: DIR/<trace-id>/{manifest.json, *.json.gz}."""
+    """One downloaded trace: DIR/<trace-id>/{_gpuctl/<host>.json, *.json.gz}."""
 
     def __init__(self, path):
         self.path = path
         self.trace_id = path.name
-        self.manifest = snake_keys(json.loads((path / "manifest.json").read_text()))
+        manifests = manifest_paths(path)
+        assert len(manifests) == 1, f"expected one host's manifest in {path}: {manifests}"
+        self.manifest = snake_keys(json.loads(manifests[0].read_text()))
 
     @staticmethod
     def find(out):
         dirs = [d for d in out.iterdir() if d.is_dir()] if out.exists() else []
         assert len(dirs) <= 1, f"more than one trace downloaded into {out}: {dirs}"
-        if not dirs or not (dirs[0] / "manifest.json").exists():
+        if not dirs or not manifest_paths(dirs[0]):
             return None
         return TraceDir(dirs[0])
 

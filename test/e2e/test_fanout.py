@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from e2e_util import parse_processes, snake_keys, wait_until
+from e2e_util import manifest_paths, parse_processes, snake_keys, wait_until
 
 
 def free_port():
@@ -79,8 +79,9 @@ def test_fan_out_delivers_every_live_host_and_names_the_failed_ones(
     assert len(files) == 6, files
     for workload in workloads:
         assert any(f"pid{workload.pid}." in name for name in files), (workload.pid, files)
-    manifests = list(trace_dir.glob("*manifest.json"))
+    manifests = manifest_paths(trace_dir)
     assert len(manifests) == 6, manifests
+    assert not list(trace_dir.glob("*manifest*")), list(trace_dir.iterdir())
     for manifest in manifests:
         assert snake_keys(json.loads(manifest.read_text()))["trace_id"] == doc["trace_id"]
 

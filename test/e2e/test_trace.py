@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from e2e_util import check_workload_trace, wait_until
+from e2e_util import check_workload_trace, manifest_paths, wait_until
 
 
 def test_trace_job_traces_only_its_ranks_and_is_listed_and_fetchable(cli, start_workload, workdir):
@@ -50,7 +50,11 @@ def test_trace_job_traces_only_its_ranks_and_is_listed_and_fetchable(cli, start_
         copy = fetched / original.name
         assert copy.exists(), f"gpuctl get did not write {copy}"
         assert copy.read_bytes() == original.read_bytes(), original.name
-    assert (fetched / "manifest.json").exists()
+    assert [p.name for p in manifest_paths(fetched)] == [p.name for p in manifest_paths(trace.path)]
+    # Only the process traces are JSON at the top, as HTA reads a directory.
+    top_level_json = sorted(p.name for p in fetched.iterdir()
+                            if p.name.endswith(".json") or p.name.endswith(".gz"))
+    assert top_level_json == sorted(f.name for f in files), top_level_json
 
     # The traced workloads keep running after the capture.
     assert all(w.proc.poll() is None for w in (rank0, rank1, other))
