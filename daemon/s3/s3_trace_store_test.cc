@@ -38,6 +38,7 @@ using testing::CannedResponse;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Key;
 using testing::LoopbackHttpServer;
 using testing::RecordedRequest;
 
@@ -460,10 +461,9 @@ TEST_F(S3TraceStoreTest, TwoHostsOfOneTraceKeepAManifestEachAndEveryFile) {
   ASSERT_EQ(other->GetManifest(id)->storage().state(), v1::STORAGE_STATE_UPLOADED);
 
   std::map<std::string, std::string> objects = bucket_.objects();
-  std::vector<std::string> keys;
-  for (const auto& [key, data] : objects) keys.push_back(key);
-  EXPECT_THAT(keys, ElementsAre(prefix + kManifest1, prefix + kManifest2, prefix + kFile0,
-                                prefix + kFile1, prefix + kHost2File));
+  EXPECT_THAT(objects,
+              ElementsAre(Key(prefix + kManifest1), Key(prefix + kManifest2), Key(prefix + kFile0),
+                          Key(prefix + kFile1), Key(prefix + kHost2File)));
   EXPECT_EQ(objects[prefix + kFile0], "rank zero");
   EXPECT_EQ(objects[prefix + kFile1], "rank one");
   EXPECT_EQ(objects[prefix + kHost2File], "rank two");

@@ -45,7 +45,7 @@ TraceUploader::TraceUploader(std::shared_ptr<daemon::LocalTraceStore> spool,
                              TraceUploaderDeps deps)
     : spool_(std::move(spool)),
       client_(std::move(client)),
-      options_(options),
+      options_(std::move(options)),
       manifest_name_(layout::ManifestPath(daemon::TraceFileHost(options_.hostname))),
       deps_(std::move(deps)),
       clock_(deps_.clock != nullptr ? deps_.clock : &real_clock_),
