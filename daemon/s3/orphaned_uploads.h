@@ -24,8 +24,10 @@ namespace gpuctl::s3 {
 // An upload counts as this host's when its key is one of this host's trace
 // data files (<prefix>/<yyyy>/<mm>/<dd>/<trace-id>/<host>-rank<r>-pid<p>.json.gz,
 // as trace_object_key.h and daemon/store/trace_file_name.h name them); only data
-// files are large enough to go up in parts. Other hosts' uploads are never
-// touched: their daemons may be uploading them right now.
+// files are large enough to go up in parts, and manifests (either layout's:
+// .../manifest.json, .../_gpuctl/<host>.json) are never counted. Other
+// hosts' uploads are never touched: their daemons may be uploading them
+// right now.
 
 // How long before this daemon's start an upload must have been initiated to
 // count as orphaned. A daemon that restarts while another one of the same

@@ -35,8 +35,11 @@ TEST(IsHostTraceFileKeyTest, MatchesOnlyThisHostsDataFiles) {
   // Another host whose name extends this one's.
   EXPECT_FALSE(IsHostTraceFileKey("gp", "node", Key("node-1-rank0-pid17.json.gz")));
   EXPECT_FALSE(IsHostTraceFileKey("gp", "node-1", Key("node-rank0-pid17.json.gz")));
-  // No host part: the manifest.
+  // Manifests, this host's included, are never data files: the legacy
+  // layout's one and the per-host one of today's.
   EXPECT_FALSE(IsHostTraceFileKey("gp", "node", Key("manifest.json")));
+  EXPECT_FALSE(IsHostTraceFileKey("gp", "node", Key("_gpuctl/node.json")));
+  EXPECT_FALSE(IsHostTraceFileKey("gp", "node", Key("_gpuctl/node-rank0-pid17.json.gz")));
   EXPECT_FALSE(IsHostTraceFileKey("gp", "node", Key("node-rank0-pid17.json")));
   EXPECT_FALSE(IsHostTraceFileKey("gp", "node", Key("node-rank0-pidx.json.gz")));
   // Outside the layout or the prefix.

@@ -123,7 +123,8 @@ TEST_F(RadosgwTest, PutGetListDelete) {
   EXPECT_EQ(client->credentials_source(), "environment");
   absl::BitGen gen;
   std::string id = GenerateTraceId(absl::Now(), gen);
-  auto manifest_key = TraceObjectKey(prefix_, id, "manifest.json");
+  // A host's manifest: the one key of a trace with a slash in its file part.
+  auto manifest_key = TraceObjectKey(prefix_, id, "_gpuctl/node-1.json");
   ASSERT_TRUE(manifest_key.ok());
   const std::vector<std::pair<std::string, std::string>> objects = {
       {*manifest_key, "{\"trace_id\": \"" + id + "\"}"},

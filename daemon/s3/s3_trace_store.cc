@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/s3/trace_object_key.h"
+#include "daemon/store/trace_file_name.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::s3 {
 namespace {
@@ -17,6 +21,10 @@ namespace {
 constexpr absl::Duration kUploadStopGrace = absl::Seconds(2);
 // Bytes fetched per ranged GET: fewer round trips than one per Read call.
 constexpr uint64_t kRemoteReadAhead = 8 * kMiB;
+// The legacy layout's one manifest per trace, as this abseil's string_view
+// (not std::string_view, which trace_layout.h speaks).
+constexpr absl::string_view kLegacyManifestName(layout::kLegacyManifestName.data(),
+                                                layout::kLegacyManifestName.size());
 
 // Reads one object of the bucket in ranged GETs, keeping the trace pinned.
 class RemoteFileReader final : public daemon::TraceFileReader {
@@ -113,6 +121,7 @@ S3TraceStore::S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool,
     : spool_(std::move(spool)),
       client_(std::move(client)),
       options_(std::move(options)),
+      manifest_name_(layout::ManifestPath(daemon::TraceFileHost(options_.hostname))),
       uploader_(std::move(uploader)),
       sweep_(std::move(sweep)) {}
 
@@ -174,18 +183,35 @@ absl::StatusOr<v1::ListTracesResponse> S3TraceStore::List(const v1::ListTracesRe
 absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::Open(
     absl::string_view trace_id, absl::string_view name) {
   absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> local = spool_->Open(trace_id, name);
-  if (local.ok() || !absl::IsNotFound(local.status())) return local;
+  if (local.ok()) return local;
+  // A spool of the other layout does not know the manifest's name at all.
+  const bool manifest = layout::IsManifestName(std::string_view(name.data(), name.size()));
+  if (!absl::IsNotFound(local.status()) && !(manifest && absl::IsInvalidArgument(local.status()))) {
+    return local;
+  }
   // Only an uploaded trace has its files in the bucket.
   std::optional<daemon::StoredTrace> trace = spool_->Find(trace_id);
   if (!trace.has_value() || !trace->complete || trace->awaiting_upload) return local;
   absl::StatusOr<daemon::TracePin> pin = spool_->Pin(trace_id);
   if (!pin.ok()) return pin.status();
-  absl::StatusOr<std::string> key = TraceObjectKey(client_->config().prefix, trace_id, name);
-  if (!key.ok()) return key.status();
-  absl::StatusOr<ObjectInfo> info = client_->HeadObject(*key);
-  if (!info.ok()) return info.status();
-  return std::unique_ptr<daemon::TraceFileReader>(
-      new RemoteFileReader(client_, *std::move(key), info->size, *std::move(pin)));
+  // This host's manifest is at its own key, or at the one key of the legacy
+  // layout in a bucket written before; asked by either name, either serves.
+  std::vector<std::string> names = {std::string(name)};
+  if (name == manifest_name_) names.emplace_back(kLegacyManifestName);
+  if (name == kLegacyManifestName) names.push_back(manifest_name_);
+  absl::Status missing;
+  for (const std::string& file : names) {
+    absl::StatusOr<std::string> key = TraceObjectKey(client_->config().prefix, trace_id, file);
+    if (!key.ok()) return key.status();
+    absl::StatusOr<ObjectInfo> info = client_->HeadObject(*key);
+    if (info.ok()) {
+      return std::unique_ptr<daemon::TraceFileReader>(
+          new RemoteFileReader(client_, *std::move(key), info->size, *std::move(pin)));
+    }
+    if (!absl::IsNotFound(info.status())) return info.status();
+    if (missing.ok()) missing = info.status();
+  }
+  return missing;
 }
 
 absl::StatusOr<daemon::TracePin> S3TraceStore::Pin(absl::string_view trace_id) {

@@ -32,8 +32,11 @@ namespace gpuctl::s3 {
 // Manifests are always read from the spool, which keeps them after the
 // upload (listing stays a local index that survives restarts). Open serves
 // a file from the spool while it is there, else from the bucket, in ranged
-// reads. Retention applies to the spool and never deletes a trace awaiting
-// upload.
+// reads. In the bucket each host's manifest has its own key,
+// <trace prefix>/_gpuctl/<host>.json; one written by the legacy layout,
+// <trace prefix>/manifest.json, is read when this host's is absent (and
+// the other way round, when asked by the legacy name). Retention applies to the spool and never
+// deletes a trace awaiting upload.
 //
 // Thread-safe; every method may block on I/O (call off the event loop).
 class S3TraceStore final : public daemon::TraceStore {
@@ -80,6 +83,8 @@ class S3TraceStore final : public daemon::TraceStore {
   const std::shared_ptr<daemon::LocalTraceStore> spool_;
   const std::shared_ptr<S3Client> client_;
   const S3StoreOptions options_;
+  // This host's manifest, as the bucket names it: "_gpuctl/<host>.json".
+  const std::string manifest_name_;
   const std::shared_ptr<TraceUploader> uploader_;
   const std::shared_ptr<OrphanedUploadSweep> sweep_;
 };

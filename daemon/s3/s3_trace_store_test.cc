@@ -8,10 +8,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/random/random.h"
@@ -36,11 +38,16 @@ using testing::CannedResponse;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Key;
 using testing::LoopbackHttpServer;
 using testing::RecordedRequest;
 
 constexpr char kFile0[] = "h1-rank0-pid5.json.gz";
 constexpr char kFile1[] = "h1-rank1-pid6.json.gz";
+// Another host's process in the same (fan-out) trace.
+constexpr char kHost2File[] = "h2-rank2-pid7.json.gz";
+constexpr char kManifest1[] = "_gpuctl/h1.json";
+constexpr char kManifest2[] = "_gpuctl/h2.json";
 
 // An in-memory bucket behind the loopback server; answers 500 while failing.
 class FakeBucket {
@@ -111,6 +118,15 @@ class FakeBucket {
   std::map<std::string, std::string> objects() const {
     absl::MutexLock lock(&mu_);
     return objects_;
+  }
+  // Stores or removes an object behind the store's back.
+  void SetObject(const std::string& key, const std::string& data) {
+    absl::MutexLock lock(&mu_);
+    objects_[key] = data;
+  }
+  void EraseObject(const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    objects_.erase(key);
   }
   std::vector<std::string> put_order() const {
     absl::MutexLock lock(&mu_);
@@ -204,6 +220,7 @@ class S3TraceStoreTest : public ::testing::Test {
     options_.upload_wait = absl::Seconds(20);
     options_.upload_retry_initial = absl::Milliseconds(20);
     options_.upload_retry_max = absl::Milliseconds(80);
+    options_.hostname = "h1";
   }
   void TearDown() override {
     store_.reset();
@@ -221,6 +238,29 @@ class S3TraceStoreTest : public ::testing::Test {
     config.prefix = "gp";
     auto client = S3Client::Create(config, waits_.Deps());
     ASSERT_TRUE(client.ok()) << client.status();
+    store_ = S3TraceStore::Create(*std::move(spool), *std::move(client), options_, Deps());
+  }
+
+  // A second daemon's store on its own spool, uploading to the same bucket
+  // and prefix as host `hostname`.
+  std::unique_ptr<S3TraceStore> OpenOtherHost(const std::string& hostname) {
+    auto spool = daemon::LocalTraceStore::Create(tmp_ + "/spool-" + hostname, {});
+    EXPECT_TRUE(spool.ok()) << spool.status();
+    S3Config config = testing::LoopbackConfig(server_);
+    config.prefix = "gp";
+    auto client = S3Client::Create(config, waits_.Deps());
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!spool.ok() || !client.ok()) return nullptr;
+    S3StoreOptions options = options_;
+    options.hostname = hostname;
+    TraceUploaderDeps deps;
+    deps.on_attempt = [this](absl::string_view id, const absl::Status& st) {
+      attempts_.Record(id, st);
+    };
+    return S3TraceStore::Create(*std::move(spool), *std::move(client), options, deps);
+  }
+
+  TraceUploaderDeps Deps() {
     TraceUploaderDeps deps;
     deps.jitter = [this](absl::Duration bound) {
       attempts_.RecordJitterBound(bound);
@@ -234,7 +274,7 @@ class S3TraceStoreTest : public ::testing::Test {
       sweep_report_ = report;
       swept->Notify();
     };
-    store_ = S3TraceStore::Create(*std::move(spool), *std::move(client), options_, deps);
+    return deps;
   }
 
   v1::TraceManifest Manifest(const std::string& id) {
@@ -283,6 +323,11 @@ class S3TraceStoreTest : public ::testing::Test {
   }
 
   std::string LocalDir(const std::string& id) { return root_ + "/" + id; }
+  // The spool's manifest file, in whichever layout the spool keeps it.
+  bool LocalManifestExists(const std::string& id) {
+    return fs::exists(LocalDir(id) + "/" + kManifest1) ||
+           fs::exists(LocalDir(id) + "/manifest.json");
+  }
   // "gp/2023/11/14/<id>/": where the trace's objects go.
   std::string KeyPrefix(const std::string& id) {
     return absl::StrCat("gp/", absl::FormatTime("%Y/%m/%d", *TraceIdTime(id), absl::UTCTimeZone()),
@@ -355,19 +400,20 @@ TEST_F(S3TraceStoreTest, CompletingATraceUploadsItAndKeepsOnlyTheManifestLocally
   std::map<std::string, std::string> objects = bucket_.objects();
   EXPECT_EQ(objects[prefix + kFile0], "rank zero");
   EXPECT_EQ(objects[prefix + kFile1], "rank one");
-  // The manifest goes last, and says where the trace is.
+  // The manifest goes last, at this host's own key, and says where the trace is.
   ASSERT_EQ(bucket_.put_order().size(), 3u);
-  EXPECT_EQ(bucket_.put_order().back(), prefix + "manifest.json");
+  EXPECT_EQ(bucket_.put_order().back(), prefix + kManifest1);
+  EXPECT_EQ(objects.count(prefix + "manifest.json"), 0u);
   v1::TraceManifest remote_manifest;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(objects[prefix + "manifest.json"],
-                                                          &remote_manifest)
-                  .ok());
+  ASSERT_TRUE(
+      google::protobuf::util::JsonStringToMessage(objects[prefix + kManifest1], &remote_manifest)
+          .ok());
   EXPECT_EQ(remote_manifest.storage().state(), v1::STORAGE_STATE_UPLOADED);
   EXPECT_EQ(remote_manifest.location(), remote);
 
   EXPECT_FALSE(fs::exists(LocalDir(id) + "/" + kFile0));
   EXPECT_FALSE(fs::exists(LocalDir(id) + "/" + kFile1));
-  EXPECT_TRUE(fs::exists(LocalDir(id) + "/manifest.json"));
+  EXPECT_TRUE(LocalManifestExists(id));
   EXPECT_THAT(store_->spool().AwaitingUpload(), IsEmpty());
   auto listed = store_->List({});
   ASSERT_TRUE(listed.ok());
@@ -390,6 +436,95 @@ TEST_F(S3TraceStoreTest, OpenStreamsFromTheBucketOnceTheLocalFilesAreGone) {
   EXPECT_THAT(ReadAll(id, "manifest.json", 4096), HasSubstr("STORAGE_STATE_UPLOADED"));
   EXPECT_EQ(bucket_.ranged_gets(), 3);
   EXPECT_EQ(store_->Open(id, "missing.json.gz").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(S3TraceStoreTest, TwoHostsOfOneTraceKeepAManifestEachAndEveryFile) {
+  Open();
+  std::unique_ptr<S3TraceStore> other = OpenOtherHost("h2");
+  ASSERT_NE(other, nullptr);
+  const std::string id = GenerateTraceId(absl::FromUnixMillis(kMs), gen_);
+  const std::string prefix = KeyPrefix(id);
+  // A fan-out trace: one id, each daemon its own processes.
+  ASSERT_TRUE(store_->PutFile(id, kFile0, "rank zero").ok());
+  ASSERT_TRUE(store_->PutFile(id, kFile1, "rank one").ok());
+  ASSERT_TRUE(other->PutFile(id, kHost2File, "rank two").ok());
+  v1::TraceManifest second;
+  second.set_trace_id(id);
+  second.set_job_id("j");
+  second.set_host("h2");
+  auto* result = second.add_results();
+  result->set_status(v1::CAPTURE_STATUS_OK);
+  result->set_file(kHost2File);
+  ASSERT_TRUE(store_->PutManifest(Manifest(id)).ok());
+  ASSERT_TRUE(other->PutManifest(second).ok());
+  ASSERT_EQ(Storage(id).state(), v1::STORAGE_STATE_UPLOADED);
+  ASSERT_EQ(other->GetManifest(id)->storage().state(), v1::STORAGE_STATE_UPLOADED);
+
+  std::map<std::string, std::string> objects = bucket_.objects();
+  EXPECT_THAT(objects,
+              ElementsAre(Key(prefix + kManifest1), Key(prefix + kManifest2), Key(prefix + kFile0),
+                          Key(prefix + kFile1), Key(prefix + kHost2File)));
+  EXPECT_EQ(objects[prefix + kFile0], "rank zero");
+  EXPECT_EQ(objects[prefix + kFile1], "rank one");
+  EXPECT_EQ(objects[prefix + kHost2File], "rank two");
+  // Each manifest is its own host's, listing its own processes.
+  for (const auto& [manifest_key, host, files] :
+       {std::tuple(kManifest1, "h1", std::vector<std::string>{kFile0, kFile1}),
+        std::tuple(kManifest2, "h2", std::vector<std::string>{kHost2File})}) {
+    v1::TraceManifest remote;
+    ASSERT_TRUE(
+        google::protobuf::util::JsonStringToMessage(objects[prefix + manifest_key], &remote).ok())
+        << manifest_key;
+    EXPECT_EQ(remote.trace_id(), id);
+    EXPECT_EQ(remote.host(), host);
+    EXPECT_EQ(remote.storage().state(), v1::STORAGE_STATE_UPLOADED);
+    std::vector<std::string> listed;
+    for (const v1::ProcessResult& r : remote.results()) listed.push_back(r.file());
+    EXPECT_EQ(listed, files) << manifest_key;
+  }
+  // Per host, the manifest goes up after every file it lists.
+  const std::vector<std::string> order = bucket_.put_order();
+  auto at = [&](const std::string& key) {
+    return std::find(order.begin(), order.end(), key) - order.begin();
+  };
+  EXPECT_GT(at(prefix + kManifest1), at(prefix + kFile0));
+  EXPECT_GT(at(prefix + kManifest1), at(prefix + kFile1));
+  EXPECT_GT(at(prefix + kManifest2), at(prefix + kHost2File));
+  EXPECT_EQ(order.size(), 5u);
+
+  // Both read their files back from the bucket, and either host's manifest.
+  EXPECT_EQ(ReadAll(id, kFile1, 4096), "rank one");
+  auto reader = other->Open(id, kHost2File);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->size(), std::string("rank two").size());
+  EXPECT_THAT(ReadAll(id, kManifest2, 4096), HasSubstr("\"h2\""));
+}
+
+TEST_F(S3TraceStoreTest, OpenReadsAManifestOfEitherLayoutFromTheBucket) {
+  Open();
+  const std::string id = PutTrace(kMs);
+  ASSERT_EQ(Storage(id).state(), v1::STORAGE_STATE_UPLOADED);
+  const std::string prefix = KeyPrefix(id);
+  // The spool no longer has the manifest file (its index still knows the
+  // trace complete): the bucket serves it, by either name.
+  fs::remove(LocalDir(id) + "/" + kManifest1);
+  fs::remove(LocalDir(id) + "/manifest.json");
+  ASSERT_FALSE(LocalManifestExists(id));
+  const std::string uploaded = bucket_.objects()[prefix + kManifest1];
+  ASSERT_THAT(uploaded, HasSubstr("STORAGE_STATE_UPLOADED"));
+  EXPECT_EQ(ReadAll(id, kManifest1, 4096), uploaded);
+  EXPECT_EQ(ReadAll(id, "manifest.json", 4096), uploaded);
+
+  // A bucket written by the legacy layout: one manifest.json per trace.
+  bucket_.EraseObject(prefix + kManifest1);
+  bucket_.SetObject(prefix + "manifest.json", "{\"traceId\": \"legacy\"}");
+  EXPECT_EQ(ReadAll(id, kManifest1, 4096), "{\"traceId\": \"legacy\"}");
+  EXPECT_EQ(ReadAll(id, "manifest.json", 4096), "{\"traceId\": \"legacy\"}");
+  // Another host's manifest is its own key only, never the legacy one.
+  EXPECT_EQ(store_->Open(id, kManifest2).status().code(), absl::StatusCode::kNotFound);
+  // Names outside the layout are refused before the bucket is asked.
+  EXPECT_EQ(store_->Open(id, "_gpuctl/a/b.json").status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(S3TraceStoreTest, AFailingBucketLeavesThePendingTraceLocalUntilARetrySucceeds) {

@@ -4,8 +4,10 @@
 // "<prefix>\n<rest>"; the whole input is also tried as an id and a name.
 // Invariants:
 //  - a valid id is canonical (36 chars, lowercase, version 7) and has a time;
-//  - a valid file name can never leave its directory, and the local store
-//    and the bucket layout accept exactly the same names;
+//  - a valid file name can never leave its directory; the bucket layout
+//    accepts exactly the local store's names and the manifest paths
+//    "_gpuctl/<host>.json" (layout::IsTraceFilePath), whose one slash
+//    leads into a directory of manifests only;
 //  - a parsed key names a valid id and file and is rebuilt byte for byte;
 //  - a key built from (prefix, id = first 36 bytes of rest, file = the
 //    remainder) parses back to the same id and file.
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/string_view.h"
@@ -20,6 +23,7 @@
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/trace_object_key.h"
 #include "daemon/store/local_store.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace {
 
@@ -44,13 +48,25 @@ void CheckFileName(absl::string_view name) {
        name.find('/') != absl::string_view::npos || name.find('\0') != absl::string_view::npos)) {
     std::abort();
   }
-  if (gpuctl::s3::TraceObjectKey("", kSomeTraceId, name).ok() != valid) std::abort();
+  const bool manifest_path =
+      !gpuctl::layout::ManifestPathHost(std::string_view(name.data(), name.size())).empty();
+  if (manifest_path) {
+    // "_gpuctl/" and a valid file name ending in ".json", nothing else.
+    const absl::string_view file = name.substr(name.find('/') + 1);
+    if (valid || name.substr(0, 8) != "_gpuctl/" || !gpuctl::daemon::IsValidStoreFileName(file) ||
+        file.size() <= 5 || file.substr(file.size() - 5) != ".json") {
+      std::abort();
+    }
+  }
+  if (gpuctl::s3::TraceObjectKey("", kSomeTraceId, name).ok() != (valid || manifest_path)) {
+    std::abort();
+  }
 }
 
 void CheckKey(absl::string_view prefix, absl::string_view key) {
   if (auto parsed = gpuctl::s3::ParseTraceObjectKey(prefix, key)) {
     if (!gpuctl::IsValidTraceId(parsed->trace_id) ||
-        !gpuctl::daemon::IsValidStoreFileName(parsed->file)) {
+        !gpuctl::layout::IsTraceFilePath(parsed->file)) {
       std::abort();
     }
     if (gpuctl::s3::ValidateKeyPrefix(prefix).ok()) {

@@ -11,6 +11,7 @@
 #include "daemon/common/trace_id.h"
 #include "daemon/s3/trace_object_key.h"
 #include "daemon/store/local_store.h"
+#include "gpuctl/v1/trace_layout.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::s3 {
@@ -34,6 +35,17 @@ TEST(TraceNamesFuzzTest, SeedsAreWhatTheirNamesSay) {
   ASSERT_NE(newline, std::string::npos);
   EXPECT_TRUE(ParseTraceObjectKey(with_prefix.substr(0, newline), with_prefix.substr(newline + 1))
                   .has_value());
+  // A host's manifest: a valid key's file, never a store file name.
+  EXPECT_FALSE(daemon::IsValidStoreFileName(Seed("file_manifest_path")));
+  EXPECT_TRUE(layout::IsTraceFilePath(Seed("file_manifest_path")));
+  EXPECT_FALSE(layout::IsTraceFilePath(Seed("file_manifest_nested")));
+  const std::string host_manifest = Seed("key_host_manifest");
+  const size_t manifest_newline = host_manifest.find('\n');
+  ASSERT_NE(manifest_newline, std::string::npos);
+  auto parsed = ParseTraceObjectKey(host_manifest.substr(0, manifest_newline),
+                                    host_manifest.substr(manifest_newline + 1));
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->file, "_gpuctl/node-1.json");
   const std::string wrong_day = Seed("key_wrong_day");
   EXPECT_FALSE(ParseTraceObjectKey("traces", wrong_day.substr(wrong_day.find('\n') + 1)));
 }

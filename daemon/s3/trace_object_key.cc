@@ -1,30 +1,27 @@
 #include "daemon/s3/trace_object_key.h"
 
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/s3/s3_config.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::s3 {
 namespace {
 
-bool IsValidFileName(absl::string_view name) {
-  if (name.empty() || name.size() > 255 || name.front() == '.') return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return false;
-    }
-  }
-  return true;
-}
-
 std::string DayPath(absl::CivilDay day) {
   return absl::StrFormat("%04d/%02d/%02d", day.year(), day.month(), day.day());
+}
+
+// The layout's functions take std::string_view, which this abseil's
+// string_view is not.
+bool IsTraceFile(absl::string_view file) {
+  return layout::IsTraceFilePath(std::string_view(file.data(), file.size()));
 }
 
 absl::CivilDay TraceDay(absl::string_view trace_id) {
@@ -48,7 +45,7 @@ absl::StatusOr<std::string> TraceObjectPrefix(absl::string_view prefix,
 
 absl::StatusOr<std::string> TraceObjectKey(absl::string_view prefix, absl::string_view trace_id,
                                            absl::string_view file) {
-  if (!IsValidFileName(file)) {
+  if (!IsTraceFile(file)) {
     return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", file, "\""));
   }
   auto dir = TraceObjectPrefix(prefix, trace_id);
@@ -65,8 +62,10 @@ std::optional<TraceObjectName> ParseTraceObjectKey(absl::string_view prefix,
     }
     key.remove_prefix(prefix.size() + 1);
   }
-  std::vector<absl::string_view> parts = absl::StrSplit(key, '/');
-  if (parts.size() != 5 || !IsValidTraceId(parts[3]) || !IsValidFileName(parts[4])) {
+  // <yyyy>/<mm>/<dd>/<trace-id>/<file>, where <file> may be a manifest
+  // path ("_gpuctl/<host>.json"), the one file name with a slash.
+  std::vector<absl::string_view> parts = absl::StrSplit(key, absl::MaxSplits('/', 4));
+  if (parts.size() != 5 || !IsValidTraceId(parts[3]) || !IsTraceFile(parts[4])) {
     return std::nullopt;
   }
   if (absl::StrCat(parts[0], "/", parts[1], "/", parts[2]) != DayPath(TraceDay(parts[3]))) {

@@ -16,9 +16,14 @@ namespace gpuctl::s3 {
 //
 // The date is the UTC day of the trace id's UUIDv7 timestamp, so a day's
 // traces share a prefix and keys sort by time; with an empty prefix the key
-// starts at <yyyy>. Trace ids must pass IsValidTraceId, file names match
-// [A-Za-z0-9._-]{1,255} without a leading dot (as the local store's), and
-// the prefix must pass ValidateKeyPrefix.
+// starts at <yyyy>. Trace ids must pass IsValidTraceId and the prefix
+// ValidateKeyPrefix. <file> is a trace's file as gpuctl/v1/trace_layout.h
+// names it (layout::IsTraceFilePath): a file name of [A-Za-z0-9._-]{1,255}
+// without a leading dot (as the local store's), or a host's manifest
+// "_gpuctl/<host>.json", the only <file> with a slash. Each host of a trace
+// has its own manifest key; buckets written before had one
+// ".../<trace-id>/manifest.json" (layout::kLegacyManifestName), still a
+// valid <file>.
 
 absl::StatusOr<std::string> TraceObjectKey(absl::string_view prefix, absl::string_view trace_id,
                                            absl::string_view file);

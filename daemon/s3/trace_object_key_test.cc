@@ -50,6 +50,14 @@ TEST(TraceObjectKeyTest, RejectsBadInput) {
   for (const char* file : {"", ".hidden", "a/b", "..", "sp ace", "x\n"}) {
     EXPECT_FALSE(TraceObjectKey("p", id, file).ok()) << file;
   }
+  // The one subdirectory is the manifests', and holds nothing else.
+  for (const char* file :
+       {"_gpuctl/", "_gpuctl/.json", "_gpuctl/.h1.json", "_gpuctl/h1", "_gpuctl/h1.json.gz",
+        "_gpuctl/h1.txt", "_gpuctl/a/b.json", "_gpuctl/../h1.json", "_gpuctl//h1.json",
+        "other/h1.json", "/_gpuctl/h1.json", "_gpuctl/h1.json/x", "h1-rank0-pid5.json.gz/x"}) {
+    EXPECT_FALSE(TraceObjectKey("p", id, file).ok()) << file;
+  }
+  EXPECT_FALSE(TraceObjectKey("p", id, "_gpuctl/" + std::string(201, 'h') + ".json").ok());
   for (const char* prefix : {"/p", "p/", "a//b"}) {
     EXPECT_FALSE(TraceObjectKey(prefix, id, "f").ok()) << prefix;
   }
@@ -68,11 +76,27 @@ TEST(TraceObjectKeyTest, ParsesItsOwnKeys) {
   ASSERT_TRUE(bare.ok());
   ASSERT_TRUE(ParseTraceObjectKey("", *bare).has_value());
 
+  // A host's manifest, in the trace's one subdirectory.
+  auto manifest = TraceObjectKey("gpuctl", id, "_gpuctl/node-1.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(*manifest, "gpuctl/2024/06/15/" + id + "/_gpuctl/node-1.json");
+  auto host_manifest = ParseTraceObjectKey("gpuctl", *manifest);
+  ASSERT_TRUE(host_manifest.has_value());
+  EXPECT_EQ(host_manifest->trace_id, id);
+  EXPECT_EQ(host_manifest->file, "_gpuctl/node-1.json");
+  EXPECT_EQ(ParseTraceObjectKey("", *TraceObjectKey("", id, "_gpuctl/h.json"))->file,
+            "_gpuctl/h.json");
+
   // Outside the layout.
   EXPECT_FALSE(ParseTraceObjectKey("other", *key).has_value());
   EXPECT_FALSE(ParseTraceObjectKey("gpu", *key).has_value());
   EXPECT_FALSE(ParseTraceObjectKey("gpuctl", "gpuctl/2024/06/15/" + id).has_value());
   EXPECT_FALSE(ParseTraceObjectKey("gpuctl", "gpuctl/2024/06/15/" + id + "/a/b").has_value());
+  for (const char* file : {"_gpuctl/a/b.json", "_gpuctl/h.json.gz", "_gpuctl/", "other/h.json",
+                           "_gpuctl/.h.json", "_gpuctl//h.json", "x/_gpuctl/h.json"}) {
+    EXPECT_FALSE(ParseTraceObjectKey("gpuctl", "gpuctl/2024/06/15/" + id + "/" + file).has_value())
+        << file;
+  }
   // The date must be the id's.
   EXPECT_FALSE(
       ParseTraceObjectKey("gpuctl", "gpuctl/2024/06/16/" + id + "/manifest.json").has_value());

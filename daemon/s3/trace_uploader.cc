@@ -10,7 +10,9 @@
 #include "daemon/core/proto_time.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/trace_object_key.h"
+#include "daemon/store/trace_file_name.h"
 #include "google/protobuf/util/json_util.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::s3 {
 namespace {
@@ -43,7 +45,8 @@ TraceUploader::TraceUploader(std::shared_ptr<daemon::LocalTraceStore> spool,
                              TraceUploaderDeps deps)
     : spool_(std::move(spool)),
       client_(std::move(client)),
-      options_(options),
+      options_(std::move(options)),
+      manifest_name_(layout::ManifestPath(daemon::TraceFileHost(options_.hostname))),
       deps_(std::move(deps)),
       clock_(deps_.clock != nullptr ? deps_.clock : &real_clock_),
       waiter_(clock_, deps_.timers, &mu_, &wake_) {}
@@ -206,10 +209,13 @@ absl::Status TraceUploader::Upload(const std::string& trace_id, uint32_t* attemp
   *storage->mutable_uploaded_at() = daemon::ToProtoTimestamp(clock_->Now());
   storage->set_local_location(options_.keep_local ? spool_->Location(trace_id) : "");
   final_manifest.set_location(remote);
+  // This host's own key: the hosts of a fan-out trace share the trace's
+  // prefix, each with its manifest beside the others'.
   absl::StatusOr<std::string> key =
-      TraceObjectKey(client_->config().prefix, trace_id, daemon::kManifestFileName);
+      TraceObjectKey(client_->config().prefix, trace_id, manifest_name_);
   if (!key.ok()) return key.status();
-  // Last in the bucket: a listed manifest means every file is there.
+  // Last of this host's objects: a listed manifest means every file it
+  // lists is there.
   PutOptions put;
   put.content_type = "application/json";
   if (absl::Status st = client_->PutObject(*key, UploaderManifestJson(final_manifest), put);
@@ -235,7 +241,7 @@ absl::Status TraceUploader::Upload(const std::string& trace_id, uint32_t* attemp
 absl::Status TraceUploader::UploadFiles(const daemon::StoredTrace& trace) {
   const std::string dir = spool_->Location(trace.trace_id);
   for (const auto& [name, bytes] : trace.files) {
-    if (name == daemon::kManifestFileName) continue;
+    if (layout::IsManifestName(name)) continue;  // goes up last, from memory
     absl::StatusOr<std::string> key =
         TraceObjectKey(client_->config().prefix, trace.trace_id, name);
     if (!key.ok()) return key.status();

@@ -49,8 +49,14 @@ struct TraceUploaderDeps {
 // thread, one trace at a time:
 //
 //   pin; PutObjectFromFile each data file; put the final manifest (state
-//   UPLOADED) to the bucket LAST, then locally; clear the awaiting-upload
-//   mark; unless keep_local, remove the local data files (not the manifest).
+//   UPLOADED) to the bucket LAST, as this host's manifest
+//   <trace prefix>/_gpuctl/<host>.json (host: TraceFileHost(hostname)), then
+//   locally; clear the awaiting-upload mark; unless keep_local, remove the
+//   local data files (not the manifest).
+//
+// Several hosts of one trace (a fan-out) upload under one trace prefix: the
+// data files carry their host's name and each host has its own manifest
+// key, so none overwrites another's.
 //
 // A failed attempt records its error and attempt count in the local
 // manifest (still UPLOAD_PENDING) and is retried after
@@ -112,6 +118,8 @@ class TraceUploader {
   const std::shared_ptr<daemon::LocalTraceStore> spool_;
   const std::shared_ptr<S3Client> client_;
   const S3StoreOptions options_;
+  // This host's manifest in the bucket: "_gpuctl/<host>.json".
+  const std::string manifest_name_;
   const TraceUploaderDeps deps_;
   RealClock real_clock_;
   Clock* const clock_;

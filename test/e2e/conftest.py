@@ -76,7 +76,7 @@ def _stop_process(proc, timeout=10.0):
 
 
 class Daemon:
-    def __init__(self, build_dir, workdir, name, extra_args):
+    def __init__(self, build_dir, workdir, name, extra_args, launcher=()):
         self.build_dir = build_dir
         # Daemons named gpuctld* (one after another, e.g. across a restart)
         # use the paths the workload fixture defaults to; any other name gets
@@ -90,6 +90,8 @@ class Daemon:
         self.ready_file = workdir / f"{name}.ready"
         self.log_path = workdir / f"{name}.log"
         self.extra_args = list(extra_args)
+        # Runs the daemon through this command line (which must exec it).
+        self.launcher = list(launcher)
         self.proc = None
         self.address = None
         self.killed = False
@@ -99,7 +101,7 @@ class Daemon:
     def start(self, timeout=DEFAULT_DEADLINE_S):
         if self.ready_file.exists():
             self.ready_file.unlink()
-        cmd = [
+        cmd = self.launcher + [
             str(build_output(self.build_dir, "bin/gpuctld")),
             "--listen", "127.0.0.1:0",
             "--socket", str(self.socket),
@@ -210,11 +212,12 @@ def lib_path(build_dir):
 
 @pytest.fixture
 def start_daemon(build_dir, workdir, request):
-    """start_daemon(*extra_args, name="gpuctld") -> Daemon, stopped at teardown."""
+    """start_daemon(*extra_args, name="gpuctld", launcher=()) -> Daemon, stopped
+    at teardown; `launcher` is a command line that execs the daemon."""
     started = []
 
-    def start(*extra_args, name="gpuctld"):
-        daemon = Daemon(build_dir, workdir, name, extra_args).start()
+    def start(*extra_args, name="gpuctld", launcher=()):
+        daemon = Daemon(build_dir, workdir, name, extra_args, launcher).start()
         started.append(daemon)
         return daemon
 

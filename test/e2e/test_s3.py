@@ -175,10 +175,11 @@ def _yaml_scalar(value):
 
 @pytest.fixture
 def start_s3_daemon(start_daemon, workdir, bucket):
-    """start_s3_daemon(name="gpuctld", **store_s3_keys) -> Daemon whose config
-    file uploads to the test bucket; keys override the defaults below."""
+    """start_s3_daemon(name="gpuctld", args=(), launcher=(), **store_s3_keys) ->
+    Daemon whose config file uploads to the test bucket; keys override the
+    defaults below, args and launcher go to start_daemon."""
 
-    def start(name="gpuctld", **overrides):
+    def start(name="gpuctld", args=(), launcher=(), **overrides):
         settings = {
             "endpoint": bucket.endpoint,
             "region": bucket.region,
@@ -199,7 +200,7 @@ def start_s3_daemon(start_daemon, workdir, bucket):
         lines = ["store:", "  s3:"] + [f"    {k}: {_yaml_scalar(v)}" for k, v in settings.items()]
         config = workdir / f"{name}.yaml"
         config.write_text("\n".join(lines) + "\n")
-        return start_daemon("--config", str(config), name=name)
+        return start_daemon("--config", str(config), *args, name=name, launcher=launcher)
 
     return start
 
@@ -256,19 +257,43 @@ def wait_local_data_removed(local_dir):
     wait_until(lambda: not data_files(local_dir), what=f"data files removed from {local_dir}")
 
 
+def file_host(files):
+    """The host part of trace file names <host>-rank<r>-pid<p>.json.gz (one host)."""
+    hosts = {f.rsplit("-rank", 1)[0] for f in files}
+    assert len(hosts) == 1, files
+    return hosts.pop()
+
+
+def host_manifest_key(prefix, host):
+    """Where a host's manifest of the trace under `prefix` goes: its own key."""
+    return f"{prefix}_gpuctl/{host}.json"
+
+
+def manifest_in(directory):
+    """The one manifest file of a trace directory (a store's or a download):
+    _gpuctl/<host>.json, or the legacy manifest.json."""
+    directory = Path(directory)
+    found = sorted(directory.glob("_gpuctl/*.json"))
+    if (directory / "manifest.json").is_file():
+        found.append(directory / "manifest.json")
+    assert len(found) == 1, f"not one manifest in {directory}: {found}"
+    return found[0]
+
+
 def check_trace_objects(bucket, trace_id, files, contents):
-    """The bucket holds exactly the trace's files and manifest, the files
-    byte for byte as `contents` ({name: bytes}); returns the S3 manifest."""
+    """The bucket holds exactly the trace's files and its host's manifest,
+    the files byte for byte as `contents` ({name: bytes}); returns the S3
+    manifest."""
     prefix = trace_key_prefix(bucket, trace_id)
+    manifest_key = host_manifest_key(prefix, file_host(files))
     objects = bucket.objects(under=f"{trace_day(trace_id)}/{trace_id}/")
-    assert sorted(objects) == sorted([prefix + f for f in files] + [prefix + "manifest.json"]), \
-        objects
+    assert sorted(objects) == sorted([prefix + f for f in files] + [manifest_key]), objects
     for name in files:
         assert bucket.get(prefix + name) == contents[name], f"{name} differs in S3"
     # The manifest goes up last: a reader that sees it finds every file.
-    manifest_time = objects[prefix + "manifest.json"]["LastModified"]
+    manifest_time = objects[manifest_key]["LastModified"]
     assert all(objects[prefix + f]["LastModified"] <= manifest_time for f in files), objects
-    manifest = snake_keys(json.loads(bucket.get(prefix + "manifest.json")))
+    manifest = snake_keys(json.loads(bucket.get(manifest_key)))
     assert manifest["trace_id"] == trace_id
     assert sorted(r["file"] for r in manifest["results"] if r.get("file")) == sorted(files)
     return manifest
@@ -325,9 +350,8 @@ def test_trace_is_uploaded_and_read_back_from_the_bucket(start_s3_daemon, cli_fo
     # The spool keeps only the manifest, which says where the files went.
     local_dir = workdir / "store" / trace_id
     wait_local_data_removed(local_dir)
-    assert (local_dir / "manifest.json").is_file()
     assert not (local_dir / ".awaiting-upload").exists()
-    local_manifest = snake_keys(json.loads((local_dir / "manifest.json").read_text()))
+    local_manifest = snake_keys(json.loads(manifest_in(local_dir).read_text()))
     assert local_manifest["storage"]["state"] == UPLOADED, local_manifest
     assert local_manifest["storage"]["remote_location"] == remote
 
@@ -345,7 +369,7 @@ def test_trace_is_uploaded_and_read_back_from_the_bucket(start_s3_daemon, cli_fo
     fetched = workdir / "fetched" / trace_id
     for name, data in downloaded.items():
         assert (fetched / name).read_bytes() == data, name
-    assert snake_keys(json.loads((fetched / "manifest.json").read_text()))["trace_id"] == trace_id
+    assert snake_keys(json.loads(manifest_in(fetched).read_text()))["trace_id"] == trace_id
 
 
 def test_wrong_secret_leaves_the_trace_pending_in_the_local_store(start_s3_daemon, cli_for,
@@ -449,6 +473,93 @@ def test_pending_upload_survives_a_daemon_restart(ceph, start_s3_daemon, cli_for
     wait_uploaded(cli, trace_id)
     check_trace_objects(bucket, trace_id, files, spooled)
     wait_local_data_removed(local_dir)
+
+
+def gpuctld_named(build_dir, host_name):
+    """(extra args, launcher) that make a gpuctld call itself `host_name`:
+    --host-name where this gpuctld has it, else (as root) a UTS namespace of
+    its own whose host name is set before gpuctld starts; skips without
+    either."""
+    gpuctld = str(build_dir / "bin" / "gpuctld")
+    usage = subprocess.run([gpuctld, "--help"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+    if "--host-name" in usage.stdout + usage.stderr:
+        return ["--host-name", host_name], []
+    unshare = ["unshare", "--uts"]
+    probe = subprocess.run(unshare + ["hostname", "uts-probe"], capture_output=True,
+                           timeout=30, stdin=subprocess.DEVNULL) \
+        if shutil.which("unshare") and shutil.which("hostname") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("gpuctld has no --host-name and no UTS namespace can be made here: "
+                    "two daemons on one machine cannot have different host names")
+    return [], unshare + ["sh", "-c", 'hostname "$0" && exec "$@"', host_name]
+
+
+def test_fan_out_trace_keeps_every_hosts_manifest_and_files_in_one_bucket(
+        build_dir, start_s3_daemon, cli_for, start_workload, bucket, workdir):
+    # Two daemons of their own host names, store and socket, one bucket and
+    # prefix; one fan-out trace, so one trace id and one key prefix.
+    suffix = uuid.uuid4().hex[:6]
+    names = [f"s3-node-a-{suffix}", f"s3-node-b-{suffix}"]
+    daemons = []
+    for i, host_name in enumerate(names):
+        args, launcher = gpuctld_named(build_dir, host_name)
+        daemons.append(start_s3_daemon(name=f"node{i}", args=args, launcher=launcher))
+    workloads = [start_workload(job="s3-fan", rank=i, world_size=2, socket=d.socket)
+                 for i, d in enumerate(daemons)]
+    for daemon, workload in zip(daemons, workloads):
+        cli_for(daemon).wait_attached([workload.pid])
+
+    out = Path(tempfile.mkdtemp(prefix="dl-", dir=workdir))
+    hosts_args = [arg for d in daemons for arg in ("--host", d.address)]
+    result = subprocess.run(
+        [str(build_dir / "bin" / "gpuctl"), "trace", "--job", "s3-fan", "--duration", "1s",
+         "--json", "-o", str(out), *hosts_args],
+        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = snake_keys(json.loads(result.stdout))
+    trace_id = doc["trace_id"]
+    entries = {h["host"]: h for h in doc["hosts"]}
+    assert set(entries) == {d.address for d in daemons}, entries.keys()
+
+    files = {}  # host name -> its process's file
+    for rank, (daemon, workload, host_name) in enumerate(zip(daemons, workloads, names)):
+        entry = entries[daemon.address]
+        assert not entry.get("error"), entry
+        (process,) = entry["results"]
+        assert int(process["pid"]) == workload.pid, entry
+        assert process["host"] == host_name, process
+        assert process["file"] == f"{host_name}-rank{rank}-pid{workload.pid}.json.gz", process
+        files[host_name] = process["file"]
+        # Each daemon lists the trace as uploaded: its own host's part.
+        wait_uploaded(cli_for(daemon), trace_id)
+
+    # Every host's manifest and every file, none overwriting another.
+    prefix = trace_key_prefix(bucket, trace_id)
+    objects = bucket.objects(under=f"{trace_day(trace_id)}/{trace_id}/")
+    expected = [prefix + f for f in files.values()] + \
+        [host_manifest_key(prefix, h) for h in names]
+    assert sorted(objects) == sorted(expected), sorted(objects)
+    assert prefix + "manifest.json" not in objects
+    for rank, (workload, host_name) in enumerate(zip(workloads, names)):
+        key = host_manifest_key(prefix, host_name)
+        manifest = snake_keys(json.loads(bucket.get(key)))
+        assert manifest["trace_id"] == trace_id, manifest
+        assert manifest["host"] == host_name, manifest
+        assert [r.get("file") for r in manifest["results"]] == [files[host_name]], manifest
+        assert [int(r["pid"]) for r in manifest["results"]] == [workload.pid], manifest
+        assert manifest["storage"]["state"] == UPLOADED, manifest
+        assert manifest["storage"]["remote_location"] == f"s3://{bucket.name}/{prefix}"
+        # Each host's manifest went up after its file.
+        assert objects[prefix + files[host_name]]["LastModified"] <= \
+            objects[key]["LastModified"], objects
+        copy = workdir / f"from-s3-{files[host_name]}"
+        copy.write_bytes(bucket.get(prefix + files[host_name]))
+        check_workload_trace(copy, workload.pid, rank)
+
+    # The fan-out download holds both hosts' processes.
+    downloaded = sorted(p.name for p in (out / trace_id).glob("*.json.gz"))
+    assert downloaded == sorted(files.values()), downloaded
 
 
 # A workload of distinct 4000-character range names (random base64, of
