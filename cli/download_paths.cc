@@ -35,10 +35,13 @@ bool IsSafeName(absl::string_view name) {
 }
 
 bool IsSafeTracePath(absl::string_view path) {
-  return IsSafeName(path) || !layout::ManifestPathHost(path).empty();
+  // "_gpuctl" itself is the manifests' directory, never a file.
+  return (IsSafeName(path) && path != layout::kMetadataDir) ||
+         !layout::ManifestPathHost(path).empty();
 }
 
 absl::StatusOr<SaveLocation> LocateSavedFile(absl::string_view directory, absl::string_view path) {
+  if (!IsSafeTracePath(path)) return UnsafeName("file name", path);
   if (IsSafeName(path)) return SaveLocation{std::string(directory), std::string(path)};
   absl::string_view host = layout::ManifestPathHost(path);
   if (host.empty()) return UnsafeName("file name", path);

@@ -18,9 +18,9 @@ namespace gpuctl::cli {
 // the daemon must pass before they touch the filesystem.
 bool IsSafeName(absl::string_view name);
 
-// A file of a trace as a daemon names it: a safe name, or a manifest path
-// "_gpuctl/<host>.json" with a safe <host> (gpuctl/v1/trace_layout.h), the
-// one subdirectory a trace has.
+// A file of a trace as a daemon names it: a safe name other than
+// "_gpuctl", or a manifest path "_gpuctl/<host>.json" with a safe <host>
+// (gpuctl/v1/trace_layout.h), the one subdirectory a trace has.
 bool IsSafeTracePath(absl::string_view path);
 
 // Where a trace's file `path` (IsSafeTracePath) is saved below `directory`:

@@ -138,11 +138,11 @@ TEST(DownloadPathsTest, HostileHostNamesBecomeSafePrefixes) {
     for (const std::string& file : plan->files) {
       auto it = plan->local_names.find(file);
       const std::string local = it == plan->local_names.end() ? file : it->second;
-      EXPECT_TRUE(IsSafeName(local)) << Printable(local);
+      EXPECT_TRUE(IsSafeTracePath(local)) << Printable(local);
       EXPECT_TRUE(saved.insert(local).second) << local;
     }
   }
-  EXPECT_TRUE(saved.contains("h1_7.manifest.json"));
+  EXPECT_TRUE(saved.contains("_gpuctl/h1_7.json"));
 }
 
 }  // namespace

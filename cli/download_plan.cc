@@ -13,8 +13,10 @@ namespace {
 
 // Asked for by the name every daemon version serves the manifest under.
 constexpr absl::string_view kManifestName = layout::kLegacyManifestName;
-// Leaves room for a suffix within the 255 characters of a safe name.
-constexpr size_t kMaxHostKeyChars = 200;
+// Leaves room for a "-<n>" suffix within the host part of a manifest name
+// (layout::kMaxManifestHostBytes) and for a file name after it within the
+// 255 characters of a safe name.
+constexpr size_t kMaxHostKeyChars = layout::kMaxManifestHostBytes - 10;
 
 std::string SafeFromTarget(const std::string& target) {
   std::string key;
@@ -75,7 +77,7 @@ std::vector<std::optional<DownloadPlan>> PlanDownloads(const std::vector<HostFil
     std::set<std::string> requested(plan.files.begin(), plan.files.end());
     for (const std::string& name : hosts[i].files) {
       if (name.empty() || !requested.insert(name).second) continue;
-      if (!IsSafeName(name)) {
+      if (!IsSafeName(name) || !IsSafeTracePath(name)) {
         plan.error = absl::StrCat("refusing file \"", Printable(name.substr(0, 64)),
                                   "\" from the daemon: unsafe file name");
         break;

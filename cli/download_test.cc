@@ -105,6 +105,37 @@ class CliDownloadTest : public ::testing::Test {
   std::string root_;
 };
 
+TEST(CliIsSafeTracePathTest, OnlyAManifestMayNameTheOneSubdirectory) {
+  for (const char* ok : {"a.json.gz", "manifest.json", "_gpuctl/node-1.json", "_gpuctl/a_b.json"}) {
+    EXPECT_TRUE(IsSafeTracePath(ok)) << ok;
+  }
+  for (const char* bad : {"_gpuctl", "_gpuctl/", "_gpuctl/.json", "_gpuctl/.x.json", "_gpuctl/x",
+                          "_gpuctl/x.json.gz", "_gpuctl/a/b.json", "_gpuctl/../x.json",
+                          "other/x.json", "/_gpuctl/x.json", "_gpuctl//x.json"}) {
+    EXPECT_FALSE(IsSafeTracePath(bad)) << bad;
+  }
+  absl::StatusOr<SaveLocation> where = LocateSavedFile("out/T1", "_gpuctl/node-1.json");
+  ASSERT_TRUE(where.ok());
+  EXPECT_EQ(where->directory, "out/T1/_gpuctl");
+  EXPECT_EQ(where->name, "node-1.json");
+}
+
+TEST_F(CliDownloadTest, AManifestIsSavedUnderGpuctlWhereHtaDoesNotReadIt) {
+  Send({Chunk("_gpuctl/node-1.json", 0, "{}", 2), Chunk("node-1-rank0-pid7.json.gz", 0, "z", 1)});
+  auto result = Download();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(Listing(), ::testing::ElementsAre("_gpuctl", "node-1-rank0-pid7.json.gz"));
+  EXPECT_EQ(Read("_gpuctl/node-1.json"), "{}");
+  ASSERT_EQ(result->files.size(), 2u);
+  EXPECT_EQ(result->files[0].name, "_gpuctl/node-1.json");
+
+  Send({Chunk("_gpuctl/../../escape.json", 0, "{}", 2)});
+  result = Download();
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("unsafe file name"));
+  EXPECT_FALSE(fs::exists(fs::path(root_) / "escape.json"));
+}
+
 TEST_F(CliDownloadTest, InterleavedChunksAndEmptyFile) {
   Send({Chunk("a", 0, "he", 5), Chunk("empty", 0, "", 0), Chunk("b", 0, "x", 1),
         Chunk("a", 2, "llo", 5)});

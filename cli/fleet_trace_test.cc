@@ -218,13 +218,14 @@ TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTrace
   const fs::path saved = fs::path(dir_) / id;
   EXPECT_EQ(json["savedTo"], saved.string());
   EXPECT_EQ(ListDir(saved),
-            (std::vector<std::string>{"node1-rank0-pid100.json.gz", "node1-rank1-pid101.json.gz",
-                                      "node1.manifest.json", "node2-rank2-pid200.json.gz",
-                                      "node2-rank3-pid201.json.gz", "node2.manifest.json"}));
-  EXPECT_EQ(ReadFile(saved / "node2.manifest.json"), "{\"host\":\"node2\"}");
+            (std::vector<std::string>{"_gpuctl", "node1-rank0-pid100.json.gz",
+                                      "node1-rank1-pid101.json.gz", "node2-rank2-pid200.json.gz",
+                                      "node2-rank3-pid201.json.gz"}));
+  EXPECT_EQ(ListDir(saved / "_gpuctl"), (std::vector<std::string>{"node1.json", "node2.json"}));
+  EXPECT_EQ(ReadFile(saved / "_gpuctl" / "node2.json"), "{\"host\":\"node2\"}");
   EXPECT_EQ(ReadFile(saved / "node1-rank1-pid101.json.gz"), "node1 pid 101");
   EXPECT_THAT(json["hosts"][0]["files"],
-              UnorderedElementsAre("node1.manifest.json", "node1-rank0-pid100.json.gz",
+              UnorderedElementsAre("_gpuctl/node1.json", "node1-rank0-pid100.json.gz",
                                    "node1-rank1-pid101.json.gz"));
   std::vector<v1::GetTraceRequest> gets = node1_.service().get_requests();
   ASSERT_EQ(gets.size(), 1u);
@@ -537,9 +538,9 @@ TEST_F(CliFleetTraceTest, SameHostNamesGetDistinctFiles) {
   };
   const std::string first = key(node1_.target());
   const std::string second = key(twin.target());
-  EXPECT_EQ(ListDir(saved).size(), 6u);
-  EXPECT_TRUE(fs::exists(saved / (first + ".manifest.json")));
-  EXPECT_TRUE(fs::exists(saved / (second + ".manifest.json")));
+  EXPECT_EQ(ListDir(saved).size(), 5u);
+  EXPECT_TRUE(fs::exists(saved / "_gpuctl" / (first + ".json")));
+  EXPECT_TRUE(fs::exists(saved / "_gpuctl" / (second + ".json")));
   EXPECT_TRUE(fs::exists(saved / "node1-rank0-pid100.json.gz"));
   EXPECT_EQ(ReadFile(saved / (second + "-node1-rank0-pid100.json.gz")), "node1 pid 100");
   EXPECT_EQ(json["hosts"][1]["results"][0]["file"], "node1-rank0-pid100.json.gz");

@@ -287,10 +287,10 @@ TEST_F(GetTraceTest, DownloadsTheManifestAndEveryStoredFileByteExact) {
   grpc::Status status = Download(request, &files, &order);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_THAT(order,
-              ElementsAre("manifest.json", "h1-rank0-pid10.json.gz", "h1-rank1-pid12.json.gz"));
+              ElementsAre("_gpuctl/mem.json", "h1-rank0-pid10.json.gz", "h1-rank1-pid12.json.gz"));
   EXPECT_TRUE(files["h1-rank0-pid10.json.gz"] == big_);
   EXPECT_EQ(files["h1-rank1-pid12.json.gz"], "");
-  EXPECT_NE(files["manifest.json"].find("t-2"), std::string::npos);
+  EXPECT_NE(files["_gpuctl/mem.json"].find("t-2"), std::string::npos);
 }
 
 TEST_F(GetTraceTest, DownloadsOnlyTheNamedFiles) {

@@ -10,21 +10,13 @@
 #include "daemon/core/proto_time.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/trace_object_key.h"
+#include "daemon/store/local_store.h"
 #include "daemon/store/trace_file_name.h"
-#include "google/protobuf/util/json_util.h"
 #include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::s3 {
 namespace {
 
-std::string UploaderManifestJson(const v1::TraceManifest& manifest) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.preserve_proto_field_names = true;
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(manifest, &json, options);
-  return json;
-}
 
 std::string ContentTypeOf(absl::string_view file) {
   if (absl::EndsWith(file, ".gz")) return "application/gzip";
@@ -218,10 +210,9 @@ absl::Status TraceUploader::Upload(const std::string& trace_id, uint32_t* attemp
   // lists is there.
   PutOptions put;
   put.content_type = "application/json";
-  if (absl::Status st = client_->PutObject(*key, UploaderManifestJson(final_manifest), put);
-      !st.ok()) {
-    return st;
-  }
+  absl::StatusOr<std::string> json = daemon::EncodeManifest(final_manifest);
+  if (!json.ok()) return json.status();
+  if (absl::Status st = client_->PutObject(*key, *json, put); !st.ok()) return st;
   if (absl::Status st = spool_->PutManifest(final_manifest); !st.ok()) return st;
   if (absl::Status st = spool_->SetAwaitingUpload(trace_id, false); !st.ok()) return st;
   LogInfo("trace uploaded", {{"trace_id", trace_id},

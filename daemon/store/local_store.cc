@@ -118,22 +118,6 @@ absl::StatusOr<v1::TraceManifest> ParseManifest(const std::string& json, absl::s
   return manifest;
 }
 
-// The stored form is what `gpuctl traces --json` prints: protobuf's JSON
-// mapping (lowerCamelCase keys) with every field, zero values included, so
-// that rank 0 says "rank": 0 (docs/trace-format.md). Readers accept the
-// .proto names too, as older stores wrote them.
-absl::StatusOr<std::string> EncodeManifest(const v1::TraceManifest& manifest) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  auto encoded = google::protobuf::util::MessageToJsonString(manifest, &json, options);
-  if (!encoded.ok()) {
-    return absl::InternalError(absl::StrCat("encoding manifest: ", encoded.ToString()));
-  }
-  return json;
-}
-
 // The job id in the manifest `manifest` (relative to the trace directory
 // `dir_fd`, `dir`).
 absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir,
@@ -230,6 +214,18 @@ absl::StatusOr<StoredTrace> ScanTraceDir(const std::string& dir, const std::stri
 }  // namespace
 
 bool IsValidStoreFileName(absl::string_view name) { return layout::IsSafeFileName(name); }
+
+absl::StatusOr<std::string> EncodeManifest(const v1::TraceManifest& manifest) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  auto encoded = google::protobuf::util::MessageToJsonString(manifest, &json, options);
+  if (!encoded.ok()) {
+    return absl::InternalError(absl::StrCat("encoding manifest: ", encoded.ToString()));
+  }
+  return json;
+}
 
 LocalTraceStore::LocalTraceStore(std::string root, const LocalStoreOptions& options)
     : root_(std::move(root)),

@@ -136,6 +136,13 @@ class LocalTraceStore final : public TraceStore {
 // True for names a store accepts: [A-Za-z0-9._-]{1,255}, no leading dot.
 bool IsValidStoreFileName(absl::string_view name);
 
+// A manifest as stored, locally and in a bucket, and as `gpuctl traces
+// --json` prints it: protobuf's JSON mapping (lowerCamelCase keys) with
+// every field, zero values included, so that rank 0 says "rank": 0
+// (docs/trace-format.md). Readers accept the .proto names too, as older
+// stores wrote them.
+absl::StatusOr<std::string> EncodeManifest(const v1::TraceManifest& manifest);
+
 // The empty file marking a trace awaiting upload (see SetAwaitingUpload).
 inline constexpr absl::string_view kAwaitingUploadMark = ".awaiting-upload";
 
