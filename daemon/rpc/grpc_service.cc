@@ -47,16 +47,15 @@ grpc::Status GrpcService::Admit(const grpc::CallbackServerContext& context,
   return ToGrpcStatus(ParseRequest(method, bytes, request));
 }
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::Trace(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::Trace(grpc::CallbackServerContext* context,
+                                                               const grpc::ByteBuffer* bytes) {
   v1::TraceRequest request;
   if (grpc::Status admitted = Admit(*context, "Trace", *bytes, &request); !admitted.ok()) {
     return new RejectedWriteReactor(admitted);
   }
   std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
-  loop_->Post([this, reactor, request = std::move(request)] {
-    reactor->StartOnLoop(core_, request);
-  });
+  loop_->Post(
+      [this, reactor, request = std::move(request)] { reactor->StartOnLoop(core_, request); });
   return reactor.get();
 }
 

@@ -11,9 +11,9 @@
 namespace gpuctl::daemon {
 
 // The generated service with every method taking and giving bytes.
-using RawGpuctlService = v1::Gpuctl::WithRawCallbackMethod_Trace<
-    v1::Gpuctl::WithRawCallbackMethod_ListProcesses<v1::Gpuctl::WithRawCallbackMethod_ListTraces<
-        v1::Gpuctl::WithRawCallbackMethod_GetTrace<
+using RawGpuctlService =
+    v1::Gpuctl::WithRawCallbackMethod_Trace<v1::Gpuctl::WithRawCallbackMethod_ListProcesses<
+        v1::Gpuctl::WithRawCallbackMethod_ListTraces<v1::Gpuctl::WithRawCallbackMethod_GetTrace<
             v1::Gpuctl::WithRawCallbackMethod_GetStatus<v1::Gpuctl::Service>>>>>;
 
 // The gRPC adapter for gpuctl.v1.Gpuctl (callback API). Calls that touch

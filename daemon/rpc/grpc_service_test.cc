@@ -259,15 +259,18 @@ TEST_F(GrpcServiceTest, RequestsThatDoNotParseGetInvalidArgumentNamingTheType) {
   // An 11-byte varint: no tag is that long.
   const std::string garbage(11, '\xff');
   // Field 1, 16 bytes long, of which 3 arrived.
-  const std::string truncated("\x0a\x10" "abc", 5);
+  const std::string truncated(
+      "\x0a\x10"
+      "abc",
+      5);
   const std::string wire_format = "not protobuf wire format";
   std::vector<Case> cases;
-  for (const auto& [method, type] : std::vector<std::pair<std::string, std::string>>{
-           {"Trace", "TraceRequest"},
-           {"ListProcesses", "ListProcessesRequest"},
-           {"ListTraces", "ListTracesRequest"},
-           {"GetTrace", "GetTraceRequest"},
-           {"GetStatus", "GetStatusRequest"}}) {
+  for (const auto& [method, type] :
+       std::vector<std::pair<std::string, std::string>>{{"Trace", "TraceRequest"},
+                                                        {"ListProcesses", "ListProcessesRequest"},
+                                                        {"ListTraces", "ListTracesRequest"},
+                                                        {"GetTrace", "GetTraceRequest"},
+                                                        {"GetStatus", "GetStatusRequest"}}) {
     cases.push_back({method, type, garbage, wire_format});
     cases.push_back({method, type, truncated, wire_format});
   }

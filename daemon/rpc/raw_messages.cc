@@ -96,9 +96,8 @@ absl::Status ParseRequest(absl::string_view method, const grpc::ByteBuffer& byte
   if (request->ParseFromString(wire)) return absl::OkStatus();
   std::string why = DescribeParseFailure(*request->GetDescriptor(), wire);
   if (why.empty()) why = "its bytes do not match the type's fields";
-  return absl::InvalidArgumentError(absl::StrCat(method, " request: not a valid ",
-                                                 request->GetDescriptor()->full_name(), " (",
-                                                 why, ")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      method, " request: not a valid ", request->GetDescriptor()->full_name(), " (", why, ")"));
 }
 
 grpc::ByteBuffer SerializeReply(const google::protobuf::Message& message) {

@@ -32,8 +32,8 @@ inline grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel,
     start(want);
     void* tag = nullptr;
     bool ok = false;
-    return cq.AsyncNext(&tag, &ok, deadline) == grpc::CompletionQueue::GOT_EVENT &&
-           tag == want && ok;
+    return cq.AsyncNext(&tag, &ok, deadline) == grpc::CompletionQueue::GOT_EVENT && tag == want &&
+           ok;
   };
   grpc::Status status(grpc::StatusCode::DEADLINE_EXCEEDED, "the call did not complete");
   if (step([&](void* tag) { call->StartCall(tag); })) {
@@ -47,7 +47,8 @@ inline grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel,
       std::vector<grpc::Slice> slices;
       std::string data;
       if (reply.Dump(&slices).ok()) {
-        for (const grpc::Slice& s : slices) data.append(reinterpret_cast<const char*>(s.begin()), s.size());
+        for (const grpc::Slice& s : slices)
+          data.append(reinterpret_cast<const char*>(s.begin()), s.size());
       }
       if (replies != nullptr) replies->push_back(std::move(data));
     }
