@@ -1,11 +1,11 @@
 #include "daemon/rpc/raw_messages.h"
 
 #include <cstdint>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 
 namespace gpuctl::daemon {
 namespace {
@@ -78,6 +78,17 @@ std::string Describe(const Descriptor& type, absl::string_view bytes, int depth)
   return "";
 }
 
+// The bytes of `buffer`, in one piece.
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  grpc::ByteBuffer copy(buffer);  // shares the slices
+  grpc::ProtoBufferReader reader(&copy);
+  std::string bytes;
+  const void* data = nullptr;
+  int size = 0;
+  while (reader.Next(&data, &size)) bytes.append(static_cast<const char*>(data), size);
+  return bytes;
+}
+
 }  // namespace
 
 std::string DescribeParseFailure(const Descriptor& type, absl::string_view bytes) {
@@ -86,15 +97,12 @@ std::string DescribeParseFailure(const Descriptor& type, absl::string_view bytes
 
 absl::Status ParseRequest(absl::string_view method, const grpc::ByteBuffer& bytes,
                           google::protobuf::Message* request) {
-  std::vector<grpc::Slice> slices;
-  std::string wire;
-  if (bytes.Dump(&slices).ok()) {
-    for (const grpc::Slice& slice : slices) {
-      wire.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
+  grpc::ByteBuffer copy(bytes);  // shares the slices
+  grpc::ProtoBufferReader reader(&copy);
+  if (reader.status().ok() && request->ParseFromZeroCopyStream(&reader)) {
+    return absl::OkStatus();
   }
-  if (request->ParseFromString(wire)) return absl::OkStatus();
-  std::string why = DescribeParseFailure(*request->GetDescriptor(), wire);
+  std::string why = DescribeParseFailure(*request->GetDescriptor(), Flatten(bytes));
   if (why.empty()) why = "its bytes do not match the type's fields";
   return absl::InvalidArgumentError(absl::StrCat(
       method, " request: not a valid ", request->GetDescriptor()->full_name(), " (", why, ")"));

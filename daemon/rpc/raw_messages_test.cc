@@ -22,8 +22,7 @@ std::string Data(const grpc::ByteBuffer& bytes) {
   std::vector<grpc::Slice> slices;
   EXPECT_TRUE(bytes.Dump(&slices).ok());
   std::string data;
-  for (const grpc::Slice& s : slices)
-    data.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices) data.append(s.begin(), s.end());
   return data;
 }
 

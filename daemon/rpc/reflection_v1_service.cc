@@ -102,17 +102,16 @@ ServerReflectionResponse AnswerReflectionRequest(const ServerReflectionRequest& 
       const auto* extension =
           type == nullptr ? nullptr : pool.FindExtensionByNumber(type, wanted.extension_number());
       AnswerFile(extension == nullptr ? nullptr : extension->file(), "extension",
-                 absl::StrCat(wanted.containing_type(), " ", wanted.extension_number()),
-                 &response);
+                 absl::StrCat(wanted.containing_type(), " ", wanted.extension_number()), &response);
       break;
     }
     case ServerReflectionRequest::kAllExtensionNumbersOfType: {
       const auto* type = pool.FindMessageTypeByName(request.all_extension_numbers_of_type());
       if (type == nullptr) {
-        SetError(grpc::StatusCode::NOT_FOUND,
-                 absl::StrCat("type ", Excerpt(request.all_extension_numbers_of_type()),
-                              " not found"),
-                 &response);
+        SetError(
+            grpc::StatusCode::NOT_FOUND,
+            absl::StrCat("type ", Excerpt(request.all_extension_numbers_of_type()), " not found"),
+            &response);
         break;
       }
       std::vector<const google::protobuf::FieldDescriptor*> extensions;

@@ -70,8 +70,7 @@ class GenericCall {
     std::vector<grpc::Slice> slices;
     if (!buffer.Dump(&slices).ok()) return false;
     std::string bytes;
-    for (const grpc::Slice& s : slices)
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    for (const grpc::Slice& s : slices) bytes.append(s.begin(), s.end());
     fields->Clear();
     return fields->ParseFromString(bytes);
   }
@@ -86,7 +85,8 @@ class GenericCall {
  private:
   template <typename Op>
   bool Await(Op op) {
-    void* want = reinterpret_cast<void*>(++next_tag_);
+    int marker = 0;  // steps run one at a time
+    void* want = &marker;
     op(want);
     void* tag = nullptr;
     bool ok = false;
@@ -100,7 +100,6 @@ class GenericCall {
   grpc::ClientContext ctx_;
   grpc::CompletionQueue cq_;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
-  intptr_t next_tag_ = 0;
   bool started_ = false;
   bool finished_ = false;
 };

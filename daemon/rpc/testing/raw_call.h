@@ -25,10 +25,11 @@ inline grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel,
   grpc::CompletionQueue cq;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call =
       stub.PrepareCall(&context, method, &cq);
-  intptr_t next_tag = 0;
-  // Starts one step and waits for it: whether it succeeded.
+  // Starts one step and waits for it: whether it succeeded. Steps run one
+  // at a time, so a step's own address on the stack tells it apart.
   auto step = [&](auto start) {
-    void* const want = reinterpret_cast<void*>(++next_tag);
+    int marker = 0;
+    void* const want = &marker;
     start(want);
     void* tag = nullptr;
     bool ok = false;
@@ -47,8 +48,7 @@ inline grpc::Status RawCall(const std::shared_ptr<grpc::Channel>& channel,
       std::vector<grpc::Slice> slices;
       std::string data;
       if (reply.Dump(&slices).ok()) {
-        for (const grpc::Slice& s : slices)
-          data.append(reinterpret_cast<const char*>(s.begin()), s.size());
+        for (const grpc::Slice& s : slices) data.append(s.begin(), s.end());
       }
       if (replies != nullptr) replies->push_back(std::move(data));
     }
