@@ -143,6 +143,7 @@ TEST_F(DaemonTest, WithS3RefusesToStartWithoutCredentials) {
 // Runs `args`; its stderr goes to `stderr_path` when one is given.
 pid_t Spawn(const std::vector<std::string>& args, const std::string& stderr_path = "") {
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
