@@ -6,6 +6,7 @@
 #include "absl/random/distributions.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/excerpt.h"
 
 namespace gpuctl {
 namespace {
@@ -75,7 +76,7 @@ int64_t TraceIdUnixMillis(absl::string_view id) {
 
 absl::StatusOr<absl::Time> TraceIdTime(absl::string_view id) {
   if (!IsValidTraceId(id)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", id, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", Excerpt(id), "\""));
   }
   return absl::FromUnixMillis(TraceIdUnixMillis(id));
 }

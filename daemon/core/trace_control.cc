@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/excerpt.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/core/daemon_core_impl.h"
@@ -64,7 +65,7 @@ absl::StatusOr<std::string> DaemonCoreImpl::ChooseTraceId(const v1::TraceRequest
   }
   if (!IsValidTraceId(request.trace_id())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("invalid trace id \"", request.trace_id().substr(0, 64),
+        absl::StrCat("invalid trace id \"", Excerpt(request.trace_id()),
                      "\": expected a lowercase UUIDv7 like 018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b"));
   }
   if (sessions_.contains(request.trace_id()) || recent_set_.contains(request.trace_id())) {

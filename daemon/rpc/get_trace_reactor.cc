@@ -4,6 +4,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/excerpt.h"
+#include "daemon/rpc/raw_messages.h"
 #include "gpuctl/v1/trace_layout.h"
 #include "daemon/rpc/status_util.h"
 
@@ -13,7 +15,7 @@ absl::Status ValidateTraceFileName(absl::string_view name) {
   if (name.empty() || name.size() > 255 || name == "." || name == ".." ||
       (absl::StrContains(name, '/') && !layout::IsManifestName(name)) ||
       absl::StrContains(name, '\0')) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", name, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", Excerpt(name), "\""));
   }
   return absl::OkStatus();
 }
@@ -50,7 +52,8 @@ void GetTraceReactor::Step() {
   if (!s.ok()) {
     Finish(ToGrpcStatus(s));
   } else if (have_chunk) {
-    StartWrite(&chunk_);
+    chunk_bytes_ = SerializeReply(chunk_);
+    StartWrite(&chunk_bytes_);
   } else {
     Finish(grpc::Status::OK);
   }

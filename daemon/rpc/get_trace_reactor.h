@@ -19,13 +19,14 @@ inline constexpr size_t kTraceChunkBytes = 1 << 20;
 
 // One Gpuctl.GetTrace call: streams the requested files of one trace as
 // TraceChunks of at most kTraceChunkBytes, file by file, one write in
-// flight. Store reads run on `io` (they may block: disk, object storage),
+// flight, each serialized (the service's methods are raw: see
+// raw_messages.h). Store reads run on `io` (they may block: disk, object storage),
 // never on gRPC's threads; with a null `io` they run inline.
 //
 // Lifetime: deletes itself in OnDone. Exactly one step (a read task or a
 // write) is outstanding at any time, and Finish is the last thing a step
 // does.
-class GetTraceReactor final : public grpc::ServerWriteReactor<v1::TraceChunk> {
+class GetTraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   GetTraceReactor(TraceStore* store, Executor* io, const v1::GetTraceRequest& request);
 
@@ -54,6 +55,7 @@ class GetTraceReactor final : public grpc::ServerWriteReactor<v1::TraceChunk> {
   uint64_t offset_ = 0;
   bool sent_any_of_current_ = false;
   v1::TraceChunk chunk_;
+  grpc::ByteBuffer chunk_bytes_;
 };
 
 // A stored file name a client may ask for: one path component.

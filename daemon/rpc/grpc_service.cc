@@ -1,6 +1,7 @@
 #include "daemon/rpc/grpc_service.h"
 
 #include "daemon/rpc/get_trace_reactor.h"
+#include "daemon/rpc/raw_messages.h"
 #include "daemon/rpc/status_util.h"
 #include "daemon/rpc/trace_reactor.h"
 
@@ -8,78 +9,107 @@ namespace gpuctl::daemon {
 namespace {
 
 // Ends a server-streaming call at once with `status`.
-template <typename T>
-class RejectedWriteReactor final : public grpc::ServerWriteReactor<T> {
+class RejectedWriteReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   explicit RejectedWriteReactor(const grpc::Status& status) { this->Finish(status); }
   void OnDone() override { delete this; }
 };
 
+// One unary call, its request and response held typed; Reply serializes
+// the response into gRPC's buffer and finishes. Deletes itself in OnDone.
+template <typename Request, typename Response>
+class UnaryCall final : public grpc::ServerUnaryReactor {
+ public:
+  explicit UnaryCall(grpc::ByteBuffer* reply) : reply_(reply) {}
+
+  // Once, from any thread.
+  void Reply(const grpc::Status& status) {
+    if (status.ok()) *reply_ = SerializeReply(response);
+    Finish(status);
+  }
+  void OnDone() override { delete this; }
+
+  Request request;
+  Response response;
+
+ private:
+  grpc::ByteBuffer* const reply_;
+};
+
 }  // namespace
 
-grpc::Status GrpcService::Authenticate(const grpc::CallbackServerContext& context) const {
-  return auth_ == nullptr ? grpc::Status::OK : auth_->Check(context);
+grpc::Status GrpcService::Admit(const grpc::CallbackServerContext& context,
+                                absl::string_view method, const grpc::ByteBuffer& bytes,
+                                google::protobuf::Message* request) const {
+  if (auth_ != nullptr) {
+    if (grpc::Status auth = auth_->Check(context); !auth.ok()) return auth;
+  }
+  return ToGrpcStatus(ParseRequest(method, bytes, request));
 }
 
-grpc::ServerWriteReactor<v1::TraceEvent>* GrpcService::Trace(grpc::CallbackServerContext* context,
-                                                             const v1::TraceRequest* request) {
-  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
-    return new RejectedWriteReactor<v1::TraceEvent>(auth);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::Trace(grpc::CallbackServerContext* context,
+                                                               const grpc::ByteBuffer* bytes) {
+  v1::TraceRequest request;
+  if (grpc::Status admitted = Admit(*context, "Trace", *bytes, &request); !admitted.ok()) {
+    return new RejectedWriteReactor(admitted);
   }
   std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
-  loop_->Post([this, reactor, request = *request] { reactor->StartOnLoop(core_, request); });
+  loop_->Post(
+      [this, reactor, request = std::move(request)] { reactor->StartOnLoop(core_, request); });
   return reactor.get();
 }
 
 grpc::ServerUnaryReactor* GrpcService::ListProcesses(grpc::CallbackServerContext* context,
-                                                     const v1::ListProcessesRequest* request,
-                                                     v1::ListProcessesResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  auto* call = new UnaryCall<v1::ListProcessesRequest, v1::ListProcessesResponse>(response);
+  if (grpc::Status admitted = Admit(*context, "ListProcesses", *request, &call->request);
+      !admitted.ok()) {
+    call->Reply(admitted);
+    return call;
   }
-  // request and response stay valid until Finish.
-  loop_->Post([this, reactor, request, response] {
-    absl::StatusOr<v1::ListProcessesResponse> listed = core_->ListProcesses(*request);
-    if (listed.ok()) *response = std::move(*listed);
-    reactor->Finish(ToGrpcStatus(listed.status()));
+  loop_->Post([this, call] {
+    absl::StatusOr<v1::ListProcessesResponse> listed = core_->ListProcesses(call->request);
+    if (listed.ok()) call->response = std::move(*listed);
+    call->Reply(ToGrpcStatus(listed.status()));
   });
-  return reactor;
+  return call;
 }
 
 grpc::ServerUnaryReactor* GrpcService::GetStatus(grpc::CallbackServerContext* context,
-                                                 const v1::GetStatusRequest* request,
-                                                 v1::GetStatusResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
+                                                 const grpc::ByteBuffer* request,
+                                                 grpc::ByteBuffer* response) {
+  auto* call = new UnaryCall<v1::GetStatusRequest, v1::GetStatusResponse>(response);
+  if (grpc::Status admitted = Admit(*context, "GetStatus", *request, &call->request);
+      !admitted.ok()) {
+    call->Reply(admitted);
+    return call;
   }
-  loop_->Post([this, reactor, response] {
-    *response = core_->GetStatus();
-    reactor->Finish(grpc::Status::OK);
+  loop_->Post([this, call] {
+    call->response = core_->GetStatus();
+    call->Reply(grpc::Status::OK);
   });
-  return reactor;
+  return call;
 }
 
 grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* context,
-                                                  const v1::ListTracesRequest* request,
-                                                  v1::ListTracesResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  auto* call = new UnaryCall<v1::ListTracesRequest, v1::ListTracesResponse>(response);
+  if (grpc::Status admitted = Admit(*context, "ListTraces", *request, &call->request);
+      !admitted.ok()) {
+    call->Reply(admitted);
+    return call;
   }
-  if (request->page_size() < 0 || request->page_size() > 1000) {
-    reactor->Finish(
+  if (call->request.page_size() < 0 || call->request.page_size() > 1000) {
+    call->Reply(
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "page_size must be between 0 and 1000"));
-    return reactor;
+    return call;
   }
-  auto run = [store = store_, reactor, request, response] {
-    absl::StatusOr<v1::ListTracesResponse> listed = store->List(*request);
-    if (listed.ok()) *response = std::move(*listed);
-    reactor->Finish(ToGrpcStatus(listed.status()));
+  auto run = [store = store_, call] {
+    absl::StatusOr<v1::ListTracesResponse> listed = store->List(call->request);
+    if (listed.ok()) call->response = std::move(*listed);
+    call->Reply(ToGrpcStatus(listed.status()));
   };
   // Listing may touch the disk or object storage: not on gRPC's threads.
   if (io_ != nullptr) {
@@ -87,15 +117,16 @@ grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* c
   } else {
     run();
   }
-  return reactor;
+  return call;
 }
 
-grpc::ServerWriteReactor<v1::TraceChunk>* GrpcService::GetTrace(
-    grpc::CallbackServerContext* context, const v1::GetTraceRequest* request) {
-  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
-    return new RejectedWriteReactor<v1::TraceChunk>(auth);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::GetTrace(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
+  v1::GetTraceRequest request;
+  if (grpc::Status admitted = Admit(*context, "GetTrace", *bytes, &request); !admitted.ok()) {
+    return new RejectedWriteReactor(admitted);
   }
-  return new GetTraceReactor(store_, io_, *request);
+  return new GetTraceReactor(store_, io_, request);
 }
 
 }  // namespace gpuctl::daemon

@@ -10,16 +10,26 @@
 
 namespace gpuctl::daemon {
 
+// The generated service with every method taking and giving bytes.
+using RawGpuctlService =
+    v1::Gpuctl::WithRawCallbackMethod_Trace<v1::Gpuctl::WithRawCallbackMethod_ListProcesses<
+        v1::Gpuctl::WithRawCallbackMethod_ListTraces<v1::Gpuctl::WithRawCallbackMethod_GetTrace<
+            v1::Gpuctl::WithRawCallbackMethod_GetStatus<v1::Gpuctl::Service>>>>>;
+
 // The gRPC adapter for gpuctl.v1.Gpuctl (callback API). Calls that touch
 // the core hop onto `loop` and complete from there; ListTraces and GetTrace
 // use the (thread-safe) store directly, GetTrace's reads on `io`.
+//
+// The methods are raw (see raw_messages.h): each parses its request
+// itself, answering INVALID_ARGUMENT to bytes that are not one, and runs
+// on the typed messages from there.
 //
 // Every pointer must outlive the grpc::Server this service is registered
 // with, and `loop` must keep running until that server's Shutdown()
 // returns: in-flight calls complete through it. The core is read only on
 // the loop thread, so it may be set (set_core) after the server started,
 // as long as that happens before the loop runs.
-class GrpcService final : public v1::Gpuctl::CallbackService {
+class GrpcService final : public RawGpuctlService {
  public:
   GrpcService(DaemonCore* core, TaskRunner* loop, TraceStore* store, Executor* io)
       : core_(core), loop_(loop), store_(store), io_(io) {}
@@ -28,22 +38,24 @@ class GrpcService final : public v1::Gpuctl::CallbackService {
   // before it starts.
   void set_auth(const BearerTokenAuth* auth) { auth_ = auth; }
 
-  grpc::ServerWriteReactor<v1::TraceEvent>* Trace(grpc::CallbackServerContext* context,
-                                                  const v1::TraceRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Trace(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* ListProcesses(grpc::CallbackServerContext* context,
-                                          const v1::ListProcessesRequest* request,
-                                          v1::ListProcessesResponse* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTraces(grpc::CallbackServerContext* context,
-                                       const v1::ListTracesRequest* request,
-                                       v1::ListTracesResponse* response) override;
-  grpc::ServerWriteReactor<v1::TraceChunk>* GetTrace(grpc::CallbackServerContext* context,
-                                                     const v1::GetTraceRequest* request) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* GetTrace(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
-                                      const v1::GetStatusRequest* request,
-                                      v1::GetStatusResponse* response) override;
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
 
  private:
-  grpc::Status Authenticate(const grpc::CallbackServerContext& context) const;
+  // The bearer token's check, then the request's parse.
+  grpc::Status Admit(const grpc::CallbackServerContext& context, absl::string_view method,
+                     const grpc::ByteBuffer& bytes, google::protobuf::Message* request) const;
 
   DaemonCore* core_;
   TaskRunner* const loop_;

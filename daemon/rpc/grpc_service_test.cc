@@ -11,6 +11,7 @@
 #include "daemon/core/testing/mock_daemon_core.h"
 #include "daemon/rpc/get_trace_reactor.h"
 #include "daemon/rpc/testing/in_memory_trace_store.h"
+#include "daemon/rpc/testing/raw_call.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -20,6 +21,7 @@ namespace {
 
 using ::testing::_;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::Property;
 
 constexpr absl::Duration kWait = absl::Seconds(30);
@@ -242,6 +244,94 @@ TEST_F(GrpcServiceTest, ListTracesReturnsTheStoreAnswerOrItsMappedError) {
   too_big.set_page_size(5000);
   EXPECT_EQ(stub_->ListTraces(WithDeadline(&ctx3), too_big, &response).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Bytes that are not the method's request type, sent as they are: each
+// gets INVALID_ARGUMENT naming the method and the type, and the core is
+// never asked (StrictMock).
+TEST_F(GrpcServiceTest, RequestsThatDoNotParseGetInvalidArgumentNamingTheType) {
+  struct Case {
+    std::string method;
+    std::string type;
+    std::string bytes;
+    std::string why;
+  };
+  // An 11-byte varint: no tag is that long.
+  const std::string garbage(11, '\xff');
+  // Field 1, 16 bytes long, of which 3 arrived.
+  const std::string truncated(
+      "\x0a\x10"
+      "abc",
+      5);
+  const std::string wire_format = "not protobuf wire format";
+  std::vector<Case> cases;
+  for (const auto& [method, type] :
+       std::vector<std::pair<std::string, std::string>>{{"Trace", "TraceRequest"},
+                                                        {"ListProcesses", "ListProcessesRequest"},
+                                                        {"ListTraces", "ListTracesRequest"},
+                                                        {"GetTrace", "GetTraceRequest"},
+                                                        {"GetStatus", "GetStatusRequest"}}) {
+    cases.push_back({method, type, garbage, wire_format});
+    cases.push_back({method, type, truncated, wire_format});
+  }
+  // A string field holding the byte 0xff, at the top or nested.
+  cases.push_back({"Trace", "TraceRequest", std::string("\x1a\x01\xff", 3),
+                   "field trace_id is not valid UTF-8"});
+  cases.push_back({"ListProcesses", "ListProcessesRequest", std::string("\x0a\x03\x0a\x01\xff", 5),
+                   "field selector: field job_id is not valid UTF-8"});
+  cases.push_back({"ListTraces", "ListTracesRequest", std::string("\x12\x01\xff", 3),
+                   "field page_token is not valid UTF-8"});
+  cases.push_back({"GetTrace", "GetTraceRequest", std::string("\x0a\x01\xff", 3),
+                   "field trace_id is not valid UTF-8"});
+  cases.push_back({"GetTrace", "GetTraceRequest", std::string("\x0a\x01t\x12\x02\xc3\x28", 7),
+                   "field files is not valid UTF-8"});
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
+  for (const Case& c : cases) {
+    grpc::Status status = testing::RawCall(channel, "/gpuctl.v1.Gpuctl/" + c.method, c.bytes);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.method << ": " << status.error_code() << " " << status.error_message();
+    EXPECT_THAT(status.error_message(),
+                HasSubstr(absl::StrCat(c.method, " request: not a valid gpuctl.v1.", c.type)));
+    EXPECT_THAT(status.error_message(), HasSubstr(c.why)) << c.method;
+  }
+}
+
+TEST_F(GrpcServiceTest, RawMethodsStillAnswerWellFormedRequests) {
+  EXPECT_CALL(core_, GetStatus()).WillOnce([] {
+    v1::GetStatusResponse response;
+    response.set_host("h1");
+    return response;
+  });
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port_), grpc::InsecureChannelCredentials());
+  std::vector<std::string> replies;
+  grpc::Status status = testing::RawCall(channel, "/gpuctl.v1.Gpuctl/GetStatus", "", &replies);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(replies.size(), 1u);
+  v1::GetStatusResponse response;
+  ASSERT_TRUE(response.ParseFromString(replies[0]));
+  EXPECT_EQ(response.host(), "h1");
+}
+
+// A 10 KiB trace id or file name is quoted as an excerpt; whatever the
+// store says, the message a client gets stays under 1 KiB.
+TEST_F(GrpcServiceTest, MessagesQuoteBoundedExcerptsOfWhatTheyReject) {
+  const std::string huge(10 << 10, 'a');
+  for (const bool as_file : {false, true}) {
+    v1::GetTraceRequest request;
+    request.set_trace_id(as_file ? "t-2" : huge);
+    if (as_file) request.add_files(huge);
+    grpc::ClientContext ctx;
+    auto reader = stub_->GetTrace(WithDeadline(&ctx), request);
+    v1::TraceChunk chunk;
+    while (reader->Read(&chunk)) {
+    }
+    grpc::Status status = reader->Finish();
+    EXPECT_FALSE(status.ok());
+    EXPECT_LT(status.error_message().size(), 1024u) << (as_file ? "file" : "trace id");
+    EXPECT_THAT(status.error_message(), HasSubstr("aaa")) << "the excerpt is quoted";
+  }
 }
 
 class GetTraceTest : public GrpcServiceTest {

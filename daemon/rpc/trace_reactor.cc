@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "daemon/common/log.h"
+#include "daemon/rpc/raw_messages.h"
 #include "daemon/rpc/status_util.h"
 
 namespace gpuctl::daemon {
@@ -49,14 +50,14 @@ void TraceReactor::OnDone(const absl::Status& status) {
 }
 
 void TraceReactor::Pump() {
-  const v1::TraceEvent* to_write = nullptr;
+  const grpc::ByteBuffer* to_write = nullptr;
   bool more_queued = false;
   std::optional<grpc::Status> to_finish;
   {
     absl::MutexLock lock(&mu_);
     if (finished_ || write_in_flight_) return;
     if (!queue_.empty() && !stream_broken_) {
-      in_flight_ = std::move(queue_.front());
+      in_flight_ = SerializeReply(queue_.front());
       queue_.pop_front();
       write_in_flight_ = true;
       to_write = &in_flight_;

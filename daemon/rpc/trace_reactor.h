@@ -16,7 +16,8 @@
 namespace gpuctl::daemon {
 
 // One Gpuctl.Trace call: the core's TraceObserver on one side, a gRPC
-// server-streaming reactor on the other.
+// server-streaming reactor on the other, writing each event serialized
+// (the service's methods are raw: see raw_messages.h).
 //
 // Lifetime: owned by shared_ptrs, one held by the reactor itself until
 // gRPC's OnDone, one by the core until it calls TraceObserver::OnDone; it
@@ -27,7 +28,7 @@ namespace gpuctl::daemon {
 //
 // Threading: observer methods run on the loop thread; reactions on gRPC
 // threads; shared state is under mu_.
-class TraceReactor final : public grpc::ServerWriteReactor<v1::TraceEvent>,
+class TraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                            public TraceObserver,
                            public std::enable_shared_from_this<TraceReactor> {
  public:
@@ -59,7 +60,7 @@ class TraceReactor final : public grpc::ServerWriteReactor<v1::TraceEvent>,
 
   absl::Mutex mu_;
   std::deque<v1::TraceEvent> queue_ ABSL_GUARDED_BY(mu_);
-  v1::TraceEvent in_flight_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -12,8 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/rpc/testing/raw_call.h"
 #include "daemon/runtime/daemon_main.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -66,8 +70,7 @@ class GenericCall {
     std::vector<grpc::Slice> slices;
     if (!buffer.Dump(&slices).ok()) return false;
     std::string bytes;
-    for (const grpc::Slice& s : slices)
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    for (const grpc::Slice& s : slices) bytes.append(s.begin(), s.end());
     fields->Clear();
     return fields->ParseFromString(bytes);
   }
@@ -82,7 +85,8 @@ class GenericCall {
  private:
   template <typename Op>
   bool Await(Op op) {
-    void* want = reinterpret_cast<void*>(++next_tag_);
+    int marker = 0;  // steps run one at a time
+    void* want = &marker;
     op(want);
     void* tag = nullptr;
     bool ok = false;
@@ -96,7 +100,6 @@ class GenericCall {
   grpc::ClientContext ctx_;
   grpc::CompletionQueue cq_;
   std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
-  intptr_t next_tag_ = 0;
   bool started_ = false;
   bool finished_ = false;
 };
@@ -205,7 +208,91 @@ TEST_F(DaemonHealthTest, ReflectionListsTheServices) {
   EXPECT_TRUE(services.count("gpuctl.v1.Gpuctl")) << services.size() << " services";
   EXPECT_TRUE(services.count("grpc.health.v1.Health"));
   EXPECT_TRUE(services.count("grpc.reflection.v1alpha.ServerReflection"));
+  EXPECT_TRUE(services.count("grpc.reflection.v1.ServerReflection"));
   EXPECT_TRUE(call.Finish().ok());
+}
+
+TEST_F(DaemonHealthTest, ReflectionV1ListsTheServicesAndDescribesGpuctl) {
+  namespace reflection = grpc::reflection::v1;
+  auto stub = reflection::ServerReflection::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = stub->ServerReflectionInfo(&context);
+  reflection::ServerReflectionRequest request;
+  request.set_list_services("");
+  ASSERT_TRUE(stream->Write(request));
+  reflection::ServerReflectionResponse response;
+  ASSERT_TRUE(stream->Read(&response));
+  std::set<std::string> services;
+  for (const auto& service : response.list_services_response().service()) {
+    services.insert(service.name());
+  }
+  EXPECT_TRUE(services.count("gpuctl.v1.Gpuctl")) << services.size() << " services";
+  EXPECT_TRUE(services.count("grpc.health.v1.Health"));
+  EXPECT_TRUE(services.count("grpc.reflection.v1.ServerReflection"));
+
+  // The file declaring a method, with the files it imports.
+  request.set_file_containing_symbol("gpuctl.v1.Gpuctl.GetTrace");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  std::set<std::string> files;
+  for (const std::string& bytes : response.file_descriptor_response().file_descriptor_proto()) {
+    google::protobuf::FileDescriptorProto file;
+    ASSERT_TRUE(file.ParseFromString(bytes));
+    files.insert(file.name());
+  }
+  EXPECT_TRUE(files.count("gpuctl/v1/service.proto")) << files.size() << " files";
+  EXPECT_TRUE(files.count("google/protobuf/duration.proto"));
+
+  request.set_file_containing_symbol("no.such.Symbol");
+  ASSERT_TRUE(stream->Write(request));
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.error_response().error_code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  ASSERT_TRUE(stream->WritesDone());
+  EXPECT_FALSE(stream->Read(&response));
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// Through the daemon's own store and core: bytes that are not a request,
+// and a 10 KiB trace id, each get INVALID_ARGUMENT with a short message.
+TEST_F(DaemonHealthTest, BadRequestsGetInvalidArgumentWithBoundedMessages) {
+  grpc::Status garbage =
+      testing::RawCall(channel_, "/gpuctl.v1.Gpuctl/GetTrace", std::string(11, '\xff'));
+  EXPECT_EQ(garbage.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << garbage.error_message();
+  EXPECT_THAT(garbage.error_message(),
+              ::testing::HasSubstr("GetTrace request: not a valid gpuctl.v1.GetTraceRequest"));
+
+  const std::string huge_id(10 << 10, '0');
+  auto stub = v1::Gpuctl::NewStub(channel_);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::GetTraceRequest request;
+    request.set_trace_id(huge_id);
+    auto reader = stub->GetTrace(&context, request);
+    v1::TraceChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_LT(status.error_message().size(), 1024u);
+    EXPECT_THAT(status.error_message(), ::testing::HasSubstr("invalid trace id \"000"));
+  }
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::TraceRequest request;
+    request.set_trace_id(huge_id);
+    request.mutable_duration()->set_seconds(1);
+    request.mutable_selector()->set_job_id("j");
+    auto reader = stub->Trace(&context, request);
+    v1::TraceEvent event;
+    while (reader->Read(&event)) {
+    }
+    grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_LT(status.error_message().size(), 1024u);
+    EXPECT_THAT(status.error_message(), ::testing::HasSubstr("invalid trace id \"000"));
+  }
 }
 
 }  // namespace

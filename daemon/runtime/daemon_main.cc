@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/common/log.h"
 #include "daemon/common/posix_file.h"
 #include "daemon/rpc/transport_security.h"
+#include "daemon/runtime/protobuf_log.h"
 #include "daemon/store/local_store.h"
 
 #ifdef GPUCTL_HAVE_GRPC_REFLECTION
@@ -206,6 +209,15 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
   int port = 0;
   builder.AddListeningPort(options.listen_address, *credentials, &port);
   builder.RegisterService(service_.get());
+  reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
+      kGpuctlServiceName,
+      "grpc.health.v1.Health",
+      kReflectionV1ServiceName,
+#ifdef GPUCTL_HAVE_GRPC_REFLECTION
+      "grpc.reflection.v1alpha.ServerReflection",
+#endif
+  });
+  builder.RegisterService(reflection_v1_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", options.listen_address,
@@ -256,6 +268,7 @@ void Daemon::Shutdown() {
   if (worker_ != nullptr) worker_->Shutdown();
   grpc_server_.reset();
   service_.reset();
+  reflection_v1_.reset();
   core_.reset();
   ipc_.reset();
   s3_store_ = nullptr;
@@ -268,6 +281,7 @@ void Daemon::Shutdown() {
 Daemon::~Daemon() { Shutdown(); }
 
 int RunDaemon(int argc, char** argv) {
+  RouteProtobufLogs();
   ParsedFlags flags =
       ParseDaemonFlags(argc, argv, std::getenv("GPUCTL_SOCKET"), std::cout, std::cerr);
   if (!flags.options.has_value()) return flags.exit_code;

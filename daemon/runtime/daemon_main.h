@@ -13,6 +13,7 @@
 #include "daemon/core/daemon_core.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/rpc/grpc_service.h"
+#include "daemon/rpc/reflection_v1_service.h"
 #include "daemon/s3/s3_trace_store.h"
 #include "daemon/store/trace_store.h"
 #include "grpcpp/grpcpp.h"
@@ -23,8 +24,8 @@ namespace gpuctl::daemon {
 // server and the gRPC server, wired together. Start() returns once both
 // servers accept connections (and the ready file, if any, is written).
 // The gRPC server also serves grpc.health.v1.Health (SERVING from then
-// until Shutdown begins, NOT_SERVING before and after) and, where gRPC's
-// reflection library is available, server reflection.
+// until Shutdown begins, NOT_SERVING before and after), server reflection
+// v1 and, where gRPC's reflection library is available, v1alpha.
 class Daemon {
  public:
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options);
@@ -60,6 +61,7 @@ class Daemon {
   std::unique_ptr<IpcServer> ipc_;
   std::unique_ptr<DaemonCore> core_;
   std::unique_ptr<GrpcService> service_;
+  std::unique_ptr<ReflectionV1Service> reflection_v1_;
   // Set with --auth-token-file; outlives grpc_server_.
   std::unique_ptr<BearerTokenAuth> auth_;
   std::unique_ptr<grpc::Server> grpc_server_;

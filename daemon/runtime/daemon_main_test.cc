@@ -1,5 +1,6 @@
 #include "daemon/runtime/daemon_main.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "daemon/ipc/testing/ipc_test_client.h"
+#include "daemon/rpc/testing/raw_call.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -138,13 +140,22 @@ TEST_F(DaemonTest, WithS3RefusesToStartWithoutCredentials) {
   EXPECT_FALSE(std::filesystem::exists(options_.socket_path));
 }
 
-pid_t Spawn(const std::vector<std::string>& args) {
+// Runs `args`; its stderr goes to `stderr_path` when one is given.
+pid_t Spawn(const std::vector<std::string>& args, const std::string& stderr_path = "") {
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!stderr_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  }
   pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  return pid;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : -1;
 }
 
 int WaitExit(pid_t pid) {
@@ -169,6 +180,34 @@ TEST_F(DaemonTest, BinaryWritesReadyFileAndStopsOnSigterm) {
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(pid), 0);
   EXPECT_TRUE(client->WaitForClose());
+}
+
+// A request whose string field is not UTF-8: the client hears what is
+// wrong, and libprotobuf's complaint reaches the log as a structured line.
+TEST_F(DaemonTest, BinaryAnswersUnparsableRequestsAndLogsNoUnstructuredLine) {
+  const std::string log = dir_ + "/gpuctld.log";
+  pid_t pid = Spawn({GPUCTLD_PATH, "--listen", "127.0.0.1:0", "--socket", options_.socket_path,
+                     "--store", options_.store_dir, "--ready-file", options_.ready_file},
+                    log);
+  ASSERT_GT(pid, 0);
+  absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!std::filesystem::exists(options_.ready_file) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(std::filesystem::exists(options_.ready_file));
+  grpc::Status status = testing::RawCall(
+      grpc::CreateChannel(ReadFile(options_.ready_file), grpc::InsecureChannelCredentials()),
+      "/gpuctl.v1.Gpuctl/GetTrace", std::string("\x0a\x01\xff", 3));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_EQ(status.error_message(),
+            "GetTrace request: not a valid gpuctl.v1.GetTraceRequest (field trace_id is not "
+            "valid UTF-8)");
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(pid), 0);
+  const std::string written = ReadFile(log);
+  EXPECT_THAT(written, ::testing::Not(::testing::HasSubstr("[libprotobuf")));
+  EXPECT_THAT(written, ::testing::HasSubstr("msg=\"libprotobuf\""));
+  EXPECT_THAT(written, ::testing::HasSubstr("invalid UTF-8"));
 }
 
 TEST_F(DaemonTest, BinaryExitsWithTwoOnBadFlags) {

@@ -14,6 +14,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/common/excerpt.h"
 #include "daemon/common/log.h"
 #include "daemon/common/posix_file.h"
 #include "daemon/common/trace_id.h"
@@ -34,7 +35,7 @@ constexpr size_t kMaxManifestBytes = 16 << 20;
 
 absl::Status CheckTraceId(absl::string_view trace_id) {
   if (!IsValidTraceId(trace_id)) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", trace_id, "\""));
+    return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", Excerpt(trace_id), "\""));
   }
   return absl::OkStatus();
 }
@@ -42,8 +43,7 @@ absl::Status CheckTraceId(absl::string_view trace_id) {
 absl::Status CheckIds(absl::string_view trace_id, absl::string_view name) {
   if (auto st = CheckTraceId(trace_id); !st.ok()) return st;
   if (!layout::IsTraceFilePath(name)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("invalid file name \"", name.substr(0, 256), "\""));
+    return absl::InvalidArgumentError(absl::StrCat("invalid file name \"", Excerpt(name), "\""));
   }
   return absl::OkStatus();
 }
@@ -305,7 +305,7 @@ absl::Status LocalTraceStore::PutFile(absl::string_view trace_id, absl::string_v
   if (layout::IsManifestName(name) || name == layout::kMetadataDir ||
       !IsValidStoreFileName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "\"", name.substr(0, 256), "\" is a manifest's name: PutManifest writes manifests"));
+        "\"", Excerpt(name), "\" is a manifest's name: PutManifest writes manifests"));
   }
   index_->PinForWrite(trace_id);
   absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
