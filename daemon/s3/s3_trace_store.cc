@@ -21,10 +21,8 @@ namespace {
 constexpr absl::Duration kUploadStopGrace = absl::Seconds(2);
 // Bytes fetched per ranged GET: fewer round trips than one per Read call.
 constexpr uint64_t kRemoteReadAhead = 8 * kMiB;
-// The legacy layout's one manifest per trace, as this abseil's string_view
-// (not std::string_view, which trace_layout.h speaks).
-constexpr absl::string_view kLegacyManifestName(layout::kLegacyManifestName.data(),
-                                                layout::kLegacyManifestName.size());
+// The legacy layout's one manifest per trace.
+constexpr absl::string_view kLegacyManifestName = layout::kLegacyManifestName;
 
 // Reads one object of the bucket in ranged GETs, keeping the trace pinned.
 class RemoteFileReader final : public daemon::TraceFileReader {
@@ -185,7 +183,7 @@ absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::Open(
   absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> local = spool_->Open(trace_id, name);
   if (local.ok()) return local;
   // A spool of the other layout does not know the manifest's name at all.
-  const bool manifest = layout::IsManifestName(std::string_view(name.data(), name.size()));
+  const bool manifest = layout::IsManifestName(name);
   if (!absl::IsNotFound(local.status()) && !(manifest && absl::IsInvalidArgument(local.status()))) {
     return local;
   }

@@ -49,7 +49,7 @@ void CheckFileName(absl::string_view name) {
     std::abort();
   }
   const bool manifest_path =
-      !gpuctl::layout::ManifestPathHost(std::string_view(name.data(), name.size())).empty();
+      !gpuctl::layout::ManifestPathHost(name).empty();
   if (manifest_path) {
     // "_gpuctl/" and a valid file name ending in ".json", nothing else.
     const absl::string_view file = name.substr(name.find('/') + 1);

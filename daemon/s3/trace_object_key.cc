@@ -18,11 +18,7 @@ std::string DayPath(absl::CivilDay day) {
   return absl::StrFormat("%04d/%02d/%02d", day.year(), day.month(), day.day());
 }
 
-// The layout's functions take std::string_view, which this abseil's
-// string_view is not.
-bool IsTraceFile(absl::string_view file) {
-  return layout::IsTraceFilePath(std::string_view(file.data(), file.size()));
-}
+bool IsTraceFile(absl::string_view file) { return layout::IsTraceFilePath(file); }
 
 absl::CivilDay TraceDay(absl::string_view trace_id) {
   return absl::ToCivilDay(absl::FromUnixMillis(TraceIdUnixMillis(trace_id)), absl::UTCTimeZone());
