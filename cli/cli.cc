@@ -103,6 +103,7 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   ps->add_flag("--json", f.ps.json, "Print one machine-readable JSON document");
   ps->add_flag("--all", f.ps.all,
                "Also list the processes gpuctld refused lately (uid not allowed, bad Hello...)");
+  ps->add_flag("--wide", f.ps.wide, "Show whole command lines (still redacted)");
   ps->callback([&p, &env] {
     PsOptions options =
         OrUsageError(ValidatePsFlags(p.flags.ps, p.flags.fleet, p.flags.selector, env.env_host));

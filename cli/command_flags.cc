@@ -260,6 +260,7 @@ absl::StatusOr<PsOptions> ValidatePsFlags(const PsFlags& ps, const FleetFlags& f
   options.selector = *std::move(selector);
   options.json = ps.json;
   options.include_rejected = ps.all;
+  options.wide = ps.wide;
   return options;
 }
 

@@ -50,6 +50,7 @@ struct TraceFlags {
 struct PsFlags {
   bool json = false;
   bool all = false;  // --all: also the refused attachments
+  bool wide = false;  // --wide: whole command lines
 };
 
 void AddFleetFlags(CLI::App* command, FleetFlags& flags);

@@ -1,6 +1,7 @@
 #include "cli/format.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -93,9 +94,16 @@ std::string Shorten(std::string text, size_t max_chars) {
 
 std::string CommandText(const google::protobuf::RepeatedPtrField<std::string>& argv,
                         size_t max_chars) {
-  std::string joined = Printable(absl::StrJoin(argv, " "));
+  std::vector<absl::string_view> words(argv.begin(), argv.end());
+  if (!words.empty()) {
+    const size_t slash = words[0].rfind('/');
+    if (slash != absl::string_view::npos && slash + 1 < words[0].size()) {
+      words[0].remove_prefix(slash + 1);
+    }
+  }
+  std::string joined = Printable(absl::StrJoin(words, " "));
   if (joined.empty()) return "-";
-  return Shorten(std::move(joined), max_chars);
+  return max_chars == 0 ? joined : Shorten(std::move(joined), max_chars);
 }
 
 std::string RoleWord(v1::ProcessRole role) {

@@ -27,9 +27,11 @@ std::string CaptureStateWord(v1::CaptureState state);
 // "-" for the -1 the API uses for an unknown rank or size.
 std::string RankText(int32_t rank);
 
-// The command line joined with spaces, cut to at most `max_chars` with a
-// trailing "..." when longer; control characters are replaced by '?' so a
-// hostile argv cannot drive the terminal.
+// The command line joined with spaces, the program shown by its file name
+// ("/opt/conda/envs/x/bin/python3 train.py" is "python3 train.py", so the
+// script tells ranks apart), cut to at most `max_chars` with a trailing
+// "..." when longer (0: never cut); control characters are replaced by '?'
+// so a hostile argv cannot drive the terminal.
 std::string CommandText(const google::protobuf::RepeatedPtrField<std::string>& argv,
                         size_t max_chars);
 

@@ -40,6 +40,22 @@ TEST(CliCommandTextTest, TruncatesAndSanitizes) {
   EXPECT_EQ(CommandText(argv, 100), "python train.py ?]0;pwned?");
 }
 
+TEST(CliCommandTextTest, ShowsTheProgramByNameSoTheScriptFitsAndWideShowsAll) {
+  google::protobuf::RepeatedPtrField<std::string> argv;
+  *argv.Add() = "/home/u/.pyenv/versions/3.11.9/envs/train-env/bin/python3";
+  *argv.Add() = "train.py";
+  *argv.Add() = "--lr";
+  *argv.Add() = "3e-4";
+  EXPECT_EQ(CommandText(argv, 40), "python3 train.py --lr 3e-4");
+  EXPECT_EQ(CommandText(argv, 12), "python3 t...");
+  *argv.Add() = std::string(100, 'x');
+  EXPECT_EQ(CommandText(argv, 0).size(), std::string("python3 train.py --lr 3e-4 ").size() + 100);
+  // A trailing slash keeps the path: there is no name to show.
+  google::protobuf::RepeatedPtrField<std::string> dir;
+  *dir.Add() = "/odd/";
+  EXPECT_EQ(CommandText(dir, 40), "/odd/");
+}
+
 TEST(CliTimestampTextTest, Formats) {
   google::protobuf::Timestamp ts;
   EXPECT_EQ(TimestampText(ts, absl::UTCTimeZone()), "-");

@@ -30,7 +30,7 @@ std::string StepText(const v1::ProcessInfo& p) {
   return p.has_current_step() ? absl::StrCat(p.current_step()) : "-";
 }
 
-void PrintTable(const std::vector<HostProcesses>& answers, std::ostream& out) {
+void PrintTable(const std::vector<HostProcesses>& answers, bool wide, std::ostream& out) {
   Table table({"HOST", "PID", "RANK", "ROLE", "STEP", "JOB", "STATE", "LABELS", "COMMAND"},
               {false, true, true, false, true, false, false, false, false});
   for (const HostProcesses& answer : answers) {
@@ -45,7 +45,7 @@ void PrintTable(const std::vector<HostProcesses>& answers, std::ostream& out) {
       table.AddRow({answer.target, absl::StrCat(p->pid()), RankText(p->rank()), RoleWord(p->role()),
                     StepText(*p), p->job_id().empty() ? "-" : Printable(p->job_id()),
                     CaptureStateWord(p->capture_state()), LabelsText(p->labels()),
-                    CommandText(p->cmdline(), kCommandColumnChars)});
+                    CommandText(p->cmdline(), wide ? 0 : kCommandColumnChars)});
     }
   }
   table.Render(out);
@@ -125,11 +125,11 @@ int RunPs(const PsOptions& options, const CliEnv& env) {
     return FleetExitCode(statuses, answered);
   }
   if (options.include_rejected && RejectedCount(answers) > 0) {
-    if (rows > 0) PrintTable(answers, *env.out);
+    if (rows > 0) PrintTable(answers, options.wide, *env.out);
     *env.out << (rows > 0 ? "\n" : "") << "Refused lately:\n";
     PrintRejected(answers, env.time_zone, *env.out);
   } else if (rows > 0) {
-    PrintTable(answers, *env.out);
+    PrintTable(answers, options.wide, *env.out);
   }
   if (rows == 0 && std::count(answered.begin(), answered.end(), true) > 0) {
     std::string where = answers.size() == 1

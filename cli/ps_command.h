@@ -20,6 +20,8 @@ struct PsOptions {
   // Also the attachments each daemon refused lately (ListProcesses
   // include_rejected).
   bool include_rejected = false;
+  // COMMAND uncut.
+  bool wide = false;
 };
 
 // `gpuctl ps`: ListProcesses on every host (concurrently, at most
