@@ -109,6 +109,7 @@ void Agent::Run() {
   try {
     while (!stop_.load(std::memory_order_acquire)) {
       if (!conn_.is_open() && !Connect()) {
+        OnAttachFailed();
         Sleep(RetryDelayMs());
         continue;
       }
@@ -148,6 +149,7 @@ void Agent::Run() {
 bool Agent::Connect() {
   std::string error;
   {
+    Debug("connecting to " + options_.socket_path);
     MutexLock lock(&fd_mu_);
     if (!conn_.Connect(options_.socket_path, &error)) {
       SetLastError(error);
@@ -167,7 +169,32 @@ bool Agent::Connect() {
   }
   awaiting_ack_ = true;
   ack_deadline_ns_ = clock_->MonotonicNs() + int64_t{options_.hello_timeout_ms} * 1'000'000;
+  Debug(std::string("Hello sent") + (sent_step_page_ ? " with the step counter page" : ""));
   return true;
+}
+
+void Agent::OnAttachFailed() {
+  const std::string error = last_error();
+  Debug("attach failed: " + error);
+  const int64_t now = clock_->MonotonicNs();
+  if (failing_since_ns_ < 0) failing_since_ns_ = now;
+  if (unreachable_reported_ || options_.quiet || refused_) return;
+  const int64_t failing_ms = (now - failing_since_ns_) / 1'000'000;
+  if (failing_ms < options_.unreachable_report_after_ms) return;
+  unreachable_reported_ = true;
+  Report("cannot attach to gpuctld at " + options_.socket_path + ": " + error.substr(0, 512) +
+         " (for " + std::to_string(failing_ms / 1000) +
+         "s); profiling starts once it is reachable. GPUCTL_SOCKET names the socket, "
+         "GPUCTL_QUIET=1 silences this");
+}
+
+void Agent::Report(const std::string& text) {
+  if (options_.report) {
+    options_.report(text);
+    return;
+  }
+  const std::string line = "gpuctl: " + text + "\n";
+  (void)!write(STDERR_FILENO, line.data(), line.size());
 }
 
 std::string Agent::last_error() const {
@@ -181,6 +208,7 @@ void Agent::SetLastError(const std::string& error) {
 }
 
 void Agent::Disconnect(const std::string& why) {
+  Debug("disconnected: " + why);
   SetLastError(why);
   session_.Abort();
   connected_.store(false, std::memory_order_release);
@@ -258,6 +286,8 @@ bool Agent::HandleMessage(const wire::DaemonMessage& message) {
     session_.set_max_payload_bytes(ack->max_payload_bytes);
     backoff_.Reset();
     refused_ = false;
+    failing_since_ns_ = -1;
+    Debug("attached (HelloAck)");
     handshakes_.fetch_add(1, std::memory_order_acq_rel);
     omit_step_page_ = false;
     connected_.store(true, std::memory_order_release);
@@ -291,12 +321,7 @@ void Agent::OnRejected(const wire::HelloRejected& rejected) {
   Disconnect(text);
   if (text != last_reported_) {
     last_reported_ = text;
-    if (options_.report) {
-      options_.report(text);
-    } else {
-      const std::string line = "gpuctl: " + text + "\n";
-      (void)!write(STDERR_FILENO, line.data(), line.size());
-    }
+    Report(text);
   }
   // Last: whoever sees the count sees the report and last_error() too.
   rejections_.fetch_add(1, std::memory_order_acq_rel);

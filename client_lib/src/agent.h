@@ -18,6 +18,13 @@
 // retried only every backoff_max_ms, the refusal being unlikely to change
 // soon; the application is never disturbed.
 //
+// A process that cannot reach the daemon at all (a wrong GPUCTL_SOCKET, a
+// socket whose mode refuses its uid, no daemon) says so once, with the
+// socket's path and the error, after failing to attach for
+// unreachable_report_after_ms: short-lived processes (what a preloaded
+// shell spawns) never print it, and GPUCTL_QUIET=1 silences it. With
+// GPUCTL_DEBUG=1 every attach step is reported.
+//
 // Threads: Start/RequestStop/Join/WaitStopped are called by the owner
 // (Runtime) under its lock; OnStepMarked by application threads (under the
 // owner's lock, so never during those); connected() from anywhere;
@@ -60,6 +67,11 @@ struct AgentOptions {
   // Where a refusal by the daemon (HelloRejected) is reported, once per
   // distinct message, on the agent thread; null: one line on stderr.
   std::function<void(const std::string&)> report;
+  // How long attaching must have failed before the process says it cannot
+  // reach the daemon (once per process).
+  int64_t unreachable_report_after_ms = 10'000;
+  bool quiet = false;  // GPUCTL_QUIET=1: no unreachable report
+  bool debug = false;  // GPUCTL_DEBUG=1: report every attach step
 };
 
 class Agent final : private CaptureOutput {
@@ -116,6 +128,13 @@ class Agent final : private CaptureOutput {
   bool HandleMessage(const wire::DaemonMessage& message);
   // Reports a refusal (once per message) and disconnects.
   void OnRejected(const wire::HelloRejected& rejected);
+  // After a failed connection attempt: the unreachable report, when due.
+  void OnAttachFailed();
+  // One line to options_.report, or "gpuctl: <text>" on stderr.
+  void Report(const std::string& text);
+  void Debug(const std::string& text) {
+    if (options_.debug) Report("debug: " + text);
+  }
   // The wait before the next connection attempt.
   int64_t RetryDelayMs();
   // Nanoseconds until a timer is due; -1: none.
@@ -141,6 +160,8 @@ class Agent final : private CaptureOutput {
   int64_t ack_deadline_ns_ = 0;  // monotonic
   bool refused_ = false;         // the last Hello was refused
   std::string last_reported_;    // the last refusal reported
+  int64_t failing_since_ns_ = -1;  // monotonic; -1: attached, or not tried yet
+  bool unreachable_reported_ = false;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -72,6 +72,9 @@ class AgentTest : public ::testing::Test {
     options.backoff_initial_ms = 5;
     options.backoff_max_ms = 100;
     options.report = report_;
+    options.unreachable_report_after_ms = unreachable_report_after_ms_;
+    options.quiet = quiet_;
+    options.debug = debug_;
     EnvLookup env = [](const char* name) -> std::optional<std::string> {
       static const std::map<std::string, std::string> kEnv = {{"SLURM_JOB_ID", "slurm-9"},
                                                               {"GPUCTL_JOB_ID", "job-7"},
@@ -123,6 +126,33 @@ class AgentTest : public ::testing::Test {
   HostSource host_{&state_, &clock_};
   std::unique_ptr<Agent> agent_;
   std::function<void(const std::string&)> report_;
+  int64_t unreachable_report_after_ms_ = 10'000;
+  bool quiet_ = false;
+  bool debug_ = false;
+};
+
+// Collects the agent's reports (thread-safe).
+class Reports {
+ public:
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& text) {
+      std::lock_guard lock(mu_);
+      lines_.push_back(text);
+    };
+  }
+  std::vector<std::string> Lines() {
+    std::lock_guard lock(mu_);
+    return lines_;
+  }
+  size_t Containing(const std::string& text) {
+    std::lock_guard lock(mu_);
+    return std::count_if(lines_.begin(), lines_.end(),
+                         [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
 };
 
 TEST_F(AgentTest, HelloCarriesTheProcessIdentity) {
@@ -507,6 +537,57 @@ TEST_F(AgentTest, NoDaemonThenDaemonAppears) {
   daemon_ = std::make_unique<FakeDaemon>(path_);
   ASSERT_TRUE(daemon_->Handshake());
   EXPECT_TRUE(WaitFor([&] { return agent_->connected(); }));
+}
+
+TEST_F(AgentTest, AnUnreachableDaemonIsReportedOnceNamingTheSocketAfterTheDelay) {
+  daemon_.reset();
+  Reports reports;
+  report_ = reports.Sink();
+  unreachable_report_after_ms_ = 200;
+  const auto started = std::chrono::steady_clock::now();
+  StartAgent();
+  ASSERT_TRUE(WaitFor([&] { return reports.Lines().size() == 1; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(200));
+  const std::string line = reports.Lines()[0];
+  EXPECT_NE(line.find("cannot attach to gpuctld at " + path_ + ": connect"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("GPUCTL_QUIET=1"), std::string::npos) << line;
+  // Many more failed attempts (backoff_max_ms is 100): still one line.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(reports.Lines().size(), 1u);
+  // Reaching the daemon later needs no restart.
+  daemon_ = std::make_unique<FakeDaemon>(path_);
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(WaitFor([&] { return agent_->connected(); }));
+}
+
+TEST_F(AgentTest, AShortLivedOrQuietProcessNeverReportsAnUnreachableDaemon) {
+  daemon_.reset();
+  Reports reports;
+  report_ = reports.Sink();
+  unreachable_report_after_ms_ = 10'000;
+  StartAgent();
+  ASSERT_TRUE(WaitFor([&] { return agent_->last_error().find("connect") == 0; }));
+  agent_->RequestStop("exit");
+  agent_->Join();
+  agent_.reset();
+  EXPECT_TRUE(reports.Lines().empty());
+
+  quiet_ = true;
+  unreachable_report_after_ms_ = 0;
+  StartAgent();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(reports.Lines().empty());
+}
+
+TEST_F(AgentTest, DebugReportsEveryAttachStep) {
+  Reports reports;
+  report_ = reports.Sink();
+  debug_ = true;
+  Connect();
+  EXPECT_TRUE(WaitFor([&] { return reports.Containing("debug: attached (HelloAck)") == 1; }));
+  EXPECT_EQ(reports.Containing("debug: connecting to " + path_), 1u);
+  EXPECT_EQ(reports.Containing("debug: Hello sent"), 1u);
 }
 
 TEST_F(AgentTest, StopSendsGoodbyeAndIsPromptWithoutADaemon) {

@@ -106,6 +106,13 @@ TEST(ProcessIdentityTest, RuntimeOptionsFromEnv) {
       FakeEnv({{"GPUCTL_SOCKET", "/tmp/x.sock"}, {"GPUCTL_FORCE_INLINE", "1"}}));
   EXPECT_EQ(set.socket_path, "/tmp/x.sock");
   EXPECT_TRUE(set.force_inline);
+  EXPECT_FALSE(defaults.quiet);
+  EXPECT_FALSE(defaults.debug);
+  EXPECT_EQ(defaults.unreachable_report_after_ms, 10'000);
+  AgentOptions told =
+      Runtime::OptionsFromEnv(FakeEnv({{"GPUCTL_QUIET", "1"}, {"GPUCTL_DEBUG", "1"}}));
+  EXPECT_TRUE(told.quiet);
+  EXPECT_TRUE(told.debug);
 }
 
 }  // namespace

@@ -35,6 +35,8 @@ AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
     options.socket_path = *socket;
   }
   options.force_inline = env("GPUCTL_FORCE_INLINE").value_or("") == "1";
+  options.quiet = env("GPUCTL_QUIET").value_or("") == "1";
+  options.debug = env("GPUCTL_DEBUG").value_or("") == "1";
   return options;
 }
 

@@ -37,6 +37,11 @@
  *     rules is skipped (the process still attaches).
  *   GPUCTL_FORCE_INLINE=1   send payloads through the socket, not a memfd
  *   GPUCTL_DISABLE=1   do not start the agent from the preload constructor
+ *   GPUCTL_QUIET=1   no stderr line when the daemon stays unreachable (by
+ *                   default one line, once per process, after 10 s of
+ *                   failing to attach, naming the socket and the error)
+ *   GPUCTL_DEBUG=1   one stderr line per attach step (connect, Hello,
+ *                   HelloAck, disconnect and why)
  */
 #ifndef GPUCTL_GPUCTL_H_
 #define GPUCTL_GPUCTL_H_
