@@ -289,8 +289,8 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   fanout.parallel = options.parallel;
   fanout.host_timeout = options.host_timeout;
   fanout.stream_length = options.duration.value_or(kMaxUserDuration) + env.trace_result_limit;
-  // The daemon's own start delay, unknown here, is at most as long as ours.
-  if (options.iterations == 0 && !request.has_start_time()) fanout.stream_length += kMaxStartDelay;
+  // The longest start delay a daemon may have: as long as ours.
+  fanout.max_daemon_start_delay = kMaxStartDelay;
   fanout.result_margin = env.trace_margin;
   fanout.security = env.security;
   std::unique_ptr<TraceProgress> progress =
