@@ -14,6 +14,7 @@
 #include "cli/fake_gpuctl_service_test_util.h"
 #include "daemon/common/trace_id.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
@@ -21,6 +22,7 @@ namespace gpuctl::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using ::google::protobuf::util::TimeUtil;
 using ::gpuctl::cli::testing::FakeServer;
 using ::gpuctl::cli::testing::ManualInterrupts;
 using ::gpuctl::cli::testing::TestConsole;
@@ -137,15 +139,10 @@ TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   EXPECT_EQ(requests[0].duration().seconds(), 2);
   EXPECT_EQ(requests[0].trace_id(), kTraceId);
   EXPECT_EQ(requests[0].iterations(), 0u);
-  // One start instant, 500 ms after the command started; caller_time read
-  // right before sending, so within that.
-  // right before sending, so after the clock read the instant came from
-  // (and, on a slow machine, possibly after the instant itself).
-  ASSERT_TRUE(requests[0].has_start_time());
+  // One host and no --start-delay: no instant, so the daemon's start delay
+  // applies.
+  EXPECT_FALSE(requests[0].has_start_time());
   ASSERT_TRUE(requests[0].has_caller_time());
-  const absl::Time start = ToTime(requests[0].start_time());
-  EXPECT_GE(start, begin_ + absl::Milliseconds(500));
-  EXPECT_LE(start, ToTime(requests[0].caller_time()) + absl::Milliseconds(500));
   EXPECT_EQ(requests[0].max_start_skew().nanos(), 50000000);
   EXPECT_EQ(requests[0].max_start_skew().seconds(), 0);
   ASSERT_EQ(server_.service().get_requests().size(), 1u);
@@ -172,6 +169,34 @@ TEST_F(CliTraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat("download with: gpuctl get ", id,
                                                          " --host ", server_.target())));
   EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat(server_.target(), "    7     -  ok")));
+}
+
+TEST_F(CliTraceCommandTest, AGivenStartDelaySendsOneInstant) {
+  server_.service().trace = Script({Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)});
+  ASSERT_EQ(Run(TraceArgs({"--start-delay", "2s", "--json", "--no-download"})), kExitOk)
+      << console_.err.str();
+  std::vector<v1::TraceRequest> requests = server_.service().trace_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  // The instant is read once, before the host is contacted; caller_time
+  // right before sending, so after the clock read the instant came from
+  // (and, on a slow machine, possibly after the instant itself).
+  ASSERT_TRUE(requests[0].has_start_time());
+  ASSERT_TRUE(requests[0].has_caller_time());
+  const absl::Time start = ToTime(requests[0].start_time());
+  EXPECT_GE(start, begin_ + absl::Seconds(2));
+  EXPECT_LE(start, ToTime(requests[0].caller_time()) + absl::Seconds(2));
+  nlohmann::json json = nlohmann::json::parse(console_.out.str());
+  EXPECT_EQ(json["startTime"], TimeUtil::ToString(requests[0].start_time()));
+}
+
+TEST_F(CliTraceCommandTest, WithoutAStartDelayTheDaemonsInstantIsReported) {
+  server_.service().trace = Script({Process(100, 0)}, {Result(100, 0, v1::CAPTURE_STATUS_OK)});
+  ASSERT_EQ(Run(TraceArgs({"--json", "--no-download"})), kExitOk) << console_.err.str();
+  ASSERT_EQ(server_.service().trace_requests().size(), 1u);
+  EXPECT_FALSE(server_.service().trace_requests()[0].has_start_time());
+  // The fake daemon's TraceStarted.start_time.
+  nlohmann::json json = nlohmann::json::parse(console_.out.str());
+  EXPECT_EQ(json["startTime"], "1970-01-01T00:16:40Z");
 }
 
 TEST_F(CliTraceCommandTest, PassesActivities) {

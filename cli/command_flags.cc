@@ -115,11 +115,14 @@ absl::Status ValidateWindowFlags(const TraceFlags& f, TraceOptions& options) {
         "--duration is required for a time window (or give --iterations N)");
   }
   // 0: the instant is already past when a host gets it, so every host opens
-  // at once (what measuring the fan-out itself wants).
-  absl::StatusOr<absl::Duration> delay =
-      FlagDuration("--start-delay", f.start_delay, kMaxStartDelay, /*allow_zero=*/true);
-  if (!delay.ok()) return delay.status();
-  options.start_delay = *delay;
+  // at once (what measuring the fan-out itself wants); a host that gets it
+  // later than --max-start-skew refuses it. Not given: see TraceOptions.
+  if (Given(f.start_delay_option)) {
+    absl::StatusOr<absl::Duration> delay =
+        FlagDuration("--start-delay", f.start_delay, kMaxStartDelay, /*allow_zero=*/true);
+    if (!delay.ok()) return delay.status();
+    options.start_delay = *delay;
+  }
   absl::StatusOr<absl::Duration> skew =
       FlagDuration("--max-start-skew", f.max_start_skew, kMaxStartDelay);
   if (!skew.ok()) return skew.status();
@@ -184,11 +187,10 @@ void AddTraceFlags(CLI::App* command, TraceFlags& f) {
       ->delimiter(',');
   command->add_flag("--no-download", f.no_download, "Leave the trace on the daemons' hosts");
   command->add_flag("--json", f.json, "Print one machine-readable JSON document");
-  command
-      ->add_option("--start-delay", f.start_delay,
-                   "Every host opens its window this long after the command starts (covers "
-                   "the fan-out to the hosts, docs/cli.md)")
-      ->capture_default_str();
+  f.start_delay_option = command->add_option(
+      "--start-delay", f.start_delay,
+      "Every host opens its window this long after the command starts (covers the fan-out to "
+      "the hosts, docs/cli.md). Default: one host: the daemon's start delay; several: 500ms");
   f.max_start_skew_option =
       command
           ->add_option("--max-start-skew", f.max_start_skew,

@@ -32,7 +32,7 @@ struct TraceFlags {
   std::string output_root = kDefaultOutputRoot;
   bool no_download = false;
   bool json = false;
-  std::string start_delay = "500ms";
+  std::string start_delay;
   std::string max_start_skew = "50ms";
   int64_t iterations = 0;
   std::string start_step;
@@ -40,6 +40,7 @@ struct TraceFlags {
   std::string step_margin = "auto";
   // Which were given, for the rules between flags.
   CLI::Option* duration_option = nullptr;
+  CLI::Option* start_delay_option = nullptr;
   CLI::Option* max_start_skew_option = nullptr;
   CLI::Option* iterations_option = nullptr;
   CLI::Option* start_step_option = nullptr;

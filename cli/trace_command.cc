@@ -65,7 +65,9 @@ StepChoice PickStartStep(const std::vector<HostEntry>& hosts, const TraceOptions
     }
   }
   const uint64_t margin =
-      options.step_margin ? *options.step_margin : AutoStepMargin(options.start_delay, fastest);
+      options.step_margin
+          ? *options.step_margin
+          : AutoStepMargin(options.start_delay.value_or(kDefaultStartDelay), fastest);
   absl::StatusOr<uint64_t> target = TargetStartStep(largest, options.step_roundup, margin);
   if (!target.ok()) {
     choice.error = target.status();
@@ -210,12 +212,16 @@ std::optional<int> SetIterationWindow(const TraceOptions& options, const CliEnv&
 }
 
 // Time window: one start instant for every host, from the clock read once.
-void SetTimeWindow(const TraceOptions& options, v1::TraceRequest& request, TraceReport& report) {
-  const absl::Time start = absl::Now() + options.start_delay;
-  ToProtoTime(start, request.mutable_start_time());
+// One host without --start-delay gets none: the daemon's start delay
+// applies (its answer says the instant).
+void SetTimeWindow(const TraceOptions& options, size_t host_count, v1::TraceRequest& request,
+                   TraceReport& report) {
   ToProtoDuration(options.max_start_skew, request.mutable_max_start_skew());
-  report.start_time = start;
   report.max_start_skew = options.max_start_skew;
+  if (!options.start_delay && host_count == 1) return;
+  const absl::Time start = absl::Now() + options.start_delay.value_or(kDefaultStartDelay);
+  ToProtoTime(start, request.mutable_start_time());
+  report.start_time = start;
 }
 
 // Prints the outcome and returns the exit code.
@@ -266,7 +272,7 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
     std::optional<int> stop = SetIterationWindow(options, env, *hosts, request, report, left_out);
     if (stop) return *stop;
   } else {
-    SetTimeWindow(options, request, report);
+    SetTimeWindow(options, hosts->size(), request, report);
   }
 
   std::vector<HostEntry> contacted;
@@ -283,6 +289,8 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   fanout.parallel = options.parallel;
   fanout.host_timeout = options.host_timeout;
   fanout.stream_length = options.duration.value_or(kMaxUserDuration) + env.trace_result_limit;
+  // The longest start delay a daemon may have: as long as ours.
+  fanout.max_daemon_start_delay = kMaxStartDelay;
   fanout.result_margin = env.trace_margin;
   fanout.security = env.security;
   std::unique_ptr<TraceProgress> progress =
@@ -300,6 +308,14 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   }
   for (size_t n = 0; n < contacted_index.size(); ++n) {
     report.hosts[contacted_index[n]] = std::move(result.hosts[n]);
+  }
+  // The instant the daemon chose when none was sent.
+  if (options.iterations == 0 && !report.start_time) {
+    for (const HostTrace& host : report.hosts) {
+      if (!host.started) continue;
+      report.start_time = FromProtoTime(host.started->start_time());
+      break;
+    }
   }
   if (!Download(options, env, report)) {
     *env.err << "gpuctl: download of trace " << Printable(report.trace_id) << " cancelled\n";

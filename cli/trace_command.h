@@ -43,7 +43,9 @@ struct TraceOptions {
   bool download = true;
   bool json = false;
   // Time windows: every host opens at now + start_delay (computed once).
-  absl::Duration start_delay = kDefaultStartDelay;
+  // Unset: to one host no instant is sent and the daemon's start delay
+  // applies; several hosts open at now + kDefaultStartDelay.
+  std::optional<absl::Duration> start_delay;
   absl::Duration max_start_skew = kDefaultMaxStartSkew;
   // Iteration windows when iterations > 0.
   uint32_t iterations = 0;

@@ -75,6 +75,10 @@ class HostCall final : public grpc::ClientReadReactor<v1::TraceEvent> {
   bool dispatch_timed_out_ = false;
   bool watchdog_fired_ = false;
   absl::Time watchdog_ = absl::InfiniteFuture();
+  // Without a start instant in the request: the stream's time limit, from
+  // the daemon's announced start (TraceStarted).
+  bool limit_fired_ = false;
+  absl::Time limit_ = absl::InfiniteFuture();
   // Extends watchdog_ to result_margin from now; mu_ held.
   void Heard();
 };
@@ -124,19 +128,27 @@ class Fanout {
     while (!dispatch_finished_ || calls_done_ < calls_started_) {
       absl::Time next = absl::InfiniteFuture();
       for (auto& call : calls_) {
-        if (call->phase_ == HostCall::Phase::kStreaming && !call->watchdog_fired_) {
-          next = std::min(next, call->watchdog_);
+        if (call->phase_ == HostCall::Phase::kStreaming && !call->watchdog_fired_ &&
+            !call->limit_fired_) {
+          next = std::min({next, call->watchdog_, call->limit_});
         }
       }
       waiter_.Wait(next);
       const absl::Time now = clock_->Now();
       std::vector<grpc::ClientContext*> overdue;
       for (auto& call : calls_) {
-        if (call->phase_ == HostCall::Phase::kStreaming && !call->watchdog_fired_ &&
-            call->watchdog_ <= now) {
-          call->watchdog_fired_ = true;
-          overdue.push_back(&call->context_);
+        if (call->phase_ != HostCall::Phase::kStreaming || call->watchdog_fired_ ||
+            call->limit_fired_) {
+          continue;
         }
+        if (call->watchdog_ <= now) {
+          call->watchdog_fired_ = true;
+        } else if (call->limit_ <= now) {
+          call->limit_fired_ = true;
+        } else {
+          continue;
+        }
+        overdue.push_back(&call->context_);
       }
       if (overdue.empty()) continue;
       // A cancelled call's reactions may run on this thread.
@@ -200,7 +212,9 @@ void HostCall::Dispatch() {
   absl::Time base = fanout_.clock_->Now();
   if (request_.has_start_time()) base = std::max(base, FromProtoTime(request_.start_time()));
   if (options.stream_length != absl::InfiniteDuration()) {
-    context_.set_deadline(absl::ToChronoTime(base + options.stream_length));
+    const absl::Duration daemon_delay =
+        request_.has_start_time() ? absl::ZeroDuration() : options.max_daemon_start_delay;
+    context_.set_deadline(absl::ToChronoTime(base + daemon_delay + options.stream_length));
   }
   fanout_.cancel_.Add(&context_);  // not under mu_ (lock order)
   {
@@ -245,6 +259,13 @@ void HostCall::OnReadDone(bool ok) {
           absl::Duration rest = std::max(absl::ZeroDuration(),
                                          FromProtoTime(started.end_time()) - FromProtoTime(since));
           watchdog_ = fanout_.clock_->Now() + rest + fanout_.options_.result_margin;
+        }
+        const absl::Duration stream_length = fanout_.options_.stream_length;
+        if (!request_.has_start_time() && stream_length != absl::InfiniteDuration() &&
+            IsSet(started.start_time()) && IsSet(since)) {
+          const absl::Duration delay = std::max(
+              absl::ZeroDuration(), FromProtoTime(started.start_time()) - FromProtoTime(since));
+          limit_ = fanout_.clock_->Now() + delay + stream_length;
         }
         progress.Started(index_, started);
         fanout_.changed_.SignalAll();
@@ -317,7 +338,7 @@ void HostCall::Classify(const grpc::Status& status, bool cancelled) {
                                " in time: no progress for ",
                                FormatUserDuration(fanout_.options_.result_margin)));
   }
-  if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (limit_fired_ || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     return Finish(HostStatus::kTimedOut,
                   absl::StrCat("gpuctld at ", target, " did not finish trace ", id,
                                " in time: still busy at the trace's time limit"));

@@ -49,8 +49,12 @@ struct TraceFanoutOptions {
   absl::Duration host_timeout = absl::Seconds(10);
   // The gRPC deadline of a host's stream is this long after the later of
   // request.start_time and the moment its request is sent: the window plus
-  // the longest the daemon may take to collect, convert and store.
+  // the longest the daemon may take to collect, convert and store. Without
+  // request.start_time the daemon's own start delay comes first: the limit
+  // then runs from the instant its TraceStarted announces (the gRPC
+  // deadline allows max_daemon_start_delay more).
   absl::Duration stream_length = absl::InfiniteDuration();
+  absl::Duration max_daemon_start_delay = absl::Hours(1);
   // A host whose trace has not completed this long after the end it
   // announced (TraceStarted.end_time), and that has sent no event for as
   // long, is given up as timed out: each progress or result event pushes

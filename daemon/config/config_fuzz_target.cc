@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "daemon/config/config_values.h"
 #include "daemon/config/daemon_config.h"
 #include "daemon/s3/s3_config.h"
 
@@ -26,12 +27,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (options.s3.has_value() || options.store_dir != kDefaultStoreDir) std::abort();
     return 0;
   }
-  bool valid = options.max_buffer_bytes <= options.max_payload_bytes &&
-               options.max_duration > absl::ZeroDuration() &&
-               options.result_grace > absl::ZeroDuration() &&
-               options.start_delay >= absl::ZeroDuration() && !options.store_dir.empty() &&
-               !options.socket_path.empty() && !options.listen_address.empty() &&
-               (!options.s3.has_value() || gpuctl::s3::ValidateS3Config(*options.s3).ok());
+  bool valid =
+      options.max_buffer_bytes <= options.max_payload_bytes &&
+      options.max_duration > absl::ZeroDuration() && options.result_grace > absl::ZeroDuration() &&
+      options.start_delay >= absl::ZeroDuration() && options.start_delay <= kMaxStartDelay &&
+      (options.host_name.empty() || CheckHostName(options.host_name).ok()) &&
+      !options.store_dir.empty() && !options.socket_path.empty() &&
+      !options.listen_address.empty() &&
+      (!options.s3.has_value() || gpuctl::s3::ValidateS3Config(*options.s3).ok());
   if (!valid) std::abort();
   return 0;
 }

@@ -69,6 +69,26 @@ bool LooksNegative(absl::string_view text) {
 
 }  // namespace
 
+absl::Status CheckHostName(absl::string_view name) {
+  if (name.empty()) return absl::InvalidArgumentError("a host name must not be empty");
+  if (name.size() > kMaxHostNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(QuoteConfigText(name), " is ", name.size(),
+                                                   " bytes long, more than ", kMaxHostNameBytes));
+  }
+  if (!absl::ascii_isalnum(static_cast<unsigned char>(name[0]))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(QuoteConfigText(name), " must start with a letter or digit"));
+  }
+  for (const char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(QuoteConfigText(name), " holds ", QuoteConfigText(absl::string_view(&c, 1)),
+                       ": a host name is letters, digits, '.', '-' and '_'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::string QuoteConfigText(absl::string_view text) {
   constexpr size_t kMaxShown = 64;
   if (text.size() <= kMaxShown) return absl::StrCat("\"", absl::CHexEscape(text), "\"");

@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_CONFIG_CONFIG_VALUES_H_
 #define GPUCTL_DAEMON_CONFIG_CONFIG_VALUES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -34,6 +35,15 @@ std::string FormatByteSize(uint64_t bytes);
 // The shortest exact form ParseConfigDuration reads back: "30d", "100ms".
 // Sub-millisecond parts are dropped.
 std::string FormatConfigDuration(absl::Duration d);
+
+// The longest host name gpuctld may be given (a DNS name's limit).
+inline constexpr size_t kMaxHostNameBytes = 253;
+
+// A host name the daemon calls itself by (host_name, --host-name): 1 to
+// kMaxHostNameBytes of letters, digits, '.', '-' and '_', starting with a
+// letter or digit, so that it reads the same in listings, trace file names
+// and object keys.
+absl::Status CheckHostName(absl::string_view name);
 
 // `text` quoted for an error message: escaped, and cut after 64 bytes.
 std::string QuoteConfigText(absl::string_view text);

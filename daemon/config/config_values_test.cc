@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -96,6 +97,31 @@ TEST(FormatTest, FormsReadBackExactly) {
   }
   EXPECT_EQ(FormatConfigDuration(absl::Hours(48)), "2d");
   EXPECT_EQ(FormatConfigDuration(absl::Milliseconds(1500)), "1500ms");
+}
+
+TEST(CheckHostNameTest, TakesDnsLikeNames) {
+  for (const char* name : {"gpu-node-1", "node1.cluster.local", "a", "ip-10-0-0-1_x", "7"}) {
+    EXPECT_TRUE(CheckHostName(name).ok()) << name;
+  }
+  EXPECT_TRUE(CheckHostName(std::string(kMaxHostNameBytes, 'n')).ok());
+}
+
+TEST(CheckHostNameTest, RefusesEmptyLongAndUnsafeNames) {
+  EXPECT_EQ(CheckHostName("").message(), "a host name must not be empty");
+  const absl::Status too_long = CheckHostName(std::string(kMaxHostNameBytes + 1, 'n'));
+  EXPECT_THAT(too_long.message(), HasSubstr("254 bytes long, more than 253"));
+  // The excerpt of a long name is bounded.
+  EXPECT_LT(too_long.message().size(), 200u);
+  EXPECT_THAT(CheckHostName("-node").message(), HasSubstr("must start with a letter or digit"));
+  EXPECT_THAT(CheckHostName(".node").message(), HasSubstr("must start with a letter or digit"));
+  // A Kubernetes variable reference left unexpanded.
+  EXPECT_THAT(CheckHostName("$(NODE_NAME)").message(),
+              HasSubstr("\"$(NODE_NAME)\" must start with a letter or digit"));
+  for (const char* name : {"node 1", "node/1", "node\n", "n\x01", "n\xc3\xa9"}) {
+    absl::Status s = CheckHostName(name);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(s.message(), HasSubstr("letters, digits")) << name;
+  }
 }
 
 TEST(QuoteConfigTextTest, EscapesAndCuts) {

@@ -75,7 +75,12 @@ absl::Span<const ConfigKey> TraceKeys() {
       {.name = "start_delay",
        .read =
            [](const ConfigValue& v, DaemonOptions* o) {
-             return StoreTo(v.Duration(ZeroDuration::kAllowed), &o->start_delay);
+             absl::StatusOr<absl::Duration> delay = v.Duration(ZeroDuration::kAllowed);
+             if (delay.ok() && *delay > kMaxStartDelay) {
+               return v.Error(absl::StrCat(FormatConfigDuration(*delay), " is more than ",
+                                           FormatConfigDuration(kMaxStartDelay)));
+             }
+             return StoreTo(std::move(delay), &o->start_delay);
            }},
       {.name = "result_grace",
        .read =
@@ -131,6 +136,15 @@ absl::Span<const ConfigKey> TopLevelKeys() {
       {.name = "listen",
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return ReadNonEmptyString(v, &o->listen_address); }},
+      {.name = "host_name",
+       .read =
+           [](const ConfigValue& v, DaemonOptions* o) {
+             absl::StatusOr<std::string> name = v.String();
+             if (!name.ok()) return name.status();
+             if (absl::Status s = CheckHostName(*name); !s.ok()) return v.Error(s.message());
+             o->host_name = *std::move(name);
+             return absl::OkStatus();
+           }},
       {.name = "insecure",
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return StoreTo(v.Bool(), &o->insecure); }},

@@ -88,6 +88,7 @@ struct KeyCase {
 std::vector<KeyCase> EveryKey() {
   return {
       {"listen", "\"[::1]:9000\"", [](DaemonOptions& o) { o.listen_address = "[::1]:9000"; }},
+      {"host_name", "gpu-node-7", [](DaemonOptions& o) { o.host_name = "gpu-node-7"; }},
       {"insecure", "true", [](DaemonOptions& o) { o.insecure = true; }},
       {"socket", "/tmp/g.sock", [](DaemonOptions& o) { o.socket_path = "/tmp/g.sock"; }},
       {"log_level", "warning", [](DaemonOptions& o) { o.log_level = LogLevel::kWarning; }},
@@ -294,6 +295,21 @@ TEST(DaemonConfigTest, BadIpcValuesAreErrors) {
               HasSubstr("entry 1: uid 4294967295 is out of range"));
 }
 
+TEST(DaemonConfigTest, AStartDelayAboveAnHourIsAnError) {
+  EXPECT_EQ(ParseError("trace:\n  start_delay: 2h\n"),
+            "gpuctl.yaml:2: trace.start_delay: 2h is more than 1h");
+  EXPECT_TRUE(ParseOptions("trace:\n  start_delay: 1h\n").ok());
+}
+
+TEST(DaemonConfigTest, BadHostNamesAreErrors) {
+  EXPECT_EQ(ParseError("host_name: \"\"\n"),
+            "gpuctl.yaml:1: host_name: a host name must not be empty");
+  EXPECT_EQ(ParseError("listen: 127.0.0.1:0\nhost_name: \"gpu node\"\n"),
+            "gpuctl.yaml:2: host_name: \"gpu node\" holds \" \": a host name is letters, digits, "
+            "'.', '-' and '_'");
+  EXPECT_THAT(ParseError("host_name: [a]\n"), HasSubstr("gpuctl.yaml:1: host_name:"));
+}
+
 TEST(DaemonConfigTest, BadHelloRateValuesAreErrors) {
   EXPECT_EQ(ParseError("ipc:\n  socket_mode: \"0660\"\n  hello_rate: 2000000\n"),
             "gpuctl.yaml:3: ipc.hello_rate: 2000000 is out of range (0 to 1000000)");
@@ -314,8 +330,8 @@ TEST(DaemonConfigTest, BadHelloRateValuesAreErrors) {
 
 TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
-            "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, insecure, socket, "
-            "log_level, ready_file, ipc, tls, auth, trace, store)");
+            "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, host_name, "
+            "insecure, socket, log_level, ready_file, ipc, tls, auth, trace, store)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -420,10 +436,10 @@ TEST(DaemonConfigTest, NegativeAndOutOfRangeValuesAreErrors) {
 TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"- listen\n- socket\n",
-       "gpuctl.yaml:1: expected a mapping of keys (listen, insecure, socket, log_level, "
+       "gpuctl.yaml:1: expected a mapping of keys (listen, host_name, insecure, socket, log_level, "
        "ready_file, ipc, tls, auth, trace, store), found a list"},
       {"\n\nhello\n",
-       "gpuctl.yaml:3: expected a mapping of keys (listen, insecure, socket, "
+       "gpuctl.yaml:3: expected a mapping of keys (listen, host_name, insecure, socket, "
        "log_level, ready_file, ipc, tls, auth, trace, store), found a scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
@@ -474,7 +490,7 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
   EXPECT_THAT(
       DaemonConfigKeys(),
       ::testing::ElementsAre(
-          "listen", "insecure", "socket", "log_level", "ready_file", "ipc.socket_mode",
+          "listen", "host_name", "insecure", "socket", "log_level", "ready_file", "ipc.socket_mode",
           "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate", "ipc.hello_burst", "tls.cert",
           "tls.key", "tls.client_ca", "auth.token_file", "trace.max_duration", "trace.start_delay",
           "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes",

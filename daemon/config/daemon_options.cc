@@ -127,7 +127,7 @@ absl::StatusOr<uint32_t> ParseHelloBurst(const std::string& text) {
 // The command line as given: empty strings and false for flags not given.
 struct CommandLine {
   std::string config;
-  std::string listen, socket, store, ready_file, log_level;
+  std::string listen, host_name, socket, store, ready_file, log_level;
   std::string max_duration, start_delay, result_grace;
   std::string store_max_bytes, store_max_age, store_max_count;
   std::string max_ingest_bytes;
@@ -144,6 +144,9 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_option(
       "--listen", cl.listen,
       absl::StrCat("gRPC address HOST:PORT, port 0: any (default ", kDefaultListenAddress, ")"));
+  app.add_option("--host-name", cl.host_name,
+                 "the name this daemon reports, stores traces and names files under "
+                 "(default: the system's host name)");
   app.add_option(
       "--socket", cl.socket,
       absl::StrCat("IPC socket path (default $GPUCTL_SOCKET or ", kDefaultSocketPath, ")"));
@@ -160,7 +163,10 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_option("--store-max-count", cl.store_max_count,
                  "keep at most this many traces; 0: no limit (default 100000)");
   app.add_option("--max-duration", cl.max_duration, "longest capture window (default 10m)");
-  app.add_option("--start-delay", cl.start_delay, "delay before windows open (default 100ms)");
+  app.add_option(
+      "--start-delay", cl.start_delay,
+      "delay before windows open when a request names no start instant, at most 1h (default "
+      "100ms)");
   app.add_option("--result-grace", cl.result_grace,
                  "wait for results after a window (default 10s)");
   app.add_option("--max-ingest-bytes", cl.max_ingest_bytes,
@@ -210,6 +216,11 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   }
   if (s.ok() && given("--start-delay")) {
     s = ApplyDuration("--start-delay", cl.start_delay, true, &o->start_delay);
+    if (s.ok() && o->start_delay > kMaxStartDelay) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("--start-delay: ", absl::FormatDuration(o->start_delay), " is more than ",
+                       absl::FormatDuration(kMaxStartDelay)));
+    }
   }
   if (s.ok() && given("--result-grace")) {
     s = ApplyDuration("--result-grace", cl.result_grace, false, &o->result_grace);
@@ -235,6 +246,11 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   }
   if (s.ok() && given("--hello-burst")) {
     s = ApplyParsed("--hello-burst", ParseHelloBurst(cl.hello_burst), &o->hello_burst);
+  }
+  if (s.ok() && given("--host-name")) {
+    s = CheckHostName(cl.host_name);
+    if (!s.ok()) s = absl::InvalidArgumentError(absl::StrCat("--host-name: ", s.message()));
+    o->host_name = cl.host_name;
   }
   if (s.ok() && given("--socket-mode")) {
     s = ApplyParsed("--socket-mode", ParseSocketMode(cl.socket_mode), &o->socket_mode);

@@ -26,6 +26,10 @@ inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
 // daemon/config/daemon_config.h), then the command line.
 struct DaemonOptions {
   std::string listen_address = kDefaultListenAddress;
+  // The name the daemon calls itself by in every answer, manifest, trace
+  // file name and object key (host_name, --host-name; CheckHostName).
+  // Empty: gethostname() at start.
+  std::string host_name;
   std::string socket_path = kDefaultSocketPath;
   std::string store_dir = kDefaultStoreDir;
   absl::Duration max_duration = kDefaultMaxDuration;

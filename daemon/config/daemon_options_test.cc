@@ -192,6 +192,14 @@ TEST(DaemonOptionsTest, SocketAccessFlagsAndNamesResolvedAtStartup) {
   std::filesystem::remove_all(tmpl);
 }
 
+TEST(DaemonOptionsTest, HostNameFlag) {
+  // Empty: the daemon takes the system's name when it starts.
+  EXPECT_EQ(Parse({}).flags.options->host_name, "");
+  Parsed p = Parse({"--host-name", "gpu-node-3.cluster"});
+  ASSERT_TRUE(p.flags.options.has_value()) << p.err;
+  EXPECT_EQ(p.flags.options->host_name, "gpu-node-3.cluster");
+}
+
 TEST(DaemonOptionsTest, StartDelayMayBeZero) {
   Parsed p = Parse({"--start-delay", "0"});
   ASSERT_TRUE(p.flags.options.has_value()) << p.err;
@@ -206,11 +214,15 @@ TEST(DaemonOptionsTest, BadValuesExitWithTwoAndSayWhy) {
       {{"--max-duration", "0s"}, "--max-duration"},
       {{"--result-grace", "soon"}, "--result-grace"},
       {{"--start-delay", "1parsec"}, "--start-delay"},
+      {{"--start-delay", "61m"}, "--start-delay: 1h1m is more than 1h"},
       {{"--log-level", "loud"}, "--log-level"},
       {{"--listen", "nohost"}, "HOST:PORT"},
       {{"--listen", "127.0.0.1:70000"}, "port"},
       {{"--listen", "0.0.0.0:7070"}, "--insecure"},
       {{"--socket", ""}, "--socket"},
+      {{"--host-name", ""}, "--host-name: a host name must not be empty"},
+      {{"--host-name", "node/1"}, "--host-name: \"node/1\" holds \"/\""},
+      {{"--host-name", std::string(300, 'h')}, "300 bytes long, more than 253"},
       {{"--bogus"}, "bogus"},
   };
   for (const auto& [args, expected] : cases) {
@@ -277,6 +289,7 @@ class DaemonConfigFlagTest : public ::testing::Test {
 
 constexpr char kFullConfig[] =
     "listen: 127.0.0.1:7171\n"
+    "host_name: file-node\n"
     "socket: /tmp/file.sock\n"
     "log_level: warning\n"
     "ready_file: /tmp/file.ready\n"
@@ -299,6 +312,7 @@ TEST_F(DaemonConfigFlagTest, TheFileSetsWhatNoFlagGives) {
   ASSERT_TRUE(p.flags.options.has_value()) << p.err;
   const DaemonOptions& o = *p.flags.options;
   EXPECT_EQ(o.listen_address, "127.0.0.1:7171");
+  EXPECT_EQ(o.host_name, "file-node");
   EXPECT_EQ(o.socket_path, "/tmp/file.sock");
   EXPECT_EQ(o.log_level, LogLevel::kWarning);
   EXPECT_EQ(o.ready_file, "/tmp/file.ready");
@@ -319,6 +333,7 @@ TEST_F(DaemonConfigFlagTest, TheFileSetsWhatNoFlagGives) {
 TEST_F(DaemonConfigFlagTest, FlagsGivenOverrideTheFile) {
   // Values equal to the built-in defaults still win: given is given.
   Parsed p = ParseWith(kFullConfig, {"--listen",          "127.0.0.1:7070",
+                                     "--host-name",       "flag-node",
                                      "--socket",          "/tmp/flag.sock",
                                      "--log-level",       "info",
                                      "--ready-file",      "",
@@ -332,6 +347,7 @@ TEST_F(DaemonConfigFlagTest, FlagsGivenOverrideTheFile) {
   ASSERT_TRUE(p.flags.options.has_value()) << p.err;
   const DaemonOptions& o = *p.flags.options;
   EXPECT_EQ(o.listen_address, "127.0.0.1:7070");
+  EXPECT_EQ(o.host_name, "flag-node");
   EXPECT_EQ(o.socket_path, "/tmp/flag.sock");
   EXPECT_EQ(o.log_level, LogLevel::kInfo);
   EXPECT_EQ(o.ready_file, "");

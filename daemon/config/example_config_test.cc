@@ -94,6 +94,8 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   EXPECT_EQ(options.allowed_users, (std::vector<std::string>{"1000", "alice"}));
   options.socket_group.clear();
   options.allowed_users.clear();
+  EXPECT_EQ(options.host_name, "gpu-node-1");
+  options.host_name.clear();
   ExpectSameOptions(options, DaemonOptions{});
 }
 
@@ -111,10 +113,10 @@ TEST(ExampleConfigTest, TheDocsDescribeEveryKeyAndFlag) {
         << key << " has no row in docs/configuration.md";
   }
   for (const char* flag :
-       {"--config", "--listen", "--insecure", "--socket", "--log-level", "--ready-file",
-        "--max-duration", "--start-delay", "--result-grace", "--store", "--store-max-bytes",
-        "--store-max-age", "--store-max-count", "--socket-mode", "--socket-group",
-        "--max-ingest-bytes", "--hello-rate", "--hello-burst"}) {
+       {"--config", "--listen", "--host-name", "--insecure", "--socket", "--log-level",
+        "--ready-file", "--max-duration", "--start-delay", "--result-grace", "--store",
+        "--store-max-bytes", "--store-max-age", "--store-max-count", "--socket-mode",
+        "--socket-group", "--max-ingest-bytes", "--hello-rate", "--hello-burst"}) {
     EXPECT_NE(docs.find(absl::StrCat("`", flag)), std::string::npos) << flag;
   }
 }

@@ -22,6 +22,9 @@ namespace gpuctl::daemon {
 inline constexpr absl::Duration kDefaultMaxDuration = absl::Minutes(10);
 inline constexpr absl::Duration kDefaultResultGrace = absl::Seconds(10);
 inline constexpr absl::Duration kDefaultStartDelay = absl::Milliseconds(100);
+// trace.start_delay / --start-delay at most: as far ahead as a request's
+// own start instant may be (kMaxStartAhead).
+inline constexpr absl::Duration kMaxStartDelay = absl::Hours(1);
 inline constexpr uint64_t kDefaultMaxPayloadBytes = uint64_t{256} << 20;
 inline constexpr uint64_t kDefaultMaxIngestBytes = uint64_t{512} << 20;
 // trace.max_ingest_bytes / --max-ingest-bytes: 0 (no cap) or in
@@ -37,7 +40,9 @@ struct CoreOptions {
   // Time allowed after the window closes for a result to arrive.
   absl::Duration result_grace = kDefaultResultGrace;
   // Delay between the request and the window opening, so every process
-  // opens together; used when a request names no start instant.
+  // opens together; used when a request names no start instant (as
+  // `gpuctl trace` to one host without --start-delay sends). At most
+  // kMaxStartDelay.
   absl::Duration start_delay = kDefaultStartDelay;
   // Largest payload accepted from one process.
   uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;

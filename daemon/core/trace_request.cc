@@ -68,8 +68,10 @@ absl::Status ValidateActivities(const v1::TraceRequest& request) {
   return ValidateActivityNames({request.activities().begin(), request.activities().end()});
 }
 
+// `max_start_skew` also bounds how far in the past the instant may be: past
+// it, no process could open on time.
 absl::StatusOr<absl::Time> RequestStart(const v1::TraceRequest& request, absl::Time now,
-                                        absl::Duration start_delay) {
+                                        absl::Duration start_delay, absl::Duration max_start_skew) {
   if (!request.has_start_time()) return now + start_delay;
   absl::StatusOr<absl::Time> t = FromProtoTimestamp(request.start_time(), "start_time");
   if (!t.ok()) return t.status();
@@ -78,6 +80,14 @@ absl::StatusOr<absl::Time> RequestStart(const v1::TraceRequest& request, absl::T
                                                    " ahead of this daemon's clock, more than ",
                                                    absl::FormatDuration(kMaxStartAhead),
                                                    " (clocks out of sync?)"));
+  }
+  if (now - *t > max_start_skew) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "start_time is ", absl::FormatDuration(now - *t),
+        " in the past of this daemon's clock, more than the max start skew ",
+        absl::FormatDuration(max_start_skew),
+        ": no process could open on time (send a later instant or a larger max_start_skew; "
+        "clocks out of sync?)"));
   }
   return *t;
 }
@@ -96,7 +106,7 @@ absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time 
   if (auto st = ValidateActivities(request); !st.ok()) return st;
   absl::StatusOr<absl::Duration> skew = RequestStartSkew(request);
   if (!skew.ok()) return skew.status();
-  absl::StatusOr<absl::Time> start = RequestStart(request, received_at, limits.start_delay);
+  absl::StatusOr<absl::Time> start = RequestStart(request, received_at, limits.start_delay, *skew);
   if (!start.ok()) return start.status();
 
   TracePlan plan;

@@ -20,7 +20,8 @@ inline constexpr absl::Duration kDefaultMaxStartSkew = absl::Milliseconds(50);
 // What a valid TraceRequest asks for, in the daemon's terms.
 struct TracePlan {
   // Time window: the start instant (the request's, else receipt plus the
-  // daemon's start delay; possibly past). Iteration window: receipt.
+  // daemon's start delay; past by at most max_start_skew). Iteration
+  // window: receipt.
   absl::Time start;
   // start + the window length, or + the bound of an iteration window.
   absl::Time end;
@@ -41,9 +42,10 @@ struct TraceLimits {
 // `received_at` (whole nanoseconds): INVALID_ARGUMENT with a message naming
 // the field and the rule. Rules: a selector with a criterion and valid
 // values (ValidateSelector); a duration in (0, max] (optional for an
-// iteration window: the max); start_time from 1970 to one hour ahead;
-// max_start_skew in [0, 1h]; iterations at most kMaxIterations; start_step
-// only with iterations and at most kMaxPlausibleStep; known activities.
+// iteration window: the max); start_time from max_start_skew in the past
+// (never before 1970) to one hour ahead; max_start_skew in [0, 1h];
+// iterations at most kMaxIterations; start_step only with iterations and at
+// most kMaxPlausibleStep; known activities.
 absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time received_at,
                                     const TraceLimits& limits);
 

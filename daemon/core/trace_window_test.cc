@@ -85,6 +85,8 @@ TEST_F(TraceTest, APastStartDoesNotTimeOutEarly) {
   Attach(1, 100, "42");
   v1::TraceRequest req = JobRequest("42", absl::Seconds(2));
   *req.mutable_start_time() = Ts(clock_.Now() - absl::Seconds(30));
+  // Within the skew allowed: past it the instant is refused.
+  *req.mutable_max_start_skew() = Dur(absl::Minutes(1));
   auto obs = std::make_shared<RecordingObserver>();
   ASSERT_TRUE(core_->StartTrace(req, obs).ok());
   EXPECT_EQ(StartsTo(1)[0].start_time_unix_ns(),
@@ -112,6 +114,19 @@ TEST_F(TraceTest, RefusesBadInstantsSkewsAndSteps) {
   EXPECT_THAT(refused(req), HasSubstr("start_time is not a valid instant"));
   *req.mutable_start_time() = Ts(absl::UnixEpoch() - absl::Seconds(1));
   EXPECT_THAT(refused(req), HasSubstr("start_time is not a valid instant"));
+  // Further in the past than the skew allowed (default 50ms, or the
+  // request's): no process could open on time.
+  *req.mutable_start_time() = Ts(absl::UnixEpoch() + absl::Seconds(1));
+  EXPECT_THAT(refused(req), HasSubstr("in the past of this daemon's clock, more than the max "
+                                      "start skew 50ms"));
+  *req.mutable_start_time() = Ts(now - absl::Milliseconds(50) - absl::Nanoseconds(1));
+  EXPECT_THAT(refused(req), HasSubstr("start_time is 50.000001ms in the past of this daemon's "
+                                      "clock, more than the max start skew 50ms"));
+  *req.mutable_start_time() = Ts(now - absl::Seconds(3));
+  *req.mutable_max_start_skew() = Dur(absl::Seconds(2));
+  EXPECT_THAT(refused(req), HasSubstr("start_time is 3s in the past of this daemon's clock, more "
+                                      "than the max start skew 2s"));
+  req.clear_max_start_skew();
   req.clear_start_time();
 
   *req.mutable_max_start_skew() = Dur(absl::Milliseconds(-1));
@@ -139,6 +154,16 @@ TEST_F(TraceTest, RefusesBadInstantsSkewsAndSteps) {
   *req.mutable_start_time() = Ts(now + absl::Hours(1));
   *req.mutable_max_start_skew() = Dur(absl::Hours(1));
   EXPECT_TRUE(core_->StartTrace(req, std::make_shared<RecordingObserver>()).ok());
+}
+
+TEST_F(TraceTest, AStartInstantTheSkewInThePastIsAccepted) {
+  Attach(1, 100, "42");
+  v1::TraceRequest req = JobRequest("42", absl::Seconds(1));
+  const absl::Time start = clock_.Now() - absl::Milliseconds(50);
+  *req.mutable_start_time() = Ts(start);
+  ASSERT_TRUE(core_->StartTrace(req, std::make_shared<RecordingObserver>()).ok());
+  ASSERT_EQ(StartsTo(1).size(), 1u);
+  EXPECT_EQ(StartsTo(1)[0].start_time_unix_ns(), absl::ToUnixNanos(start));
 }
 
 TEST_F(TraceTest, ResultsCarryTheStartSkewAndALateStart) {

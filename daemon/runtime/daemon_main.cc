@@ -15,6 +15,7 @@
 #include "daemon/common/log.h"
 #include "daemon/common/posix_file.h"
 #include "daemon/rpc/transport_security.h"
+#include "daemon/runtime/listen_probe.h"
 #include "daemon/runtime/protobuf_log.h"
 #include "daemon/store/local_store.h"
 
@@ -39,9 +40,10 @@ constexpr absl::Duration kRetentionPeriod = absl::Minutes(1);
 // The service's full name, as grpc.health.v1 and reflection name it.
 constexpr char kGpuctlServiceName[] = "gpuctl.v1.Gpuctl";
 
-std::string Hostname() {
+// The daemon's name when none is configured.
+std::string SystemHostName() {
   char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "unknown";
   return name;
 }
 
@@ -81,11 +83,12 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   loop_ = std::move(*loop);
+  host_name_ = options.host_name.empty() ? SystemHostName() : options.host_name;
   if (absl::Status s = OpenStore(options); !s.ok()) return s;
   worker_ = std::make_unique<ThreadPoolExecutor>(kWorkerThreads);
 
   CoreOptions core_options;
-  core_options.hostname = Hostname();
+  core_options.hostname = host_name_;
   core_options.daemon_version = GPUCTL_VERSION;
   core_options.max_duration = options.max_duration;
   core_options.start_delay = options.start_delay;
@@ -129,6 +132,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   SetServing(true);
   LogInfo("gpuctld ready",
           {{"grpc", grpc_address_},
+           {"host", host_name_},
            {"tls", options.tls_cert.empty()        ? "off"
                    : options.tls_client_ca.empty() ? "on"
                                                    : "mutual"},
@@ -146,7 +150,7 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
   store_options.retention = options.retention;
   store_options.clock = &clock_;
   store_options.remove_incomplete = true;
-  store_options.host = Hostname();
+  store_options.host = host_name_;
   absl::StatusOr<std::unique_ptr<LocalTraceStore>> store =
       LocalTraceStore::Create(options.store_dir, store_options);
   if (!store.ok()) return store.status();
@@ -175,7 +179,7 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
   s3::S3StoreOptions s3_options = options.s3_store;
   // The name the trace files carry, so the sweep of orphaned uploads at
   // start picks exactly this host's.
-  s3_options.hostname = Hostname();
+  s3_options.hostname = host_name_;
   std::unique_ptr<s3::S3TraceStore> s3_store = s3::S3TraceStore::Create(
       *std::move(store), *std::move(client), std::move(s3_options), std::move(deps));
   s3_store_ = s3_store.get();
@@ -206,6 +210,9 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
     }
   }
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT on Linux by default: a second daemon would then
+  // share the port and take half of the calls.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(options.listen_address, *credentials, &port);
   builder.RegisterService(service_.get());
@@ -220,8 +227,15 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
   builder.RegisterService(reflection_v1_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port == 0) {
+    const std::string reason = ListenFailureReason(options.listen_address);
+    if (reason == kAddressInUse) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve gRPC on ", options.listen_address,
+                       ": address in use (another gpuctld or another program listens there); "
+                       "stop it or pick another --listen"));
+    }
     return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", options.listen_address,
-                                               " (address in use or not available?)"));
+                                               ": ", reason.empty() ? "not available" : reason));
   }
   grpc_address_ = BoundAddress(options.listen_address, port);
   // Calls wait in the loop's queue until the core is in place: not serving

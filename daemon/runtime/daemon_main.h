@@ -52,6 +52,9 @@ class Daemon {
   void SetServing(bool serving);
 
   RealClock clock_;
+  // options.host_name, else the system's: the one name the core and the
+  // store are given.
+  std::string host_name_;
   std::unique_ptr<EventLoop> loop_;
   std::thread loop_thread_;
   std::unique_ptr<ThreadPoolExecutor> worker_;

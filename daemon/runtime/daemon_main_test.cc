@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/ipc/testing/ipc_test_client.h"
 #include "daemon/rpc/testing/raw_call.h"
 #include "gmock/gmock.h"
@@ -99,6 +100,86 @@ TEST_F(DaemonTest, RefusesASocketAnotherDaemonServes) {
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE(client->SendHello().ok());
   EXPECT_TRUE(client->Receive().ok());
+}
+
+TEST_F(DaemonTest, RefusesAGrpcAddressAnotherDaemonServes) {
+  auto first = Daemon::Start(options_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // Its own socket and store: only the gRPC address is shared.
+  DaemonOptions second_options = options_;
+  second_options.listen_address = (*first)->grpc_address();
+  second_options.socket_path = dir_ + "/second.sock";
+  second_options.store_dir = dir_ + "/second-traces";
+  second_options.ready_file.clear();
+  auto second = Daemon::Start(second_options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(),
+              ::testing::HasSubstr(absl::StrCat((*first)->grpc_address(), ": address in use")));
+  EXPECT_FALSE(std::filesystem::exists(second_options.socket_path));
+  // Every call still reaches the first one.
+  auto stub = v1::Gpuctl::NewStub(
+      grpc::CreateChannel((*first)->grpc_address(), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 4; ++i) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::GetStatusResponse status;
+    ASSERT_TRUE(stub->GetStatus(&ctx, v1::GetStatusRequest(), &status).ok());
+    EXPECT_EQ(status.socket_path(), options_.socket_path);
+  }
+}
+
+// The Trace call's answer to a start instant in the past, over a real
+// channel to a real daemon.
+grpc::Status TraceStartingAt(const std::string& address, absl::Time start, absl::Duration skew) {
+  auto stub = v1::Gpuctl::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  v1::TraceRequest request;
+  request.mutable_selector()->set_job_id("past");
+  request.mutable_duration()->set_seconds(1);
+  request.mutable_start_time()->set_seconds(absl::ToUnixSeconds(start));
+  request.mutable_max_start_skew()->set_seconds(absl::ToInt64Seconds(skew));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto reader = stub->Trace(&ctx, request);
+  v1::TraceEvent event;
+  while (reader->Read(&event)) {
+  }
+  return reader->Finish();
+}
+
+TEST_F(DaemonTest, TraceRefusesAStartInstantFurtherInThePastThanTheSkew) {
+  auto daemon = Daemon::Start(options_);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  const std::string& address = (*daemon)->grpc_address();
+  // One second after the epoch, with a skew of a second.
+  grpc::Status epoch = TraceStartingAt(address, absl::FromUnixSeconds(1), absl::Seconds(1));
+  EXPECT_EQ(epoch.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(epoch.error_message(),
+              ::testing::MatchesRegex("start_time is [0-9]+h.* in the past of this daemon's "
+                                      "clock, more than the max start skew 1s: .*"));
+  // A minute ago within a skew of 30 minutes is valid: the selector decides
+  // (nothing attached matches).
+  grpc::Status matched =
+      TraceStartingAt(address, absl::Now() - absl::Minutes(1), absl::Minutes(30));
+  EXPECT_EQ(matched.error_code(), grpc::StatusCode::NOT_FOUND) << matched.error_message();
+}
+
+TEST_F(DaemonTest, ReportsItsConfiguredHostName) {
+  options_.host_name = "gpu-node-9";
+  auto daemon = Daemon::Start(options_);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = v1::Gpuctl::NewStub(
+      grpc::CreateChannel((*daemon)->grpc_address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::GetStatusResponse status;
+  ASSERT_TRUE(stub->GetStatus(&ctx, v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.host(), "gpu-node-9");
+  grpc::ClientContext ctx2;
+  ctx2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ListProcessesResponse processes;
+  ASSERT_TRUE(stub->ListProcesses(&ctx2, v1::ListProcessesRequest(), &processes).ok());
+  EXPECT_EQ(processes.host(), "gpu-node-9");
 }
 
 s3::S3Config UnreachableS3() {

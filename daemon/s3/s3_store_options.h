@@ -23,7 +23,7 @@ struct S3StoreOptions {
   absl::Duration upload_retry_initial = absl::Seconds(1);
   // The daemon's host name, as its trace file names carry it: at start the
   // store aborts this host's orphaned multipart uploads (orphaned_uploads.h).
-  // Empty: gethostname().
+  // The daemon sets it (DaemonOptions::host_name, resolved at start).
   std::string hostname;
 };
 

@@ -1,7 +1,5 @@
 #include "daemon/s3/s3_trace_store.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <string_view>
 #include <utility>
@@ -76,12 +74,6 @@ class RemoteFileReader final : public daemon::TraceFileReader {
   size_t buffered_ = 0;  // bytes of buffer_ already returned
 };
 
-std::string LocalHostname() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
-  return name;
-}
-
 }  // namespace
 
 std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::LocalTraceStore> spool,
@@ -91,7 +83,6 @@ std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::Local
   std::shared_ptr<S3Client> shared_client = std::move(client);
   RealClock real_clock;
   const absl::Time started = (deps.clock != nullptr ? deps.clock : &real_clock)->Now();
-  std::string hostname = options.hostname.empty() ? LocalHostname() : options.hostname;
   auto on_orphan_sweep = deps.on_orphan_sweep;
   auto uploader =
       std::make_shared<TraceUploader>(shared_spool, shared_client, options, std::move(deps));
@@ -104,9 +95,8 @@ std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::Local
   }
   if (resumed > 0) LogInfo("resuming trace uploads", {{"traces", resumed}});
   TraceUploader::Start(uploader);
-  std::shared_ptr<OrphanedUploadSweep> sweep =
-      OrphanedUploadSweep::Start(shared_client, std::move(hostname),
-                                 started - kOrphanedUploadMargin, std::move(on_orphan_sweep));
+  std::shared_ptr<OrphanedUploadSweep> sweep = OrphanedUploadSweep::Start(
+      shared_client, options.hostname, started - kOrphanedUploadMargin, std::move(on_orphan_sweep));
   return std::unique_ptr<S3TraceStore>(
       new S3TraceStore(std::move(shared_spool), std::move(shared_client), std::move(options),
                        std::move(uploader), std::move(sweep)));

@@ -81,12 +81,15 @@ class Daemon:
         # Daemons named gpuctld* (one after another, e.g. across a restart)
         # use the paths the workload fixture defaults to; any other name gets
         # its own socket and store.
+        # Each stands for its own host too: named apart, as a fleet's daemons are.
         if name.startswith("gpuctld"):
             self.socket = workdir / "gpuctl.sock"
             self.store = workdir / "store"
+            self.host_name = "e2e-gpuctld"
         else:
             self.socket = workdir / f"{name}.sock"
             self.store = workdir / f"{name}-store"
+            self.host_name = f"e2e-{name}"
         self.ready_file = workdir / f"{name}.ready"
         self.log_path = workdir / f"{name}.log"
         self.extra_args = list(extra_args)
@@ -107,6 +110,7 @@ class Daemon:
             "--socket", str(self.socket),
             "--store", str(self.store),
             "--ready-file", str(self.ready_file),
+            "--host-name", self.host_name,
         ] + self.extra_args
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,

@@ -32,6 +32,7 @@ inline void ExpectSameS3Config(const s3::S3Config& a, const s3::S3Config& b) {
 // Every field of two DaemonOptions, one expectation each.
 inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.listen_address, b.listen_address);
+  EXPECT_EQ(a.host_name, b.host_name);
   EXPECT_EQ(a.socket_path, b.socket_path);
   EXPECT_EQ(a.store_dir, b.store_dir);
   EXPECT_EQ(a.max_duration, b.max_duration);
