@@ -76,7 +76,7 @@ def _stop_process(proc, timeout=10.0):
 
 
 class Daemon:
-    def __init__(self, build_dir, workdir, name, extra_args, launcher=()):
+    def __init__(self, build_dir, workdir, name, extra_args):
         self.build_dir = build_dir
         # Daemons named gpuctld* (one after another, e.g. across a restart)
         # use the paths the workload fixture defaults to; any other name gets
@@ -93,8 +93,6 @@ class Daemon:
         self.ready_file = workdir / f"{name}.ready"
         self.log_path = workdir / f"{name}.log"
         self.extra_args = list(extra_args)
-        # Runs the daemon through this command line (which must exec it).
-        self.launcher = list(launcher)
         self.proc = None
         self.address = None
         self.killed = False
@@ -104,7 +102,7 @@ class Daemon:
     def start(self, timeout=DEFAULT_DEADLINE_S):
         if self.ready_file.exists():
             self.ready_file.unlink()
-        cmd = self.launcher + [
+        cmd = [
             str(build_output(self.build_dir, "bin/gpuctld")),
             "--listen", "127.0.0.1:0",
             "--socket", str(self.socket),
@@ -216,12 +214,11 @@ def lib_path(build_dir):
 
 @pytest.fixture
 def start_daemon(build_dir, workdir, request):
-    """start_daemon(*extra_args, name="gpuctld", launcher=()) -> Daemon, stopped
-    at teardown; `launcher` is a command line that execs the daemon."""
+    """start_daemon(*extra_args, name="gpuctld") -> Daemon, stopped at teardown."""
     started = []
 
-    def start(*extra_args, name="gpuctld", launcher=()):
-        daemon = Daemon(build_dir, workdir, name, extra_args, launcher).start()
+    def start(*extra_args, name="gpuctld"):
+        daemon = Daemon(build_dir, workdir, name, extra_args).start()
         started.append(daemon)
         return daemon
 

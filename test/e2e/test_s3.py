@@ -175,11 +175,11 @@ def _yaml_scalar(value):
 
 @pytest.fixture
 def start_s3_daemon(start_daemon, workdir, bucket):
-    """start_s3_daemon(name="gpuctld", args=(), launcher=(), **store_s3_keys) ->
+    """start_s3_daemon(name="gpuctld", args=(), **store_s3_keys) ->
     Daemon whose config file uploads to the test bucket; keys override the
-    defaults below, args and launcher go to start_daemon."""
+    defaults below, args go to start_daemon."""
 
-    def start(name="gpuctld", args=(), launcher=(), **overrides):
+    def start(name="gpuctld", args=(), **overrides):
         settings = {
             "endpoint": bucket.endpoint,
             "region": bucket.region,
@@ -200,7 +200,7 @@ def start_s3_daemon(start_daemon, workdir, bucket):
         lines = ["store:", "  s3:"] + [f"    {k}: {_yaml_scalar(v)}" for k, v in settings.items()]
         config = workdir / f"{name}.yaml"
         config.write_text("\n".join(lines) + "\n")
-        return start_daemon("--config", str(config), *args, name=name, launcher=launcher)
+        return start_daemon("--config", str(config), *args, name=name)
 
     return start
 
@@ -475,36 +475,14 @@ def test_pending_upload_survives_a_daemon_restart(ceph, start_s3_daemon, cli_for
     wait_local_data_removed(local_dir)
 
 
-def gpuctld_named(build_dir, host_name):
-    """(extra args, launcher) that make a gpuctld call itself `host_name`:
-    --host-name where this gpuctld has it, else (as root) a UTS namespace of
-    its own whose host name is set before gpuctld starts; skips without
-    either."""
-    gpuctld = str(build_dir / "bin" / "gpuctld")
-    usage = subprocess.run([gpuctld, "--help"], capture_output=True, text=True, timeout=30,
-                           stdin=subprocess.DEVNULL)
-    if "--host-name" in usage.stdout + usage.stderr:
-        return ["--host-name", host_name], []
-    unshare = ["unshare", "--uts"]
-    probe = subprocess.run(unshare + ["hostname", "uts-probe"], capture_output=True,
-                           timeout=30, stdin=subprocess.DEVNULL) \
-        if shutil.which("unshare") and shutil.which("hostname") else None
-    if probe is None or probe.returncode != 0:
-        pytest.skip("gpuctld has no --host-name and no UTS namespace can be made here: "
-                    "two daemons on one machine cannot have different host names")
-    return [], unshare + ["sh", "-c", 'hostname "$0" && exec "$@"', host_name]
-
-
 def test_fan_out_trace_keeps_every_hosts_manifest_and_files_in_one_bucket(
         build_dir, start_s3_daemon, cli_for, start_workload, bucket, workdir):
     # Two daemons of their own host names, store and socket, one bucket and
     # prefix; one fan-out trace, so one trace id and one key prefix.
-    suffix = uuid.uuid4().hex[:6]
-    names = [f"s3-node-a-{suffix}", f"s3-node-b-{suffix}"]
-    daemons = []
-    for i, host_name in enumerate(names):
-        args, launcher = gpuctld_named(build_dir, host_name)
-        daemons.append(start_s3_daemon(name=f"node{i}", args=args, launcher=launcher))
+    daemons = [start_s3_daemon(name=f"node{i}") for i in range(2)]
+    # Each daemon has its own --host-name (the fixture's "e2e-<name>").
+    names = [d.host_name for d in daemons]
+    assert len(set(names)) == 2, names
     workloads = [start_workload(job="s3-fan", rank=i, world_size=2, socket=d.socket)
                  for i, d in enumerate(daemons)]
     for daemon, workload in zip(daemons, workloads):
