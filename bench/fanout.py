@@ -60,7 +60,8 @@ def main():
             added, dispatch = [], []
             for _ in range(args.runs):
                 result, wall = fleet.gpuctl("trace", "--job", "bench", "--duration", args.window,
-                                            "--start-delay", "0s", "--no-download", "--json",
+                                            "--start-delay", "0s", "--max-start-skew", "1s",
+                                            "--no-download", "--json",
                                             "--parallel", "64", *hosts)
                 if result.returncode != 0:
                     raise SystemExit(f"gpuctl trace failed ({result.returncode}):\n"

@@ -355,8 +355,11 @@ def part_latency(run, gpuctl, pid, keep_busy):
                 failures.append("stopped early: the run's deadline is near")
                 break
             try:
+                # --max-start-skew: an instant already past on arrival is
+                # refused beyond it.
                 code, doc, result, _ = gpuctl.trace(pid, "--duration", "20ms", "--start-delay",
-                                                    "0s", download=False, timeout=30)
+                                                    "0s", "--max-start-skew", "1s",
+                                                    download=False, timeout=30)
                 if code != 0 or not result:
                     failures.append(f"exit {code}: {(result or {}).get('message', '')}")
                     continue
