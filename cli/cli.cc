@@ -128,7 +128,9 @@ void DefineCommands(Parser& p, const CliEnv& env) {
       ->allow_extra_args(false);
   get->callback([&p, &env] {
     std::string target = ResolveTarget(p.flags, env);
-    if (!IsSafeName(p.flags.trace_id)) throw UsageError("get: invalid trace id");
+    if (absl::Status s = ValidateTraceId("get", p.flags.trace_id); !s.ok()) {
+      throw UsageError(std::string(s.message()));
+    }
     for (const std::string& name : p.flags.files) {
       if (!IsSafeName(name))
         throw UsageError(absl::StrCat("--file: invalid file name \"", name, "\""));

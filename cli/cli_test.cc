@@ -496,8 +496,9 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
        "sync,nvtx,overhead"},
       {{"trace", "--job", "1", "--duration", "5s", "--bogus"}, "--bogus"},
       {{"get", "--host", host}, "trace_id"},
-      {{"get", "../etc", "--host", host}, "invalid trace id"},
-      {{"get", "T1", "--file", "../x", "--host", host}, "invalid file name"},
+      {{"get", "../etc", "--host", host}, "get: \"../etc\" is not a lowercase UUIDv7"},
+      {{"get", "T1", "--host", host}, "get: \"T1\" is not a lowercase UUIDv7"},
+      {{"get", kTraceId, "--file", "../x", "--host", host}, "invalid file name"},
       {{"traces", "--limit", "0", "--host", host}, "--limit"},
   };
   for (const Case& c : cases) {

@@ -129,6 +129,13 @@ absl::Status ValidateWindowFlags(const TraceFlags& f, TraceOptions& options) {
 
 }  // namespace
 
+absl::Status ValidateTraceId(absl::string_view what, const std::string& trace_id) {
+  if (IsValidTraceId(trace_id)) return absl::OkStatus();
+  return Usage(what, absl::StrCat("\"", Printable(trace_id),
+                                  "\" is not a lowercase UUIDv7 like "
+                                  "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"));
+}
+
 void AddFleetFlags(CLI::App* command, FleetFlags& flags) {
   command
       ->add_option("--host", flags.hosts.hosts,
@@ -226,10 +233,8 @@ absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& f, const Fleet
   }
   options.selector = *std::move(selector);
   if (absl::Status s = ValidateWindowFlags(f, options); !s.ok()) return s;
-  if (!f.trace_id.empty() && !IsValidTraceId(f.trace_id)) {
-    return Usage("--trace-id", absl::StrCat("\"", Printable(f.trace_id),
-                                            "\" is not a lowercase UUIDv7 like "
-                                            "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"));
+  if (!f.trace_id.empty()) {
+    if (absl::Status s = ValidateTraceId("--trace-id", f.trace_id); !s.ok()) return s;
   }
   options.trace_id = f.trace_id;
   for (const std::string& activity : f.activities) {

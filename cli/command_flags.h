@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "cli/host_list.h"
@@ -55,6 +56,10 @@ struct PsFlags {
 void AddFleetFlags(CLI::App* command, FleetFlags& flags);
 void AddSelectorFlags(CLI::App* command, SelectorFlags& flags, bool for_trace);
 void AddTraceFlags(CLI::App* command, TraceFlags& flags);
+
+// A trace id as gpuctld makes them (a lowercase UUIDv7); `what` names the
+// flag or argument in the message.
+absl::Status ValidateTraceId(absl::string_view what, const std::string& trace_id);
 
 absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& trace, const FleetFlags& fleet,
                                                 const SelectorFlags& selector,

@@ -1,0 +1,31 @@
+"""What gpuctl prints when something is wrong or done: real gpuctld, real CLI."""
+
+import re
+
+
+def test_get_of_an_unknown_trace_says_so_without_the_daemons_paths(cli, daemon, start_workload,
+                                                                   workdir):
+    unknown = "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"
+    got = cli.run("get", unknown, "-o", str(workdir / "fetched"))
+    assert got.returncode == 3, got.stdout + got.stderr
+    assert got.stderr == f"gpuctl: no trace {unknown} on {daemon.address}\n", got.stderr
+    assert str(daemon.store) not in got.stderr
+
+    # A malformed id never reaches the daemon.
+    bad = cli.run("get", "not-a-trace-id", "-o", str(workdir / "fetched"))
+    assert bad.returncode == 2, bad.stdout + bad.stderr
+    assert "is not a lowercase UUIDv7" in bad.stderr, bad.stderr
+
+    # A file the trace does not have: the files it has are listed.
+    workload = start_workload(job=42, rank=0, world_size=1)
+    cli.wait_attached([workload.pid])
+    result, trace = cli.trace("--job", "42", "--duration", "1s", "--no-download")
+    assert result.returncode == 0, result.stdout + result.stderr
+    trace_id = re.search(r"gpuctl get (\S+)", result.stdout + result.stderr).group(1)
+    missing = cli.run("get", trace_id, "--file", "rank7.json.gz", "-o", str(workdir / "fetched"))
+    assert missing.returncode == 3, missing.stdout + missing.stderr
+    assert missing.stderr.startswith(
+        f'gpuctl: trace {trace_id} on {daemon.address} has no file "rank7.json.gz"; '
+        "its files: manifest.json, "), missing.stderr
+    assert f"pid{workload.pid}.json.gz" in missing.stderr, missing.stderr
+    assert str(daemon.store) not in missing.stderr
