@@ -449,7 +449,8 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"trace", "--rank", "4-2", "--duration", "5s", "--host", host}, "\"4-2\" ends before"},
       {{"trace", "--label", "team", "--duration", "5s", "--host", host}, "expected KEY=VALUE"},
       {{"trace", "--job", "1", "--limit", "-1", "--duration", "5s", "--host", host}, "--limit"},
-      {{"trace", "--job", "1", "--iterations", "0", "--host", host}, "--iterations: expected 1"},
+      {{"trace", "--job", "1", "--iterations", "0", "--host", host},
+       "--iterations: expected a number of steps, an integer from 1 to 1000000, got \"0\""},
       {{"trace", "--job", "1", "--iterations", "1000001", "--host", host}, "--iterations"},
       {{"trace", "--job", "1", "--duration", "5s", "--step-roundup", "10", "--host", host},
        "--step-roundup: applies to iteration windows"},
@@ -471,7 +472,7 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"trace", "--job", "1", "--duration", "5s", "--max-start-skew", "0s", "--host", host},
        "--max-start-skew: invalid duration"},
       {{"trace", "--job", "1", "--duration", "5s", "--parallel", "0", "--host", host},
-       "--parallel: expected 1 to 1024"},
+       "--parallel: expected a number of hosts to contact at once, an integer from 1 to 1024"},
       {{"trace", "--job", "1", "--duration", "5s", "--host-timeout", "soon", "--host", host},
        "--host-timeout: invalid duration"},
       {{"trace", "--job", "1", "--duration", "5s", "--hosts", "node1"},
@@ -499,7 +500,38 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"get", "../etc", "--host", host}, "get: \"../etc\" is not a lowercase UUIDv7"},
       {{"get", "T1", "--host", host}, "get: \"T1\" is not a lowercase UUIDv7"},
       {{"get", kTraceId, "--file", "../x", "--host", host}, "invalid file name"},
-      {{"traces", "--limit", "0", "--host", host}, "--limit"},
+      {{"traces", "--limit", "0", "--host", host},
+       "gpuctl: --limit: expected a number of traces, a positive integer, got \"0\""},
+      {{"traces", "--limit", "x", "--host", host},
+       "--limit: expected a number of traces, a positive integer, got \"x\""},
+      {{"ps", "--limit", "-1", "--host", host},
+       "--limit: expected a number of processes per host (0: no limit), an integer, 0 or more, "
+       "got \"-1\""},
+      {{"ps", "--parallel", "x", "--host", host},
+       "--parallel: expected a number of hosts to contact at once, an integer from 1 to 1024, "
+       "got \"x\""},
+      {{"trace", "--pid", "abc", "--duration", "5s", "--host", host},
+       "gpuctl: --pid: expected a process id, a positive integer, got \"abc\""},
+      {{"trace", "--job", "1", "--iterations", "abc", "--host", host},
+       "--iterations: expected a number of steps, an integer from 1 to 1000000, got \"abc\""},
+      {{"trace", "--job", "1", "--iterations", "5", "--step-roundup", "0", "--host", host},
+       "--step-roundup: expected a step count to round the start up to, a positive integer, got "
+       "\"0\""},
+      {{"trace", "--job", "1", "--iterations", "5", "--start-step", "x", "--host", host},
+       "--start-step: expected a step number, an integer, 0 or more, got \"x\""},
+      {{"trace", "--job", "1", "--duration", "5sec", "--host", host},
+       "--duration: invalid duration \"5sec\": unknown unit \"sec\" (units: h, m, s, ms, us, "
+       "ns)"},
+      {{"trace", "--job", "1", "--durration", "5s", "--host", host},
+       "gpuctl: trace: unknown flag --durration; did you mean --duration?\n"},
+      {{"trace", "--job", "1", "--duration=5s", "--lable=a=b", "--host", host},
+       "gpuctl: trace: unknown flag --lable; did you mean --label?\n"},
+      {{"ps", "--jbo", "1", "--host", host},
+       "gpuctl: ps: unknown flag --jbo; did you mean --job?\n"},
+      {{"status", "--frobnicate", "--host", host}, "gpuctl: status: unknown flag --frobnicate\n"},
+      {{"status", "extra", "--host", host}, "gpuctl: status: unexpected argument \"extra\"\n"},
+      {{"--hots", "x", "status"}, "gpuctl: unknown flag --hots; a command comes first"},
+      {{"help", "nope"}, "gpuctl: help: unknown command \"nope\""},
   };
   for (const Case& c : cases) {
     TestConsole console;
@@ -521,6 +553,14 @@ TEST(CliUsageTest, VersionAndHelp) {
   TestConsole trace_help;
   EXPECT_EQ(RunCli({"trace", "--help"}, trace_help.env()), kExitOk);
   EXPECT_THAT(trace_help.out.str(), HasSubstr("--duration"));
+  for (const char* command : {"trace", "ps", "traces", "get", "status"}) {
+    TestConsole dash_help;
+    TestConsole help_command;
+    EXPECT_EQ(RunCli({command, "--help"}, dash_help.env()), kExitOk);
+    EXPECT_EQ(RunCli({"help", command}, help_command.env()), kExitOk) << help_command.err.str();
+    EXPECT_EQ(help_command.out.str(), dash_help.out.str()) << command;
+    EXPECT_THAT(help_command.out.str(), HasSubstr(absl::StrCat("gpuctl ", command)));
+  }
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ namespace gpuctl::cli {
 
 struct FleetFlags {
   HostFlags hosts;
-  int64_t parallel = kDefaultParallel;
+  std::string parallel = std::to_string(kDefaultParallel);
   std::string host_timeout = "10s";
 };
 
@@ -35,9 +35,9 @@ struct TraceFlags {
   bool json = false;
   std::string start_delay = "500ms";
   std::string max_start_skew = "50ms";
-  int64_t iterations = 0;
+  std::string iterations;
   std::string start_step;
-  int64_t step_roundup = 1;
+  std::string step_roundup = "1";
   std::string step_margin = "auto";
   // Which were given, for the rules between flags.
   CLI::Option* duration_option = nullptr;

@@ -1,6 +1,7 @@
 """What gpuctl prints when something is wrong or done: real gpuctld, real CLI."""
 
 import re
+import subprocess
 
 
 def test_get_of_an_unknown_trace_says_so_without_the_daemons_paths(cli, daemon, start_workload,
@@ -29,3 +30,33 @@ def test_get_of_an_unknown_trace_says_so_without_the_daemons_paths(cli, daemon, 
         "its files: manifest.json, "), missing.stderr
     assert f"pid{workload.pid}.json.gz" in missing.stderr, missing.stderr
     assert str(daemon.store) not in missing.stderr
+
+
+def test_flags_say_what_they_accept_and_suggest_the_nearest(cli_for):
+    cli = cli_for("127.0.0.1:1")  # never contacted: every case is a usage error
+    cases = [
+        (("traces", "--limit", "0"),
+         'gpuctl: --limit: expected a number of traces, a positive integer, got "0"'),
+        (("trace", "--pid", "abc", "--duration", "1s"),
+         'gpuctl: --pid: expected a process id, a positive integer, got "abc"'),
+        (("trace", "--job", "1", "--iterations", "abc"),
+         'gpuctl: --iterations: expected a number of steps, an integer from 1 to 1000000, '
+         'got "abc"'),
+        (("trace", "--job", "1", "--durration", "5s"),
+         "gpuctl: trace: unknown flag --durration; did you mean --duration?"),
+        (("trace", "--job", "1", "--duration", "5sec"),
+         'unknown unit "sec" (units: h, m, s, ms, us, ns)'),
+    ]
+    for args, message in cases:
+        result = cli.run(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+        assert "Could not convert" not in result.stderr and "not in range" not in result.stderr
+
+    helped = subprocess.run([cli.binary, "help", "trace"], capture_output=True, text=True,
+                            timeout=60)
+    dashed = subprocess.run([cli.binary, "trace", "--help"], capture_output=True, text=True,
+                            timeout=60)
+    assert helped.returncode == 0 and dashed.returncode == 0, helped.stderr + dashed.stderr
+    assert helped.stdout == dashed.stdout
+    assert "--duration" in helped.stdout
