@@ -124,6 +124,9 @@ TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   EXPECT_THAT(out, HasSubstr(absl::StrCat("/var/lib/gpuctl/traces/", kTraceId)));
   for (const auto& [name, data] : files_) EXPECT_EQ(ReadFile(saved / name), data) << name;
   EXPECT_EQ(ListDir(saved).size(), files_.size());  // no temporaries left
+  // It ends saying how to open the files.
+  EXPECT_THAT(out, ::testing::EndsWith("open a file in https://ui.perfetto.dev (Open trace file) "
+                                       "or chrome://tracing (Load)\n"));
 
   const std::string err = console_.err.str();
   EXPECT_THAT(err, HasSubstr(absl::StrCat("trace ", kTraceId,
@@ -258,6 +261,21 @@ TEST_F(CliTraceCommandTest, UnreachableDaemonExitsFour) {
             kExitDaemonError);
   EXPECT_THAT(console_.err.str(),
               HasSubstr(absl::StrCat("cannot reach gpuctld at ", target, ": ")));
+}
+
+TEST_F(CliTraceCommandTest, NothingStoredSaysSoAndGivesNoHintToOpenFiles) {
+  server_.service().trace = Script({Process(100, 0), Process(101, 1)},
+                                   {Result(100, 0, v1::CAPTURE_STATUS_BUSY, "profiler taken"),
+                                    Result(101, 1, v1::CAPTURE_STATUS_FAILED, "no memory")});
+  server_.service().files[kTraceId] = {{"manifest.json", "{}"}};
+  EXPECT_EQ(Run(TraceArgs()), kExitPartialFailure);
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, Not(HasSubstr("stored by")));
+  EXPECT_THAT(
+      out, HasSubstr(absl::StrCat(
+               "no trace data stored: no process delivered a trace (gpuctld at ", server_.target(),
+               " keeps the trace's manifest in /var/lib/gpuctl/traces/", kTraceId, ")\n")));
+  EXPECT_THAT(out, Not(HasSubstr("perfetto")));
 }
 
 TEST_F(CliTraceCommandTest, StreamWithoutCompletionKeepsWhatArrived) {

@@ -35,10 +35,9 @@ absl::StatusOr<uint64_t> ParseFlagNumber(absl::string_view flag, absl::string_vi
   if (!digits || !absl::SimpleAtoi(text, &value) || value < min || value > max) {
     // At most a line of what was typed.
     const absl::string_view shown = text.substr(0, 64);
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": expected ", what, ", ",
-                                                   RangeWords(min, max), ", got \"",
-                                                   Printable(shown),
-                                                   shown.size() < text.size() ? "..." : "", "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": expected ", what, ", ", RangeWords(min, max), ", got \"",
+                     Printable(shown), shown.size() < text.size() ? "..." : "", "\""));
   }
   return value;
 }

@@ -1,5 +1,6 @@
 """What gpuctl prints when something is wrong or done: real gpuctld, real CLI."""
 
+import json
 import re
 import subprocess
 
@@ -60,3 +61,33 @@ def test_flags_say_what_they_accept_and_suggest_the_nearest(cli_for):
     assert helped.returncode == 0 and dashed.returncode == 0, helped.stderr + dashed.stderr
     assert helped.stdout == dashed.stdout
     assert "--duration" in helped.stdout
+
+
+def _assert_keys_sorted(node, where="$"):
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            _assert_keys_sorted(item, f"{where}[{i}]")
+    elif isinstance(node, tuple):  # (key, value) pairs of an object, in printed order
+        keys = [k for k, _ in node]
+        assert keys == sorted(keys), f"{where}: keys not sorted: {keys}"
+        for key, value in node:
+            _assert_keys_sorted(value, f"{where}.{key}")
+
+
+def test_trace_ends_with_how_to_open_the_files_and_json_keys_are_sorted(cli, start_workload):
+    workload = start_workload(job=42, rank=0, world_size=1, env={"GPUCTL_LABELS": "zz=1,aa=2"})
+    cli.wait_attached([workload.pid])
+    result, trace = cli.trace("--job", "42", "--duration", "1s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert trace is not None
+    assert result.stdout.endswith(
+        "open a file in https://ui.perfetto.dev (Open trace file) or chrome://tracing (Load)\n"
+    ), result.stdout
+
+    for args in (("ps", "--json"), ("traces", "--json"), ("status", "--json")):
+        listed = cli.run(*args)
+        assert listed.returncode == 0, listed.stderr
+        _assert_keys_sorted(json.loads(listed.stdout, object_pairs_hook=tuple))
+    result, _ = cli.trace("--job", "42", "--duration", "1s", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    _assert_keys_sorted(json.loads(result.stdout, object_pairs_hook=tuple))
