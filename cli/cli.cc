@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,9 @@
 #include "cli/connection.h"
 #include "cli/download.h"
 #include "cli/exit_codes.h"
+#include "cli/flag_number.h"
+#include "cli/flag_suggestion.h"
+#include "cli/format.h"
 #include "cli/list_commands.h"
 #include "cli/ps_command.h"
 #include "cli/trace_command.h"
@@ -36,7 +40,7 @@ struct Flags {
   std::string job_id;
   std::string trace_id;
   std::string output_root = kDefaultOutputRoot;
-  int limit = 0;
+  std::string limit;
   std::vector<std::string> files;
   // Fleet commands (trace, ps).
   FleetFlags fleet;
@@ -45,6 +49,8 @@ struct Flags {
   PsFlags ps;
   // Every command that talks to gpuctld.
   SecurityFlags security;
+  // `help COMMAND`.
+  std::string help_command;
 };
 
 void AddHostFlags(CLI::App* cmd, Flags& flags, bool with_json) {
@@ -113,11 +119,16 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   CLI::App* traces = p.app.add_subcommand("traces", "List stored traces, newest first");
   AddHostFlags(traces, f, true);
   traces->add_option("--job", f.job_id, "Only traces of this job");
-  traces->add_option("--limit", f.limit, "At most this many traces")->check(CLI::PositiveNumber);
-  traces->callback([&p, &env] {
+  CLI::Option* traces_limit = traces->add_option("--limit", f.limit, "At most this many traces");
+  traces->callback([&p, &env, traces_limit] {
     std::string target = ResolveTarget(p.flags, env);
-    p.run = [target, &p, &env] {
-      return RunTraces(target, p.flags.job_id, p.flags.limit, p.flags.json, env);
+    int limit = 0;
+    if (traces_limit->count() > 0) {
+      limit = static_cast<int>(OrUsageError(ParseFlagNumber(
+          "--limit", p.flags.limit, "a number of traces", 1, std::numeric_limits<int32_t>::max())));
+    }
+    p.run = [target, limit, &p, &env] {
+      return RunTraces(target, p.flags.job_id, limit, p.flags.json, env);
     };
   });
 
@@ -129,7 +140,9 @@ void DefineCommands(Parser& p, const CliEnv& env) {
       ->allow_extra_args(false);
   get->callback([&p, &env] {
     std::string target = ResolveTarget(p.flags, env);
-    if (!IsSafeName(p.flags.trace_id)) throw UsageError("get: invalid trace id");
+    if (absl::Status s = ValidateTraceId("get", p.flags.trace_id); !s.ok()) {
+      throw UsageError(std::string(s.message()));
+    }
     for (const std::string& name : p.flags.files) {
       if (!IsSafeName(name))
         throw UsageError(absl::StrCat("--file: invalid file name \"", name, "\""));
@@ -149,11 +162,24 @@ void DefineCommands(Parser& p, const CliEnv& env) {
 
   for (CLI::App* cmd : {trace, ps, traces, get, status}) AddSecurityFlags(cmd, f.security);
 
-  CLI::App* help = p.app.add_subcommand("help", "Show this help");
+  CLI::App* help =
+      p.app.add_subcommand("help", "Show this help, or a command's: gpuctl help COMMAND");
+  help->add_option("command", f.help_command, "The command to describe");
   help->callback([&p, &env] {
-    p.run = [&p, &env] {
-      // App::help() would describe the selected subcommand, "help" itself.
-      *env.out << p.app.get_formatter()->make_help(&p.app, "gpuctl", CLI::AppFormatMode::Normal);
+    CLI::App* described = &p.app;
+    if (!p.flags.help_command.empty()) {
+      try {
+        described = p.app.get_subcommand(p.flags.help_command);
+      } catch (const CLI::OptionNotFound&) {
+        throw UsageError(absl::StrCat("help: unknown command \"", p.flags.help_command, "\""));
+      }
+    }
+    p.run = [&p, &env, described] {
+      // What `gpuctl COMMAND --help` prints. App::help() would describe the
+      // selected subcommand, "help" itself.
+      *env.out << (described == &p.app ? p.app.get_formatter()->make_help(
+                                             &p.app, "gpuctl", CLI::AppFormatMode::Normal)
+                                       : described->help(p.app.get_name()));
       return kExitOk;
     };
   });
@@ -167,6 +193,14 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& given_env) {
   Parser parser;
   DefineCommands(parser, env);
   // CLI11 would only say "A subcommand is required".
+  if (!args.empty() && args[0].size() > 1 && args[0][0] == '-' &&
+      parser.app.get_option_no_throw(std::string(args[0].substr(0, args[0].find('=')))) ==
+          nullptr) {
+    *env.err << "gpuctl: unknown flag " << Printable(args[0].substr(0, 64))
+             << "; a command comes first: gpuctl COMMAND [FLAGS]\n"
+             << kUsageHint;
+    return kExitUsage;
+  }
   if (!args.empty() && !args[0].empty() && args[0][0] != '-') {
     try {
       parser.app.get_subcommand(args[0]);
@@ -185,6 +219,11 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& given_env) {
     return parser.app.exit(e, *env.out, *env.err);
   } catch (const CLI::CallForVersion& e) {
     return parser.app.exit(e, *env.out, *env.err);
+  } catch (const CLI::ExtrasError&) {
+    std::vector<CLI::App*> chosen = parser.app.get_subcommands();
+    const CLI::App& command = chosen.empty() ? parser.app : *chosen.front();
+    *env.err << "gpuctl: " << UnexpectedArgumentMessage(command, args) << "\n" << kUsageHint;
+    return kExitUsage;
   } catch (const CLI::ParseError& e) {
     *env.err << "gpuctl: " << e.what() << "\n";
     *env.err << kUsageHint;

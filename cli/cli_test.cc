@@ -126,6 +126,9 @@ TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   EXPECT_THAT(out, HasSubstr(absl::StrCat("/var/lib/gpuctl/traces/", kTraceId)));
   for (const auto& [name, data] : files_) EXPECT_EQ(ReadFile(saved / name), data) << name;
   EXPECT_EQ(ListDir(saved).size(), files_.size());  // no temporaries left
+  // It ends saying how to open the files.
+  EXPECT_THAT(out, ::testing::EndsWith("open a file in https://ui.perfetto.dev (Open trace file) "
+                                       "or chrome://tracing (Load)\n"));
 
   const std::string err = console_.err.str();
   EXPECT_THAT(err, HasSubstr(absl::StrCat("trace ", kTraceId,
@@ -283,6 +286,21 @@ TEST_F(CliTraceCommandTest, UnreachableDaemonExitsFour) {
             kExitDaemonError);
   EXPECT_THAT(console_.err.str(),
               HasSubstr(absl::StrCat("cannot reach gpuctld at ", target, ": ")));
+}
+
+TEST_F(CliTraceCommandTest, NothingStoredSaysSoAndGivesNoHintToOpenFiles) {
+  server_.service().trace = Script({Process(100, 0), Process(101, 1)},
+                                   {Result(100, 0, v1::CAPTURE_STATUS_BUSY, "profiler taken"),
+                                    Result(101, 1, v1::CAPTURE_STATUS_FAILED, "no memory")});
+  server_.service().files[kTraceId] = {{"manifest.json", "{}"}};
+  EXPECT_EQ(Run(TraceArgs()), kExitPartialFailure);
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, Not(HasSubstr("stored by")));
+  EXPECT_THAT(
+      out, HasSubstr(absl::StrCat(
+               "no trace data stored: no process delivered a trace (gpuctld at ", server_.target(),
+               " keeps the trace's manifest in /var/lib/gpuctl/traces/", kTraceId, ")\n")));
+  EXPECT_THAT(out, Not(HasSubstr("perfetto")));
 }
 
 TEST_F(CliTraceCommandTest, StreamWithoutCompletionKeepsWhatArrived) {
@@ -474,7 +492,8 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"trace", "--rank", "4-2", "--duration", "5s", "--host", host}, "\"4-2\" ends before"},
       {{"trace", "--label", "team", "--duration", "5s", "--host", host}, "expected KEY=VALUE"},
       {{"trace", "--job", "1", "--limit", "-1", "--duration", "5s", "--host", host}, "--limit"},
-      {{"trace", "--job", "1", "--iterations", "0", "--host", host}, "--iterations: expected 1"},
+      {{"trace", "--job", "1", "--iterations", "0", "--host", host},
+       "--iterations: expected a number of steps, an integer from 1 to 1000000, got \"0\""},
       {{"trace", "--job", "1", "--iterations", "1000001", "--host", host}, "--iterations"},
       {{"trace", "--job", "1", "--duration", "5s", "--step-roundup", "10", "--host", host},
        "--step-roundup: applies to iteration windows"},
@@ -496,7 +515,7 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"trace", "--job", "1", "--duration", "5s", "--max-start-skew", "0s", "--host", host},
        "--max-start-skew: invalid duration"},
       {{"trace", "--job", "1", "--duration", "5s", "--parallel", "0", "--host", host},
-       "--parallel: expected 1 to 1024"},
+       "--parallel: expected a number of hosts to contact at once, an integer from 1 to 1024"},
       {{"trace", "--job", "1", "--duration", "5s", "--host-timeout", "soon", "--host", host},
        "--host-timeout: invalid duration"},
       {{"trace", "--job", "1", "--duration", "5s", "--hosts", "node1"},
@@ -521,9 +540,41 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
        "sync,nvtx,overhead"},
       {{"trace", "--job", "1", "--duration", "5s", "--bogus"}, "--bogus"},
       {{"get", "--host", host}, "trace_id"},
-      {{"get", "../etc", "--host", host}, "invalid trace id"},
-      {{"get", "T1", "--file", "../x", "--host", host}, "invalid file name"},
-      {{"traces", "--limit", "0", "--host", host}, "--limit"},
+      {{"get", "../etc", "--host", host}, "get: \"../etc\" is not a lowercase UUIDv7"},
+      {{"get", "T1", "--host", host}, "get: \"T1\" is not a lowercase UUIDv7"},
+      {{"get", kTraceId, "--file", "../x", "--host", host}, "invalid file name"},
+      {{"traces", "--limit", "0", "--host", host},
+       "gpuctl: --limit: expected a number of traces, a positive integer, got \"0\""},
+      {{"traces", "--limit", "x", "--host", host},
+       "--limit: expected a number of traces, a positive integer, got \"x\""},
+      {{"ps", "--limit", "-1", "--host", host},
+       "--limit: expected a number of processes per host (0: no limit), an integer, 0 or more, "
+       "got \"-1\""},
+      {{"ps", "--parallel", "x", "--host", host},
+       "--parallel: expected a number of hosts to contact at once, an integer from 1 to 1024, "
+       "got \"x\""},
+      {{"trace", "--pid", "abc", "--duration", "5s", "--host", host},
+       "gpuctl: --pid: expected a process id, a positive integer, got \"abc\""},
+      {{"trace", "--job", "1", "--iterations", "abc", "--host", host},
+       "--iterations: expected a number of steps, an integer from 1 to 1000000, got \"abc\""},
+      {{"trace", "--job", "1", "--iterations", "5", "--step-roundup", "0", "--host", host},
+       "--step-roundup: expected a step count to round the start up to, a positive integer, got "
+       "\"0\""},
+      {{"trace", "--job", "1", "--iterations", "5", "--start-step", "x", "--host", host},
+       "--start-step: expected a step number, an integer, 0 or more, got \"x\""},
+      {{"trace", "--job", "1", "--duration", "5sec", "--host", host},
+       "--duration: invalid duration \"5sec\": unknown unit \"sec\" (units: h, m, s, ms, us, "
+       "ns)"},
+      {{"trace", "--job", "1", "--durration", "5s", "--host", host},
+       "gpuctl: trace: unknown flag --durration; did you mean --duration?\n"},
+      {{"trace", "--job", "1", "--duration=5s", "--lable=a=b", "--host", host},
+       "gpuctl: trace: unknown flag --lable; did you mean --label?\n"},
+      {{"ps", "--jbo", "1", "--host", host},
+       "gpuctl: ps: unknown flag --jbo; did you mean --job?\n"},
+      {{"status", "--frobnicate", "--host", host}, "gpuctl: status: unknown flag --frobnicate\n"},
+      {{"status", "extra", "--host", host}, "gpuctl: status: unexpected argument \"extra\"\n"},
+      {{"--hots", "x", "status"}, "gpuctl: unknown flag --hots; a command comes first"},
+      {{"help", "nope"}, "gpuctl: help: unknown command \"nope\""},
   };
   for (const Case& c : cases) {
     TestConsole console;
@@ -545,6 +596,14 @@ TEST(CliUsageTest, VersionAndHelp) {
   TestConsole trace_help;
   EXPECT_EQ(RunCli({"trace", "--help"}, trace_help.env()), kExitOk);
   EXPECT_THAT(trace_help.out.str(), HasSubstr("--duration"));
+  for (const char* command : {"trace", "ps", "traces", "get", "status"}) {
+    TestConsole dash_help;
+    TestConsole help_command;
+    EXPECT_EQ(RunCli({command, "--help"}, dash_help.env()), kExitOk);
+    EXPECT_EQ(RunCli({"help", command}, help_command.env()), kExitOk) << help_command.err.str();
+    EXPECT_EQ(help_command.out.str(), dash_help.out.str()) << command;
+    EXPECT_THAT(help_command.out.str(), HasSubstr(absl::StrCat("gpuctl ", command)));
+  }
 }
 
 }  // namespace

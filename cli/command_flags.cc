@@ -4,11 +4,11 @@
 #include <limits>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/download.h"
 #include "cli/duration.h"
+#include "cli/flag_number.h"
 #include "cli/format.h"
 #include "daemon/common/trace_id.h"
 
@@ -27,17 +27,6 @@ absl::StatusOr<absl::Duration> FlagDuration(absl::string_view flag, const std::s
   return d;
 }
 
-// Decimal digits only, within `max`.
-absl::StatusOr<uint64_t> FlagCount(absl::string_view flag, const std::string& text, uint64_t max) {
-  uint64_t value = 0;
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos ||
-      !absl::SimpleAtoi(text, &value) || value > max) {
-    return Usage(flag, absl::StrCat("expected a whole number from 0 to ", max, ", got \"",
-                                    Printable(text), "\""));
-  }
-  return value;
-}
-
 bool Given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
 
 struct FleetSettings {
@@ -51,10 +40,10 @@ absl::StatusOr<FleetSettings> ValidateFleet(const FleetFlags& flags, absl::strin
   absl::StatusOr<std::vector<HostSpec>> hosts = ParseHostFlags(flags.hosts, env_host);
   if (!hosts.ok()) return hosts.status();
   fleet.hosts = *std::move(hosts);
-  if (flags.parallel < 1 || flags.parallel > static_cast<int64_t>(kMaxParallel)) {
-    return Usage("--parallel", absl::StrCat("expected 1 to ", kMaxParallel));
-  }
-  fleet.parallel = static_cast<size_t>(flags.parallel);
+  absl::StatusOr<uint64_t> parallel = ParseFlagNumber(
+      "--parallel", flags.parallel, "a number of hosts to contact at once", 1, kMaxParallel);
+  if (!parallel.ok()) return parallel.status();
+  fleet.parallel = static_cast<size_t>(*parallel);
   absl::StatusOr<absl::Duration> timeout =
       FlagDuration("--host-timeout", flags.host_timeout, kMaxUserDuration);
   if (!timeout.ok()) return timeout.status();
@@ -71,34 +60,34 @@ absl::Status ValidateIterationFlags(const TraceFlags& f, TraceOptions& options) 
     }
   }
   if (!iterations) return absl::OkStatus();
-  if (f.iterations < 1 || f.iterations > kMaxIterations) {
-    return Usage("--iterations", absl::StrCat("expected 1 to ", kMaxIterations));
-  }
+  absl::StatusOr<uint64_t> count =
+      ParseFlagNumber("--iterations", f.iterations, "a number of steps", 1, kMaxIterations);
+  if (!count.ok()) return count.status();
   if (Given(f.max_start_skew_option)) {
     return Usage("--max-start-skew", "applies to time windows, not to --iterations");
   }
-  options.iterations = static_cast<uint32_t>(f.iterations);
-  if (f.step_roundup < 1 || f.step_roundup > std::numeric_limits<uint32_t>::max()) {
-    return Usage("--step-roundup", "expected a positive whole number");
-  }
-  options.step_roundup = static_cast<uint32_t>(f.step_roundup);
+  options.iterations = static_cast<uint32_t>(*count);
+  absl::StatusOr<uint64_t> roundup =
+      ParseFlagNumber("--step-roundup", f.step_roundup, "a step count to round the start up to", 1,
+                      std::numeric_limits<uint32_t>::max());
+  if (!roundup.ok()) return roundup.status();
+  options.step_roundup = static_cast<uint32_t>(*roundup);
   if (Given(f.start_step_option)) {
     if (Given(f.step_roundup_option) || Given(f.step_margin_option)) {
       return Usage("--start-step",
                    "--step-roundup and --step-margin pick the start step; "
                    "give either them or --start-step");
     }
-    absl::StatusOr<uint64_t> step =
-        FlagCount("--start-step", f.start_step, std::numeric_limits<uint64_t>::max());
+    absl::StatusOr<uint64_t> step = ParseFlagNumber("--start-step", f.start_step, "a step number",
+                                                    0, std::numeric_limits<uint64_t>::max());
     if (!step.ok()) return step.status();
     options.start_step = *step;
   }
   if (f.step_margin != "auto") {
     absl::StatusOr<uint64_t> margin =
-        FlagCount("--step-margin", f.step_margin, std::numeric_limits<uint32_t>::max());
-    if (!margin.ok())
-      return Usage("--step-margin",
-                   absl::StrCat("expected \"auto\" or ", margin.status().message()));
+        ParseFlagNumber("--step-margin", f.step_margin, "\"auto\" or a number of steps", 0,
+                        std::numeric_limits<uint32_t>::max());
+    if (!margin.ok()) return margin.status();
     options.step_margin = static_cast<uint32_t>(*margin);
   }
   return absl::OkStatus();
@@ -132,6 +121,13 @@ absl::Status ValidateWindowFlags(const TraceFlags& f, TraceOptions& options) {
 
 }  // namespace
 
+absl::Status ValidateTraceId(absl::string_view what, const std::string& trace_id) {
+  if (IsValidTraceId(trace_id)) return absl::OkStatus();
+  return Usage(what, absl::StrCat("\"", Printable(trace_id),
+                                  "\" is not a lowercase UUIDv7 like "
+                                  "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"));
+}
+
 void AddFleetFlags(CLI::App* command, FleetFlags& flags) {
   command
       ->add_option("--host", flags.hosts.hosts,
@@ -161,7 +157,6 @@ void AddSelectorFlags(CLI::App* command, SelectorFlags& flags, bool for_trace) {
   const std::string what = for_trace ? "to trace" : "to list";
   command->add_option("--job", flags.job_id, "Job id of the processes " + what);
   command->add_option("--pid", flags.pids, "Process id (repeatable; selects its descendants too)")
-      ->check(CLI::PositiveNumber)
       ->allow_extra_args(false)
       ->delimiter(',');
   command->add_option("--rank", flags.rank_sets, "Rank set, e.g. 0-3,8 (repeatable)")
@@ -228,10 +223,8 @@ absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& f, const Fleet
   }
   options.selector = *std::move(selector);
   if (absl::Status s = ValidateWindowFlags(f, options); !s.ok()) return s;
-  if (!f.trace_id.empty() && !IsValidTraceId(f.trace_id)) {
-    return Usage("--trace-id", absl::StrCat("\"", Printable(f.trace_id),
-                                            "\" is not a lowercase UUIDv7 like "
-                                            "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"));
+  if (!f.trace_id.empty()) {
+    if (absl::Status s = ValidateTraceId("--trace-id", f.trace_id); !s.ok()) return s;
   }
   options.trace_id = f.trace_id;
   for (const std::string& activity : f.activities) {

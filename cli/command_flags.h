@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "cli/host_list.h"
@@ -21,7 +22,7 @@ namespace gpuctl::cli {
 
 struct FleetFlags {
   HostFlags hosts;
-  int64_t parallel = kDefaultParallel;
+  std::string parallel = std::to_string(kDefaultParallel);
   std::string host_timeout = "10s";
 };
 
@@ -34,9 +35,9 @@ struct TraceFlags {
   bool json = false;
   std::string start_delay;
   std::string max_start_skew = "50ms";
-  int64_t iterations = 0;
+  std::string iterations;
   std::string start_step;
-  int64_t step_roundup = 1;
+  std::string step_roundup = "1";
   std::string step_margin = "auto";
   // Which were given, for the rules between flags.
   CLI::Option* duration_option = nullptr;
@@ -57,6 +58,10 @@ struct PsFlags {
 void AddFleetFlags(CLI::App* command, FleetFlags& flags);
 void AddSelectorFlags(CLI::App* command, SelectorFlags& flags, bool for_trace);
 void AddTraceFlags(CLI::App* command, TraceFlags& flags);
+
+// A trace id as gpuctld makes them (a lowercase UUIDv7); `what` names the
+// flag or argument in the message.
+absl::Status ValidateTraceId(absl::string_view what, const std::string& trace_id);
 
 absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& trace, const FleetFlags& fleet,
                                                 const SelectorFlags& selector,

@@ -2,7 +2,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace gpuctl::cli {
@@ -10,12 +9,13 @@ namespace {
 
 constexpr absl::string_view kExamples = "e.g. 5s, 500ms, 2m or 1m30s";
 
-// Length of the unit at the front of `s`, 0 when there is none.
-size_t UnitLength(absl::string_view s) {
-  for (absl::string_view unit : {"ms", "us", "ns", "h", "m", "s"}) {
-    if (absl::StartsWith(s, unit)) return unit.size();
+constexpr absl::string_view kUnits = "h, m, s, ms, us, ns";
+
+bool IsUnit(absl::string_view word) {
+  for (absl::string_view unit : {"h", "m", "s", "ms", "us", "ns"}) {
+    if (word == unit) return true;
   }
-  return 0;
+  return false;
 }
 
 // Checks the grammar ([0-9]+(\.[0-9]+)?unit)+ and returns a reason on
@@ -33,10 +33,19 @@ absl::Status CheckGrammar(absl::string_view text) {
       i = j;
     }
     rest.remove_prefix(i);
-    if (rest.empty()) return absl::InvalidArgumentError("a unit is required (h, m, s, ms, us)");
-    size_t unit = UnitLength(rest);
-    if (unit == 0) return absl::InvalidArgumentError("unknown unit (use h, m, s, ms, us)");
-    rest.remove_prefix(unit);
+    if (rest.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("a unit is required (units: ", kUnits, ")"));
+    }
+    // The unit is every letter up to the next number: "5sec" has unit "sec".
+    size_t letters = 0;
+    while (letters < rest.size() && absl::ascii_isalpha(rest[letters])) ++letters;
+    const absl::string_view unit = rest.substr(0, letters);
+    if (!IsUnit(unit)) {
+      return absl::InvalidArgumentError(
+          unit.empty() ? absl::StrCat("expected a unit after the number (units: ", kUnits, ")")
+                       : absl::StrCat("unknown unit \"", unit, "\" (units: ", kUnits, ")"));
+    }
+    rest.remove_prefix(letters);
   }
   return absl::OkStatus();
 }

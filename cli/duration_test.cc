@@ -31,26 +31,29 @@ TEST(CliParseUserDurationTest, RejectsWithReason) {
     const char* text;
     const char* reason;
   };
-  for (const Case& c : {Case{"", "empty"},
-                        Case{"5", "unit is required"},
-                        Case{"0", "unit is required"},
-                        Case{"0s", "greater than zero"},
-                        Case{"0ms0s", "greater than zero"},
-                        Case{"-5s", "must be positive"},
-                        Case{"+5s", "no sign"},
-                        Case{"abc", "expected a number"},
-                        Case{"5x", "unknown unit"},
-                        Case{"5 s", "unknown unit"},
-                        Case{" 5s", "expected a number"},
-                        Case{"5s ", "expected a number"},
-                        Case{"inf", "expected a number"},
-                        Case{".5s", "expected a number"},
-                        Case{"5.s", "digits after"},
-                        Case{"1m30", "unit is required"},
-                        Case{"25h", "maximum"},
-                        Case{"99999999999999999999h", "out of range"},
-                        Case{"5sec", "expected a number"},
-                        Case{"s", "expected a number"}}) {
+  for (const Case& c :
+       {Case{"", "empty"},
+        Case{"5", "a unit is required (units: h, m, s, ms, us, ns)"},
+        Case{"0", "unit is required"},
+        Case{"0s", "greater than zero"},
+        Case{"0ms0s", "greater than zero"},
+        Case{"-5s", "must be positive"},
+        Case{"+5s", "no sign"},
+        Case{"abc", "expected a number"},
+        Case{"5x", "unknown unit \"x\" (units: h, m, s, ms, us, ns)"},
+        Case{"5 s", "expected a unit after the number (units: h, m, s, ms, us, ns)"},
+        Case{" 5s", "expected a number"},
+        Case{"5s ", "expected a number"},
+        Case{"inf", "expected a number"},
+        Case{".5s", "expected a number"},
+        Case{"5.s", "digits after"},
+        Case{"1m30", "unit is required"},
+        Case{"25h", "maximum"},
+        Case{"99999999999999999999h", "out of range"},
+        Case{"5sec", "unknown unit \"sec\" (units: h, m, s, ms, us, ns)"},
+        Case{"1m30secs", "unknown unit \"secs\""},
+        Case{"2hours", "unknown unit \"hours\""},
+        Case{"s", "expected a number"}}) {
     absl::StatusOr<absl::Duration> d = ParseUserDuration(c.text);
     ASSERT_FALSE(d.ok()) << "accepted \"" << c.text << "\"";
     EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument);

@@ -125,7 +125,9 @@ std::string TimestampText(const google::protobuf::Timestamp& ts, absl::TimeZone 
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", t, zone);
 }
 
-std::string ToJson(const google::protobuf::Message& message) {
+namespace {
+
+std::string ProtoJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.always_print_primitive_fields = true;
   std::string json;
@@ -135,9 +137,55 @@ std::string ToJson(const google::protobuf::Message& message) {
   return json;
 }
 
+// Protobuf prints a map (a Struct's fields, a message's map fields) in its
+// hash order, which changes from run to run: objects are printed here with
+// their keys sorted, scalars as protobuf prints them.
+void AppendSortedJson(const google::protobuf::Value& value, std::string* out) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kStructValue: {
+      std::vector<const google::protobuf::MapPair<std::string, google::protobuf::Value>*> fields;
+      for (const auto& field : value.struct_value().fields()) fields.push_back(&field);
+      std::sort(fields.begin(), fields.end(),
+                [](const auto* a, const auto* b) { return a->first < b->first; });
+      out->push_back('{');
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        google::protobuf::Value key;
+        key.set_string_value(fields[i]->first);
+        absl::StrAppend(out, ProtoJson(key), ":");
+        AppendSortedJson(fields[i]->second, out);
+      }
+      out->push_back('}');
+      return;
+    }
+    case google::protobuf::Value::kListValue: {
+      out->push_back('[');
+      const auto& values = value.list_value().values();
+      for (int i = 0; i < values.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        AppendSortedJson(values[i], out);
+      }
+      out->push_back(']');
+      return;
+    }
+    default:
+      out->append(ProtoJson(value));
+  }
+}
+
+}  // namespace
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::Value value;
+  if (!google::protobuf::util::JsonStringToMessage(ProtoJson(message), &value).ok()) return "{}";
+  std::string json;
+  AppendSortedJson(value, &json);
+  return json;
+}
+
 void SetJsonValue(google::protobuf::Value* value, const google::protobuf::Message& message) {
   // Round-trips the JSON mapping; cannot fail for a message just printed.
-  (void)google::protobuf::util::JsonStringToMessage(ToJson(message), value);
+  (void)google::protobuf::util::JsonStringToMessage(ProtoJson(message), value);
 }
 
 Table::Table(std::vector<std::string> headers, std::vector<bool> numeric)

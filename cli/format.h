@@ -42,7 +42,8 @@ std::string Printable(absl::string_view text);
 // "2024-05-01 12:34:56" in `zone`; "-" for an unset timestamp.
 std::string TimestampText(const google::protobuf::Timestamp& ts, absl::TimeZone zone);
 
-// One JSON document on one line, every field printed (zeros included).
+// One JSON document on one line, every field printed (zeros included), the
+// keys of every object sorted: the same message prints the same bytes.
 std::string ToJson(const google::protobuf::Message& message);
 
 // The message's JSON mapping (as ToJson prints it) as a Struct value, to

@@ -85,5 +85,36 @@ TEST(CliToJsonTest, PrintsZeros) {
   EXPECT_THAT(ToJson(r), ::testing::HasSubstr("\"pid\":5"));
 }
 
+TEST(CliToJsonTest, PrintsEveryObjectWithItsKeysSorted) {
+  // Protobuf's own printer follows its maps' hash order, which varies.
+  for (int i = 0; i < 20; ++i) {
+    google::protobuf::Struct root;
+    auto& f = *root.mutable_fields();
+    for (const char* key : {"traceId", "window", "startTime", "maxStartSkew", "duration"}) {
+      f[key].set_string_value(key);
+    }
+    f["hosts"].mutable_list_value()->add_values()->mutable_struct_value();
+    auto& host =
+        *f["hosts"].mutable_list_value()->add_values()->mutable_struct_value()->mutable_fields();
+    host["status"].set_string_value("ok \"quoted\"");
+    host["error"].set_null_value(google::protobuf::NULL_VALUE);
+    host["processesOk"].set_number_value(4194304);
+    host["half"].set_number_value(0.5);
+    host["done"].set_bool_value(true);
+    EXPECT_EQ(ToJson(root),
+              "{\"duration\":\"duration\",\"hosts\":[{},{\"done\":true,\"error\":null,"
+              "\"half\":0.5,\"processesOk\":4194304,\"status\":\"ok \\\"quoted\\\"\"}],"
+              "\"maxStartSkew\":\"maxStartSkew\",\"startTime\":\"startTime\","
+              "\"traceId\":\"traceId\",\"window\":\"window\"}");
+  }
+  v1::ProcessInfo process;
+  for (const char* key : {"zone", "team", "app", "k8s.pod", "batch"}) {
+    (*process.mutable_labels())[key] = "v";
+  }
+  const std::string json = ToJson(process);
+  EXPECT_THAT(json, ::testing::HasSubstr("\"labels\":{\"app\":\"v\",\"batch\":\"v\",\"k8s.pod\":"
+                                         "\"v\",\"team\":\"v\",\"zone\":\"v\"}"));
+}
+
 }  // namespace
 }  // namespace gpuctl::cli

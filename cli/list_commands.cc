@@ -43,6 +43,22 @@ absl::string_view StorageStateWord(v1::StorageState state) {
   }
 }
 
+// `get`'s NOT_FOUND: the daemon names the trace ("no trace ID", "trace ID
+// has no file ..."), the CLI adds which daemon it asked. An older daemon's
+// message named its store's paths instead.
+std::string NotFoundText(const absl::Status& status, const std::string& trace_id,
+                         const std::string& target, bool named_files) {
+  const std::string message = Printable(status.message());
+  const std::string subject = absl::StrCat("trace ", trace_id);
+  const size_t at = message.find(subject);
+  if (at != std::string::npos) {
+    return absl::StrCat(message.substr(0, at + subject.size()), " on ", target,
+                        message.substr(at + subject.size()));
+  }
+  if (!named_files) return absl::StrCat("no ", subject, " on ", target);
+  return absl::StrCat("gpuctld at ", target, ": ", message);
+}
+
 }  // namespace
 
 int RunTraces(const std::string& target, const std::string& job_id, int limit, bool json,
@@ -153,6 +169,11 @@ int RunGet(const std::string& target, const std::string& trace_id,
     if (absl::IsCancelled(result.status()) && !IsRpcError(result.status())) {
       *env.err << "gpuctl: download of trace " << trace_id << " cancelled\n";
       return kExitInterrupted;
+    }
+    if (absl::IsNotFound(result.status()) && IsRpcError(result.status())) {
+      *env.err << "gpuctl: " << NotFoundText(result.status(), trace_id, target, !files.empty())
+               << "\n";
+      return kExitNothingMatched;
     }
     return ReportError(result.status(), target, *env.err);
   }

@@ -163,6 +163,8 @@ TEST_F(CliListCommandsTest, ErrorsMapToExitCodes) {
   EXPECT_EQ(Run({"traces"}), kExitDaemonError);
 }
 
+constexpr char kGetTraceId[] = "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b";
+
 class CliGetCommandTest : public CliListCommandsTest {
  protected:
   CliGetCommandTest() {
@@ -178,23 +180,57 @@ class CliGetCommandTest : public CliListCommandsTest {
 };
 
 TEST_F(CliGetCommandTest, DownloadsSelectedFiles) {
-  server_.service().files["T1"] = {
+  server_.service().files[kGetTraceId] = {
       {"a.json.gz", std::string(1000, 'a')}, {"b.json.gz", "bbb"}, {"manifest.json", "{}"}};
-  ASSERT_EQ(Run({"get", "T1", "-o", dir_, "--file", "b.json.gz", "--file", "manifest.json"}),
+  ASSERT_EQ(Run({"get", kGetTraceId, "-o", dir_, "--file", "b.json.gz", "--file", "manifest.json"}),
             kExitOk)
       << console_.err.str();
-  const fs::path saved = fs::path(dir_) / "T1";
+  const fs::path saved = fs::path(dir_) / kGetTraceId;
   EXPECT_EQ(ReadFile(saved / "b.json.gz"), "bbb");
   EXPECT_EQ(ReadFile(saved / "manifest.json"), "{}");
   EXPECT_FALSE(fs::exists(saved / "a.json.gz"));
-  EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat("trace T1 saved to ", saved.string())));
+  EXPECT_THAT(console_.out.str(),
+              HasSubstr(absl::StrCat("trace ", kGetTraceId, " saved to ", saved.string())));
   ASSERT_EQ(server_.service().get_requests().size(), 1u);
   EXPECT_EQ(server_.service().get_requests()[0].files_size(), 2);
 }
 
-TEST_F(CliGetCommandTest, UnknownTraceExitsThree) {
-  EXPECT_EQ(Run({"get", "nope", "-o", dir_}), kExitNothingMatched);
-  EXPECT_THAT(console_.err.str(), HasSubstr("no trace nope"));
+TEST_F(CliGetCommandTest, UnknownTraceSaysSoAndNamesTheHost) {
+  EXPECT_EQ(Run({"get", kGetTraceId, "-o", dir_}), kExitNothingMatched);
+  EXPECT_EQ(console_.err.str(),
+            absl::StrCat("gpuctl: no trace ", kGetTraceId, " on ", server_.target(), "\n"));
+}
+
+TEST_F(CliGetCommandTest, UnknownTraceNeverShowsTheDaemonsPaths) {
+  // What an older gpuctld answered: its store's path.
+  server_.service().get_trace = [](const v1::GetTraceRequest& request,
+                                   grpc::ServerWriter<v1::TraceChunk>*) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("opening /var/lib/gpuctl/traces/", request.trace_id(),
+                                     "/manifest.json: No such file or directory"));
+  };
+  EXPECT_EQ(Run({"get", kGetTraceId, "-o", dir_}), kExitNothingMatched);
+  EXPECT_EQ(console_.err.str(),
+            absl::StrCat("gpuctl: no trace ", kGetTraceId, " on ", server_.target(), "\n"));
+}
+
+TEST_F(CliGetCommandTest, AMissingFileNamesTheHostAndTheTracesFiles) {
+  server_.service().get_trace = [](const v1::GetTraceRequest& request,
+                                   grpc::ServerWriter<v1::TraceChunk>*) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("trace ", request.trace_id(),
+                                     " has no file \"x.json\"; its files: manifest.json, a.json"));
+  };
+  EXPECT_EQ(Run({"get", kGetTraceId, "--file", "x.json", "-o", dir_}), kExitNothingMatched);
+  EXPECT_EQ(console_.err.str(),
+            absl::StrCat("gpuctl: trace ", kGetTraceId, " on ", server_.target(),
+                         " has no file \"x.json\"; its files: manifest.json, a.json\n"));
+}
+
+TEST_F(CliGetCommandTest, AMalformedTraceIdIsAUsageError) {
+  EXPECT_EQ(Run({"get", "nope", "-o", dir_}), kExitUsage);
+  EXPECT_THAT(console_.err.str(), HasSubstr("get: \"nope\" is not a lowercase UUIDv7"));
+  EXPECT_EQ(server_.service().calls(), 0);
 }
 
 TEST_F(CliGetCommandTest, UnreachableExitsFour) {
@@ -203,7 +239,8 @@ TEST_F(CliGetCommandTest, UnreachableExitsFour) {
     FakeServer gone;
     target = gone.target();
   }
-  EXPECT_EQ(RunCli({"get", "T1", "-o", dir_, "--host", target}, console_.env()), kExitDaemonError);
+  EXPECT_EQ(RunCli({"get", kGetTraceId, "-o", dir_, "--host", target}, console_.env()),
+            kExitDaemonError);
   EXPECT_THAT(console_.err.str(), HasSubstr("cannot reach gpuctld at"));
 }
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "cli/flag_number.h"
 #include "cli/format.h"
 
 namespace gpuctl::cli {
@@ -137,9 +138,11 @@ absl::StatusOr<v1::ProcessSelector> BuildSelector(const SelectorFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat("--pid: at most ", kMaxSelectorPids, " pids, got ", flags.pids.size()));
   }
-  for (int32_t pid : flags.pids) {
-    if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("--pid ", pid, ": not a pid"));
-    selector.add_pids(pid);
+  for (const std::string& text : flags.pids) {
+    absl::StatusOr<uint64_t> pid =
+        ParseFlagNumber("--pid", text, "a process id", 1, std::numeric_limits<int32_t>::max());
+    if (!pid.ok()) return pid.status();
+    selector.add_pids(static_cast<int32_t>(*pid));
   }
   std::vector<v1::RankRange> ranges;
   for (const std::string& set : flags.rank_sets) {
@@ -154,7 +157,11 @@ absl::StatusOr<v1::ProcessSelector> BuildSelector(const SelectorFlags& flags) {
   }
   for (v1::RankRange& r : ranges) *selector.add_ranks() = std::move(r);
   if (absl::Status s = AddLabels(flags.labels, selector); !s.ok()) return s;
-  selector.set_limit(flags.limit);
+  absl::StatusOr<uint64_t> limit =
+      ParseFlagNumber("--limit", flags.limit, "a number of processes per host (0: no limit)", 0,
+                      std::numeric_limits<uint32_t>::max());
+  if (!limit.ok()) return limit.status();
+  selector.set_limit(static_cast<uint32_t>(*limit));
   selector.set_include_helpers(flags.include_helpers);
   return selector;
 }

@@ -24,10 +24,10 @@ using ipc::kMaxLabelValueBytes;
 // The selector flags of `trace` and `ps`, as typed.
 struct SelectorFlags {
   std::string job_id;
-  std::vector<int32_t> pids;
+  std::vector<std::string> pids;       // each as typed; BuildSelector checks them
   std::vector<std::string> rank_sets;  // each "0-3,8"
   std::vector<std::string> labels;     // each "key=value"
-  uint32_t limit = 0;
+  std::string limit = "0";
   bool include_helpers = false;
 };
 

@@ -62,10 +62,10 @@ TEST(CliRankSetTest, MergesOverlappingAndAdjacentRanges) {
 TEST(CliSelectorTest, BuildsEveryCriterion) {
   SelectorFlags flags;
   flags.job_id = "42";
-  flags.pids = {7, 8};
+  flags.pids = {"7", "8"};
   flags.rank_sets = {"4-7", "0-3,9"};
   flags.labels = {"team=nlp", "k8s.pod=train-0", "empty=", "team=nlp"};
-  flags.limit = 3;
+  flags.limit = "3";
   flags.include_helpers = true;
   absl::StatusOr<v1::ProcessSelector> s = BuildSelector(flags);
   ASSERT_TRUE(s.ok()) << s.status();
@@ -85,7 +85,7 @@ TEST(CliSelectorTest, BuildsEveryCriterion) {
 
 TEST(CliSelectorTest, LimitAndHelpersAloneAreNoCriterion) {
   SelectorFlags flags;
-  flags.limit = 2;
+  flags.limit = "2";
   flags.include_helpers = true;
   absl::StatusOr<v1::ProcessSelector> s = BuildSelector(flags);
   ASSERT_TRUE(s.ok());
@@ -133,10 +133,18 @@ TEST(CliSelectorTest, RefusesBadLabelsAndTooMuch) {
   EXPECT_TRUE(BuildSelector(ranges).ok());
 
   SelectorFlags pids;
-  pids.pids.assign(4097, 5);
+  pids.pids.assign(4097, "5");
   EXPECT_THAT(BuildSelector(pids).status().message(), HasSubstr("at most 4096 pids"));
-  pids.pids = {0};
-  EXPECT_THAT(BuildSelector(pids).status().message(), HasSubstr("not a pid"));
+  for (const char* bad : {"0", "abc", "-3", "+3", " 3", "3.0", "0x10", "2147483648", ""}) {
+    pids.pids = {bad};
+    EXPECT_EQ(BuildSelector(pids).status().message(),
+              absl::StrCat("--pid: expected a process id, a positive integer, got \"", bad, "\""));
+  }
+  SelectorFlags limit;
+  limit.limit = "x";
+  EXPECT_EQ(BuildSelector(limit).status().message(),
+            "--limit: expected a number of processes per host (0: no limit), an integer, 0 or "
+            "more, got \"x\"");
 }
 
 }  // namespace

@@ -128,15 +128,25 @@ bool Download(const TraceOptions& options, const CliEnv& env, TraceReport& repor
   return true;
 }
 
+// How to look at what was saved, as people do: both read .json.gz as is.
+constexpr char kOpenHint[] =
+    "open a file in https://ui.perfetto.dev (Open trace file) or chrome://tracing (Load)\n";
+
 // stdout (or stderr with --json) after the table: where things are.
 void PrintWhere(const TraceOptions& options, const TraceReport& report, std::ostream& out,
                 std::ostream& err) {
   const std::string id = Printable(report.trace_id);
+  const bool any_files = std::any_of(report.hosts.begin(), report.hosts.end(),
+                                     [](const HostTrace& host) { return host.HasFiles(); });
   if (!report.saved_to.empty() && !options.json) {
     out << "trace " << id << " saved to " << report.saved_to << "\n";
   }
   std::ostream& where = options.json ? err : out;
-  if (report.hosts.size() == 1 && report.hosts[0].completed) {
+  if (report.hosts.size() == 1 && report.hosts[0].completed && !report.hosts[0].HasFiles()) {
+    where << "no trace data stored: no process delivered a trace (gpuctld at "
+          << report.hosts[0].target << " keeps the trace's manifest in "
+          << Printable(report.hosts[0].completed->location()) << ")\n";
+  } else if (report.hosts.size() == 1 && report.hosts[0].completed) {
     const v1::TraceCompleted& completed = *report.hosts[0].completed;
     where << "stored by gpuctld at " << report.hosts[0].target << " in "
           << Printable(completed.location());
@@ -149,6 +159,7 @@ void PrintWhere(const TraceOptions& options, const TraceReport& report, std::ost
     }
     where << "\n";
   }
+  if (!report.saved_to.empty() && any_files && !options.json) out << kOpenHint;
   if (options.download || options.json) return;
   for (const HostTrace& host : report.hosts) {
     if (host.HasFiles()) {

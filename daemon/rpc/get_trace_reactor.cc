@@ -1,5 +1,6 @@
 #include "daemon/rpc/get_trace_reactor.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -59,22 +60,57 @@ void GetTraceReactor::Step() {
   }
 }
 
+namespace {
+
+// What a client is told about the trace's files when it names one the trace
+// does not have: their names, bounded (a trace of many ranks has many).
+std::string FileListText(const std::vector<std::string>& names) {
+  constexpr size_t kMaxText = 512;
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (text.size() + names[i].size() > kMaxText) {
+      absl::StrAppend(&text, " and ", names.size() - i, " more");
+      break;
+    }
+    absl::StrAppend(&text, i == 0 ? "" : ", ", names[i]);
+  }
+  return text;
+}
+
+}  // namespace
+
 absl::Status GetTraceReactor::ResolveFiles() {
   if (request_.trace_id().empty()) return absl::InvalidArgumentError("trace_id is required");
   for (const std::string& name : request_.files()) {
     if (absl::Status s = ValidateTraceFileName(name); !s.ok()) return s;
-    files_.push_back(name);
   }
-  if (!files_.empty()) return absl::OkStatus();
   absl::StatusOr<v1::TraceManifest> manifest = store_->GetManifest(request_.trace_id());
+  // The store's message names its paths, which are the daemon's business.
+  if (absl::IsNotFound(manifest.status())) {
+    return absl::NotFoundError(absl::StrCat("no trace ", request_.trace_id()));
+  }
   if (!manifest.ok()) return manifest.status();
-  files_.push_back(store_->ManifestName());
+  std::vector<std::string> stored = {store_->ManifestName()};
   for (const v1::ProcessResult& result : manifest->results()) {
     if (result.file().empty()) continue;
     if (absl::Status s = ValidateTraceFileName(result.file()); !s.ok()) {
       return absl::InternalError(absl::StrCat("stored manifest lists an ", s.message()));
     }
-    files_.push_back(result.file());
+    stored.push_back(result.file());
+  }
+  if (request_.files().empty()) {
+    files_ = std::move(stored);
+    return absl::OkStatus();
+  }
+  for (const std::string& name : request_.files()) {
+    // Any manifest name ("manifest.json" too) names the trace's manifest.
+    if (!layout::IsManifestName(name) &&
+        std::find(stored.begin(), stored.end(), name) == stored.end()) {
+      return absl::NotFoundError(absl::StrCat("trace ", request_.trace_id(), " has no file \"",
+                                              Excerpt(name), "\"; its files: ",
+                                              FileListText(stored)));
+    }
+    files_.push_back(name);
   }
   return absl::OkStatus();
 }
@@ -91,6 +127,10 @@ absl::Status GetTraceReactor::NextChunk(bool* have_chunk) {
       current_file_ = files_[next_file_++];
       absl::StatusOr<std::unique_ptr<TraceFileReader>> reader =
           store_->Open(request_.trace_id(), current_file_);
+      if (absl::IsNotFound(reader.status())) {
+        return absl::NotFoundError(absl::StrCat("trace ", request_.trace_id(), " lists \"",
+                                                current_file_, "\" but it is not stored"));
+      }
       if (!reader.ok()) return reader.status();
       reader_ = std::move(*reader);
       offset_ = 0;

@@ -5,6 +5,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/common/event_loop.h"
 #include "daemon/common/thread_pool_executor.h"
@@ -393,6 +394,53 @@ TEST_F(GetTraceTest, DownloadsOnlyTheNamedFiles) {
   ASSERT_TRUE(Download(request, &files, &order).ok());
   EXPECT_THAT(order, ElementsAre("h1-rank0-pid10.json.gz"));
   EXPECT_TRUE(files["h1-rank0-pid10.json.gz"] == big_);
+}
+
+TEST_F(GetTraceTest, AFileTheTraceDoesNotHaveIsNotFoundListingItsFiles) {
+  PutTrace();
+  v1::GetTraceRequest request;
+  request.set_trace_id("t-2");
+  request.add_files("h1-rank0-pid10.json.gz");
+  request.add_files("rank7.json");
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  grpc::Status status = Download(request, &files, &order);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(status.error_message(),
+            "trace t-2 has no file \"rank7.json\"; its files: manifest.json, "
+            "h1-rank0-pid10.json.gz, h1-rank1-pid12.json.gz");
+  // Refused before anything was sent.
+  EXPECT_TRUE(order.empty());
+}
+
+TEST_F(GetTraceTest, AnUnknownTraceIsNotFoundWithTheTraceIdOnly) {
+  v1::GetTraceRequest request;
+  request.set_trace_id("t-404");
+  request.add_files("manifest.json");
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  grpc::Status status = Download(request, &files, &order);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(status.error_message(), "no trace t-404");
+}
+
+TEST_F(GetTraceTest, TheListOfFilesInAMessageIsBounded) {
+  v1::TraceManifest manifest;
+  manifest.set_trace_id("t-many");
+  for (int rank = 0; rank < 500; ++rank) {
+    manifest.add_results()->set_file(
+        absl::StrCat("node-rank", rank, "-pid", 1000 + rank, ".json.gz"));
+  }
+  ASSERT_TRUE(store_.PutManifest(manifest).ok());
+  v1::GetTraceRequest request;
+  request.set_trace_id("t-many");
+  request.add_files("nope.json.gz");
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  grpc::Status status = Download(request, &files, &order);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LT(status.error_message().size(), 1024u);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr(" more"));
 }
 
 TEST_F(GetTraceTest, RejectsBadRequestsWithTheRightCode) {
