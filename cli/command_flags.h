@@ -51,7 +51,7 @@ struct TraceFlags {
 
 struct PsFlags {
   bool json = false;
-  bool all = false;  // --all: also the refused attachments
+  bool all = false;   // --all: also the refused attachments
   bool wide = false;  // --wide: whole command lines
 };
 

@@ -155,11 +155,11 @@ class Agent final : private CaptureOutput {
   IpcConnection conn_;
   int wake_fd_ = -1;
   bool awaiting_ack_ = false;
-  bool sent_step_page_ = false;  // the current connection's Hello carried it
-  bool omit_step_page_ = false;  // the last Hello with it was refused
-  int64_t ack_deadline_ns_ = 0;  // monotonic
-  bool refused_ = false;         // the last Hello was refused
-  std::string last_reported_;    // the last refusal reported
+  bool sent_step_page_ = false;    // the current connection's Hello carried it
+  bool omit_step_page_ = false;    // the last Hello with it was refused
+  int64_t ack_deadline_ns_ = 0;    // monotonic
+  bool refused_ = false;           // the last Hello was refused
+  std::string last_reported_;      // the last refusal reported
   int64_t failing_since_ns_ = -1;  // monotonic; -1: attached, or not tried yet
   bool unreachable_reported_ = false;
 

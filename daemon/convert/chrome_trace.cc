@@ -44,7 +44,7 @@ class TraceBuilder {
 
  private:
   void WriteHeader() {
-    const int32_t rank = meta_.process.rank() >= 0      ? meta_.process.rank()
+    const int32_t rank = meta_.process.rank() >= 0  ? meta_.process.rank()
                          : meta_.analysis_rank >= 0 ? meta_.analysis_rank
                                                     : pid_;
     absl::StrAppend(out_, "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [");

@@ -88,8 +88,8 @@ int32_t AnalysisRank(const TraceSession& session, const TraceSlot& slot) {
   int64_t next = 0;
   for (const TraceSlot& other : session.slots) {
     if (other.info.rank() < 0) continue;
-    next = std::max<int64_t>(next, std::max<int64_t>(other.info.world_size(),
-                                                     int64_t{other.info.rank()} + 1));
+    next = std::max<int64_t>(
+        next, std::max<int64_t>(other.info.world_size(), int64_t{other.info.rank()} + 1));
   }
   for (const TraceSlot& other : session.slots) {
     if (&other == &slot) break;

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/excerpt.h"
 #include "daemon/rpc/raw_messages.h"
-#include "gpuctl/v1/trace_layout.h"
 #include "daemon/rpc/status_util.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::daemon {
 
@@ -107,8 +107,8 @@ absl::Status GetTraceReactor::ResolveFiles() {
     if (!layout::IsManifestName(name) &&
         std::find(stored.begin(), stored.end(), name) == stored.end()) {
       return absl::NotFoundError(absl::StrCat("trace ", request_.trace_id(), " has no file \"",
-                                              Excerpt(name), "\"; its files: ",
-                                              FileListText(stored)));
+                                              Excerpt(name),
+                                              "\"; its files: ", FileListText(stored)));
     }
     files_.push_back(name);
   }

@@ -48,8 +48,7 @@ void CheckFileName(absl::string_view name) {
        name.find('/') != absl::string_view::npos || name.find('\0') != absl::string_view::npos)) {
     std::abort();
   }
-  const bool manifest_path =
-      !gpuctl::layout::ManifestPathHost(name).empty();
+  const bool manifest_path = !gpuctl::layout::ManifestPathHost(name).empty();
   if (manifest_path) {
     // "_gpuctl/" and a valid file name ending in ".json", nothing else.
     const absl::string_view file = name.substr(name.find('/') + 1);

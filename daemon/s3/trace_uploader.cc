@@ -17,7 +17,6 @@
 namespace gpuctl::s3 {
 namespace {
 
-
 std::string ContentTypeOf(absl::string_view file) {
   if (absl::EndsWith(file, ".gz")) return "application/gzip";
   if (absl::EndsWith(file, ".json")) return "application/json";

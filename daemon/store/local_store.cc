@@ -20,8 +20,8 @@
 #include "daemon/common/trace_id.h"
 #include "daemon/store/manifest_job_id.h"
 #include "daemon/store/trace_file_name.h"
-#include "gpuctl/v1/trace_layout.h"
 #include "google/protobuf/util/json_util.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::daemon {
 namespace {
@@ -142,7 +142,7 @@ bool IsRegularFileAt(int dir_fd, const char* name, uint64_t* size) {
 // as paths relative to the trace directory, sorted; temporary files there
 // are removed (counted in `temp_removed`, when given).
 std::vector<std::pair<std::string, uint64_t>> ScanMetadataDir(const std::string& dir,
-                                                             size_t* temp_removed) {
+                                                              size_t* temp_removed) {
   std::vector<std::pair<std::string, uint64_t>> manifests;
   const std::string meta = absl::StrCat(dir, "/", layout::kMetadataDir);
   DIR* d = ::opendir(meta.c_str());
@@ -302,10 +302,9 @@ absl::Status LocalTraceStore::EnsureTraceDir(absl::string_view trace_id) {
 absl::Status LocalTraceStore::PutFile(absl::string_view trace_id, absl::string_view name,
                                       absl::string_view data) {
   if (auto st = CheckIds(trace_id, name); !st.ok()) return st;
-  if (layout::IsManifestName(name) || name == layout::kMetadataDir ||
-      !IsValidStoreFileName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", Excerpt(name), "\" is a manifest's name: PutManifest writes manifests"));
+  if (layout::IsManifestName(name) || name == layout::kMetadataDir || !IsValidStoreFileName(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", Excerpt(name), "\" is a manifest's name: PutManifest writes manifests"));
   }
   index_->PinForWrite(trace_id);
   absl::Cleanup unpin = [&] { index_->Unpin(trace_id); };
@@ -591,7 +590,8 @@ absl::Status LocalTraceStore::RemoveTraceFiles(absl::string_view trace_id, bool*
       absl::StatusOr<std::vector<std::string>> rest = ListDir(path);
       for (const std::string& left : rest.ok() ? *rest : std::vector<std::string>()) {
         std::string file = absl::StrCat(path, "/", left);
-        if (::unlink(file.c_str()) != 0 && errno != ENOENT) note(ErrnoError(errno, "deleting", file));
+        if (::unlink(file.c_str()) != 0 && errno != ENOENT)
+          note(ErrnoError(errno, "deleting", file));
       }
       if (::rmdir(path.c_str()) != 0 && errno != ENOENT) {
         note(ErrnoError(errno, "deleting directory", path));

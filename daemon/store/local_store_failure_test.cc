@@ -362,8 +362,8 @@ TEST_F(LocalStoreDiskFullTest, AReadOnlyFileSystemIsPermissionDenied) {
       << std::strerror(errno);
   absl::Status st = store_->PutManifest(ManifestFor(id));
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
-  EXPECT_EQ(st.message(),
-            absl::StrCat("read-only file system creating directory ", tmp_, "/traces/", id, "/_gpuctl"));
+  EXPECT_EQ(st.message(), absl::StrCat("read-only file system creating directory ", tmp_,
+                                       "/traces/", id, "/_gpuctl"));
   std::string fresh = GenerateTraceId(absl::Now() + absl::Milliseconds(1), gen_);
   st = store_->PutFile(fresh, "f.json.gz", "data");
   EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
@@ -445,10 +445,10 @@ TEST(LocalStorePermissionTest, AnUnwritableStoreIsPermissionDeniedNamingThePath)
     return absl::StrCat(absl::StatusCodeToString(a.code()), ": ", a.message(), "\n",
                         absl::StatusCodeToString(b.code()), ": ", b.message());
   });
-  EXPECT_EQ(result,
-            absl::StrCat("PERMISSION_DENIED: permission denied creating directory ", tmp,
-                         "/traces/", fresh, "\n", "PERMISSION_DENIED: permission denied creating directory ",
-                         tmp, "/traces/", existing, "/_gpuctl"));
+  EXPECT_EQ(result, absl::StrCat("PERMISSION_DENIED: permission denied creating directory ", tmp,
+                                 "/traces/", fresh, "\n",
+                                 "PERMISSION_DENIED: permission denied creating directory ", tmp,
+                                 "/traces/", existing, "/_gpuctl"));
   ::chmod((tmp + "/traces").c_str(), 0750);
   ::chmod((tmp + "/traces/" + existing).c_str(), 0750);
   fs::remove_all(tmp);

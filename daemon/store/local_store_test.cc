@@ -198,7 +198,8 @@ TEST_F(LocalStoreTest, OnlyProcessTracesAreTopLevelJsonAndEachHostHasItsManifest
   std::vector<std::string> top_level_json;
   for (const auto& e : fs::directory_iterator(root_ + "/" + id)) {
     const std::string name = e.path().filename().string();
-    if (absl::EndsWith(name, ".json") || absl::EndsWith(name, ".gz")) top_level_json.push_back(name);
+    if (absl::EndsWith(name, ".json") || absl::EndsWith(name, ".gz"))
+      top_level_json.push_back(name);
   }
   // What Holistic Trace Analysis would open as ranks.
   EXPECT_THAT(top_level_json, ElementsAre("h1-rank0-pid5.json.gz"));
