@@ -407,7 +407,7 @@ TEST_F(GetTraceTest, AFileTheTraceDoesNotHaveIsNotFoundListingItsFiles) {
   grpc::Status status = Download(request, &files, &order);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_EQ(status.error_message(),
-            "trace t-2 has no file \"rank7.json\"; its files: manifest.json, "
+            "trace t-2 has no file \"rank7.json\"; its files: _gpuctl/mem.json, "
             "h1-rank0-pid10.json.gz, h1-rank1-pid12.json.gz");
   // Refused before anything was sent.
   EXPECT_TRUE(order.empty());
