@@ -231,6 +231,8 @@ class S3TraceStoreTest : public ::testing::Test {
   void Open(const std::string& endpoint = "", daemon::LocalStoreOptions spool_options = {}) {
     store_.reset();
     spool_options.remove_incomplete = true;
+    // As the daemon opens it: the spool and the uploader name one host.
+    spool_options.host = options_.hostname;
     auto spool = daemon::LocalTraceStore::Create(root_, spool_options);
     ASSERT_TRUE(spool.ok()) << spool.status();
     S3Config config = testing::LoopbackConfig(server_);
@@ -244,7 +246,9 @@ class S3TraceStoreTest : public ::testing::Test {
   // A second daemon's store on its own spool, uploading to the same bucket
   // and prefix as host `hostname`.
   std::unique_ptr<S3TraceStore> OpenOtherHost(const std::string& hostname) {
-    auto spool = daemon::LocalTraceStore::Create(tmp_ + "/spool-" + hostname, {});
+    daemon::LocalStoreOptions spool_options;
+    spool_options.host = hostname;
+    auto spool = daemon::LocalTraceStore::Create(tmp_ + "/spool-" + hostname, spool_options);
     EXPECT_TRUE(spool.ok()) << spool.status();
     S3Config config = testing::LoopbackConfig(server_);
     config.prefix = "gp";

@@ -417,8 +417,9 @@ absl::StatusOr<std::unique_ptr<TraceFileReader>> LocalTraceStore::Open(absl::str
   absl::StatusOr<TracePin> pin = Pin(trace_id);
   if (!pin.ok()) return pin.status();
   std::string path = absl::StrCat(Location(trace_id), "/", name);
-  if (layout::IsManifestName(name)) {
-    // Whichever layout the manifest was written in.
+  if (name == manifest_name_ || name == layout::kLegacyManifestName) {
+    // This store's manifest, whichever layout it was written in; another
+    // host's manifest path is opened as named.
     absl::StatusOr<std::string> found = FindManifest(trace_id);
     if (!found.ok()) return found.status();
     path = *std::move(found);

@@ -36,9 +36,10 @@ struct LocalStoreOptions {
 // layout of gpuctl/v1/trace_layout.h: process traces at the top, the
 // manifest at _gpuctl/<host>.json. A trace written with the old top-level
 // manifest.json is read (and listed, served, deleted) as well; writing its
-// manifest again moves it to the new place. Open and GetTrace accept any
-// manifest name (layout::IsManifestName) for the trace's one manifest, and
-// the index lists it as kManifestFileName.
+// manifest again moves it to the new place. Open serves the trace's
+// manifest, in either layout, under ManifestName() and "manifest.json"
+// (another host's "_gpuctl/<h>.json" only as named), and the index lists
+// it as kManifestFileName.
 //
 // Crash safety. Files are written to a temporary name in the trace's
 // directory, fsynced, renamed into place and the directory fsynced; a new
