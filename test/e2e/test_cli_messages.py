@@ -28,7 +28,7 @@ def test_get_of_an_unknown_trace_says_so_without_the_daemons_paths(cli, daemon, 
     assert missing.returncode == 3, missing.stdout + missing.stderr
     assert missing.stderr.startswith(
         f'gpuctl: trace {trace_id} on {daemon.address} has no file "rank7.json.gz"; '
-        "its files: manifest.json, "), missing.stderr
+        f"its files: _gpuctl/{daemon.host_name}.json, "), missing.stderr
     assert f"pid{workload.pid}.json.gz" in missing.stderr, missing.stderr
     assert str(daemon.store) not in missing.stderr
 
