@@ -25,7 +25,7 @@ inline constexpr int64_t kOverheadSortIndex = 0x100000;
 // Buffers JSON text and hands it to the sink in large pieces.
 class Writer {
  public:
-  static constexpr size_t kFlushBytes = 256 * 1024;
+  static constexpr size_t kFlushBytes = size_t{256} * 1024;
   explicit Writer(ByteSink* sink) : sink_(sink) { buf_.reserve(kFlushBytes + 4096); }
   std::string* buf() { return &buf_; }
   // Call between events; keeps the first error.

@@ -331,7 +331,7 @@ TEST_F(LocalStoreDiskFullTest, AFullDiskIsReportedAndTheStoreKeepsServing) {
   {
     std::ofstream filler(tmp_ + "/filler", std::ios::binary);
     std::string block(4096, 'z');
-    while (filler.write(block.data(), block.size())) {
+    while (filler.write(block.data(), static_cast<std::streamsize>(block.size()))) {
     }
   }
   st = store_->PutManifest(ManifestFor(other));

@@ -46,7 +46,7 @@ class LocalStoreTest : public ::testing::Test {
   }
 
   // Replaces store_ with a store opened anew on the same root.
-  void Reopen(LocalStoreOptions options = {}) {
+  void Reopen(const LocalStoreOptions& options = {}) {
     store_.reset();
     auto store = LocalTraceStore::Create(root_, options);
     ASSERT_TRUE(store.ok()) << store.status();
