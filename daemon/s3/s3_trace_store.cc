@@ -19,8 +19,6 @@ namespace {
 constexpr absl::Duration kUploadStopGrace = absl::Seconds(2);
 // Bytes fetched per ranged GET: fewer round trips than one per Read call.
 constexpr uint64_t kRemoteReadAhead = 8 * kMiB;
-// The legacy layout's one manifest per trace.
-constexpr absl::string_view kLegacyManifestName = layout::kLegacyManifestName;
 
 // Reads one object of the bucket in ranged GETs, keeping the trace pinned.
 class RemoteFileReader final : public daemon::TraceFileReader {
@@ -185,8 +183,8 @@ absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::Open(
   // This host's manifest is at its own key, or at the one key of the legacy
   // layout in a bucket written before; asked by either name, either serves.
   std::vector<std::string> names = {std::string(name)};
-  if (name == manifest_name_) names.emplace_back(kLegacyManifestName);
-  if (name == kLegacyManifestName) names.push_back(manifest_name_);
+  if (name == manifest_name_) names.emplace_back(layout::kLegacyManifestName);
+  if (name == layout::kLegacyManifestName) names.push_back(manifest_name_);
   absl::Status missing;
   for (const std::string& file : names) {
     absl::StatusOr<std::string> key = TraceObjectKey(client_->config().prefix, trace_id, file);

@@ -12,12 +12,13 @@
 #include "absl/strings/string_view.h"
 #include "gpuctl/v1/manifest.pb.h"
 #include "gpuctl/v1/service.pb.h"
+#include "gpuctl/v1/trace_layout.h"
 
 namespace gpuctl::daemon {
 
 // How the store's index lists a trace's manifest, wherever it lies on disk
 // (also the manifest's name in the layout before gpuctl/v1/trace_layout.h).
-inline constexpr absl::string_view kManifestFileName = "manifest.json";
+inline constexpr absl::string_view kManifestFileName = layout::kLegacyManifestName;
 
 // Reads one stored file sequentially.
 class TraceFileReader {
