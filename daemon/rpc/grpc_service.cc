@@ -1,5 +1,10 @@
 #include "daemon/rpc/grpc_service.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "daemon/rpc/get_trace_reactor.h"
 #include "daemon/rpc/status_util.h"
 #include "daemon/rpc/trace_reactor.h"
@@ -15,6 +20,23 @@ class RejectedWriteReactor final : public grpc::ServerWriteReactor<T> {
   void OnDone() override { delete this; }
 };
 
+// The client as gpuctld knows it: its address ("ipv4:10.0.0.5:51234"),
+// with the name its certificate proves when mutual TLS authenticated it.
+std::string CallerName(const grpc::CallbackServerContext& context) {
+  constexpr size_t kMaxIdentity = 256;
+  std::string name = context.peer();
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    const std::vector<grpc::string_ref> identity = auth->GetPeerIdentity();
+    if (!identity.empty()) {
+      absl::StrAppend(
+          &name, " (",
+          absl::string_view(identity[0].data(), std::min(identity[0].size(), kMaxIdentity)), ")");
+    }
+  }
+  return name;
+}
+
 }  // namespace
 
 grpc::Status GrpcService::Authenticate(const grpc::CallbackServerContext& context) const {
@@ -27,7 +49,9 @@ grpc::ServerWriteReactor<v1::TraceEvent>* GrpcService::Trace(grpc::CallbackServe
     return new RejectedWriteReactor<v1::TraceEvent>(auth);
   }
   std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
-  loop_->Post([this, reactor, request = *request] { reactor->StartOnLoop(core_, request); });
+  loop_->Post([this, reactor, request = *request, caller = CallerName(*context)] {
+    reactor->StartOnLoop(core_, request, caller);
+  });
   return reactor.get();
 }
 
