@@ -23,13 +23,13 @@ class AncestorReachTest : public ::testing::Test {
   void SetUp() override {
     auto proc = std::make_unique<FakeProcReader>();
     for (auto [pid, ppid] : std::vector<std::pair<int, int>>{{50, 1},
-                                                              {100, 50},
-                                                              {101, 50},
-                                                              {200, 50},
-                                                              {300, 1},
-                                                              {400, 1},
-                                                              {401, 400},
-                                                              {402, 400}}) {
+                                                             {100, 50},
+                                                             {101, 50},
+                                                             {200, 50},
+                                                             {300, 1},
+                                                             {400, 1},
+                                                             {401, 400},
+                                                             {402, 400}}) {
       proc->SetParent(pid, ppid);
     }
     registry_ = std::make_unique<Registry>(std::move(proc));
@@ -50,7 +50,7 @@ class AncestorReachTest : public ::testing::Test {
     EXPECT_FALSE(selection.processes.empty());
     return registry_->CheckAncestorReach(selector, selection);
   }
-  static v1::ProcessSelector Pids(std::vector<int> pids) {
+  static v1::ProcessSelector Pids(const std::vector<int>& pids) {
     v1::ProcessSelector s;
     for (int pid : pids) s.add_pids(pid);
     return s;
