@@ -162,6 +162,7 @@ TEST_F(CliTraceCommandTest, PassesPidsFractionalDurationAndTraceId) {
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_THAT(requests[0].selector().pids(), ElementsAre(7, 8, 9));
   EXPECT_EQ(requests[0].selector().job_id(), "");
+  EXPECT_FALSE(requests[0].selector().allow_multiple_jobs());
   EXPECT_EQ(requests[0].duration().seconds(), 1);
   EXPECT_EQ(requests[0].duration().nanos(), 500000000);
   // A new UUIDv7, made by the CLI.
@@ -200,6 +201,16 @@ TEST_F(CliTraceCommandTest, WithoutAStartDelayTheDaemonsInstantIsReported) {
   // The fake daemon's TraceStarted.start_time.
   nlohmann::json json = nlohmann::json::parse(console_.out.str());
   EXPECT_EQ(json["startTime"], "1970-01-01T00:16:40Z");
+}
+
+TEST_F(CliTraceCommandTest, AllJobsLetsAPidReachSeveralJobs) {
+  server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
+  ASSERT_EQ(Run({"trace", "--pid", "7", "--all-jobs", "--duration", "1s", "--host",
+                 server_.target(), "--no-download"}),
+            kExitOk)
+      << console_.err.str();
+  ASSERT_EQ(server_.service().trace_requests().size(), 1u);
+  EXPECT_TRUE(server_.service().trace_requests()[0].selector().allow_multiple_jobs());
 }
 
 TEST_F(CliTraceCommandTest, PassesActivities) {

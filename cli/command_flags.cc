@@ -167,6 +167,9 @@ void AddSelectorFlags(CLI::App* command, SelectorFlags& flags, bool for_trace) {
                       "At most N processes per host, lowest ranks first (0: no limit)");
   command->add_flag("--include-helpers", flags.include_helpers,
                     "Also select launchers and forked helpers");
+  command->add_flag("--all-jobs", flags.all_jobs,
+                    "Let a --pid that is not attached select processes of several jobs (a shell "
+                    "that started them); without it that is refused");
 }
 
 void AddTraceFlags(CLI::App* command, TraceFlags& f) {

@@ -171,7 +171,15 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
       stub.GetTrace(&context, request);
   v1::TraceChunk chunk;
   absl::Status local;
-  while (local.ok() && reader->Read(&chunk)) local = receiver.Accept(chunk);
+  bool first = true;
+  while (local.ok() && reader->Read(&chunk)) {
+    if (first) {
+      first = false;
+      result.trace_status = chunk.trace_status();
+      result.cancellation = chunk.cancellation();
+    }
+    local = receiver.Accept(chunk);
+  }
   if (!local.ok()) context.TryCancel();
   grpc::Status rpc = reader->Finish();
   if (options.cancel != nullptr && options.cancel->cancelled()) {

@@ -23,6 +23,10 @@ struct DownloadedFile {
 struct DownloadResult {
   std::string directory;  // <output_root>/<trace_id>
   std::vector<DownloadedFile> files;
+  // How the trace ended, as the daemon's first chunk said (UNSPECIFIED from
+  // an older daemon); `cancellation` when it was cancelled.
+  v1::TraceStatus trace_status = v1::TRACE_STATUS_UNSPECIFIED;
+  v1::TraceCancellation cancellation;
 };
 
 struct DownloadOptions {

@@ -59,6 +59,15 @@ std::string NotFoundText(const absl::Status& status, const std::string& trace_id
   return absl::StrCat("gpuctld at ", target, ": ", message);
 }
 
+// "cancelled at 2026-12-01 22:41:03 by ipv4:10.0.0.5:51234: the caller ...".
+std::string CancellationText(const v1::TraceCancellation& c, absl::TimeZone zone) {
+  std::string text = "cancelled";
+  if (c.has_cancelled_at()) absl::StrAppend(&text, " at ", TimestampText(c.cancelled_at(), zone));
+  if (!c.cancelled_by().empty()) absl::StrAppend(&text, " by ", Printable(c.cancelled_by()));
+  if (!c.reason().empty()) absl::StrAppend(&text, ": ", Printable(c.reason()));
+  return text;
+}
+
 }  // namespace
 
 int RunTraces(const std::string& target, const std::string& job_id, int limit, bool json,
@@ -108,11 +117,13 @@ int RunTraces(const std::string& target, const std::string& job_id, int limit, b
       bytes += r.stored_bytes();
       ok += r.status() == v1::CAPTURE_STATUS_OK ? 1 : 0;
     }
-    table.AddRow({Printable(t.trace_id()), TimestampText(t.created_at(), env.time_zone),
-                  t.job_id().empty() ? "-" : Printable(t.job_id()),
-                  absl::StrCat(ok, "/", t.results_size()), HumanBytes(bytes),
-                  std::string(StorageStateWord(t.storage().state())),
-                  t.location().empty() ? "-" : Printable(t.location())});
+    table.AddRow(
+        {Printable(t.trace_id()), TimestampText(t.created_at(), env.time_zone),
+         t.job_id().empty() ? "-" : Printable(t.job_id()), absl::StrCat(ok, "/", t.results_size()),
+         HumanBytes(bytes), std::string(StorageStateWord(t.storage().state())),
+         t.location().empty() ? "-" : Printable(t.location())},
+        t.status() == v1::TRACE_STATUS_CANCELLED ? CancellationText(t.cancellation(), env.time_zone)
+                                                 : "");
   }
   table.Render(*env.out);
   return kExitOk;
@@ -181,6 +192,12 @@ int RunGet(const std::string& target, const std::string& trace_id,
   for (const DownloadedFile& f : result->files) table.AddRow({f.name, HumanBytes(f.size)});
   table.Render(*env.out);
   *env.out << "trace " << trace_id << " saved to " << result->directory << "\n";
+  if (result->trace_status == v1::TRACE_STATUS_CANCELLED) {
+    // What was saved is what the processes delivered before the cancel.
+    *env.err << "gpuctl: trace " << trace_id << " was "
+             << CancellationText(result->cancellation, env.time_zone) << "\n";
+    return kExitPartialFailure;
+  }
   return kExitOk;
 }
 

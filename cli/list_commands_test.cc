@@ -101,6 +101,39 @@ TEST_F(CliListCommandsTest, TracesShowWhereEachTraceIsStored) {
   EXPECT_EQ(json["traces"][2]["storage"]["state"], "STORAGE_STATE_LOCAL");
 }
 
+v1::TraceManifest Cancelled(v1::TraceManifest m) {
+  m.set_status(v1::TRACE_STATUS_CANCELLED);
+  m.mutable_cancellation()->set_reason("the caller cancelled its Trace call (Ctrl-C)");
+  m.mutable_cancellation()->set_cancelled_by("ipv4:10.0.0.5:51234");
+  m.mutable_cancellation()->mutable_cancelled_at()->set_seconds(1714566900);
+  return m;
+}
+
+TEST_F(CliListCommandsTest, TracesSayWhichWereCancelledByWhomAndWhy) {
+  auto& page = server_.service().trace_pages[""];
+  *page.add_traces() = Cancelled(Manifest("t2", 0, 2));
+  v1::TraceManifest done = Manifest("t1", 1, 0);
+  done.set_status(v1::TRACE_STATUS_COMPLETED);
+  *page.add_traces() = done;
+  ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
+  const std::string out = console_.out.str();
+  EXPECT_THAT(out, HasSubstr("0/2      0 B  -      /var/lib/gpuctl/traces/t2\n"
+                             "    cancelled at 2024-05-01 12:35:00 by ipv4:10.0.0.5:51234: the "
+                             "caller cancelled its Trace call (Ctrl-C)\n"
+                             "t1 "));
+  EXPECT_EQ(out.find("cancelled"), out.rfind("cancelled at"));  // t1 has no note
+
+  TestConsole json_console;
+  ASSERT_EQ(RunCli({"traces", "--json", "--host", server_.target()}, json_console.env()), kExitOk);
+  nlohmann::json json = nlohmann::json::parse(json_console.out.str());
+  EXPECT_EQ(json["traces"][0]["status"], "TRACE_STATUS_CANCELLED");
+  EXPECT_EQ(json["traces"][0]["cancellation"]["cancelledBy"], "ipv4:10.0.0.5:51234");
+  EXPECT_EQ(json["traces"][0]["cancellation"]["reason"],
+            "the caller cancelled its Trace call (Ctrl-C)");
+  EXPECT_EQ(json["traces"][0]["cancellation"]["cancelledAt"], "2024-05-01T12:35:00Z");
+  EXPECT_EQ(json["traces"][1]["status"], "TRACE_STATUS_COMPLETED");
+}
+
 TEST_F(CliListCommandsTest, TracesLimitStopsPaging) {
   auto& pages = server_.service().trace_pages;
   *pages[""].add_traces() = Manifest("t4", 1, 0);
@@ -193,6 +226,26 @@ TEST_F(CliGetCommandTest, DownloadsSelectedFiles) {
               HasSubstr(absl::StrCat("trace ", kGetTraceId, " saved to ", saved.string())));
   ASSERT_EQ(server_.service().get_requests().size(), 1u);
   EXPECT_EQ(server_.service().get_requests()[0].files_size(), 2);
+}
+
+TEST_F(CliGetCommandTest, ACancelledTraceIsSavedAndSaidToBeCancelled) {
+  server_.service().get_trace = [](const v1::GetTraceRequest&,
+                                   grpc::ServerWriter<v1::TraceChunk>* writer) {
+    v1::TraceChunk chunk;
+    chunk.set_file("manifest.json");
+    chunk.set_data("{}");
+    chunk.set_file_size(2);
+    chunk.set_trace_status(v1::TRACE_STATUS_CANCELLED);
+    *chunk.mutable_cancellation() = Cancelled({}).cancellation();
+    writer->Write(chunk);
+    return grpc::Status::OK;
+  };
+  EXPECT_EQ(Run({"get", kGetTraceId, "-o", dir_}), kExitPartialFailure);
+  EXPECT_EQ(ReadFile(fs::path(dir_) / kGetTraceId / "manifest.json"), "{}");
+  EXPECT_EQ(console_.err.str(),
+            absl::StrCat("gpuctl: trace ", kGetTraceId,
+                         " was cancelled at 2024-05-01 12:35:00 by ipv4:10.0.0.5:51234: the "
+                         "caller cancelled its Trace call (Ctrl-C)\n"));
 }
 
 TEST_F(CliGetCommandTest, UnknownTraceSaysSoAndNamesTheHost) {

@@ -163,6 +163,11 @@ absl::StatusOr<v1::ProcessSelector> BuildSelector(const SelectorFlags& flags) {
   if (!limit.ok()) return limit.status();
   selector.set_limit(static_cast<uint32_t>(*limit));
   selector.set_include_helpers(flags.include_helpers);
+  if (flags.all_jobs && flags.pids.empty()) {
+    return absl::InvalidArgumentError(
+        "--all-jobs: applies to --pid (a pid whose descendants belong to several jobs)");
+  }
+  selector.set_allow_multiple_jobs(flags.all_jobs);
   return selector;
 }
 
@@ -190,6 +195,7 @@ std::string DescribeSelector(const v1::ProcessSelector& s) {
   std::string text = parts.empty() ? "every process" : absl::StrJoin(parts, " and ");
   if (s.limit() > 0) absl::StrAppend(&text, ", at most ", s.limit(), " per host");
   if (s.include_helpers()) absl::StrAppend(&text, ", helpers included");
+  if (s.allow_multiple_jobs()) absl::StrAppend(&text, ", of every job");
   return text;
 }
 

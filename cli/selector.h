@@ -29,6 +29,7 @@ struct SelectorFlags {
   std::vector<std::string> labels;     // each "key=value"
   std::string limit = "0";
   bool include_helpers = false;
+  bool all_jobs = false;  // --all-jobs: a --pid may reach several jobs
 };
 
 // Parses one rank set, "N", "N-M" or a comma-separated list of those

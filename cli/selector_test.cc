@@ -83,6 +83,24 @@ TEST(CliSelectorTest, BuildsEveryCriterion) {
             "and label team=nlp, at most 3 per host, helpers included");
 }
 
+TEST(CliSelectorTest, AllJobsAsksForEveryJobAPidReaches) {
+  SelectorFlags flags;
+  flags.pids = {"50"};
+  absl::StatusOr<v1::ProcessSelector> plain = BuildSelector(flags);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->allow_multiple_jobs());
+  flags.all_jobs = true;
+  absl::StatusOr<v1::ProcessSelector> all = BuildSelector(flags);
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->allow_multiple_jobs());
+  EXPECT_EQ(DescribeSelector(*all), "pid 50, of every job");
+  SelectorFlags without_pid;
+  without_pid.job_id = "42";
+  without_pid.all_jobs = true;
+  EXPECT_EQ(BuildSelector(without_pid).status().message(),
+            "--all-jobs: applies to --pid (a pid whose descendants belong to several jobs)");
+}
+
 TEST(CliSelectorTest, LimitAndHelpersAloneAreNoCriterion) {
   SelectorFlags flags;
   flags.limit = "2";

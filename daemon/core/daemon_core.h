@@ -117,7 +117,10 @@ class DaemonCore {
   // and results then flow to `observer`.
   virtual absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
                                                  std::shared_ptr<TraceObserver> observer) = 0;
-  virtual void CancelTrace(absl::string_view trace_id) = 0;
+  // Stops the trace's processes that have not delivered and completes it
+  // as cancelled; `why` (reason, cancelled_by) goes into its manifest, with
+  // the time of the cancel.
+  virtual void CancelTrace(absl::string_view trace_id, v1::TraceCancellation why) = 0;
   // The processes the selector picks (every process when it has no
   // criterion), with role, labels and live step counters; with
   // include_rejected also the last refused attachments, newest first.

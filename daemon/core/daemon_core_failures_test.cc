@@ -165,7 +165,11 @@ TEST_F(DaemonCoreTest, CancelSendsCancelAndFinishes) {
   auto id = Trace("42", absl::Seconds(5), obs);
   ASSERT_TRUE(id.ok());
   SendResult(1, *id, Payload(100, StartsTo(1)[0]));  // processing when cancelled
-  core_->CancelTrace(*id);
+  clock_.Advance(absl::Seconds(2));
+  v1::TraceCancellation why;
+  why.set_reason("the caller cancelled its Trace call");
+  why.set_cancelled_by("ipv4:10.0.0.5:51234");
+  core_->CancelTrace(*id, why);
   ASSERT_EQ(CancelsTo(2).size(), 1u);
   EXPECT_EQ(CancelsTo(2)[0].trace_id(), *id);
   EXPECT_TRUE(CancelsTo(1).empty());
@@ -178,7 +182,12 @@ TEST_F(DaemonCoreTest, CancelSendsCancelAndFinishes) {
   auto manifest = store_->GetManifest(*id);
   ASSERT_TRUE(manifest.ok());
   EXPECT_EQ(manifest->results_size(), 2);
-  core_->CancelTrace(*id);  // no-op
+  // The manifest says it was cancelled, why, by whom and when.
+  EXPECT_EQ(manifest->status(), v1::TRACE_STATUS_CANCELLED);
+  EXPECT_EQ(manifest->cancellation().reason(), "the caller cancelled its Trace call");
+  EXPECT_EQ(manifest->cancellation().cancelled_by(), "ipv4:10.0.0.5:51234");
+  EXPECT_EQ(manifest->cancellation().cancelled_at().seconds(), absl::ToUnixSeconds(clock_.Now()));
+  core_->CancelTrace(*id, {});  // no-op
   EXPECT_EQ(core_->ListProcesses({})->processes(1).capture_state(), v1::CAPTURE_STATE_IDLE);
 }
 

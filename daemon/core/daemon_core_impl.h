@@ -40,7 +40,7 @@ class DaemonCoreImpl final : public DaemonCore {
 
   absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
                                          std::shared_ptr<TraceObserver> observer) override;
-  void CancelTrace(absl::string_view trace_id) override;
+  void CancelTrace(absl::string_view trace_id, v1::TraceCancellation why) override;
   absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
       const v1::ListProcessesRequest& request) override;
   v1::GetStatusResponse GetStatus() override;

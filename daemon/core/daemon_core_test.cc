@@ -100,6 +100,8 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   EXPECT_EQ(manifest->location(), last.completed().location());
   EXPECT_EQ(manifest->storage().state(), v1::STORAGE_STATE_LOCAL);
   EXPECT_EQ(manifest->storage().local_location(), last.completed().location());
+  EXPECT_EQ(manifest->status(), v1::TRACE_STATUS_COMPLETED);
+  EXPECT_FALSE(manifest->has_cancellation());
   EXPECT_EQ(loop_.pending_timers(), 0u);  // deadline cancelled
   EXPECT_EQ(core_->GetStatus().active_traces(), 0u);
   EXPECT_EQ(core_->ListProcesses({})->processes(0).capture_state(), v1::CAPTURE_STATE_IDLE);

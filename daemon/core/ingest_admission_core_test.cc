@@ -107,7 +107,7 @@ TEST_F(IngestCapTest, ResultWaitingForCapacitySaysSo) {
 TEST_F(IngestCapTest, CancelDropsTheWaitingResult) {
   Deliver(1, 100);
   Deliver(2, 101);
-  core_->CancelTrace(id_);
+  core_->CancelTrace(id_, {});
   size_t worker_tasks = 0;
   for (size_t n = 1; n > 0;) {
     n = worker_.RunAll();

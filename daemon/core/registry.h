@@ -95,6 +95,14 @@ class Registry {
   // The selector is assumed valid (ValidateSelector).
   Selection Select(const v1::ProcessSelector& selector, bool all_when_empty = false);
 
+  // Refuses (FAILED_PRECONDITION, naming the pid, the jobs and how to ask
+  // for them) a `selection` of `selector` that a pid which is not an
+  // attached process reaches as an ancestor when the processes it reaches
+  // belong to more than one job and the selector does not allow that
+  // (allow_multiple_jobs), or when that pid is 1.
+  absl::Status CheckAncestorReach(const v1::ProcessSelector& selector,
+                                  const Selection& selection) const;
+
   // The process's info with `role` and its live step counter fields.
   static v1::ProcessInfo Info(const AttachedProcess& process, v1::ProcessRole role);
 

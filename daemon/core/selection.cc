@@ -2,11 +2,15 @@
 // (service.proto's rules).
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/core/registry.h"
 #include "daemon/core/selector.h"
 
@@ -67,7 +71,58 @@ void ApplyLimit(uint32_t limit, std::vector<SelectedProcess>* selected) {
                 [&](const SelectedProcess& s) { return !kept.contains(s.process->peer); });
 }
 
+// Jobs by how many selected processes they have, for a message: at most a
+// few, largest first.
+std::string DescribeJobs(const absl::flat_hash_map<std::string, size_t>& jobs) {
+  constexpr size_t kShown = 5;
+  std::vector<std::pair<std::string, size_t>> sorted(jobs.begin(), jobs.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return std::tie(b.second, a.first) < std::tie(a.second, b.first);
+  });
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < sorted.size() && i < kShown; ++i) {
+    const auto& [job, count] = sorted[i];
+    parts.push_back(absl::StrCat(job.empty() ? "no job" : absl::StrCat("job ", QuoteExcerpt(job)),
+                                 " (", count, count == 1 ? " process)" : " processes)"));
+  }
+  if (sorted.size() > kShown) parts.push_back(absl::StrCat(sorted.size() - kShown, " more"));
+  return absl::StrJoin(parts, ", ");
+}
+
 }  // namespace
+
+absl::Status Registry::CheckAncestorReach(const v1::ProcessSelector& selector,
+                                          const Selection& selection) const {
+  if (selector.pids_size() == 0) return absl::OkStatus();
+  absl::flat_hash_set<int32_t> attached;
+  for (const auto& [peer, process] : processes_) attached.insert(process.info.pid());
+  for (int32_t pid : selector.pids()) {
+    if (attached.contains(pid)) continue;  // a launcher named: its workers, whatever their jobs
+    absl::flat_hash_map<std::string, size_t> jobs;
+    for (const SelectedProcess& selected : selection.processes) {
+      const std::vector<int32_t>& ancestors = selected.process->ancestors;
+      if (std::find(ancestors.begin(), ancestors.end(), pid) != ancestors.end()) {
+        ++jobs[selected.process->info.job_id()];
+      }
+    }
+    if (jobs.empty()) continue;
+    if (pid == 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pid 1 is not an attached process, and every process descends from it (here ",
+          DescribeJobs(jobs),
+          "); select by job (job_id, gpuctl --job ID) or by the pid of a "
+          "job's launcher"));
+    }
+    if (jobs.size() > 1 && !selector.allow_multiple_jobs()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pid ", pid, " is not an attached process; as an ancestor it reaches processes of ",
+          jobs.size(), " jobs: ", DescribeJobs(jobs),
+          "; name the job (job_id, gpuctl --job ID) or ask for every job explicitly "
+          "(allow_multiple_jobs, gpuctl --all-jobs)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 Selection Registry::Select(const v1::ProcessSelector& selector, bool all_when_empty) {
   Selection out;

@@ -16,9 +16,9 @@ bool IsLabelKeyChar(char c) {
          c == '_' || c == '/' || c == '-';
 }
 
-// Shows at most 64 bytes of an offending string, with non-printable bytes
-// escaped, so a message stays readable whatever the input.
-std::string Quote(absl::string_view s) {
+}  // namespace
+
+std::string QuoteExcerpt(absl::string_view s) {
   constexpr size_t kShown = 64;
   std::string out = "\"";
   for (char c : s.substr(0, kShown)) {
@@ -31,6 +31,8 @@ std::string Quote(absl::string_view s) {
   if (s.size() > kShown) out += "...";
   return out + "\"";
 }
+
+namespace {
 
 std::string DescribeRanks(const v1::ProcessSelector& selector) {
   std::vector<std::string> parts;
@@ -56,20 +58,20 @@ std::string DescribeLabels(const v1::ProcessSelector& selector) {
 
 absl::Status ValidateLabel(absl::string_view what, absl::string_view key, absl::string_view value) {
   if (key.empty() || key.size() > kMaxLabelKeyBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " key ", Quote(key), " must be 1 to ",
-                                                   kMaxLabelKeyBytes, " bytes long"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " key ", QuoteExcerpt(key), " must be 1 to ", kMaxLabelKeyBytes, " bytes long"));
   }
   if (!std::all_of(key.begin(), key.end(), IsLabelKeyChar)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " key ", Quote(key), " may hold only letters, digits and . _ / -"));
+    return absl::InvalidArgumentError(absl::StrCat(what, " key ", QuoteExcerpt(key),
+                                                   " may hold only letters, digits and . _ / -"));
   }
   if (value.size() > kMaxLabelValueBytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", key, " has a value of ", value.size(),
                                                    " bytes, more than ", kMaxLabelValueBytes));
   }
   if (!std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c < 0x7f; })) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " ", key, " has a value ", Quote(value),
-                                                   " that is not printable ASCII"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " ", key, " has a value ", QuoteExcerpt(value), " that is not printable ASCII"));
   }
   return absl::OkStatus();
 }
@@ -125,6 +127,7 @@ std::string DescribeSelector(const v1::ProcessSelector& selector) {
   if (!selector.labels().empty()) parts.push_back(DescribeLabels(selector));
   std::string out = parts.empty() ? "any process" : absl::StrJoin(parts, " and ");
   if (selector.include_helpers()) absl::StrAppend(&out, ", launchers and helpers included");
+  if (selector.allow_multiple_jobs()) absl::StrAppend(&out, ", of every job");
   if (selector.limit() > 0) absl::StrAppend(&out, ", at most ", selector.limit());
   return out;
 }

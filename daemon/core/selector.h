@@ -24,6 +24,10 @@ using ipc::kMaxLabelValueBytes;
 // naming `what` ("Hello label", "selector label") and the offending part.
 absl::Status ValidateLabel(absl::string_view what, absl::string_view key, absl::string_view value);
 
+// At most 64 bytes of `s`, quoted, with non-printable bytes escaped, so a
+// message stays readable whatever the input.
+std::string QuoteExcerpt(absl::string_view s);
+
 // Whether the selector has a criterion: job id, pids, ranks or labels.
 bool HasCriterion(const v1::ProcessSelector& selector);
 

@@ -112,6 +112,10 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   if (!id.ok()) return id.status();
   Selection selection = registry_.Select(request.selector());
   if (selection.processes.empty()) return NothingMatched(request, selection);
+  if (absl::Status reach = registry_.CheckAncestorReach(request.selector(), selection);
+      !reach.ok()) {
+    return reach;
+  }
 
   session.id = *id;
   session.request = request;
@@ -301,11 +305,14 @@ void DaemonCoreImpl::OnDeadline(const std::string& trace_id) {
   }
 }
 
-void DaemonCoreImpl::CancelTrace(absl::string_view trace_id) {
+void DaemonCoreImpl::CancelTrace(absl::string_view trace_id, v1::TraceCancellation why) {
   TraceSession* session = FindSession(trace_id);
   if (session == nullptr || session->finishing) return;
-  LogInfo("trace cancelled", {{"trace_id", trace_id}});
+  LogInfo("trace cancelled",
+          {{"trace_id", trace_id}, {"reason", why.reason()}, {"cancelled_by", why.cancelled_by()}});
   session->cancelled = true;
+  *why.mutable_cancelled_at() = ToProtoTimestamp(deps_.clock->Now());
+  session->cancellation = std::move(why);
   for (TraceSlot& slot : session->slots) {
     if (slot.done) continue;
     if (!slot.processing) SendCancel(*session, slot.peer, "cancelled");
@@ -402,6 +409,10 @@ absl::StatusOr<v1::ListProcessesResponse> DaemonCoreImpl::ListProcesses(
   response.set_host(options_.hostname);
   absl::Time now = deps_.clock->Now();
   Selection selection = registry_.Select(request.selector(), /*all_when_empty=*/true);
+  if (absl::Status reach = registry_.CheckAncestorReach(request.selector(), selection);
+      !reach.ok()) {
+    return reach;
+  }
   for (const SelectedProcess& selected : selection.processes) {
     v1::ProcessInfo* info = response.add_processes();
     *info = Registry::Info(*selected.process, selected.role);

@@ -320,7 +320,7 @@ TEST_F(TraceTest, TracesByRankAndLabelAndDescribesTheSelector) {
   EXPECT_EQ(StartsTo(1).size(), 1u);
   EXPECT_TRUE(StartsTo(2).empty());
   EXPECT_TRUE(StartsTo(3).empty());
-  core_->CancelTrace(*id);
+  core_->CancelTrace(*id, {});
   RunAll();
   auto manifest = store_->GetManifest(*id);
   ASSERT_TRUE(manifest.ok());

@@ -60,6 +60,7 @@ struct TraceSession {
   size_t pending = 0;      // slots without a final result
   bool finishing = false;  // every slot done; manifest being written
   bool cancelled = false;
+  v1::TraceCancellation cancellation;  // when cancelled: why, who, when
 
   bool iteration_window() const { return iterations > 0; }
   absl::Duration duration() const { return end - start; }

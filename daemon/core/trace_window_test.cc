@@ -310,21 +310,21 @@ TEST_F(TraceTest, IterationWindowRoundsUpOrTakesTheRequestedStep) {
   ASSERT_TRUE(id.ok());
   EXPECT_EQ(StartsTo(1)[0].start_step(), 1300u);
   EXPECT_EQ(StartsTo(1)[0].duration_ns(), 30'000'000'000);
-  core_->CancelTrace(*id);
+  core_->CancelTrace(*id, {});
   RunAll();
 
   peers_.Clear();
   steps->current_step = 1290;
   ASSERT_TRUE(core_->StartTrace(req, std::make_shared<RecordingObserver>()).ok());
   EXPECT_EQ(StartsTo(1)[0].start_step(), 1400u);
-  core_->CancelTrace(StartsTo(1)[0].trace_id());
+  core_->CancelTrace(StartsTo(1)[0].trace_id(), {});
   RunAll();
 
   peers_.Clear();
   req.set_start_step(7);
   ASSERT_TRUE(core_->StartTrace(req, std::make_shared<RecordingObserver>()).ok());
   EXPECT_EQ(StartsTo(1)[0].start_step(), 7u) << "the caller's step (a fleet-wide choice) wins";
-  core_->CancelTrace(StartsTo(1)[0].trace_id());
+  core_->CancelTrace(StartsTo(1)[0].trace_id(), {});
   RunAll();
 
   // Nobody has a step yet: m = -1.

@@ -90,6 +90,8 @@ absl::Status GetTraceReactor::ResolveFiles() {
     return absl::NotFoundError(absl::StrCat("no trace ", request_.trace_id()));
   }
   if (!manifest.ok()) return manifest.status();
+  trace_status_ = manifest->status();
+  cancellation_ = manifest->cancellation();
   std::vector<std::string> stored = {store_->ManifestName()};
   for (const v1::ProcessResult& result : manifest->results()) {
     if (result.file().empty()) continue;
@@ -154,6 +156,12 @@ absl::Status GetTraceReactor::NextChunk(bool* have_chunk) {
     chunk_.set_file(current_file_);
     chunk_.set_offset(offset_);
     chunk_.set_file_size(size);
+    if (!sent_first_chunk_) {
+      sent_first_chunk_ = true;
+      chunk_.set_trace_status(trace_status_);
+      if (trace_status_ == v1::TRACE_STATUS_CANCELLED)
+        *chunk_.mutable_cancellation() = cancellation_;
+    }
     offset_ += chunk_.data().size();
     sent_any_of_current_ = true;
     *have_chunk = true;

@@ -20,7 +20,8 @@ inline constexpr size_t kTraceChunkBytes = 1 << 20;
 // One Gpuctl.GetTrace call: streams the requested files of one trace as
 // TraceChunks of at most kTraceChunkBytes, file by file, one write in
 // flight, each serialized (the service's methods are raw: see
-// raw_messages.h). Store reads run on `io` (they may block: disk, object storage),
+// raw_messages.h); the first chunk also says how the trace ended (its status
+// and, when cancelled, why). Store reads run on `io` (they may block: disk, object storage),
 // never on gRPC's threads; with a null `io` they run inline.
 //
 // Lifetime: deletes itself in OnDone. Exactly one step (a read task or a
@@ -54,6 +55,10 @@ class GetTraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::string current_file_;
   uint64_t offset_ = 0;
   bool sent_any_of_current_ = false;
+  bool sent_first_chunk_ = false;
+  // How the trace ended, from its manifest: sent on the first chunk.
+  v1::TraceStatus trace_status_ = v1::TRACE_STATUS_UNSPECIFIED;
+  v1::TraceCancellation cancellation_;
   v1::TraceChunk chunk_;
   grpc::ByteBuffer chunk_bytes_;
 };

@@ -1,5 +1,10 @@
 #include "daemon/rpc/grpc_service.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "daemon/rpc/get_trace_reactor.h"
 #include "daemon/rpc/raw_messages.h"
 #include "daemon/rpc/status_util.h"
@@ -36,6 +41,23 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   grpc::ByteBuffer* const reply_;
 };
 
+// The client as gpuctld knows it: its address ("ipv4:10.0.0.5:51234"),
+// with the name its certificate proves when mutual TLS authenticated it.
+std::string CallerName(const grpc::CallbackServerContext& context) {
+  constexpr size_t kMaxIdentity = 256;
+  std::string name = context.peer();
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    const std::vector<grpc::string_ref> identity = auth->GetPeerIdentity();
+    if (!identity.empty()) {
+      absl::StrAppend(
+          &name, " (",
+          absl::string_view(identity[0].data(), std::min(identity[0].size(), kMaxIdentity)), ")");
+    }
+  }
+  return name;
+}
+
 }  // namespace
 
 grpc::Status GrpcService::Admit(const grpc::CallbackServerContext& context,
@@ -54,8 +76,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::Trace(grpc::CallbackSer
     return new RejectedWriteReactor(admitted);
   }
   std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
-  loop_->Post(
-      [this, reactor, request = std::move(request)] { reactor->StartOnLoop(core_, request); });
+  loop_->Post([this, reactor, request = std::move(request), caller = CallerName(*context)] {
+    reactor->StartOnLoop(core_, request, caller);
+  });
   return reactor.get();
 }
 

@@ -158,14 +158,18 @@ TEST_F(GrpcServiceTest, CancellingTheCallCancelsTheTraceInTheCore) {
   absl::Notification started;
   ExpectStartTrace(&started);
   absl::Notification cancelled;
-  EXPECT_CALL(core_, CancelTrace(absl::string_view("t-1"))).WillOnce([&] {
-    EXPECT_TRUE(loop_->IsLoopThread());
-    // The core's contract: OnDone still follows a cancel.
-    observer_->OnEvent(Progress(99));
-    observer_->OnDone(absl::CancelledError("cancelled by the caller"));
-    observer_.reset();
-    cancelled.Notify();
-  });
+  EXPECT_CALL(core_, CancelTrace(absl::string_view("t-1"), _))
+      .WillOnce([&](absl::string_view, const v1::TraceCancellation& why) {
+        EXPECT_TRUE(loop_->IsLoopThread());
+        // Who: the caller as the daemon sees it, its address.
+        EXPECT_THAT(why.cancelled_by(), ::testing::StartsWith("ipv4:127.0.0.1:"));
+        EXPECT_THAT(why.reason(), ::testing::HasSubstr("cancelled its Trace call"));
+        // The core's contract: OnDone still follows a cancel.
+        observer_->OnEvent(Progress(99));
+        observer_->OnDone(absl::CancelledError("cancelled by the caller"));
+        observer_.reset();
+        cancelled.Notify();
+      });
   grpc::ClientContext ctx;
   auto reader = stub_->Trace(WithDeadline(&ctx), v1::TraceRequest());
   ASSERT_TRUE(started.WaitForNotificationWithTimeout(kWait));
@@ -411,6 +415,30 @@ TEST_F(GetTraceTest, AFileTheTraceDoesNotHaveIsNotFoundListingItsFiles) {
             "h1-rank0-pid10.json.gz, h1-rank1-pid12.json.gz");
   // Refused before anything was sent.
   EXPECT_TRUE(order.empty());
+}
+
+TEST_F(GetTraceTest, TheFirstChunkSaysTheTraceWasCancelled) {
+  v1::TraceManifest manifest;
+  manifest.set_trace_id("t-c");
+  manifest.set_status(v1::TRACE_STATUS_CANCELLED);
+  manifest.mutable_cancellation()->set_reason("the caller cancelled its Trace call");
+  manifest.mutable_cancellation()->set_cancelled_by("ipv4:10.0.0.5:51234");
+  manifest.add_results()->set_file("h1-rank0-pid10.json.gz");
+  ASSERT_TRUE(store_.PutManifest(manifest).ok());
+  ASSERT_TRUE(store_.PutFile("t-c", "h1-rank0-pid10.json.gz", "data").ok());
+  v1::GetTraceRequest request;
+  request.set_trace_id("t-c");
+  request.add_files("h1-rank0-pid10.json.gz");
+  grpc::ClientContext ctx;
+  auto reader = stub_->GetTrace(WithDeadline(&ctx), request);
+  std::vector<v1::TraceChunk> chunks;
+  v1::TraceChunk chunk;
+  while (reader->Read(&chunk)) chunks.push_back(chunk);
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].trace_status(), v1::TRACE_STATUS_CANCELLED);
+  EXPECT_EQ(chunks[0].cancellation().cancelled_by(), "ipv4:10.0.0.5:51234");
+  EXPECT_EQ(chunks[0].cancellation().reason(), "the caller cancelled its Trace call");
 }
 
 TEST_F(GetTraceTest, AnUnknownTraceIsNotFoundWithTheTraceIdOnly) {

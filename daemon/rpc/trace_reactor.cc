@@ -15,8 +15,10 @@ std::shared_ptr<TraceReactor> TraceReactor::Create(TaskRunner* loop) {
   return reactor;
 }
 
-void TraceReactor::StartOnLoop(DaemonCore* core, const v1::TraceRequest& request) {
+void TraceReactor::StartOnLoop(DaemonCore* core, const v1::TraceRequest& request,
+                               std::string caller) {
   core_ = core;
+  caller_ = std::move(caller);
   absl::StatusOr<std::string> id = core_->StartTrace(request, shared_from_this());
   if (!id.ok()) {
     core_done_ = true;
@@ -97,8 +99,12 @@ void TraceReactor::OnCancel() {
   loop_->Post([self] {
     // StartOnLoop was posted first, so trace_id_ is known by now.
     if (!self->core_done_ && !self->trace_id_.empty()) {
-      LogInfo("trace cancelled by the caller", {{"trace_id", self->trace_id_}});
-      self->core_->CancelTrace(self->trace_id_);
+      LogInfo("trace cancelled by the caller",
+              {{"trace_id", self->trace_id_}, {"caller", self->caller_}});
+      v1::TraceCancellation why;
+      why.set_reason("the caller cancelled its Trace call (Ctrl-C), or its connection closed");
+      why.set_cancelled_by(self->caller_);
+      self->core_->CancelTrace(self->trace_id_, std::move(why));
     }
   });
 }

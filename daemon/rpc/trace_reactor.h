@@ -35,7 +35,9 @@ class TraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // The reactor for one call; it keeps itself alive until gRPC's OnDone.
   static std::shared_ptr<TraceReactor> Create(TaskRunner* loop);
   // Starts the trace in the core. Loop thread, once, before anything else.
-  void StartOnLoop(DaemonCore* core, const v1::TraceRequest& request);
+  // `caller` names the client as gpuctld knows it (its address, and its
+  // authenticated identity if any), for the record of a cancel.
+  void StartOnLoop(DaemonCore* core, const v1::TraceRequest& request, std::string caller);
 
   explicit TraceReactor(TaskRunner* loop) : loop_(loop) {}
 
@@ -56,6 +58,7 @@ class TraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   // Loop thread only.
   DaemonCore* core_ = nullptr;
   std::string trace_id_;
+  std::string caller_;
   bool core_done_ = false;
 
   absl::Mutex mu_;

@@ -1,8 +1,12 @@
 """What gpuctl prints when something is wrong or done: real gpuctld, real CLI."""
 
 import json
+import os
 import re
+import signal
 import subprocess
+
+from e2e_util import wait_until
 
 
 def test_get_of_an_unknown_trace_says_so_without_the_daemons_paths(cli, daemon, start_workload,
@@ -91,3 +95,76 @@ def test_trace_ends_with_how_to_open_the_files_and_json_keys_are_sorted(cli, sta
     result, _ = cli.trace("--job", "42", "--duration", "1s", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
     _assert_keys_sorted(json.loads(result.stdout, object_pairs_hook=tuple))
+
+
+def test_a_cancelled_trace_says_so_in_its_manifest_the_listing_and_get(cli, start_workload,
+                                                                        workdir):
+    workload = start_workload(job="cancel", rank=0, world_size=1)
+    cli.wait_attached([workload.pid])
+    tracer = subprocess.Popen(cli.args("trace", "--job", "cancel", "--duration", "10m",
+                                       "--no-download"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL)
+    wait_until(lambda: any(p["pid"] == workload.pid
+                           and p.get("capture_state") == "CAPTURE_STATE_CAPTURING"
+                           for p in cli.processes()), what="the process capturing")
+    tracer.send_signal(signal.SIGINT)
+    stdout, stderr = tracer.communicate(timeout=60)
+    assert tracer.returncode == 130, stdout + stderr
+
+    def listed():
+        result = cli.run("traces", "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout).get("traces") or None
+
+    traces = wait_until(listed, what="the cancelled trace listed")
+    manifest = traces[0]
+    trace_id = manifest["traceId"]
+    assert manifest["status"] == "TRACE_STATUS_CANCELLED", manifest
+    cancellation = manifest["cancellation"]
+    assert cancellation["cancelledBy"].startswith("ipv4:127.0.0.1:"), cancellation
+    assert "cancelled its Trace call" in cancellation["reason"], cancellation
+    assert cancellation["cancelledAt"], cancellation
+
+    table = cli.run("traces")
+    assert table.returncode == 0, table.stderr
+    assert re.search(r"\n    cancelled at .* by ipv4:127\.0\.0\.1:\d+: the caller cancelled",
+                     table.stdout), table.stdout
+
+    got = cli.run("get", trace_id, "-o", str(workdir / "fetched"))
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert f"gpuctl: trace {trace_id} was cancelled at " in got.stderr, got.stderr
+    assert f"saved to {workdir / 'fetched' / trace_id}" in got.stdout, got.stdout
+
+
+def test_a_pid_reaching_several_jobs_is_refused_unless_all_jobs_is_asked(cli, start_workload):
+    # This test's process started both workloads and is not attached: a
+    # common ancestor of two jobs, as a login shell would be.
+    a = start_workload(job="a", rank=0, world_size=1)
+    b = start_workload(job="b", rank=0, world_size=1)
+    cli.wait_attached([a.pid, b.pid])
+    me = str(os.getpid())
+
+    result, trace = cli.trace("--pid", me, "--duration", "1s")
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert trace is None
+    assert (f"pid {me} is not an attached process; as an ancestor it reaches processes of 2 jobs"
+            in result.stderr), result.stderr
+    assert "--all-jobs" in result.stderr and "--job ID" in result.stderr, result.stderr
+
+    listed = cli.run("ps", "--pid", me)
+    assert listed.returncode == 4, listed.stdout + listed.stderr
+
+    for args in (("--pid", "1"), ("--pid", "1", "--all-jobs"), ("--pid", "1", "--job", "a")):
+        result, trace = cli.trace(*args, "--duration", "1s")
+        assert result.returncode == 4, (args, result.stdout + result.stderr)
+        assert "pid 1 is not an attached process, and every process descends from it" in \
+            result.stderr, result.stderr
+
+    # Asked for explicitly, or narrowed to one job, it traces.
+    result, trace = cli.trace("--pid", me, "--all-jobs", "--duration", "1s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {int(r["pid"]) for r in trace.results} == {a.pid, b.pid}
+    result, trace = cli.trace("--pid", me, "--job", "a", "--duration", "1s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {int(r["pid"]) for r in trace.results} == {a.pid}

@@ -30,7 +30,8 @@ class MockDaemonCore : public DaemonCore {
   MOCK_METHOD(absl::StatusOr<std::string>, StartTrace,
               (const v1::TraceRequest& request, std::shared_ptr<TraceObserver> observer),
               (override));
-  MOCK_METHOD(void, CancelTrace, (absl::string_view trace_id), (override));
+  MOCK_METHOD(void, CancelTrace, (absl::string_view trace_id, v1::TraceCancellation why),
+              (override));
   MOCK_METHOD(absl::StatusOr<v1::ListProcessesResponse>, ListProcesses,
               (const v1::ListProcessesRequest& request), (override));
   MOCK_METHOD(v1::GetStatusResponse, GetStatus, (), (override));
