@@ -41,8 +41,8 @@ bool SocketWatch::Arm() {
   if (name.empty()) return false;
   const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return false;
-  constexpr uint32_t kMask = IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF |
-                             IN_MOVE_SELF | IN_ONLYDIR | IN_EXCL_UNLINK;
+  constexpr uint32_t kMask = IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF |
+                             IN_ONLYDIR | IN_EXCL_UNLINK;
   if (inotify_add_watch(fd, directory.c_str(), kMask) < 0) {
     close(fd);
     return false;

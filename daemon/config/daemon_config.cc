@@ -16,6 +16,7 @@
 #include "daemon/config/config_schema.h"
 #include "daemon/config/config_values.h"
 #include "daemon/config/yaml_document.h"
+#include "daemon/ipc/socket_access.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpuctl::daemon {
@@ -136,6 +137,25 @@ absl::Span<const ConfigKey> TopLevelKeys() {
       {.name = "listen",
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return ReadNonEmptyString(v, &o->listen_address); }},
+      {.name = "listen_mode",
+       .read =
+           [](const ConfigValue& v, DaemonOptions* o) {
+             absl::StatusOr<std::string> text = v.String();
+             if (!text.ok()) return text.status();
+             absl::StatusOr<uint32_t> mode = ParseSocketMode(*text);
+             if (!mode.ok()) return v.Error(mode.status().message());
+             o->listen_mode = *mode;
+             return absl::OkStatus();
+           }},
+      {.name = "listen_group",
+       .read =
+           [](const ConfigValue& v, DaemonOptions* o) {
+             absl::StatusOr<std::string> text = v.String();
+             if (!text.ok()) return text.status();
+             if (absl::Status s = CheckGroupSpelling(*text); !s.ok()) return v.Error(s.message());
+             o->listen_group = *text;
+             return absl::OkStatus();
+           }},
       {.name = "host_name",
        .read =
            [](const ConfigValue& v, DaemonOptions* o) {

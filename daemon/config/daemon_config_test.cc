@@ -88,6 +88,8 @@ struct KeyCase {
 std::vector<KeyCase> EveryKey() {
   return {
       {"listen", "\"[::1]:9000\"", [](DaemonOptions& o) { o.listen_address = "[::1]:9000"; }},
+      {"listen_mode", "\"0660\"", [](DaemonOptions& o) { o.listen_mode = 0660; }},
+      {"listen_group", "gpuctl", [](DaemonOptions& o) { o.listen_group = "gpuctl"; }},
       {"host_name", "gpu-node-7", [](DaemonOptions& o) { o.host_name = "gpu-node-7"; }},
       {"insecure", "true", [](DaemonOptions& o) { o.insecure = true; }},
       {"socket", "/tmp/g.sock", [](DaemonOptions& o) { o.socket_path = "/tmp/g.sock"; }},
@@ -330,7 +332,8 @@ TEST(DaemonConfigTest, BadHelloRateValuesAreErrors) {
 
 TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
-            "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, host_name, "
+            "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, listen_mode, "
+            "listen_group, host_name, "
             "insecure, socket, log_level, ready_file, ipc, tls, auth, trace, store)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
@@ -436,10 +439,12 @@ TEST(DaemonConfigTest, NegativeAndOutOfRangeValuesAreErrors) {
 TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"- listen\n- socket\n",
-       "gpuctl.yaml:1: expected a mapping of keys (listen, host_name, insecure, socket, log_level, "
+       "gpuctl.yaml:1: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
+       "insecure, socket, log_level, "
        "ready_file, ipc, tls, auth, trace, store), found a list"},
       {"\n\nhello\n",
-       "gpuctl.yaml:3: expected a mapping of keys (listen, host_name, insecure, socket, "
+       "gpuctl.yaml:3: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
+       "insecure, socket, "
        "log_level, ready_file, ipc, tls, auth, trace, store), found a scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
@@ -487,22 +492,22 @@ TEST(DaemonConfigTest, LocationsRecordKeysAndSections) {
 }
 
 TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
-  EXPECT_THAT(
-      DaemonConfigKeys(),
-      ::testing::ElementsAre(
-          "listen", "host_name", "insecure", "socket", "log_level", "ready_file", "ipc.socket_mode",
-          "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate", "ipc.hello_burst", "tls.cert",
-          "tls.key", "tls.client_ca", "auth.token_file", "trace.max_duration", "trace.start_delay",
-          "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes",
-          "trace.max_ingest_bytes", "store.path", "store.retention.max_bytes",
-          "store.retention.max_age", "store.retention.max_count", "store.s3.endpoint",
-          "store.s3.region", "store.s3.bucket", "store.s3.prefix", "store.s3.path_style",
-          "store.s3.access_key_id", "store.s3.secret_access_key", "store.s3.session_token",
-          "store.s3.credentials_file", "store.s3.profile", "store.s3.ca_file",
-          "store.s3.multipart_threshold", "store.s3.part_size", "store.s3.connect_timeout",
-          "store.s3.request_timeout", "store.s3.idle_timeout", "store.s3.max_attempts",
-          "store.s3.initial_backoff", "store.s3.max_backoff", "store.s3.upload_wait",
-          "store.s3.keep_local", "store.s3.upload_retry_max"));
+  EXPECT_THAT(DaemonConfigKeys(),
+              ::testing::ElementsAre(
+                  "listen", "listen_mode", "listen_group", "host_name", "insecure", "socket",
+                  "log_level", "ready_file", "ipc.socket_mode", "ipc.socket_group",
+                  "ipc.allowed_uids", "ipc.hello_rate", "ipc.hello_burst", "tls.cert", "tls.key",
+                  "tls.client_ca", "auth.token_file", "trace.max_duration", "trace.start_delay",
+                  "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes",
+                  "trace.max_ingest_bytes", "store.path", "store.retention.max_bytes",
+                  "store.retention.max_age", "store.retention.max_count", "store.s3.endpoint",
+                  "store.s3.region", "store.s3.bucket", "store.s3.prefix", "store.s3.path_style",
+                  "store.s3.access_key_id", "store.s3.secret_access_key", "store.s3.session_token",
+                  "store.s3.credentials_file", "store.s3.profile", "store.s3.ca_file",
+                  "store.s3.multipart_threshold", "store.s3.part_size", "store.s3.connect_timeout",
+                  "store.s3.request_timeout", "store.s3.idle_timeout", "store.s3.max_attempts",
+                  "store.s3.initial_backoff", "store.s3.max_backoff", "store.s3.upload_wait",
+                  "store.s3.keep_local", "store.s3.upload_retry_max"));
 }
 
 class ConfigFileTest : public ::testing::Test {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/config/config_values.h"
@@ -39,8 +40,25 @@ namespace {
 
 constexpr char kInsecureRefusal[] = " without transport security; listen on a loopback address or ";
 
-// The shape of HOST:PORT, whatever the host; an error says what is wrong.
+// The shape of HOST:PORT, whatever the host, or of unix:PATH; an error
+// says what is wrong.
 absl::Status CheckListenShape(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) {
+    // sockaddr_un.sun_path holds 108 bytes with the terminating NUL.
+    constexpr size_t kMaxUnixPath = 107;
+    const std::string path = UnixListenPath(address);
+    if (path.empty() || path[0] != '/') {
+      return absl::InvalidArgumentError("expected unix:/absolute/path");
+    }
+    if (path.size() > kMaxUnixPath) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a Unix socket path has at most ", kMaxUnixPath, " bytes"));
+    }
+    if (path.find('\0') != std::string::npos || path.back() == '/') {
+      return absl::InvalidArgumentError("expected unix:/absolute/path");
+    }
+    return absl::OkStatus();
+  }
   size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0) {
     return absl::InvalidArgumentError("expected HOST:PORT");
@@ -54,7 +72,16 @@ absl::Status CheckListenShape(const std::string& address) {
 
 }  // namespace
 
+std::string UnixListenPath(const std::string& address) {
+  if (!absl::StartsWith(address, "unix:")) return "";
+  std::string path = address.substr(5);
+  // unix:///run/x is unix:/run/x.
+  if (absl::StartsWith(path, "//")) path = path.substr(2);
+  return path;
+}
+
 bool IsLoopbackListen(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return true;
   std::string host = address.substr(0, address.rfind(':'));
   return host == "localhost" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }
@@ -132,6 +159,7 @@ struct CommandLine {
   std::string store_max_bytes, store_max_age, store_max_count;
   std::string max_ingest_bytes;
   std::string socket_mode, socket_group;
+  std::string listen_mode, listen_group;
   std::string hello_rate, hello_burst;
   std::string tls_cert, tls_key, tls_client_ca, auth_token_file;
   bool insecure = false;
@@ -141,9 +169,14 @@ struct CommandLine {
 void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_option("--config", cl.config,
                  "YAML configuration file; flags given here override its values");
-  app.add_option(
-      "--listen", cl.listen,
-      absl::StrCat("gRPC address HOST:PORT, port 0: any (default ", kDefaultListenAddress, ")"));
+  app.add_option("--listen", cl.listen,
+                 absl::StrCat("gRPC address HOST:PORT (port 0: any) or unix:/PATH (default ",
+                              kDefaultListenAddress, ")"));
+  app.add_option("--listen-mode", cl.listen_mode,
+                 "with --listen unix:PATH: the socket's permission bits in octal (default 0600)");
+  app.add_option("--listen-group", cl.listen_group,
+                 "with --listen unix:PATH: group (name or gid) given to the socket: its members "
+                 "may use the API");
   app.add_option("--host-name", cl.host_name,
                  "the name this daemon reports, stores traces and names files under "
                  "(default: the system's host name)");
@@ -260,6 +293,14 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
     if (!s.ok()) s = absl::InvalidArgumentError(absl::StrCat("--socket-group: ", s.message()));
     o->socket_group = cl.socket_group;
   }
+  if (s.ok() && given("--listen-mode")) {
+    s = ApplyParsed("--listen-mode", ParseSocketMode(cl.listen_mode), &o->listen_mode);
+  }
+  if (s.ok() && given("--listen-group")) {
+    s = CheckGroupSpelling(cl.listen_group);
+    if (!s.ok()) s = absl::InvalidArgumentError(absl::StrCat("--listen-group: ", s.message()));
+    o->listen_group = cl.listen_group;
+  }
   if (s.ok() && given("--log-level") && !ParseLogLevel(cl.log_level, &o->log_level)) {
     s = absl::InvalidArgumentError(absl::StrCat("--log-level: unknown level \"", cl.log_level,
                                                 "\" (debug, info, warning, error)"));
@@ -280,6 +321,16 @@ absl::Status ResolveAccessIds(const CLI::App& app, const ConfigLocations& file, 
                  : file.Error("ipc.socket_group", gid.status().message());
     }
     o.socket_gid = *gid;
+  }
+  o.listen_gid.reset();
+  if (!o.listen_group.empty()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup(o.listen_group);
+    if (!gid.ok()) {
+      return app.count("--listen-group") > 0 ? absl::InvalidArgumentError(absl::StrCat(
+                                                   "--listen-group: ", gid.status().message()))
+                                             : file.Error("listen_group", gid.status().message());
+    }
+    o.listen_gid = *gid;
   }
   o.allowed_uids.clear();
   for (const std::string& user : o.allowed_users) {
@@ -317,6 +368,12 @@ absl::Status ValidateMerged(const CLI::App& app, DaemonOptions& o, const ConfigL
     }
   }
   if (o.socket_path.empty()) return absl::InvalidArgumentError("--socket must not be empty");
+  if (!UnixListenPath(o.listen_address).empty() &&
+      UnixListenPath(o.listen_address) == o.socket_path) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the gRPC socket (--listen ", o.listen_address,
+                     ") and the IPC socket (--socket) must be different files"));
+  }
   if (absl::Status s = ResolveAccessIds(app, file, o); !s.ok()) return s;
   if (o.store_dir.empty()) return absl::InvalidArgumentError("--store must not be empty");
   return absl::OkStatus();

@@ -24,6 +24,8 @@ inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
 // gpuctld's configuration: the defaults, each owned by the component it
 // configures, then the configuration file (--config,
 // daemon/config/daemon_config.h), then the command line.
+inline constexpr uint32_t kDefaultListenSocketMode = 0600;
+
 struct DaemonOptions {
   std::string listen_address = kDefaultListenAddress;
   // The name the daemon calls itself by in every answer, manifest, trace
@@ -67,6 +69,11 @@ struct DaemonOptions {
   // ipc.socket_group: a group name or gid as written, "" for none).
   uint32_t socket_mode = kDefaultSocketMode;
   std::string socket_group;
+  // With `listen: unix:PATH`: the gRPC socket file's permission bits and
+  // group (listen_mode, listen_group), its only access control. Default:
+  // the daemon's user alone.
+  uint32_t listen_mode = kDefaultListenSocketMode;
+  std::string listen_group;
   // Registration churn (ipc.hello_rate, ipc.hello_burst): each uid may
   // send `hello_burst` Hellos at once, refilled at `hello_rate` a second;
   // hello_rate 0: no limit.
@@ -77,6 +84,7 @@ struct DaemonOptions {
   // socket_group and allowed_users resolved against the group and user
   // databases by ParseDaemonFlags.
   std::optional<uint32_t> socket_gid;
+  std::optional<uint32_t> listen_gid;
   std::vector<uint32_t> allowed_uids;
 };
 
@@ -98,12 +106,17 @@ ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* sock
 // A positive human duration: "500ms", "2s", "10m", "1h30m".
 absl::StatusOr<absl::Duration> ParseHumanDuration(const std::string& text);
 
-// Splits "host:port" / "[v6]:port"; the port must be 0-65535.
+// Splits "host:port" / "[v6]:port"; the port must be 0-65535. Or
+// "unix:/absolute/path" (at most 107 bytes of path): a Unix socket.
 // `secured`: TLS or --insecure, either of which allows a non-loopback host.
 absl::Status ValidateListenAddress(const std::string& address, bool secured);
 
-// True for a loopback listen address ("127.x", "localhost", "[::1]").
+// True for an address only this host reaches: loopback ("127.x",
+// "localhost", "[::1]") or a Unix socket.
 bool IsLoopbackListen(const std::string& address);
+
+// "unix:PATH" -> PATH; empty for a TCP address.
+std::string UnixListenPath(const std::string& address);
 
 }  // namespace gpuctl::daemon
 

@@ -219,6 +219,14 @@ TEST(DaemonOptionsTest, BadValuesExitWithTwoAndSayWhy) {
       {{"--listen", "nohost"}, "HOST:PORT"},
       {{"--listen", "127.0.0.1:70000"}, "port"},
       {{"--listen", "0.0.0.0:7070"}, "--insecure"},
+      {{"--listen", "unix:relative.sock"}, "expected unix:/absolute/path"},
+      {{"--listen", "unix:"}, "expected unix:/absolute/path"},
+      {{"--listen", "unix:/run/gpuctl/"}, "expected unix:/absolute/path"},
+      {{"--listen", "unix:/" + std::string(120, 'p')}, "at most 107 bytes"},
+      {{"--listen", "unix:/tmp/same.sock", "--socket", "/tmp/same.sock"},
+       "must be different files"},
+      {{"--listen-mode", "0999"}, "--listen-mode"},
+      {{"--listen-group", "no group"}, "--listen-group"},
       {{"--socket", ""}, "--socket"},
       {{"--host-name", ""}, "--host-name: a host name must not be empty"},
       {{"--host-name", "node/1"}, "--host-name: \"node/1\" holds \"/\""},
@@ -238,6 +246,20 @@ TEST(DaemonOptionsTest, NonLoopbackNeedsInsecure) {
   EXPECT_TRUE(p.flags.options.has_value()) << p.err;
   EXPECT_TRUE(Parse({"--listen", "[::1]:0"}).flags.options.has_value());
   EXPECT_TRUE(Parse({"--listen", "localhost:7070"}).flags.options.has_value());
+}
+
+TEST(DaemonOptionsTest, AUnixSocketListenIsLocalAndTakesAModeAndGroup) {
+  Parsed p = Parse(
+      {"--listen", "unix:/run/gpuctl/api.sock", "--listen-mode", "0660", "--listen-group", "0"});
+  ASSERT_TRUE(p.flags.options.has_value()) << p.err;
+  EXPECT_EQ(p.flags.options->listen_address, "unix:/run/gpuctl/api.sock");
+  EXPECT_EQ(p.flags.options->listen_mode, 0660u);
+  EXPECT_EQ(p.flags.options->listen_gid, std::optional<uint32_t>(0));
+  EXPECT_EQ(UnixListenPath("unix:///run/x.sock"), "/run/x.sock");
+  EXPECT_EQ(UnixListenPath("127.0.0.1:7070"), "");
+  EXPECT_TRUE(IsLoopbackListen("unix:/run/x.sock"));
+  // Owner-only unless told otherwise.
+  EXPECT_EQ(Parse({"--listen", "unix:/run/x.sock"}).flags.options->listen_mode, 0600u);
 }
 
 TEST(DaemonOptionsTest, VersionAndHelpExitWithZero) {

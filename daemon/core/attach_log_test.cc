@@ -50,8 +50,8 @@ TEST_F(AttachLogTest, AProcessThatStaysIsLoggedOnceItSettledAndWhenItLeaves) {
   EXPECT_THAT(Lines("process attached"), IsEmpty());
   loop_.AdvanceBy(absl::Seconds(1));
   ASSERT_THAT(Lines("process attached"), SizeIs(1));
-  EXPECT_THAT(Lines("process attached")[0], AllOf(HasSubstr("pid=100"), HasSubstr("program=python3"),
-                                                  HasSubstr("job_id=42")));
+  EXPECT_THAT(Lines("process attached")[0],
+              AllOf(HasSubstr("pid=100"), HasSubstr("program=python3"), HasSubstr("job_id=42")));
   log.Detached(1, /*clean=*/true, "closed after Goodbye", /*in_trace=*/false);
   ASSERT_THAT(Lines("process detached"), SizeIs(1));
   EXPECT_THAT(Lines("process detached")[0], HasSubstr("pid=100"));
@@ -71,8 +71,9 @@ TEST_F(AttachLogTest, ProcessesGoneBeforeTheySettledMakeOneSummaryLine) {
   EXPECT_THAT(Lines("process attached"), IsEmpty());
   EXPECT_THAT(Lines("process detached"), IsEmpty());
   ASSERT_THAT(Lines("short-lived processes attached and left"), SizeIs(1));
-  EXPECT_THAT(Lines("short-lived processes attached and left")[0],
-              AllOf(HasSubstr("count=80"), HasSubstr("programs=bash,pyenv"), HasSubstr("within=2s")));
+  EXPECT_THAT(
+      Lines("short-lived processes attached and left")[0],
+      AllOf(HasSubstr("count=80"), HasSubstr("programs=bash,pyenv"), HasSubstr("within=2s")));
   EXPECT_EQ(log.pending_short_lived(), 0u);
   EXPECT_EQ(loop_.pending_timers(), 0u);
   // A quiet minute: no line.

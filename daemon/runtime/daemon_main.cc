@@ -1,6 +1,7 @@
 #include "daemon/runtime/daemon_main.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "daemon/common/log.h"
 #include "daemon/common/posix_file.h"
+#include "daemon/ipc/socket_access.h"
 #include "daemon/rpc/transport_security.h"
 #include "daemon/runtime/listen_probe.h"
 #include "daemon/runtime/protobuf_log.h"
@@ -65,6 +67,7 @@ void ScheduleRetention(EventLoop* loop, Executor* worker, TraceStore* store) {
 
 // "127.0.0.1:0" + 41234 -> "127.0.0.1:41234".
 std::string BoundAddress(const std::string& listen, int port) {
+  if (!UnixListenPath(listen).empty()) return listen;
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
 }
 
@@ -209,6 +212,22 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
                  {{"listen", options.listen_address}});
     }
   }
+  const std::string unix_path = UnixListenPath(options.listen_address);
+  SocketAccess unix_access{.mode = options.listen_mode};
+  if (options.listen_gid.has_value()) unix_access.group = *options.listen_gid;
+  if (!unix_path.empty()) {
+    // gRPC replaces whatever file is at the path: a live daemon's socket
+    // must stay, and only a socket may go.
+    if (absl::Status s = PrepareSocketDirectory(ParentDir(unix_path), unix_access, geteuid());
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = PrepareUnixListenPath(unix_path); !s.ok()) {
+      return absl::UnavailableError(absl::StrCat("cannot serve gRPC on ", options.listen_address,
+                                                 ": ", s.message(),
+                                                 "; stop it or pick another --listen"));
+    }
+  }
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT on Linux by default: a second daemon would then
   // share the port and take half of the calls.
@@ -225,7 +244,17 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
 #endif
   });
   builder.RegisterService(reflection_v1_.get());
-  grpc_server_ = builder.BuildAndStart();
+  {
+    // A Unix socket is born owner-only, then given its mode and group: no
+    // one else connects in between.
+    const mode_t previous = unix_path.empty() ? 0 : umask(0177);
+    grpc_server_ = builder.BuildAndStart();
+    if (!unix_path.empty()) umask(previous);
+  }
+  if (grpc_server_ != nullptr && !unix_path.empty()) {
+    if (absl::Status s = ApplySocketAccess(unix_path, unix_access); !s.ok()) return s;
+    unix_listen_path_ = unix_path;
+  }
   if (grpc_server_ == nullptr || port == 0) {
     const std::string reason = ListenFailureReason(options.listen_address);
     if (reason == kAddressInUse) {
@@ -281,6 +310,7 @@ void Daemon::Shutdown() {
   // them.
   if (worker_ != nullptr) worker_->Shutdown();
   grpc_server_.reset();
+  if (!unix_listen_path_.empty()) unlink(unix_listen_path_.c_str());
   service_.reset();
   reflection_v1_.reset();
   core_.reset();

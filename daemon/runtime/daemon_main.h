@@ -69,6 +69,8 @@ class Daemon {
   std::unique_ptr<BearerTokenAuth> auth_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::string grpc_address_;
+  // With --listen unix:PATH: the socket to remove at shutdown.
+  std::string unix_listen_path_;
   bool stopped_ = false;
 };
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,6 +101,57 @@ TEST_F(DaemonTest, RefusesASocketAnotherDaemonServes) {
   ASSERT_TRUE(client.ok());
   ASSERT_TRUE(client->SendHello().ok());
   EXPECT_TRUE(client->Receive().ok());
+}
+
+TEST_F(DaemonTest, ServesGrpcOnAUnixSocketWhoseModeIsTheAccessControl) {
+  const std::string api = dir_ + "/api/gpuctl-api.sock";
+  options_.listen_address = "unix:" + api;
+  options_.listen_mode = 0660;
+  auto daemon = Daemon::Start(options_);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_EQ((*daemon)->grpc_address(), "unix:" + api);
+  struct stat st {};
+  ASSERT_EQ(lstat(api.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  auto stub =
+      v1::Gpuctl::NewStub(grpc::CreateChannel("unix:" + api, grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::GetStatusResponse status;
+    ASSERT_TRUE(stub->GetStatus(&ctx, v1::GetStatusRequest(), &status).ok());
+  }
+
+  // A second daemon on the same path fails and leaves the socket alone.
+  DaemonOptions second_options = options_;
+  second_options.socket_path = dir_ + "/second.sock";
+  second_options.store_dir = dir_ + "/second-traces";
+  second_options.ready_file.clear();
+  auto second = Daemon::Start(second_options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), ::testing::HasSubstr("address in use"));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::GetStatusResponse status;
+    EXPECT_TRUE(stub->GetStatus(&ctx, v1::GetStatusRequest(), &status).ok());
+  }
+  daemon->reset();
+  EXPECT_FALSE(std::filesystem::exists(api)) << "removed at shutdown";
+}
+
+TEST_F(DaemonTest, NeverReplacesAFileThatIsNotASocketWithTheGrpcSocket) {
+  const std::string api = dir_ + "/precious";
+  { std::ofstream(api) << "data"; }
+  options_.listen_address = "unix:" + api;
+  auto daemon = Daemon::Start(options_);
+  ASSERT_FALSE(daemon.ok());
+  EXPECT_THAT(daemon.status().message(), ::testing::HasSubstr("is not a socket"));
+  std::ifstream in(api);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "data");
 }
 
 TEST_F(DaemonTest, RefusesAGrpcAddressAnotherDaemonServes) {

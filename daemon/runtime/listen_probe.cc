@@ -2,6 +2,8 @@
 
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,6 +28,43 @@ int ProbeBind(const addrinfo& ai) {
 }
 
 }  // namespace
+
+absl::Status PrepareUnixListenPath(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot stat ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " exists and is not a socket; refusing to replace it"));
+  }
+  sockaddr_un addr = {};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrCat("Unix socket path too long: ", path));
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError(absl::StrCat("socket(): ", std::strerror(errno)));
+  const bool live = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0;
+  const int error = errno;
+  ::close(fd);
+  if (live || error == EAGAIN) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(kAddressInUse, ": a server already accepts on ", path));
+  }
+  if (error != ECONNREFUSED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot probe ", path, ": ", std::strerror(error)));
+  }
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot remove the stale socket ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
 
 std::string ListenFailureReason(const std::string& listen_address) {
   const size_t colon = listen_address.rfind(':');

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace gpuctl::daemon {
 
 inline constexpr char kAddressInUse[] = "address in use";
@@ -13,6 +15,12 @@ inline constexpr char kAddressInUse[] = "address in use";
 // probe binds (then the cause lies elsewhere). gRPC's server builder
 // reports no reason of its own. The probe releases what it binds.
 std::string ListenFailureReason(const std::string& listen_address);
+
+// Before gRPC listens on the Unix socket `path` (it removes whatever file is
+// there): OK when nothing is there or a stale socket nobody accepts on
+// (removed here); FAILED_PRECONDITION when a server accepts there ("address
+// in use", kAddressInUse in the message) or the path is not a socket.
+absl::Status PrepareUnixListenPath(const std::string& path);
 
 }  // namespace gpuctl::daemon
 

@@ -2,8 +2,11 @@
 address it holds alone, and whose start delay a trace opens after."""
 
 import json
+import os
+import stat
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from e2e_util import DEFAULT_DEADLINE_S, TraceDir, snake_keys, timestamp_ns
@@ -102,3 +105,43 @@ def test_without_start_delay_the_daemons_start_delay_applies(start_daemon, cli_f
     assert start <= caller + 1_000 * MS, trace.manifest
     assert start < timestamp_ns(trace.manifest["clock"]["received_at"]) + 3_000 * MS
 
+
+
+def test_a_daemon_on_a_unix_socket_is_reached_without_a_tcp_port(build_dir, workdir):
+    api = workdir / "api" / "gpuctl-api.sock"
+    ready = workdir / "unix.ready"
+    daemon = subprocess.Popen(
+        [str(build_dir / "bin" / "gpuctld"), "--listen", f"unix:{api}",
+         "--socket", str(workdir / "unix-ipc.sock"), "--store", str(workdir / "unix-store"),
+         "--ready-file", str(ready), "--host-name", "e2e-unix"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    try:
+        deadline = time.monotonic() + DEFAULT_DEADLINE_S
+        while not (ready.exists() and ready.read_text().strip()):
+            assert daemon.poll() is None, daemon.stderr.read()
+            assert time.monotonic() < deadline, "gpuctld did not get ready"
+            time.sleep(0.05)
+        assert ready.read_text().strip() == f"unix:{api}"
+        assert stat.S_IMODE(os.lstat(api).st_mode) == 0o600
+        status = gpuctl(build_dir, "status", "--json", "--host", f"unix:{api}")
+        assert status.returncode == 0, status.stdout + status.stderr
+        assert json.loads(status.stdout)["host"] == "e2e-unix"
+        if os.geteuid() == 0:
+            # Owner-only: another user cannot call it.
+            refused = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 str(build_dir / "bin" / "gpuctl"), "status", "--host", f"unix:{api}"],
+                capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+            assert refused.returncode == 4, refused.stdout + refused.stderr
+        # A second daemon on the same path fails and the first keeps it.
+        second = subprocess.run(
+            [str(build_dir / "bin" / "gpuctld"), "--listen", f"unix:{api}",
+             "--socket", str(workdir / "unix-ipc2.sock"), "--store", str(workdir / "unix-store2")],
+            capture_output=True, text=True, timeout=DEFAULT_DEADLINE_S, stdin=subprocess.DEVNULL)
+        assert second.returncode != 0
+        assert "address in use" in second.stderr, second.stderr
+        assert gpuctl(build_dir, "status", "--host", f"unix:{api}").returncode == 0
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+    assert not api.exists(), "the socket is removed at shutdown"

@@ -2,6 +2,7 @@
 to the next daemon on its own."""
 
 import os
+import time
 
 from e2e_util import check_workload_trace, wait_until
 
@@ -66,4 +67,27 @@ def test_daemon_sigterm_exits_cleanly(start_daemon, cli_for, start_workload):
     workload = start_workload(job=42)
     cli.wait_attached([workload.pid])
     assert daemon.stop() == 0, daemon.log()
+    assert workload.proc.poll() is None
+
+
+def test_a_daemon_back_after_an_outage_is_reached_at_once(
+        start_daemon, cli_for, start_workload):
+    """After a few seconds without a daemon the library's backoff has grown
+    to seconds; the watch on the socket's directory brings it back within
+    moments of the daemon's return, not when the backoff runs out."""
+    daemon = start_daemon(name="gpuctld-1")
+    cli = cli_for(daemon)
+    workload = start_workload(job=42, rank=0, world_size=1, env={"GPUCTL_DEBUG": "1"})
+    cli.wait_attached([workload.pid])
+    assert daemon.stop() == 0, daemon.log()
+    time.sleep(5)  # the outage: what the backoff grows over
+    restarted = start_daemon(name="gpuctld-2")
+    cli = cli_for(restarted)
+    back = time.monotonic()
+    cli.wait_attached([workload.pid], timeout=60)
+    took = time.monotonic() - back
+    assert took < 3.0, f"re-attached {took:.1f}s after the daemon came back"
+    # Reached because the socket appeared, not because a retry was due.
+    assert any("the socket's path changed; attaching now" in line
+               for line in workload.lines()), workload.lines()
     assert workload.proc.poll() is None

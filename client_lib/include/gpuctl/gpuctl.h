@@ -42,6 +42,14 @@
  *                   failing to attach, naming the socket and the error)
  *   GPUCTL_DEBUG=1   one stderr line per attach step (connect, Hello,
  *                   HelloAck, disconnect and why)
+ *   GPUCTL_ATTACH_DELAY_MS   how long a process (or fork child) waits
+ *                   before attaching, 0-60000 (default 500): what a shell
+ *                   or shim execs on the way to the real program is gone
+ *                   by then and never reaches the daemon
+ *
+ * Disconnected (no daemon yet, or it restarted), the library watches the
+ * socket's directory and attaches as soon as the socket appears; the
+ * backoff between attempts (100 ms doubling to 30 s) is only a fallback.
  */
 #ifndef GPUCTL_GPUCTL_H_
 #define GPUCTL_GPUCTL_H_
