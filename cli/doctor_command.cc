@@ -39,7 +39,8 @@ void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
-DaemonFacts AskDaemon(const DoctorOptions& options, uid_t uid, bool uid_known, const CliEnv& env) {
+DaemonFacts AskDaemon(const DoctorOptions& options, const ProcessFacts& process,
+                      const CliEnv& env) {
   DaemonFacts facts;
   facts.target = options.target;
   absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(options.target, env);
@@ -68,9 +69,11 @@ DaemonFacts AskDaemon(const DoctorOptions& options, uid_t uid, bool uid_known, c
       if (p.pid() == options.pid) facts.attached = p;
     }
     for (const v1::RejectedAttachment& r : list.rejected()) {
+      const absl::Time when = absl::FromUnixSeconds(r.time().seconds());
       if (r.pid() == options.pid) {
-        facts.refusals.push_back(r);
-      } else if (uid_known && r.uid() == uid) {
+        // An earlier process with the same pid is not this one.
+        if (RefusalMayBeOf(process, when)) facts.refusals.push_back(r);
+      } else if (process.status.ok && r.uid() == process.creds.uid) {
         facts.uid_refusals.push_back(r);
       }
     }
@@ -120,7 +123,7 @@ int RunDoctor(const DoctorOptions& options, const CliEnv& env) {
     if (process.status.ok) creds = process.creds;
     socket = InspectSocket(SocketPathOf(process), creds);
   }
-  const DaemonFacts daemon = AskDaemon(options, process.creds.uid, process.status.ok, env);
+  const DaemonFacts daemon = AskDaemon(options, process, env);
   DiagnoseOptions diagnose;
   diagnose.library_hint =
       options.library_hint.empty() ? LibraryNextToGpuctl() : options.library_hint;

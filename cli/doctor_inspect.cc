@@ -241,7 +241,39 @@ std::string AccessFix(const ProcessCredentials& c, uid_t owner, gid_t group, uin
          "socket elsewhere (gpuctld --socket and GPUCTL_SOCKET)";
 }
 
+// Field 22 of <proc_dir>/stat (clock ticks after boot, after the command
+// name in parentheses) plus "btime" of <proc_root>/stat.
+std::optional<absl::Time> StartTime(const std::string& proc_root, const std::string& proc_dir) {
+  const ProcRead stat = ReadProcFile(proc_dir + "/stat");
+  const ProcRead system = ReadProcFile(proc_root + "/stat");
+  if (!stat.ok || !system.ok) return std::nullopt;
+  const size_t paren = stat.text.rfind(')');
+  if (paren == std::string::npos) return std::nullopt;
+  // After ")": field 3 (state) onwards; the start time is field 22.
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat.text).substr(paren + 1), ' ', absl::SkipEmpty());
+  uint64_t ticks = 0;
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &ticks)) return std::nullopt;
+  int64_t boot = 0;
+  for (absl::string_view line : absl::StrSplit(system.text, '\n')) {
+    if (absl::ConsumePrefix(&line, "btime ") && absl::SimpleAtoi(line, &boot)) {
+      const int64_t hz = sysconf(_SC_CLK_TCK);
+      if (hz <= 0) return std::nullopt;
+      const auto whole = static_cast<int64_t>(ticks / static_cast<uint64_t>(hz));
+      const auto rest = static_cast<int64_t>(ticks % static_cast<uint64_t>(hz));
+      return absl::FromUnixSeconds(boot) + absl::Seconds(whole) +
+             absl::Nanoseconds(rest * 1000000000 / hz);
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+bool RefusalMayBeOf(const ProcessFacts& process, absl::Time time) {
+  // btime and the tick count are whole seconds and ticks: a second of slack.
+  return !process.started_at.has_value() || time >= *process.started_at - absl::Seconds(1);
+}
 
 const std::vector<std::string>& DoctorEnvironmentNames() {
   static const std::vector<std::string>* const names = new std::vector<std::string>{
@@ -306,6 +338,7 @@ ProcessFacts InspectProcess(int pid, const std::string& proc_root) {
       facts.environment.emplace(name, std::string(entry.substr(eq + 1, kMaxValueChars)));
     }
   }
+  facts.started_at = StartTime(proc_root, facts.proc_dir);
   std::string cwd(4096, '\0');
   const ssize_t n = readlink((facts.proc_dir + "/cwd").c_str(), cwd.data(), cwd.size());
   if (n > 0 && static_cast<size_t>(n) < cwd.size()) facts.cwd = cwd.substr(0, n);
@@ -313,7 +346,7 @@ ProcessFacts InspectProcess(int pid, const std::string& proc_root) {
 }
 
 std::string SocketPathOf(const ProcessFacts& process) {
-  const std::string socket = EnvValue(process, "GPUCTL_SOCKET");
+  std::string socket = EnvValue(process, "GPUCTL_SOCKET");
   if (socket.empty()) return kDefaultLibrarySocket;
   if (socket[0] == '/' || process.cwd.empty()) return socket;
   return NormalizePath(absl::StrCat(process.cwd, "/", socket));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gpuctl/v1/service.pb.h"
 
 // What `gpuctl doctor` finds out about one process on this host: its
@@ -62,9 +63,12 @@ struct ProcessFacts {
   // The process's working directory (for a relative GPUCTL_SOCKET); empty
   // when unreadable.
   std::string cwd;
+  // When it started (/proc/<pid>/stat's start time after /proc/stat's boot
+  // time, to the second); unset when unknown.
+  std::optional<absl::Time> started_at;
 };
 
-// Reads <proc_root>/<pid>/{status,maps,environ,cwd}. Never fails: what
+// Reads <proc_root>/<pid>/{status,maps,environ,cwd,stat} and <proc_root>/stat. Never fails: what
 // could not be read says why in its ProcRead. `proc_root` is "/proc"
 // outside tests.
 ProcessFacts InspectProcess(int pid, const std::string& proc_root);
@@ -167,6 +171,10 @@ struct DiagnoseOptions {
 // `socket` is unset when the process was not inspected far enough to know.
 Diagnosis Diagnose(const ProcessFacts& process, const std::optional<SocketFacts>& socket,
                    const DaemonFacts& daemon, const DiagnoseOptions& options);
+
+// Whether a refusal the daemon recorded at `time` can be of this process and
+// not of an earlier one that had its pid: not before it started.
+bool RefusalMayBeOf(const ProcessFacts& process, absl::Time time);
 
 // Whether two socket paths name the same file (same device and inode when
 // both exist here; the same normalized path otherwise).

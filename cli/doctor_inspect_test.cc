@@ -372,6 +372,23 @@ TEST_F(DoctorInspectTest, UnreadableForAnotherUidSaysWhoMayRead) {
   EXPECT_EQ(d.fix, absl::StrCat("run gpuctl doctor as root or as uid ", kStrangerUid));
 }
 
+TEST_F(DoctorInspectTest, StartTimeTellsAnEarlierProcessWithThePidApart) {
+  FakeProcess({});
+  const int64_t hz = sysconf(_SC_CLK_TCK);
+  // The command name may hold spaces and parentheses; start: 100 s after boot.
+  Write("stat", absl::StrCat(kPid, " (a (b) c) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 ", 100 * hz,
+                             " 1000 10\n"));
+  std::ofstream(proc_ + "/stat") << "cpu  1 2 3\nbtime 1700000000\nprocesses 9\n";
+  const ProcessFacts p = InspectProcess(kPid, proc_);
+  ASSERT_TRUE(p.started_at.has_value());
+  EXPECT_EQ(*p.started_at, absl::FromUnixSeconds(1700000100));
+  EXPECT_FALSE(RefusalMayBeOf(p, absl::FromUnixSeconds(1700000090)));
+  EXPECT_TRUE(RefusalMayBeOf(p, absl::FromUnixSeconds(1700000100)));
+  ProcessFacts unknown = p;
+  unknown.started_at.reset();
+  EXPECT_TRUE(RefusalMayBeOf(unknown, absl::FromUnixSeconds(0)));
+}
+
 TEST(DoctorPermitTest, OwnerThenGroupThenOtherAsTheKernelChecks) {
   ProcessCredentials c;
   c.uid = 1001;

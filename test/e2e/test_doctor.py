@@ -155,3 +155,22 @@ def test_doctor_explains_a_socket_mode_that_refuses_the_uid(cli, daemon, lib_pat
         assert "fix: add the user to group" in result.stdout
     finally:
         stop(stranger)
+
+
+def test_doctor_reports_the_daemons_refusal(start_daemon, cli_for, start_workload, workdir):
+    config = workdir / "gpuctld.yaml"
+    # Only some other uid may attach: this test's workload is refused.
+    config.write_text(f"ipc:\n  allowed_uids: [{os.getuid() + 1}]\n")
+    cli = cli_for(start_daemon("--config", str(config)))
+    workload = start_workload(job="denied", rank=0, world_size=1)
+
+    def refused():
+        result = cli.run("doctor", "--pid", str(workload.pid), "--json")
+        doc = json.loads(result.stdout)
+        return (result, doc) if doc["cause"] == "refused" else None
+
+    result, doc = wait_until(refused, what="the refusal in gpuctld's list")
+    assert result.returncode == 1
+    assert doc["verdict"] == (
+        f"the daemon refused it: uid {os.getuid()} may not attach (not in ipc.allowed_uids)")
+    assert f"add uid {os.getuid()} to ipc.allowed_uids" in doc["fix"]
