@@ -9,9 +9,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "cli/cli.h"
+#include "cli/doctor_command.h"
 #include "cli/exit_codes.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -387,6 +390,56 @@ TEST_F(DoctorInspectTest, StartTimeTellsAnEarlierProcessWithThePidApart) {
   ProcessFacts unknown = p;
   unknown.started_at.reset();
   EXPECT_TRUE(RefusalMayBeOf(unknown, absl::FromUnixSeconds(0)));
+}
+
+TEST_F(DoctorInspectTest, CommandPrintsFindingsThenOneVerdictAndTheFix) {
+  FakeProcess({"RANK=0"}, /*with_library=*/false);
+  std::ostringstream out;
+  std::ostringstream err;
+  CliEnv env;
+  env.out = &out;
+  env.err = &err;
+  env.connect_timeout = absl::Seconds(2);
+  DoctorOptions options;
+  options.pid = kPid;
+  options.target = "127.0.0.1:1";  // nothing listens: the daemon is not reached
+  options.proc_root = proc_;
+  options.library_hint = "/usr/lib/gpuctl/libgpuctl.so";
+  EXPECT_EQ(RunDoctor(options, env), kExitPartialFailure);
+  const std::string text = out.str();
+  EXPECT_THAT(text, HasSubstr("problem  library      no libgpuctl in "));
+  EXPECT_THAT(text, HasSubstr("ok       environment  RANK=0\n"));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("\nverdict: pid ", kPid,
+                                           " has no gpuctl library loaded\nfix: start it with "
+                                           "LD_PRELOAD=/usr/lib/gpuctl/libgpuctl.so")));
+  EXPECT_EQ(text.find("verdict:"), text.rfind("verdict:"));
+
+  std::ostringstream json;
+  env.out = &json;
+  options.json = true;
+  EXPECT_EQ(RunDoctor(options, env), kExitPartialFailure);
+  EXPECT_THAT(json.str(), HasSubstr("\"cause\":\"no_library\""));
+  EXPECT_THAT(json.str(), HasSubstr("\"environment\":{\"RANK\":\"0\"}"));
+  EXPECT_THAT(json.str(), HasSubstr("\"daemonReached\":false"));
+  EXPECT_TRUE(err.str().empty()) << err.str();
+}
+
+TEST(DoctorUsageTest, PidIsRequiredAndANumber) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"doctor"}, {"doctor", "--pid", "0"}, {"doctor", "--pid", "abc"}}) {
+    std::ostringstream out;
+    std::ostringstream err;
+    CliEnv env;
+    env.out = &out;
+    env.err = &err;
+    EXPECT_EQ(RunCli(args, env), kExitUsage) << args.back();
+    EXPECT_THAT(err.str(), HasSubstr("--pid")) << args.back();
+  }
+  std::ostringstream out;
+  CliEnv env;
+  env.out = &out;
+  EXPECT_EQ(RunCli({"help", "doctor"}, env), kExitOk);
+  EXPECT_THAT(out.str(), HasSubstr("--socket"));
 }
 
 TEST(DoctorPermitTest, OwnerThenGroupThenOtherAsTheKernelChecks) {
