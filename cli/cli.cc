@@ -170,7 +170,8 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   doctor->add_option("--pid", f.doctor_pid, "The process to examine (as this host sees it)")
       ->required();
   doctor->add_option("--socket", f.doctor_socket,
-                     "gpuctld's IPC socket, when gpuctld cannot be asked for it");
+                     "gpuctld's IPC socket as this host names it (default: what gpuctld "
+                     "reports)");
   doctor->callback([&p, &env] {
     DoctorOptions options;
     options.target = ResolveTarget(p.flags, env);

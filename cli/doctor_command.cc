@@ -78,7 +78,8 @@ DaemonFacts AskDaemon(const DoctorOptions& options, const ProcessFacts& process,
       }
     }
   }
-  if (facts.socket_path.empty() && !options.socket.empty()) {
+  // --socket wins: a daemon in a container reports its own mount's path.
+  if (!options.socket.empty()) {
     facts.socket_path = options.socket;
     facts.socket_from_flag = true;
   }

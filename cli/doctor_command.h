@@ -11,7 +11,8 @@ struct DoctorOptions {
   int pid = 0;
   // gpuctld's gRPC target, normalized (NormalizeHost).
   std::string target;
-  // --socket: the daemon's IPC socket, when gpuctld cannot be asked.
+  // --socket: the daemon's IPC socket as this host names it; instead of the
+  // path gpuctld reports (its own, inside a container).
   std::string socket;
   bool json = false;
   // Where the processes are; "/proc" outside tests.

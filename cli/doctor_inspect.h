@@ -118,7 +118,7 @@ struct DaemonFacts {
   bool reached = false;
   std::string error;        // why not, when !reached
   std::string host;         // the daemon's host name
-  std::string socket_path;  // GetStatus; or --socket when the daemon does not say
+  std::string socket_path;  // --socket, else GetStatus's
   bool socket_from_flag = false;
   std::optional<v1::ProcessInfo> attached;
   // Refusals of this pid, newest first; of other pids of the same uid.

@@ -109,6 +109,10 @@ def test_doctor_finds_a_socket_the_daemon_does_not_use(cli, daemon, lib_path, wo
                               str(daemon.socket), host="127.0.0.1:1")
         assert unreachable.returncode == 1, unreachable.stdout + unreachable.stderr
         assert "but the daemon listens on" in verdict_line(unreachable)
+        # --socket wins over the daemon's own path (a daemon in a container
+        # reports the path of its mount namespace).
+        told = doctor(cli, sleeper.pid, "--socket", str(wrong), "--json")
+        assert json.loads(told.stdout)["cause"] == "no_socket", told.stdout
         alone = cli.run("doctor", "--pid", str(sleeper.pid), "--json", host="127.0.0.1:1")
         assert alone.returncode == 1, alone.stdout + alone.stderr
         doc = json.loads(alone.stdout)
