@@ -284,6 +284,7 @@ const std::vector<std::string>& DoctorEnvironmentNames() {
       "GPUCTL_DISABLE",
       "GPUCTL_QUIET",
       "GPUCTL_DEBUG",
+      "GPUCTL_ATTACH_DELAY_MS",
       "GPUCTL_JOB_ID",
       "SLURM_JOB_ID",
       "TORCHELASTIC_RUN_ID",
@@ -737,7 +738,8 @@ Diagnosis Diagnose(const ProcessFacts& p, const std::optional<SocketFacts>& sock
   Conclude(d, DoctorCause::kUnknown,
            absl::StrCat(pid,
                         " has the library and may reach the socket, but gpuctld does not list "
-                        "it: it may be attaching right now"),
+                        "it: it may be attaching right now (the library waits "
+                        "GPUCTL_ATTACH_DELAY_MS, 500 ms by default, after the process starts)"),
            "run doctor again; if it stays detached, start the process with GPUCTL_DEBUG=1 to "
            "log every attach step on its stderr");
   return d;
