@@ -23,6 +23,8 @@ constexpr int kGoodbyeTimeoutMs = 200;
 // Datagrams handled per wake-up before timers get a look.
 constexpr int kMaxMessagesPerWake = 64;
 constexpr int64_t kMaxTimerNs = 60'000'000'000;
+// Attempts in quick succession once the socket's path changed.
+constexpr int kQuickRetries = 7;
 
 }  // namespace
 
@@ -35,7 +37,8 @@ Agent::Agent(AgentOptions options, Clock* clock, AnnotationState* annotations, H
       backoff_(
           options_.backoff_initial_ms, options_.backoff_max_ms,
           static_cast<uint64_t>(clock->MonotonicNs()) ^ (static_cast<uint64_t>(getpid()) << 32)),
-      conn_(clock) {}
+      conn_(clock),
+      watch_(options_.socket_path) {}
 
 Agent::~Agent() {
   if (thread_.joinable()) {
@@ -44,6 +47,7 @@ Agent::~Agent() {
   }
   session_.Abort();
   conn_.Close();
+  watch_.Close();
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
@@ -97,6 +101,7 @@ void Agent::Join() {
 
 void Agent::AbandonInForkChild() {
   conn_.Close();
+  watch_.Abandon();
   if (wake_fd_ >= 0) close(wake_fd_);
   wake_fd_ = -1;
   connected_.store(false, std::memory_order_release);
@@ -107,7 +112,14 @@ void Agent::Run() {
   // This thread's timers fire when due instead of up to 50 µs later.
   prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   try {
+    if (options_.attach_delay_ms > 0) {
+      Debug("attaching in " + std::to_string(options_.attach_delay_ms) + "ms");
+      Sleep(options_.attach_delay_ms);
+    }
     while (!stop_.load(std::memory_order_acquire)) {
+      // Armed before the attempt, so a socket that appears after a failed
+      // one is always seen.
+      if (!conn_.is_open()) ArmWatch();
       if (!conn_.is_open() && !Connect()) {
         OnAttachFailed();
         Sleep(RetryDelayMs());
@@ -134,7 +146,10 @@ void Agent::Run() {
         Disconnect("sending a capture message failed");
         ok = false;
       }
-      if (!ok) Sleep(RetryDelayMs());
+      if (!ok) {
+        ArmWatch();
+        Sleep(RetryDelayMs());
+      }
     }
     SayGoodbye();
   } catch (...) {
@@ -217,9 +232,45 @@ void Agent::Disconnect(const std::string& why) {
   conn_.Close();
 }
 
+void Agent::ArmWatch() {
+  if (watch_.fd() >= 0) return;
+  bool armed;
+  {
+    MutexLock lock(&fd_mu_);
+    armed = watch_.Arm();
+  }
+  Debug(armed ? "watching for the socket to appear" : "cannot watch the socket's directory");
+}
+
 void Agent::Sleep(int64_t delay_ms) {
-  pollfd pfd{wake_fd_, POLLIN, 0};
-  if (poll(&pfd, 1, static_cast<int>(std::min<int64_t>(delay_ms, 60'000))) > 0) DrainWake();
+  const int64_t deadline_ns =
+      clock_->MonotonicNs() + std::min<int64_t>(delay_ms, 60'000) * 1'000'000;
+  for (;;) {
+    const int64_t left_ms = (deadline_ns - clock_->MonotonicNs() + 999'999) / 1'000'000;
+    if (left_ms <= 0) return;
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {watch_.fd(), POLLIN, 0}};
+    const nfds_t count = watch_.fd() >= 0 ? 2 : 1;
+    const int rc = poll(fds, count, static_cast<int>(left_ms));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) return;
+    if ((fds[0].revents & POLLIN) != 0) {
+      DrainWake();
+      return;
+    }
+    bool appeared;
+    {
+      MutexLock lock(&fd_mu_);
+      appeared = watch_.Drain();
+    }
+    if (appeared) {
+      // Something changed at the socket's path: try now, and while the
+      // daemon is not quite listening yet (bind, chmod, listen), again soon.
+      Debug("the socket's path changed; attaching now");
+      quick_retries_left_ = kQuickRetries;
+      return;
+    }
+    // Another name in the directory: sleep on.
+  }
 }
 
 void Agent::DrainWake() {
@@ -285,9 +336,15 @@ bool Agent::HandleMessage(const wire::DaemonMessage& message) {
     awaiting_ack_ = false;
     session_.set_max_payload_bytes(ack->max_payload_bytes);
     backoff_.Reset();
+    quick_retries_left_ = 0;
     refused_ = false;
     failing_since_ns_ = -1;
     Debug("attached (HelloAck)");
+    {
+      // Connected, the process wakes for nothing.
+      MutexLock lock(&fd_mu_);
+      watch_.Close();
+    }
     handshakes_.fetch_add(1, std::memory_order_acq_rel);
     omit_step_page_ = false;
     connected_.store(true, std::memory_order_release);
@@ -329,7 +386,12 @@ void Agent::OnRejected(const wire::HelloRejected& rejected) {
 
 int64_t Agent::RetryDelayMs() {
   // A refusal is a decision, not a failure: the full delay at once.
-  return refused_ ? options_.backoff_max_ms : backoff_.NextDelayMs();
+  if (refused_) return options_.backoff_max_ms;
+  if (quick_retries_left_ > 0) {
+    // 10, 20, 40 ... 640 ms after the socket's path changed.
+    return int64_t{10} << (kQuickRetries - quick_retries_left_--);
+  }
+  return backoff_.NextDelayMs();
 }
 
 void Agent::SayGoodbye() {

@@ -4,7 +4,10 @@
 // Idle and connected, the thread is blocked in ppoll() on the socket and a
 // wake eventfd with no timeout. Timers exist only while disconnected
 // (backoff), while waiting for HelloAck, and during a capture; a capture's
-// instants are met with nanosecond timeouts.
+// instants are met with nanosecond timeouts. While disconnected the thread
+// also watches the socket's directory (SocketWatch), so a daemon that comes
+// back is reached as soon as its socket appears, not when the backoff
+// (up to backoff_max_ms) runs out.
 //
 // Every Hello carries the step counter page's descriptor when there is one
 // (AgentOptions::step_page_fd), so the daemon reads the current step of the
@@ -46,6 +49,7 @@
 #include "client_lib/src/clock.h"
 #include "client_lib/src/ipc_client.h"
 #include "client_lib/src/mutex.h"
+#include "client_lib/src/socket_watch.h"
 #include "client_lib/src/wire/ipc_messages.h"
 
 namespace gpuctl::client {
@@ -70,6 +74,10 @@ struct AgentOptions {
   // How long attaching must have failed before the process says it cannot
   // reach the daemon (once per process).
   int64_t unreachable_report_after_ms = 10'000;
+  // How long a new process (or fork child) waits before its first attempt
+  // to attach: what a shell or shim execs on the way to the real program
+  // is gone by then and never reaches the daemon (GPUCTL_ATTACH_DELAY_MS).
+  int64_t attach_delay_ms = 500;
   bool quiet = false;  // GPUCTL_QUIET=1: no unreachable report
   bool debug = false;  // GPUCTL_DEBUG=1: report every attach step
 };
@@ -120,8 +128,10 @@ class Agent final : private CaptureOutput {
   bool Connect();
   void Disconnect(const std::string& why);
   void SetLastError(const std::string& error);
-  // Waits `delay_ms` or until woken.
+  // Waits `delay_ms`, or until woken or the socket's path changes.
   void Sleep(int64_t delay_ms);
+  // Starts the socket watch when not yet armed (disconnected).
+  void ArmWatch();
   void DrainWake();
   // Reads every queued datagram; false when the connection must be dropped.
   bool ReadMessages();
@@ -151,14 +161,16 @@ class Agent final : private CaptureOutput {
   CaptureSession session_;
   Backoff backoff_;
 
-  Mutex fd_mu_;  // around creating/closing conn_ and wake_fd_
+  Mutex fd_mu_;  // around creating/closing conn_, wake_fd_ and watch_
   IpcConnection conn_;
+  SocketWatch watch_;  // armed only while disconnected
   int wake_fd_ = -1;
   bool awaiting_ack_ = false;
   bool sent_step_page_ = false;    // the current connection's Hello carried it
   bool omit_step_page_ = false;    // the last Hello with it was refused
   int64_t ack_deadline_ns_ = 0;    // monotonic
   bool refused_ = false;           // the last Hello was refused
+  int quick_retries_left_ = 0;     // after the socket's path changed
   std::string last_reported_;      // the last refusal reported
   int64_t failing_since_ns_ = -1;  // monotonic; -1: attached, or not tried yet
   bool unreachable_reported_ = false;

@@ -69,8 +69,9 @@ class AgentTest : public ::testing::Test {
     options.socket_path = path_;
     options.force_inline = force_inline;
     options.step_page_fd = step_page_fd;
-    options.backoff_initial_ms = 5;
-    options.backoff_max_ms = 100;
+    options.backoff_initial_ms = backoff_initial_ms_;
+    options.backoff_max_ms = backoff_max_ms_;
+    options.attach_delay_ms = attach_delay_ms_;
     options.report = report_;
     options.unreachable_report_after_ms = unreachable_report_after_ms_;
     options.quiet = quiet_;
@@ -127,6 +128,9 @@ class AgentTest : public ::testing::Test {
   std::unique_ptr<Agent> agent_;
   std::function<void(const std::string&)> report_;
   int64_t unreachable_report_after_ms_ = 10'000;
+  int64_t backoff_initial_ms_ = 5;
+  int64_t backoff_max_ms_ = 100;
+  int64_t attach_delay_ms_ = 0;
   bool quiet_ = false;
   bool debug_ = false;
 };
@@ -537,6 +541,108 @@ TEST_F(AgentTest, NoDaemonThenDaemonAppears) {
   daemon_ = std::make_unique<FakeDaemon>(path_);
   ASSERT_TRUE(daemon_->Handshake());
   EXPECT_TRUE(WaitFor([&] { return agent_->connected(); }));
+}
+
+// What a shell or shim execs on the way to the real program lives less
+// than the attach delay: it never reaches the daemon.
+TEST_F(AgentTest, AProcessGoneWithinTheAttachDelayNeverConnects) {
+  attach_delay_ms_ = 60'000;
+  StartAgent();
+  EXPECT_FALSE(daemon_->Accept(/*timeout_ms=*/300));
+  const auto begin = std::chrono::steady_clock::now();
+  agent_->RequestStop("exit");
+  agent_->Join();
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(5));
+  EXPECT_FALSE(daemon_->Accept(/*timeout_ms=*/100));
+  EXPECT_EQ(agent_->handshakes(), 0u);
+}
+
+TEST_F(AgentTest, AfterTheAttachDelayTheProcessAttaches) {
+  attach_delay_ms_ = 200;
+  const auto begin = std::chrono::steady_clock::now();
+  Connect();
+  EXPECT_GE(std::chrono::steady_clock::now() - begin, std::chrono::milliseconds(200));
+}
+
+// inotify instances this process holds (the agent's socket watch).
+int InotifyDescriptors() {
+  int count = 0;
+  for (int fd = 0; fd < 1024; ++fd) {
+    char link[64];
+    char target[128] = {};
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    if (readlink(link, target, sizeof(target) - 1) > 0 &&
+        std::strcmp(target, "anon_inode:inotify") == 0) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+// The backoff is a minute here, longer than any wait below: only the
+// socket watch can bring the agent back in time.
+TEST_F(AgentTest, ADaemonThatComesBackIsReachedAtOnceNotAfterTheBackoff) {
+  backoff_initial_ms_ = 60'000;
+  backoff_max_ms_ = 60'000;
+  Connect();
+  EXPECT_EQ(InotifyDescriptors(), 0) << "connected, the agent watches nothing";
+  daemon_.reset();
+  ASSERT_TRUE(WaitFor([&] { return !agent_->connected(); }));
+  EXPECT_TRUE(WaitFor([&] { return InotifyDescriptors() == 1; }));
+  daemon_ = std::make_unique<FakeDaemon>(path_);
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(WaitFor([&] { return agent_->connected() && agent_->handshakes() == 2; }));
+  EXPECT_TRUE(WaitFor([&] { return InotifyDescriptors() == 0; }));
+}
+
+// systemd removes the daemon's RuntimeDirectory= while it is stopped and
+// creates it again at start.
+TEST_F(AgentTest, ASocketDirectoryRemovedAndCreatedAgainIsWaitedFor) {
+  backoff_initial_ms_ = 60'000;
+  backoff_max_ms_ = 60'000;
+  daemon_.reset();
+  const std::string run_dir = dir_.path() + "/run";
+  const std::string nested = run_dir + "/gpuctl";
+  path_ = nested + "/gpuctl.sock";
+  ASSERT_EQ(mkdir(run_dir.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(nested.c_str(), 0755), 0);
+  daemon_ = std::make_unique<FakeDaemon>(path_);
+  Connect();
+  daemon_.reset();
+  ASSERT_TRUE(WaitFor([&] { return !agent_->connected(); }));
+  ASSERT_EQ(rmdir(nested.c_str()), 0);
+  ASSERT_EQ(rmdir(run_dir.c_str()), 0);
+  // The agent notices the directory going and watches its parent.
+  ASSERT_TRUE(WaitFor([&] { return InotifyDescriptors() == 1; }));
+  ASSERT_EQ(mkdir(run_dir.c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(nested.c_str(), 0755), 0);
+  daemon_ = std::make_unique<FakeDaemon>(path_);
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(WaitFor([&] { return agent_->connected() && agent_->handshakes() == 2; }));
+}
+
+TEST_F(AgentTest, OtherFilesInTheSocketsDirectoryDoNotCauseAttempts) {
+  backoff_initial_ms_ = 60'000;
+  backoff_max_ms_ = 60'000;
+  daemon_.reset();
+  Reports reports;
+  report_ = reports.Sink();
+  debug_ = true;
+  StartAgent();
+  ASSERT_TRUE(WaitFor([&] { return InotifyDescriptors() == 1; }));
+  const size_t before = reports.Containing("debug: connecting to");
+  for (int i = 0; i < 20; ++i) {
+    const std::string other = dir_.path() + "/other-" + std::to_string(i);
+    const int fd = open(other.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  }
+  // The socket's own name, last: exactly one attempt follows it.
+  daemon_ = std::make_unique<FakeDaemon>(path_);
+  ASSERT_TRUE(daemon_->Handshake());
+  EXPECT_TRUE(WaitFor([&] { return agent_->connected(); }));
+  // The socket exists a moment before it listens: a few quick attempts.
+  EXPECT_LE(reports.Containing("debug: connecting to"), before + 4);
 }
 
 TEST_F(AgentTest, AnUnreachableDaemonIsReportedOnceNamingTheSocketAfterTheDelay) {

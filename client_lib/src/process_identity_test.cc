@@ -115,5 +115,17 @@ TEST(ProcessIdentityTest, RuntimeOptionsFromEnv) {
   EXPECT_TRUE(told.debug);
 }
 
+TEST(ProcessIdentityTest, AttachDelayFromEnvIsBoundedAndDigitsOnly) {
+  EXPECT_EQ(Runtime::OptionsFromEnv(FakeEnv({})).attach_delay_ms, 500);
+  EXPECT_EQ(Runtime::OptionsFromEnv(FakeEnv({{"GPUCTL_ATTACH_DELAY_MS", "0"}})).attach_delay_ms, 0);
+  EXPECT_EQ(Runtime::OptionsFromEnv(FakeEnv({{"GPUCTL_ATTACH_DELAY_MS", "2500"}})).attach_delay_ms,
+            2500);
+  for (const char* bad : {"-1", "1e3", "60001", "99999999999999999999", " 5", "abc"}) {
+    EXPECT_EQ(Runtime::OptionsFromEnv(FakeEnv({{"GPUCTL_ATTACH_DELAY_MS", bad}})).attach_delay_ms,
+              500)
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace gpuctl::client

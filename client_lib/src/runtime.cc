@@ -37,6 +37,17 @@ AgentOptions Runtime::OptionsFromEnv(const EnvLookup& env) {
   options.force_inline = env("GPUCTL_FORCE_INLINE").value_or("") == "1";
   options.quiet = env("GPUCTL_QUIET").value_or("") == "1";
   options.debug = env("GPUCTL_DEBUG").value_or("") == "1";
+  if (std::optional<std::string> delay = env("GPUCTL_ATTACH_DELAY_MS"); delay && !delay->empty()) {
+    // Digits only, at most a minute; anything else keeps the default.
+    constexpr int64_t kMaxAttachDelayMs = 60'000;
+    int64_t value = 0;
+    bool valid = delay->size() <= 5;
+    for (const char c : *delay) {
+      if (c < '0' || c > '9') valid = false;
+      if (valid) value = value * 10 + (c - '0');
+    }
+    if (valid && value <= kMaxAttachDelayMs) options.attach_delay_ms = value;
+  }
   return options;
 }
 

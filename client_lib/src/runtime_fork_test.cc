@@ -69,6 +69,7 @@ class RuntimeForkTest : public ::testing::Test {
     options.socket_path = path_;
     options.backoff_initial_ms = 5;
     options.backoff_max_ms = 100;
+    options.attach_delay_ms = 0;
     runtime_ = std::make_unique<Runtime>(options, &state_, ProcessEnv());
     g_runtime.store(runtime_.get());
   }

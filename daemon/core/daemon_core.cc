@@ -31,13 +31,20 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
                {{"peer", peer}, {"pid", creds.pid}, {"error", status.ToString()}});
     return status;
   }
-  LogInfo("process attached", {{"peer", peer},
-                               {"pid", creds.pid},
-                               {"job_id", hello.job_id()},
-                               {"rank", hello.rank()},
-                               {"labels", hello.labels_size()},
-                               {"step_counter", has_steps ? "true" : "false"},
-                               {"library_version", hello.library_version()}});
+  AttachLog::Process logged{.pid = creds.pid,
+                            .job_id = hello.job_id(),
+                            .rank = hello.rank(),
+                            .labels = hello.labels_size(),
+                            .step_counter = has_steps,
+                            .library_version = hello.library_version()};
+  if (hello.cmdline_size() > 0) {
+    absl::string_view program = hello.cmdline(0);
+    if (size_t slash = program.rfind('/'); slash != absl::string_view::npos) {
+      program.remove_prefix(slash + 1);
+    }
+    logged.program = std::string(program.substr(0, 64));
+  }
+  attach_log_.Attached(peer, std::move(logged));
   // After this call returns, so that the process hears HelloAck before any
   // StartCapture.
   PostToLoop([this, peer] { JoinActiveTrace(peer); });
@@ -239,10 +246,7 @@ void DaemonCoreImpl::OnPeerGone(PeerId peer, bool clean, absl::string_view reaso
   std::string trace_id = process->info.current_trace_id();
   TraceSession* session = nullptr;
   TraceSlot* slot = ActiveSlot(peer, trace_id, &session);
-  LogInfo("process detached", {{"peer", peer},
-                               {"pid", process->info.pid()},
-                               {"clean", clean ? "true" : "false"},
-                               {"reason", reason}});
+  attach_log_.Detached(peer, clean, reason, /*in_trace=*/slot != nullptr);
   registry_.Remove(peer);
   if (slot == nullptr) return;
   v1::ProcessResult result;

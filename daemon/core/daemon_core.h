@@ -58,6 +58,10 @@ struct CoreOptions {
   std::string proc_root = "/proc";
   // Only processes of these uids may attach (ipc.allowed_uids); empty: any.
   std::vector<uint32_t> allowed_uids;
+  // A process is logged as attached once it has stayed this long, or when
+  // a trace selects it; those gone sooner are summarized (AttachLog).
+  // Zero: every attach and detach is logged at once.
+  absl::Duration attach_log_settle = absl::Seconds(2);
 };
 
 // Receives a trace's progress. Called on the event-loop thread. After

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/random/random.h"
+#include "daemon/core/attach_log.h"
 #include "daemon/core/capture_processor.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/ingest_admission.h"
@@ -26,7 +27,8 @@ class DaemonCoreImpl final : public DaemonCore {
         deps_(deps),
         started_at_(deps.clock->Now()),
         registry_(options.proc_root, options.allowed_uids),
-        admission_(options.max_ingest_bytes) {}
+        admission_(options.max_ingest_bytes),
+        attach_log_(deps.loop, deps.clock, {.settle = options.attach_log_settle}) {}
   ~DaemonCoreImpl() override;
 
   absl::Status OnPeerHello(PeerId peer, const PeerCredentials& creds, const v1::ipc::Hello& hello,
@@ -100,6 +102,7 @@ class DaemonCoreImpl final : public DaemonCore {
   const absl::Time started_at_;
   Registry registry_;
   IngestAdmission admission_;
+  AttachLog attach_log_;
   absl::flat_hash_map<std::string, std::unique_ptr<TraceSession>> sessions_;
   // Ids of finished traces, so a caller cannot reuse one.
   std::deque<std::string> recent_ids_;

@@ -136,6 +136,7 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   for (const SelectedProcess& selected : selection.processes) {
     const AttachedProcess* process = selected.process;
     session.slots.push_back({process->peer, Registry::Info(*process, selected.role)});
+    attach_log_.Noteworthy(process->peer);
     refusals.push_back(Refusal(session, *process));
   }
   sessions_.emplace(session.id, std::move(owned));
@@ -255,6 +256,7 @@ void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
                            [peer](const SelectedProcess& s) { return s.process->peer == peer; });
     if (it == selection.processes.end() || Refusal(*session, *it->process).has_value()) continue;
     session->slots.push_back({peer, Registry::Info(*it->process, it->role)});
+    attach_log_.Noteworthy(peer);
     TraceSlot& slot = session->slots.back();
     slot.joined = true;
     ++session->pending;
