@@ -14,6 +14,7 @@
 #include "cli/channel_security.h"
 #include "cli/command_flags.h"
 #include "cli/connection.h"
+#include "cli/doctor_command.h"
 #include "cli/download.h"
 #include "cli/exit_codes.h"
 #include "cli/flag_number.h"
@@ -49,6 +50,9 @@ struct Flags {
   PsFlags ps;
   // Every command that talks to gpuctld.
   SecurityFlags security;
+  // `doctor`.
+  std::string doctor_pid;
+  std::string doctor_socket;
   // `help COMMAND`.
   std::string help_command;
 };
@@ -160,7 +164,27 @@ void DefineCommands(Parser& p, const CliEnv& env) {
     p.run = [target, &p, &env] { return RunStatus(target, p.flags.json, env); };
   });
 
-  for (CLI::App* cmd : {trace, ps, traces, get, status}) AddSecurityFlags(cmd, f.security);
+  CLI::App* doctor = p.app.add_subcommand(
+      "doctor", "Explain why a process of this host is or is not attached to gpuctld");
+  AddHostFlags(doctor, f, true);
+  doctor->add_option("--pid", f.doctor_pid, "The process to examine (as this host sees it)")
+      ->required();
+  doctor->add_option("--socket", f.doctor_socket,
+                     "gpuctld's IPC socket as this host names it (default: what gpuctld "
+                     "reports)");
+  doctor->callback([&p, &env] {
+    DoctorOptions options;
+    options.target = ResolveTarget(p.flags, env);
+    options.pid = static_cast<int>(OrUsageError(ParseFlagNumber(
+        "--pid", p.flags.doctor_pid, "a process id", 1, std::numeric_limits<int32_t>::max())));
+    options.socket = p.flags.doctor_socket;
+    options.json = p.flags.json;
+    p.run = [options, &env] { return RunDoctor(options, env); };
+  });
+
+  for (CLI::App* cmd : {trace, ps, traces, get, status, doctor}) {
+    AddSecurityFlags(cmd, f.security);
+  }
 
   CLI::App* help =
       p.app.add_subcommand("help", "Show this help, or a command's: gpuctl help COMMAND");
