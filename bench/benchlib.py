@@ -64,14 +64,14 @@ class Fleet:
         self.daemons = []  # (proc, address, socket)
         self.workloads = []
 
-    def start_daemon(self, extra=()):
+    def start_daemon(self, extra=(), log_level="warning"):
         i = len(self.daemons)
         sock, ready = self.dir / f"d{i}.sock", self.dir / f"d{i}.ready"
         log = open(self.dir / f"d{i}.log", "ab")
         proc = subprocess.Popen(
             [str(self.build / "bin/gpuctld"), "--listen", "127.0.0.1:0", "--socket", str(sock),
              "--store", str(self.dir / f"d{i}-store"), "--ready-file", str(ready),
-             "--log-level", "warning", *extra],
+             "--log-level", log_level, *extra],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.daemons.append([proc, None, sock, ready])
         return len(self.daemons) - 1

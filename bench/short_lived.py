@@ -49,7 +49,7 @@ def main():
     args = parser.parse_args()
     with Fleet(args.build) as fleet:
         # Info level: the attach lines are what is counted.
-        index = fleet.start_daemon(extra=("--log-level", "info"))
+        index = fleet.start_daemon(log_level="info")
         fleet.wait_ready()
         daemon = fleet.daemons[index][0]
         base = {k: v for k, v in os.environ.items() if not k.startswith("GPUCTL_")}

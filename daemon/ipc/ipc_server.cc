@@ -193,6 +193,12 @@ void IpcServer::OnPeerEvent(PeerId id, uint32_t events) {
                   Notify::kNow);
         return;
       case RecvResult::kError:
+        if (errno == ECONNRESET) {
+          // The process is gone (it exited or exec'd with data unread):
+          // an ordinary end, not the peer's fault.
+          ClosePeer(peer, /*clean=*/false, "connection reset (the process exited)", Notify::kNow);
+          return;
+        }
         DropPeer(peer, absl::StrCat("receive failed: ", std::strerror(errno)), Notify::kNow);
         return;
       case RecvResult::kDatagram:
@@ -302,7 +308,12 @@ bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::He
   ack->set_daemon_version(options_.daemon_version);
   ack->set_max_payload_bytes(options_.max_payload_bytes);
   if (absl::Status s = SendTo(*peer, reply); !s.ok()) {
-    DropPeer(peer, s.message(), Notify::kNow);
+    if (absl::IsFailedPrecondition(s)) {
+      // Gone already: what a shell execs on its way exits this fast.
+      ClosePeer(peer, /*clean=*/false, s.message(), Notify::kNow);
+    } else {
+      DropPeer(peer, s.message(), Notify::kNow);
+    }
     return false;
   }
   LogDebug("IPC peer accepted", {{"pid", peer->creds.pid},
@@ -468,6 +479,9 @@ absl::Status IpcServer::SendTo(Peer& peer, const v1::ipc::DaemonMessage& message
   if (errno == EAGAIN || errno == EWOULDBLOCK) {
     return absl::UnavailableError("peer's socket buffer is full (process stuck?)");
   }
+  if (errno == EPIPE || errno == ECONNRESET) {
+    return absl::FailedPreconditionError("the process closed its connection");
+  }
   return absl::UnavailableError(absl::StrCat("send failed: ", std::strerror(errno)));
 }
 
@@ -476,7 +490,12 @@ absl::Status IpcServer::Send(PeerId id, const v1::ipc::DaemonMessage& message) {
   if (it == peers_.end()) return absl::NotFoundError(absl::StrCat("no IPC peer ", id));
   std::shared_ptr<Peer> peer = it->second;
   absl::Status s = SendTo(*peer, message);
-  if (!s.ok() && !absl::IsInvalidArgument(s)) DropPeer(peer, s.message(), Notify::kPosted);
+  if (absl::IsFailedPrecondition(s)) {
+    // The process closed its end (exited, or exec'd before HelloAck).
+    ClosePeer(peer, /*clean=*/false, s.message(), Notify::kPosted);
+  } else if (!s.ok() && !absl::IsInvalidArgument(s)) {
+    DropPeer(peer, s.message(), Notify::kPosted);
+  }
   return s;
 }
 

@@ -4,7 +4,11 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
+#include "daemon/common/log.h"
+#include "daemon/common/mutex.h"
 #include "daemon/common/testing/notification.h"
 #include "daemon/ipc/testing/ipc_test_client.h"
 #include "gmock/gmock.h"
@@ -180,6 +184,31 @@ TEST_F(IpcServerTest, AbruptCloseIsNotClean) {
   RunOnLoop([] {});
   client.Close();
   ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
+}
+
+// What a preloaded shell execs on its way exits as soon as it said Hello:
+// an ordinary end, not a warning in the daemon's log.
+TEST_F(IpcServerTest, AProcessGoneBeforeHelloAckClosesQuietly) {
+  std::vector<std::string> warnings;
+  Mutex mu;
+  SetLogSinkForTesting([&](absl::string_view line) {
+    MutexLock lock(&mu);
+    if (absl::StrContains(line, "level=warn")) warnings.emplace_back(line);
+  });
+  IpcTestClient client = Connect();
+  Notification gone;
+  ExpectGone(_, false, "closed its connection", &gone);
+  // The process is gone by the time the daemon answers its Hello.
+  EXPECT_CALL(core_, OnPeerHello(_, _, _, _)).WillOnce([&client] {
+    client.Close();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(client.SendHello().ok());
+  ASSERT_TRUE(gone.WaitForNotificationWithTimeout(kTestDeadline));
+  RunOnLoop([] {});
+  SetLogSinkForTesting(nullptr);
+  MutexLock lock(&mu);
+  EXPECT_THAT(warnings, ::testing::IsEmpty());
 }
 
 TEST_F(IpcServerTest, SendReachesTheClient) {
