@@ -587,7 +587,7 @@ TEST_F(CliFleetTraceTest, TerminalShowsALinePerHost) {
   EXPECT_THAT(err, HasSubstr("\x1b[2K  window "));
   EXPECT_THAT(err, ::testing::ContainsRegex("unreachable: cannot reach gpuctld at"));
   // Header, window and two hosts erased at the end.
-  EXPECT_THAT(err, HasSubstr("\x1b[4F\x1b[J"));
+  EXPECT_THAT(err, HasSubstr("\x1b[4F\x1b[2K\n\x1b[2K\n\x1b[2K\n\x1b[2K\n\x1b[4F"));
   EXPECT_THAT(console_.out.str(),
               ::testing::ContainsRegex(RowRegex({node1_.target(), "100", "0", "ok"})));
 }

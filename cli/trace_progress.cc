@@ -253,23 +253,27 @@ class Fleet {
 };
 
 // The lines a live display last drew, redrawn in place: back to the first
-// one, clear to the end of the screen, then the new ones, each cut to the
-// width so that none wraps (a wrapped line would break the arithmetic).
+// one, then each line cleared and rewritten, cut to the width so that none
+// wraps (a wrapped line would break the arithmetic); old lines past the new
+// ones are cleared and the cursor goes back above them. Lines are cleared
+// one by one, never the screen from its top: a terminal (tmux among them)
+// may keep a whole screen it is told to clear in its history.
 class LiveArea {
  public:
   LiveArea(std::ostream& err, size_t columns) : err_(err), columns_(columns) {}
 
   void Draw(const std::vector<std::string>& lines) {
-    Erase();
+    if (drawn_ > 0) err_ << "\x1b[" << drawn_ << "F";
     for (const std::string& text : lines) {
       err_ << "\x1b[2K" << absl::string_view(text).substr(0, columns_ - 1) << "\n";
     }
+    if (drawn_ > lines.size()) {
+      const size_t extra = drawn_ - lines.size();
+      for (size_t i = 0; i < extra; ++i) err_ << "\x1b[2K\n";
+      err_ << "\x1b[" << extra << "F";
+    }
     drawn_ = lines.size();
     err_.flush();
-  }
-  void Erase() {
-    if (drawn_ > 0) err_ << "\x1b[" << drawn_ << "F\x1b[J";
-    drawn_ = 0;
   }
 
  private:

@@ -1,10 +1,10 @@
 #include "cli/trace_progress.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "cli/proto_time.h"
 #include "gmock/gmock.h"
@@ -19,16 +19,44 @@ using ::testing::Not;
 
 const absl::Time kStart = absl::FromUnixSeconds(1'700'000'000);
 
-// The lines of the last frame a live display drew: what follows the last
-// cursor-up-and-clear, without the line-clearing codes.
+// What a terminal shows after `out`, written from the top left: the lines
+// above the cursor. Knows the codes the displays use (cursor up to a line's
+// start, clear the line); any other escape fails the test.
 std::vector<std::string> LastFrame(const std::string& out) {
-  std::string frame = out;
-  if (size_t at = frame.rfind("\x1b[J"); at != std::string::npos) frame = frame.substr(at + 3);
-  std::vector<std::string> lines;
-  for (absl::string_view line : absl::StrSplit(frame, '\n', absl::SkipEmpty())) {
-    if (absl::ConsumePrefix(&line, "\x1b[2K")) lines.emplace_back(line);
+  std::vector<std::string> rows(1);
+  size_t row = 0;
+  size_t col = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    if (c == '\n') {
+      ++row;
+      col = 0;
+      if (rows.size() <= row) rows.resize(row + 1);
+      continue;
+    }
+    if (c == '\x1b') {
+      const size_t end = out.find_first_not_of("0123456789", i + 2);
+      EXPECT_EQ(out[i + 1], '[');
+      const std::string arg = out.substr(i + 2, end - i - 2);
+      if (out[end] == 'F') {
+        const size_t n = std::stoul(arg);
+        EXPECT_LE(n, row) << "cursor above the display";
+        row -= std::min(n, row);
+        col = 0;
+      } else if (out[end] == 'K' && arg == "2") {
+        rows[row].clear();
+      } else {
+        ADD_FAILURE() << "unexpected escape " << out.substr(i + 1, end - i);
+      }
+      i = end;
+      continue;
+    }
+    std::string& line = rows[row];
+    if (line.size() <= col) line.resize(col + 1, ' ');
+    line[col++] = c;
   }
-  return lines;
+  rows.resize(row);
+  return rows;
 }
 
 v1::TraceStarted Started(const std::string& host, std::vector<int> pids,
@@ -111,9 +139,10 @@ TEST_F(TerminalProgressTest, OneHostCountsDownTheWindowOnTicks) {
                   "  pid 100: capturing (receiving trace data), 1.0 MiB of 4.0 MiB received",
                   "  pid 101: ok, 7000 events, 300.0 KiB"));
   progress->Finish();
-  // Erased: the last frame is empty, and the cursor went back over 4 lines.
+  // Erased: line by line, the cursor back where the display began.
   EXPECT_THAT(LastFrame(err_.str()), ElementsAre());
-  EXPECT_THAT(err_.str(), HasSubstr("\x1b[4F\x1b[J"));
+  EXPECT_THAT(err_.str(), HasSubstr("\x1b[4F\x1b[2K\n\x1b[2K\n\x1b[2K\n\x1b[2K\n\x1b[4F"));
+  EXPECT_THAT(err_.str(), Not(HasSubstr("\x1b[J")));  // tmux would keep the screen
   const size_t size = err_.str().size();
   progress->Tick();
   EXPECT_EQ(err_.str().size(), size) << "a tick after Finish drew";
@@ -151,7 +180,7 @@ TEST_F(TerminalProgressTest, FanOutShowsALinePerHostWithReceivedData) {
   EXPECT_THAT(LastFrame(err_.str())[3],
               "  node22:7070  unreachable, 0 of 1 processes ok: cannot reach gpuctld");
   progress->Finish();
-  EXPECT_THAT(err_.str(), HasSubstr("\x1b[4F\x1b[J"));
+  EXPECT_THAT(LastFrame(err_.str()), ElementsAre());
 }
 
 TEST_F(TerminalProgressTest, LinesAreCutToTheWidth) {
