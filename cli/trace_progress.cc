@@ -169,10 +169,10 @@ struct HostView {
 // The model both displays update.
 class Fleet {
  public:
-  explicit Fleet(const std::vector<std::string>& targets) {
-    for (const std::string& t : targets) {
+  explicit Fleet(std::vector<std::string> targets) {
+    for (std::string& t : targets) {
       HostView host;
-      host.target = t;
+      host.target = std::move(t);
       hosts_.push_back(std::move(host));
     }
   }
@@ -320,7 +320,7 @@ class Ticker {
 class PlainProgress final : public TraceProgress {
  public:
   PlainProgress(std::ostream& err, std::vector<std::string> targets)
-      : err_(err), fleet_(targets), single_(targets.size() == 1) {}
+      : err_(err), fleet_(std::move(targets)), single_(fleet_.hosts().size() == 1) {}
 
   void Connecting(size_t h) override { fleet_.Connecting(h); }
   void Started(size_t h, const v1::TraceStarted& started) override {
@@ -369,8 +369,8 @@ class TerminalProgress final : public TraceProgress {
                    LiveDisplayOptions options)
       : area_(err, columns),
         now_(std::move(options.now)),
-        fleet_(targets),
-        single_(targets.size() == 1),
+        fleet_(std::move(targets)),
+        single_(fleet_.hosts().size() == 1),
         ticker_(options.redraw_interval, [this] { Tick(); }) {}
   ~TerminalProgress() override { ticker_.Stop(); }
 

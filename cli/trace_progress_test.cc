@@ -59,7 +59,7 @@ std::vector<std::string> LastFrame(const std::string& out) {
   return rows;
 }
 
-v1::TraceStarted Started(const std::string& host, std::vector<int> pids,
+v1::TraceStarted Started(const std::string& host, const std::vector<int>& pids,
                          absl::Duration window = absl::Minutes(5)) {
   v1::TraceStarted started;
   started.set_trace_id("T1");

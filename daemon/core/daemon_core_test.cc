@@ -193,7 +193,7 @@ TEST_F(DaemonCoreTest, NothingMatchedNamesHostAndAttached) {
 TEST_F(DaemonCoreTest, RejectsBadRequests) {
   Attach(1, 100, "42");
   auto obs = std::make_shared<RecordingObserver>();
-  auto code_and_message = [&](v1::TraceRequest req) {
+  auto code_and_message = [&](const v1::TraceRequest& req) {
     return core_->StartTrace(req, obs).status();
   };
   v1::TraceRequest req;
