@@ -103,3 +103,42 @@ def test_trace_on_a_terminal_counts_down_the_window_then_leaves_the_result(
     assert not live.search(final), final
     assert "downloading" not in final and "selected on" not in final, final
     assert not GARBAGE.search(final), repr(final)
+
+
+def test_fan_out_on_a_terminal_shows_a_line_per_host(start_daemon, start_workload, cli_for, pane,
+                                                     workdir):
+    daemons, workloads = [], []
+    for i in range(2):
+        daemons.append(start_daemon(name=f"d{i}"))
+        workloads.append(start_workload(job=42, rank=i, world_size=2, socket=daemons[-1].socket))
+    for daemon, workload in zip(daemons, workloads):
+        cli_for(daemon).wait_attached([workload.pid])
+
+    out = Path(tempfile.mkdtemp(prefix="dl-", dir=workdir))
+    args = cli_for(daemons[0]).args("trace", "--job", "42", "--duration", "5s", "-o", str(out))
+    args += ["--host", daemons[1].address]
+    p = pane(f"{shlex.join(args)}; echo \"gpuctl exited $?\"; exec sleep 3600")
+
+    # The fleet's clock and counts, then one line per host, as contacted.
+    live = re.compile(r"^  window \d+:\d\d of 0:05, \d+:\d\d left; .*capturing", re.M)
+
+    def fleet_lines():
+        screen = p.screen()
+        if "gpuctl exited" in screen:
+            raise AssertionError("gpuctl ended before the fleet's lines:\n" + p.everything())
+        if not live.search(screen):
+            return False
+        return all(re.search(rf"^  {re.escape(d.address)} +1 selected: 1 capturing$", screen, re.M)
+                   for d in daemons) and screen.startswith("trace ")
+
+    wait_until(fleet_lines, DEFAULT_DEADLINE_S, interval=0.1, what="a line per host")
+
+    final = wait_until(lambda: "gpuctl exited" in p.screen() and p.everything(),
+                       DEFAULT_DEADLINE_S * 2, interval=0.2, what="gpuctl trace to end")
+    assert "gpuctl exited 0" in final, final
+    for daemon, workload in zip(daemons, workloads):
+        assert re.search(rf"^{re.escape(daemon.address)} .*\b{workload.pid}\b.*\bok\b", final,
+                         re.M), final
+    assert not live.search(final), final
+    assert "selected:" not in final and "downloading" not in final, final
+    assert not GARBAGE.search(final), repr(final)
