@@ -142,3 +142,26 @@ def test_fan_out_on_a_terminal_shows_a_line_per_host(start_daemon, start_workloa
     assert not live.search(final), final
     assert "selected:" not in final and "downloading" not in final, final
     assert not GARBAGE.search(final), repr(final)
+
+
+def test_plain_progress_says_once_that_inline_data_arrives(cli, start_workload):
+    # Forced to send its trace in chunks (60000 bytes each), as a process
+    # without memfd does: the daemon reports the chunks as they arrive, and
+    # the plain display writes that once per process, not once per chunk.
+    workloads = [start_workload(job=42, rank=i, world_size=2, env={"GPUCTL_FORCE_INLINE": "1"})
+                 for i in range(2)]
+    cli.wait_attached([w.pid for w in workloads])
+    result, trace = cli.trace("--job", "42", "--duration", "3s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert trace is not None, result.stderr
+    assert "\x1b" not in result.stderr, repr(result.stderr)
+    # At most one line per process; a process whose last chunk came
+    # within the trace's 250 ms of another's report may have none.
+    lines = {}
+    for workload in workloads:
+        line = f"pid {workload.pid}: capturing (receiving trace data)\n"
+        lines[workload.pid] = result.stderr.count(line)
+        assert lines[workload.pid] <= 1, result.stderr
+    if any(int(trace.result_for(w.pid)["payload_bytes"]) > 60000 for w in workloads):
+        assert sum(lines.values()) >= 1, result.stderr
+    assert "received" not in result.stderr, result.stderr
