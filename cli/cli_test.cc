@@ -450,7 +450,9 @@ TEST_F(CliTraceCommandTest, TerminalProgressRedrawsAndClears) {
   EXPECT_EQ(RunCli(args, env), kExitOk);
   const std::string err = console_.err.str();
   EXPECT_THAT(err, HasSubstr("\x1b[2K  pid 100: capturing\n"));
-  EXPECT_THAT(err, HasSubstr("\x1b[2F\x1b[J"));  // header + one process erased
+  EXPECT_THAT(err, HasSubstr("\x1b[2K  window "));
+  // Header, window and one process erased, line by line.
+  EXPECT_THAT(err, HasSubstr("\x1b[3F\x1b[2K\n\x1b[2K\n\x1b[2K\n\x1b[3F"));
   EXPECT_THAT(err, Not(HasSubstr("trace T1: 1 process selected on node1, window 2s")));  // cut
   EXPECT_THAT(console_.out.str(), HasSubstr(absl::StrCat(server_.target(), "  100     0  ok")));
 }

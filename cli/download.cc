@@ -87,6 +87,7 @@ class Receiver {
       return BadChunk(chunk, "more data than the announced size");
     }
     if (absl::Status s = file.Append(chunk.data()); !s.ok()) return s;
+    bytes_written_ += chunk.data().size();
     if (file.complete()) {
       if (absl::Status s = file.Commit(); !s.ok()) return s;
       done_.push_back(DownloadedFile{LocalName(chunk.file()), file.size()});
@@ -114,6 +115,8 @@ class Receiver {
   }
 
   std::vector<DownloadedFile> TakeFiles() { return std::move(done_); }
+  size_t files_done() const { return done_.size(); }
+  uint64_t bytes_written() const { return bytes_written_; }
 
  private:
   std::string LocalName(const std::string& name) const {
@@ -127,6 +130,7 @@ class Receiver {
   std::map<std::string, PartialFile> open_;
   std::set<std::string> done_names_;
   std::vector<DownloadedFile> done_;
+  uint64_t bytes_written_ = 0;
 };
 
 }  // namespace
@@ -179,6 +183,9 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
       result.cancellation = chunk.cancellation();
     }
     local = receiver.Accept(chunk);
+    if (local.ok() && options.on_progress) {
+      options.on_progress(receiver.files_done(), receiver.bytes_written());
+    }
   }
   if (!local.ok()) context.TryCancel();
   grpc::Status rpc = reader->Finish();

@@ -1,7 +1,9 @@
 #ifndef GPUCTL_CLI_DOWNLOAD_H_
 #define GPUCTL_CLI_DOWNLOAD_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +43,9 @@ struct DownloadOptions {
   absl::Duration timeout = absl::Minutes(30);
   // Optional; cancelling the group cancels the transfer.
   CancelGroup* cancel = nullptr;
+  // Optional; called after each chunk is written with the files completed
+  // and the bytes written so far.
+  std::function<void(size_t files_done, uint64_t bytes_done)> on_progress;
 };
 
 // Streams the trace's files with GetTrace into <output_root>/<trace_id>/.

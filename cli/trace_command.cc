@@ -109,8 +109,17 @@ bool Download(const TraceOptions& options, const CliEnv& env, TraceReport& repor
   request.connect_timeout = options.host_timeout;
   request.transfer_timeout = env.download_timeout;
   request.security = env.security;
+  // Files and bytes per host, live on a terminal; nothing in a log.
+  std::unique_ptr<DownloadProgress> progress;
+  if (env.err_is_terminal) {
+    std::vector<std::string> labels;
+    for (const HostTrace& host : report.hosts) labels.push_back(host.target);
+    progress = MakeTerminalDownloadProgress(*env.err, env.terminal_columns, std::move(labels));
+    request.progress = progress.get();
+  }
   CancelGroup cancel(env.interrupts);
   report.downloads = DownloadFleetTrace(report.hosts, request, cancel);
+  if (progress != nullptr) progress->Finish();
   if (cancel.cancelled()) return false;
   for (size_t i = 0; i < report.hosts.size(); ++i) {
     HostTrace& host = report.hosts[i];

@@ -34,6 +34,26 @@ std::vector<HostDownload> DownloadFleetTrace(const std::vector<HostTrace>& hosts
     HostDownload& download = downloads[i];
     download.attempted = true;
     download.local_names = plan.local_names;
+    DownloadProgress* const progress = options.progress;
+    if (progress != nullptr) {
+      uint64_t bytes = 0;
+      size_t files = 0;
+      for (const auto& [pid, result] : hosts[i].results) {
+        if (result.file().empty()) continue;
+        ++files;
+        bytes += result.stored_bytes();
+      }
+      progress->Begin(i, plan.files.empty() ? files : plan.files.size(), bytes);
+    }
+    // Every return below says how the host's download ended.
+    struct Ender {
+      DownloadProgress* progress;
+      size_t host;
+      const absl::Status& status;
+      ~Ender() {
+        if (progress != nullptr) progress->Done(host, status);
+      }
+    } ender{progress, i, download.status};
     if (!plan.error.empty()) {
       download.status = absl::FailedPreconditionError(plan.error);
       return;
@@ -56,6 +76,11 @@ std::vector<HostDownload> DownloadFleetTrace(const std::vector<HostTrace>& hosts
     request.output_root = options.output_root;
     request.timeout = options.transfer_timeout;
     request.cancel = &cancel;
+    if (progress != nullptr) {
+      request.on_progress = [progress, i](size_t files_done, uint64_t bytes_done) {
+        progress->Update(i, files_done, bytes_done);
+      };
+    }
     absl::StatusOr<DownloadResult> result = DownloadTrace(*stub, request);
     if (result.ok()) {
       download.files = std::move(result->files);

@@ -11,6 +11,7 @@
 #include "cli/download.h"
 #include "cli/download_plan.h"
 #include "cli/trace_fanout.h"
+#include "cli/trace_progress.h"
 
 namespace gpuctl::cli {
 
@@ -33,6 +34,8 @@ struct FleetDownloadOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration transfer_timeout = absl::Minutes(30);
   ChannelSecurity security;
+  // Optional; told of each planned host's download (hosts index `hosts`).
+  DownloadProgress* progress = nullptr;
 };
 
 // Fetches every planned host's files into <output_root>/<trace_id>/, at

@@ -13,6 +13,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   clang clang-tidy clang-format libclang-rt-14-dev valgrind binutils
   python3 python3-venv
+  tmux  # the live progress e2e test (tmux capture-pane)
 )
 missing=()
 for p in "${packages[@]}"; do

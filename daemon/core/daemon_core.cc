@@ -17,6 +17,7 @@ DaemonCoreImpl::~DaemonCoreImpl() {
   for (auto& [id, session] : sessions_) {
     if (session->deadline_timer != 0) deps_.loop->Cancel(session->deadline_timer);
     if (session->ingest_progress_timer != 0) deps_.loop->Cancel(session->ingest_progress_timer);
+    if (session->receive_progress_timer != 0) deps_.loop->Cancel(session->receive_progress_timer);
     session->observer->OnDone(absl::UnavailableError("the daemon is shutting down"));
   }
 }
@@ -138,11 +139,51 @@ void DaemonCoreImpl::OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& 
   ProcessPayload(*session, *slot, result, std::move(payload));
 }
 
+void DaemonCoreImpl::OnPayloadProgress(PeerId peer, const v1::ipc::CaptureResult& result,
+                                       uint64_t received) {
+  TraceSession* session = nullptr;
+  TraceSlot* slot = ActiveSlot(peer, result.trace_id(), &session);
+  if (slot == nullptr) return;
+  slot->events_received = result.event_count();
+  slot->bytes_received = received;
+  slot->bytes_total = result.payload_size();
+  slot->receive_unreported = true;
+  if (session->receive_progress_timer != 0) return;  // a report is due anyway
+  const absl::Time now = deps_.clock->Now();
+  const absl::Time next = session->last_receive_progress + kReceiveProgressInterval;
+  if (now >= next) {
+    EmitReceiveProgress(*session);
+    return;
+  }
+  session->receive_progress_timer = deps_.loop->PostDelayed(
+      next - now, [this, weak = std::weak_ptr<bool>(alive_), trace_id = session->id] {
+        if (weak.expired()) return;
+        TraceSession* session = FindSession(trace_id);
+        if (session == nullptr) return;
+        session->receive_progress_timer = 0;
+        EmitReceiveProgress(*session);
+      });
+}
+
+void DaemonCoreImpl::EmitReceiveProgress(TraceSession& session) {
+  session.last_receive_progress = deps_.clock->Now();
+  for (TraceSlot& slot : session.slots) {
+    if (!slot.receive_unreported || slot.done || slot.processing) continue;
+    slot.receive_unreported = false;
+    // One stable text: a display that prints changes only stays quiet.
+    session.Emit(ProgressEvent(slot, v1::PROCESS_PHASE_CAPTURING, "receiving trace data"));
+  }
+}
+
 void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
                                     const v1::ipc::CaptureResult& result,
                                     std::unique_ptr<Payload> payload) {
   slot.processing = true;
-  session.Emit(ProgressEvent(slot.info.pid(), v1::PROCESS_PHASE_PROCESSING));
+  slot.events_received = result.event_count();
+  slot.bytes_received = payload->bytes().size();
+  slot.bytes_total = slot.bytes_received;
+  slot.receive_unreported = false;
+  session.Emit(ProgressEvent(slot, v1::PROCESS_PHASE_PROCESSING));
   CaptureJob job;
   job.trace_id = session.id;
   job.host = options_.hostname;
@@ -191,7 +232,7 @@ void DaemonCoreImpl::OnIngestProgress(const std::string& trace_id) {
     any = true;
     // Stable texts: a display that shows changes only stays quiet.
     session->Emit(ProgressEvent(
-        slot.info.pid(), v1::PROCESS_PHASE_PROCESSING,
+        slot, v1::PROCESS_PHASE_PROCESSING,
         admission_.IsRunning(slot.ingest_id) ? "converting" : "waiting for ingest capacity"));
   }
   if (any) ArmIngestProgress(*session);

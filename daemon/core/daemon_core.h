@@ -110,6 +110,12 @@ class DaemonCore {
   // checked that the payload's size equals result.payload_size.
   virtual void OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
                                std::unique_ptr<Payload> payload) = 0;
+  // Part of `peer`'s inline payload, announced by `result`, has arrived:
+  // `received` of result.payload_size() bytes (fewer than all of them:
+  // OnCaptureResult follows the last chunk). The core reports it as the
+  // process's progress, at most every kReceiveProgressInterval per trace.
+  virtual void OnPayloadProgress(PeerId peer, const v1::ipc::CaptureResult& result,
+                                 uint64_t received) = 0;
   // The connection is gone (closed, broken, dropped for bad input).
   // `clean` is true when the peer closed it in an orderly way (process exit).
   virtual void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) = 0;

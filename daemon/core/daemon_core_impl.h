@@ -38,6 +38,8 @@ class DaemonCoreImpl final : public DaemonCore {
   void OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted& started) override;
   void OnCaptureResult(PeerId peer, const v1::ipc::CaptureResult& result,
                        std::unique_ptr<Payload> payload) override;
+  void OnPayloadProgress(PeerId peer, const v1::ipc::CaptureResult& result,
+                         uint64_t received) override;
   void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) override;
 
   absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
@@ -82,6 +84,8 @@ class DaemonCoreImpl final : public DaemonCore {
   void ArmIngestProgress(TraceSession& session);
   // Repeats PROCESSING for each slot still processing; re-arms while any is.
   void OnIngestProgress(const std::string& trace_id);
+  // Reports the slots whose received bytes changed since the last report.
+  void EmitReceiveProgress(TraceSession& session);
   void OnDeadline(const std::string& trace_id);
   void Complete(TraceSession& session);
   // `stored`: the trace's location and storage as the store reports them

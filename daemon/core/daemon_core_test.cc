@@ -2,6 +2,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/core/testing/core_test_fixture.h"
+#include "daemon/core/trace_session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -114,6 +115,69 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   EXPECT_EQ(core_->StartTrace(again, obs).status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+// Inline trace data arriving in chunks is reported with its counts, at
+// most every kReceiveProgressInterval, and PROCESSING carries the totals.
+TEST_F(DaemonCoreTest, ReportsReceivedBytesThrottled) {
+  Attach(1, 100, "42", 0);
+  auto obs = std::make_shared<RecordingObserver>();
+  auto id = Trace("42", absl::Seconds(2), obs);
+  ASSERT_TRUE(id.ok()) << id.status();
+  v1::ipc::CaptureStarted cs;
+  cs.set_trace_id(*id);
+  core_->OnCaptureStarted(1, cs);
+  clock_.Advance(absl::Seconds(2));
+  const v1::ipc::StartCapture start = StartsTo(1)[0];
+  std::vector<uint8_t> bytes = Payload(100, start);
+  v1::ipc::CaptureResult announced;
+  announced.set_trace_id(*id);
+  announced.set_status(v1::CAPTURE_STATUS_OK);
+  announced.set_transport(v1::ipc::PAYLOAD_TRANSPORT_INLINE);
+  announced.set_payload_size(bytes.size());
+  announced.set_event_count(3);
+
+  auto received = [&] {
+    std::vector<v1::ProcessProgress> out;
+    for (const auto& e : obs->events) {
+      if (e.has_progress() && e.progress().bytes_total() > 0) out.push_back(e.progress());
+    }
+    return out;
+  };
+  // The first chunk is reported at once.
+  core_->OnPayloadProgress(1, announced, 10);
+  ASSERT_EQ(received().size(), 1u);
+  EXPECT_EQ(received()[0].phase(), v1::PROCESS_PHASE_CAPTURING);
+  EXPECT_EQ(received()[0].message(), "receiving trace data");
+  EXPECT_EQ(received()[0].bytes_received(), 10u);
+  EXPECT_EQ(received()[0].bytes_total(), bytes.size());
+  EXPECT_EQ(received()[0].events_received(), 3u);
+  // Many chunks within the interval: one report, with the latest count,
+  // once the interval is over.
+  for (uint64_t n = 11; n < 60; ++n) core_->OnPayloadProgress(1, announced, n);
+  loop_.RunUntilIdle();
+  EXPECT_EQ(received().size(), 1u);
+  loop_.AdvanceBy(kReceiveProgressInterval / 2);
+  EXPECT_EQ(received().size(), 1u);
+  loop_.AdvanceBy(kReceiveProgressInterval / 2);
+  ASSERT_EQ(received().size(), 2u);
+  EXPECT_EQ(received()[1].bytes_received(), 59u);
+  // Nothing new: no report.
+  loop_.AdvanceBy(kReceiveProgressInterval * 4);
+  EXPECT_EQ(received().size(), 2u);
+
+  SendResult(1, *id, bytes);
+  ASSERT_EQ(received().size(), 3u);
+  EXPECT_EQ(received()[2].phase(), v1::PROCESS_PHASE_PROCESSING);
+  EXPECT_EQ(received()[2].bytes_received(), bytes.size());
+  EXPECT_EQ(received()[2].bytes_total(), bytes.size());
+  // A chunk reported after the payload is complete changes nothing.
+  core_->OnPayloadProgress(1, announced, 20);
+  loop_.AdvanceBy(kReceiveProgressInterval * 2);
+  EXPECT_EQ(received().size(), 3u);
+  RunAll();
+  ASSERT_TRUE(obs->done);
+  EXPECT_EQ(loop_.pending_timers(), 0u);
+}
+
 TEST_F(DaemonCoreTest, NothingMatchedNamesHostAndAttached) {
   Attach(1, 100, "7");
   Attach(2, 101, "7");
@@ -129,7 +193,7 @@ TEST_F(DaemonCoreTest, NothingMatchedNamesHostAndAttached) {
 TEST_F(DaemonCoreTest, RejectsBadRequests) {
   Attach(1, 100, "42");
   auto obs = std::make_shared<RecordingObserver>();
-  auto code_and_message = [&](v1::TraceRequest req) {
+  auto code_and_message = [&](const v1::TraceRequest& req) {
     return core_->StartTrace(req, obs).status();
   };
   v1::TraceRequest req;

@@ -334,6 +334,10 @@ void DaemonCoreImpl::Complete(TraceSession& session) {
     deps_.loop->Cancel(session.ingest_progress_timer);
     session.ingest_progress_timer = 0;
   }
+  if (session.receive_progress_timer != 0) {
+    deps_.loop->Cancel(session.receive_progress_timer);
+    session.receive_progress_timer = 0;
+  }
   const std::string location = deps_.store->Location(session.id);
   v1::TraceManifest manifest = BuildManifest(session, options_, location, deps_.clock->Now());
   // A store with a remote backend replaces this with its own state.

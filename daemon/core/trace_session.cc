@@ -18,6 +18,15 @@ v1::TraceEvent ProgressEvent(int32_t pid, v1::ProcessPhase phase, std::string me
   return event;
 }
 
+v1::TraceEvent ProgressEvent(const TraceSlot& slot, v1::ProcessPhase phase, std::string message) {
+  v1::TraceEvent event = ProgressEvent(slot.info.pid(), phase, std::move(message));
+  v1::ProcessProgress* progress = event.mutable_progress();
+  progress->set_events_received(slot.events_received);
+  progress->set_bytes_received(slot.bytes_received);
+  progress->set_bytes_total(slot.bytes_total);
+  return event;
+}
+
 v1::ProcessResult WindowResult(const TraceSession& session, const v1::ipc::CaptureResult& result) {
   v1::ProcessResult out;
   if (result.window_start_unix_ns() != 0 || result.window_end_unix_ns() != 0) {

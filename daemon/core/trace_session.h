@@ -27,6 +27,12 @@ struct TraceSlot {
   uint64_t ingest_id = 0;
   bool done = false;    // `result` is final
   bool joined = false;  // attached after the request and joined it
+  // The trace data received so far (ProcessProgress.events_received ...);
+  // `receive_unreported` while the last chunk's count has not been sent.
+  uint64_t events_received = 0;
+  uint64_t bytes_received = 0;
+  uint64_t bytes_total = 0;
+  bool receive_unreported = false;
   v1::ProcessResult result{};
 };
 
@@ -56,6 +62,10 @@ struct TraceSession {
   // Armed while any slot is processing: reports it every
   // kIngestProgressInterval (a sign of life for a long ingest).
   TaskRunner::TimerId ingest_progress_timer = 0;
+  // Armed while received bytes wait for their report (see
+  // kReceiveProgressInterval); when the last such report went out.
+  TaskRunner::TimerId receive_progress_timer = 0;
+  absl::Time last_receive_progress = absl::InfinitePast();
   std::vector<TraceSlot> slots;
   size_t pending = 0;      // slots without a final result
   bool finishing = false;  // every slot done; manifest being written
@@ -74,6 +84,14 @@ struct TraceSession {
 };
 
 v1::TraceEvent ProgressEvent(int32_t pid, v1::ProcessPhase phase, std::string message = "");
+// The same, with the slot's received counts.
+v1::TraceEvent ProgressEvent(const TraceSlot& slot, v1::ProcessPhase phase,
+                             std::string message = "");
+
+// A trace's progress while inline trace data arrives goes out at most this
+// often (the slots that received bytes since, one event each), so that a
+// large payload's chunks do not flood the caller.
+inline constexpr absl::Duration kReceiveProgressInterval = absl::Milliseconds(250);
 
 // While a trace's data waits for ingest capacity or is being converted, the
 // core repeats each such process's PROCESSING progress this often, so that

@@ -37,6 +37,11 @@ class InlineAssembler {
   // peer has none pending. True when admitted at once.
   bool Begin(PeerId peer, const v1::ipc::CaptureResult& result);
   bool HasPending(PeerId peer) const { return pending_.contains(peer); }
+  // The CaptureResult of `peer`'s pending payload; null when none.
+  const v1::ipc::CaptureResult* PendingResult(PeerId peer) const {
+    auto it = pending_.find(peer);
+    return it == pending_.end() ? nullptr : &it->second->result;
+  }
   // Adds the next chunk of `peer`'s pending payload. INVALID_ARGUMENT
   // (naming what does not add up) for a chunk without a payload, of
   // another trace, out of order or past the announced size. Null while

@@ -169,7 +169,18 @@ TEST_F(IpcPayloadTest, DescriptorOnInlineResultIsRefused) {
 
 TEST_F(IpcPayloadTest, InlineChunksAreReassembled) {
   std::string bytes = Pattern(150000);
-  ExpectResult();
+  {
+    // Each chunk but the last is reported as it arrives, then the result.
+    ::testing::InSequence order;
+    for (uint64_t received : {60000, 120000}) {
+      EXPECT_CALL(core_, OnPayloadProgress(id_, _, received))
+          .WillOnce([](PeerId, const v1::ipc::CaptureResult& r, uint64_t) {
+            EXPECT_EQ(r.payload_size(), 150000u);
+            EXPECT_EQ(r.event_count(), 42u);
+          });
+    }
+    ExpectResult();
+  }
   ASSERT_TRUE(client_->Send(Result(v1::ipc::PAYLOAD_TRANSPORT_INLINE, bytes.size())).ok());
   constexpr size_t kChunk = 60000;
   for (size_t off = 0; off < bytes.size(); off += kChunk) {

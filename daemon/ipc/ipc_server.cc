@@ -392,7 +392,12 @@ bool IpcServer::HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::Pa
     DropPeer(peer, payload.status().message(), Notify::kNow);
     return false;
   }
-  if (*payload == nullptr) return true;
+  if (*payload == nullptr) {
+    if (const CaptureResult* pending = inline_.PendingResult(peer->id); pending != nullptr) {
+      core_->OnPayloadProgress(peer->id, *pending, chunk.offset() + chunk.data().size());
+    }
+    return !peer->closed;
+  }
   core_->OnCaptureResult(peer->id, result, std::move(*payload));
   return !peer->closed;
 }

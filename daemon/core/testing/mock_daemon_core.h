@@ -26,6 +26,8 @@ class MockDaemonCore : public DaemonCore {
   MOCK_METHOD(void, OnCaptureResult,
               (PeerId peer, const v1::ipc::CaptureResult& result, std::unique_ptr<Payload> payload),
               (override));
+  MOCK_METHOD(void, OnPayloadProgress,
+              (PeerId peer, const v1::ipc::CaptureResult& result, uint64_t received), (override));
   MOCK_METHOD(void, OnPeerGone, (PeerId peer, bool clean, absl::string_view reason), (override));
   MOCK_METHOD(absl::StatusOr<std::string>, StartTrace,
               (const v1::TraceRequest& request, std::shared_ptr<TraceObserver> observer),

@@ -115,6 +115,8 @@ void IpcServerFixture::SetUp() {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   dir_ = tmpl;
   socket_path_ = dir_ + "/run/gpuctl.sock";  // parent created by the server
+  // Inline payloads report their chunks; tests that care expect them.
+  EXPECT_CALL(core_, OnPayloadProgress).Times(::testing::AnyNumber());
   auto loop = EventLoop::Create();
   ASSERT_TRUE(loop.ok()) << loop.status();
   loop_ = std::move(*loop);
