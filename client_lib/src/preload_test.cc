@@ -42,12 +42,14 @@ pid_t SpawnWorkload(const std::string& socket_path, bool fork_worker = true,
                                           "RANK=5", "ASAN_OPTIONS=detect_leaks=0"};
   env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string exe = GPUCTL_TEST_SAMPLE_WORKLOAD;
   std::vector<std::string> args = {exe, "--steps", "1000000", "--step-ms", "2"};
   if (fork_worker) args.push_back("--fork");
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
@@ -161,9 +163,11 @@ TEST(PreloadTest, SetprivDroppingPrivilegesRunsTheProgram) {
                                    "--step-ms",
                                    "1"};
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
