@@ -1,9 +1,16 @@
 // The exported C API (gpuctl/gpuctl.h), the load-time constructor that
-// starts the agent under LD_PRELOAD, the exit hook and the fork handlers.
+// starts the agent under LD_PRELOAD, the exit hook, the fork handlers and
+// the credential changes that must not meet the agent thread.
+#include <dlfcn.h>
+#include <errno.h>
+#include <grp.h>
 #include <pthread.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "client_lib/src/annotation_state.h"
 #include "client_lib/src/clock.h"
@@ -55,7 +62,57 @@ __attribute__((noinline)) void SlowStep(uint64_t step, int64_t now_ns) {
   RuntimeForCall().OnStepMarked(step, now_ns);
 }
 
+// libc's definitions of the credential changes libgpuctl.so interposes.
+struct CredentialCalls {
+  int (*setuid)(uid_t);
+  int (*setgid)(gid_t);
+  int (*seteuid)(uid_t);
+  int (*setegid)(gid_t);
+  int (*setreuid)(uid_t, uid_t);
+  int (*setregid)(gid_t, gid_t);
+  int (*setresuid)(uid_t, uid_t, uid_t);
+  int (*setresgid)(gid_t, gid_t, gid_t);
+  int (*setgroups)(size_t, const gid_t*);
+  int (*initgroups)(const char*, gid_t);
+};
+
+template <typename Fn>
+Fn Next(const char* name) {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): dlsym's result.
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+// Resolved at load (a fork child must not need the dynamic loader).
+const CredentialCalls& Real() {
+  static const CredentialCalls calls{
+      Next<decltype(CredentialCalls::setuid)>("setuid"),
+      Next<decltype(CredentialCalls::setgid)>("setgid"),
+      Next<decltype(CredentialCalls::seteuid)>("seteuid"),
+      Next<decltype(CredentialCalls::setegid)>("setegid"),
+      Next<decltype(CredentialCalls::setreuid)>("setreuid"),
+      Next<decltype(CredentialCalls::setregid)>("setregid"),
+      Next<decltype(CredentialCalls::setresuid)>("setresuid"),
+      Next<decltype(CredentialCalls::setresgid)>("setresgid"),
+      Next<decltype(CredentialCalls::setgroups)>("setgroups"),
+      Next<decltype(CredentialCalls::initgroups)>("initgroups"),
+  };
+  return calls;
+}
+
+// `real(args...)` with no agent thread in the process (Runtime::WithoutAgent).
+template <typename... Args>
+int ChangeCredentials(int (*real)(Args...), std::type_identity_t<Args>... args) {
+  if (real == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  Runtime* const runtime = g_runtime.load(std::memory_order_acquire);
+  if (runtime == nullptr) return real(args...);
+  return runtime->WithoutAgent([&] { return real(args...); });
+}
+
 __attribute__((constructor)) void OnLoad() {
+  (void)Real();
   const char* disable = getenv("GPUCTL_DISABLE");
   if (disable != nullptr && std::strcmp(disable, "1") == 0) return;
   GetRuntime().Init();
@@ -117,6 +174,39 @@ __attribute__((visibility("default"))) int InitializeInjection(void) {
   if (disable != nullptr && std::strcmp(disable, "1") == 0) return 1;
   gpuctl::client::RuntimeForCall().Init();
   return 1;
+}
+
+// Credential changes: libc's, with no agent thread in the process meanwhile
+// (exported under libc's symbol version: libgpuctl_libc.map).
+__attribute__((visibility("default"))) int setuid(uid_t uid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setuid, uid);
+}
+__attribute__((visibility("default"))) int setgid(gid_t gid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setgid, gid);
+}
+__attribute__((visibility("default"))) int seteuid(uid_t uid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().seteuid, uid);
+}
+__attribute__((visibility("default"))) int setegid(gid_t gid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setegid, gid);
+}
+__attribute__((visibility("default"))) int setreuid(uid_t ruid, uid_t euid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setreuid, ruid, euid);
+}
+__attribute__((visibility("default"))) int setregid(gid_t rgid, gid_t egid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setregid, rgid, egid);
+}
+__attribute__((visibility("default"))) int setresuid(uid_t ruid, uid_t euid, uid_t suid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setresuid, ruid, euid, suid);
+}
+__attribute__((visibility("default"))) int setresgid(gid_t rgid, gid_t egid, gid_t sgid) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setresgid, rgid, egid, sgid);
+}
+__attribute__((visibility("default"))) int setgroups(size_t size, const gid_t* list) noexcept {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().setgroups, size, list);
+}
+__attribute__((visibility("default"))) int initgroups(const char* user, gid_t group) {
+  return gpuctl::client::ChangeCredentials(gpuctl::client::Real().initgroups, user, group);
 }
 
 }  // extern "C"

@@ -42,12 +42,14 @@ pid_t SpawnWorkload(const std::string& socket_path, bool fork_worker = true,
                                           "RANK=5", "ASAN_OPTIONS=detect_leaks=0"};
   env_strings.insert(env_strings.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
   for (std::string& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string exe = GPUCTL_TEST_SAMPLE_WORKLOAD;
   std::vector<std::string> args = {exe, "--steps", "1000000", "--step-ms", "2"};
   if (fork_worker) args.push_back("--fork");
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
   pid_t pid = -1;
@@ -114,6 +116,67 @@ TEST(PreloadTest, WorkloadAndItsForkedWorkerRegisterAndCapture) {
   int status = 0;
   waitpid(workload, &status, 0);
   close(parent_conn);
+}
+
+// The exit status of `pid`, or -1 (the process killed) when it has not
+// exited within `timeout_ms`.
+int WaitExit(pid_t pid, int timeout_ms) {
+  const int64_t deadline = RealtimeNs() + int64_t{timeout_ms} * 1'000'000;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (RealtimeNs() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    const timespec pause{0, 10'000'000};
+    nanosleep(&pause, nullptr);
+  }
+  return status;
+}
+
+// Container entrypoints drop privileges with setpriv (or gosu, su-exec)
+// with LD_PRELOAD inherited. setpriv keeps its capabilities across the uid
+// change on its own thread only (PR_SET_KEEPCAPS, capset), then sets the
+// gid and clears the groups: glibc repeats each on every thread and aborts
+// when the agent's attempt fails where the caller's succeeded.
+TEST(PreloadTest, SetprivDroppingPrivilegesRunsTheProgram) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  const std::string setpriv = "/usr/bin/setpriv";
+  if (access(setpriv.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << setpriv;
+  TempDir dir;
+  const std::string path = dir.path() + "/gpuctl.sock";
+  FakeDaemon daemon(path);
+  std::string preload = GPUCTL_TEST_LIBGPUCTL;
+  const std::string first = GPUCTL_TEST_PRELOAD_FIRST;
+  if (!first.empty()) preload = first + ":" + preload;
+  std::vector<std::string> env_strings = {"LD_PRELOAD=" + preload, "GPUCTL_SOCKET=" + path,
+                                          "GPUCTL_ATTACH_DELAY_MS=0", "GPUCTL_QUIET=1",
+                                          "ASAN_OPTIONS=detect_leaks=0"};
+  std::vector<std::string> args = {setpriv,
+                                   "--reuid=65534",
+                                   "--regid=65534",
+                                   "--clear-groups",
+                                   GPUCTL_TEST_SAMPLE_WORKLOAD,
+                                   "--steps",
+                                   "3",
+                                   "--step-ms",
+                                   "1"};
+  std::vector<char*> envp;
+  envp.reserve(env_strings.size() + 1);
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (std::string& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  ASSERT_EQ(posix_spawn(&pid, setpriv.c_str(), nullptr, nullptr, argv.data(), envp.data()), 0);
+  const int status = WaitExit(pid, kWaitMs);
+  ASSERT_NE(status, -1) << "did not exit in time";
+  EXPECT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 #ifdef GPUCTL_TEST_FAKE_CUPTI

@@ -99,6 +99,7 @@ int Runtime::InitLocked() {
   std::string error;
   if (!agent->Start(&error)) return -1;
   agent_ = std::move(agent);
+  agent_pid_.store(getpid(), std::memory_order_release);
   return 0;
 }
 

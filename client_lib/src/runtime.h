@@ -8,6 +8,11 @@
 #ifndef GPUCTL_CLIENT_LIB_SRC_RUNTIME_H_
 #define GPUCTL_CLIENT_LIB_SRC_RUNTIME_H_
 
+#include <errno.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <memory>
 
 #include "client_lib/src/agent.h"
@@ -64,6 +69,37 @@ class Runtime {
   // records it if a window is open.
   void OnStepMarked(uint64_t step, int64_t now_ns);
 
+  // Runs `change`, a credential change (set*id, setgroups), with no agent
+  // thread in the process; a running agent is stopped first and a new one,
+  // with the caller's credentials, started afterwards. glibc makes every
+  // thread repeat such a change and aborts the process when one thread's
+  // result differs from the caller's, and per-thread state that the caller
+  // changed alone (PR_SET_KEEPCAPS and capset, as setpriv does) would make
+  // the agent's differ. Returns what `change` returns, its errno kept. In a
+  // process that is not the agent's (a vfork child) it only calls `change`.
+  template <typename Change>
+  int WithoutAgent(Change change) {
+    if (getpid() != agent_pid_.load(std::memory_order_acquire)) return change();
+    MutexLock lock(&mu_);
+    const bool had_agent = agent_ != nullptr;
+    if (had_agent) {
+      agent_->RequestStop("credential change");
+      agent_->Join();
+      agent_.reset();
+    }
+    const int result = change();
+    const int saved_errno = errno;
+    if (had_agent) {
+      try {
+        InitLocked();
+      } catch (...) {
+        // Out of memory: no agent; the process goes on.
+      }
+    }
+    errno = saved_errno;
+    return result;
+  }
+
   HostSource& host() { return host_; }
 #ifdef GPUCTL_HAVE_CUPTI
   cupti::CuptiSource& cupti() { return cupti_; }
@@ -93,6 +129,8 @@ class Runtime {
   Mutex mu_;
   std::unique_ptr<Agent> agent_ GPUCTL_GUARDED_BY(mu_);
   bool exiting_ GPUCTL_GUARDED_BY(mu_) = false;
+  // The process the current agent was started in (0: none yet).
+  std::atomic<pid_t> agent_pid_{0};
 };
 
 }  // namespace gpuctl::client

@@ -261,13 +261,14 @@ def cli_for(build_dir, workdir):
 @pytest.fixture
 def start_workload(build_dir, lib_path, workdir):
     """start_workload(job=, rank=, world_size=, steps=, step_ms=, fork=, preload=,
-    env=, args=) -> Workload running the sample workload (args: more of its
-    options, e.g. ["--start-step", "500"]); killed at teardown."""
+    env=, args=, wrapper=) -> Workload running the sample workload (args: more
+    of its options, e.g. ["--start-step", "500"]; wrapper: a command that
+    execs it, e.g. ["setpriv", "--reuid=65534"]); killed at teardown."""
     procs = []
     workloads = []
 
     def start(job=None, rank=None, world_size=None, steps=100000, step_ms=5,
-              fork=False, preload=True, socket=None, env=None, args=()):
+              fork=False, preload=True, socket=None, env=None, args=(), wrapper=()):
         child_env = {k: v for k, v in os.environ.items()
                      if not k.startswith("GPUCTL_") and k not in
                      ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LD_PRELOAD")}
@@ -284,8 +285,9 @@ def start_workload(build_dir, lib_path, workdir):
         if world_size is not None:
             child_env["WORLD_SIZE"] = str(world_size)
         child_env.update(env or {})
-        cmd = [str(build_output(build_dir, "bin/gpuctl_sample_workload")),
-               "--steps", str(steps), "--step-ms", str(step_ms)]
+        cmd = [str(a) for a in wrapper] + [
+            str(build_output(build_dir, "bin/gpuctl_sample_workload")),
+            "--steps", str(steps), "--step-ms", str(step_ms)]
         if fork:
             cmd.append("--fork")
         cmd += [str(a) for a in args]

@@ -1,7 +1,8 @@
 # cmake -DLIB=<libgpuctl.so> -DHEADER=<gpuctl.h> [-DEXTRA=a;b] -P check_exports.cmake
 # Fails unless the defined dynamic symbols of LIB are exactly the functions
 # declared GPUCTL_EXPORT in HEADER plus the EXTRA entry points (symbols
-# other tools look up by name: InitializeInjection for CUDA_INJECTION64_PATH).
+# other tools look up by name: InitializeInjection for CUDA_INJECTION64_PATH;
+# libc's credential calls, which the library interposes).
 find_program(NM NAMES nm REQUIRED)
 file(READ "${HEADER}" header)
 string(REGEX MATCHALL "GPUCTL_EXPORT[^;(]*[ *](gpuctl_[a-z0-9_]+)[ ]*\\(" decls "${header}")
@@ -27,8 +28,9 @@ foreach(line IN LISTS lines)
   if(line MATCHES "^[0-9a-fA-F]+ ([A-Za-z]) ([^@ ]+)")
     set(type "${CMAKE_MATCH_1}")
     set(name "${CMAKE_MATCH_2}")
-    # The version node itself (e.g. GPUCTL_0) is an absolute symbol.
-    if(type STREQUAL "A" AND name MATCHES "^GPUCTL_")
+    # A version node itself (GPUCTL_0, libc's for the credential calls) is
+    # an absolute symbol.
+    if(type STREQUAL "A" AND name MATCHES "^(GPUCTL|GLIBC)_")
       continue()
     endif()
     list(APPEND actual "${name}")
