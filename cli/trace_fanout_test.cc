@@ -90,6 +90,9 @@ TEST_F(TraceFanoutClockTest, AHostThatDoesNotStartIsGivenUpAtHostTimeout) {
   const absl::Time deadline = clock_.Now() + options_.host_timeout;
   Start();
   ASSERT_TRUE(timers_.RunUntilTimerArmedAt(deadline));
+  // The request is there before time moves: on a loaded machine the
+  // connection may take longer than the test's clock steps.
+  ASSERT_TRUE(WaitFor([&] { return host_.service().trace_requests().size() == 1; }));
   timers_.fake().AdvanceBy(options_.host_timeout - kTick);
   EXPECT_FALSE(finished_);
   EXPECT_EQ(host_.service().cancelled(), 0);
