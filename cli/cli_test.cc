@@ -63,10 +63,10 @@ v1::ProcessResult Result(int pid, int rank, v1::CaptureStatus status, std::strin
   return testing::FakeResult(pid, rank, status, std::move(message));
 }
 
-testing::FakeGpuctlService::TraceFn Script(std::vector<v1::ProcessInfo> processes,
-                                           std::vector<v1::ProcessResult> results,
+testing::FakeGpuctlService::TraceFn Script(const std::vector<v1::ProcessInfo>& processes,
+                                           const std::vector<v1::ProcessResult>& results,
                                            bool complete = true) {
-  return testing::ScriptedTrace(std::move(processes), std::move(results), complete);
+  return testing::ScriptedTrace(processes, results, complete);
 }
 
 absl::Time ToTime(const google::protobuf::Timestamp& ts) {
@@ -75,7 +75,7 @@ absl::Time ToTime(const google::protobuf::Timestamp& ts) {
 
 class CliTraceCommandTest : public ::testing::Test {
  protected:
-  int Run(std::vector<std::string> args) {
+  int Run(const std::vector<std::string>& args) {
     CliEnv env = console_.env();
     env.interrupts = &interrupts_;
     begin_ = absl::Now();

@@ -198,8 +198,10 @@ class SilentListener {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof(addr);
-    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        listen(fd_, 16) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API's own idiom.
+    auto* any = reinterpret_cast<sockaddr*>(&addr);
+    if (fd_ < 0 || bind(fd_, any, len) != 0 || listen(fd_, 16) != 0 ||
+        getsockname(fd_, any, &len) != 0) {
       std::abort();
     }
     port_ = ntohs(addr.sin_port);
@@ -276,11 +278,11 @@ inline v1::ProcessResult FakeResult(int pid, int rank, v1::CaptureStatus status,
 // and then `results`, and completes (unless told not to) with `storage`
 // (local when unset; the location follows it). The trace id is the
 // request's.
-inline FakeGpuctlService::TraceFn ScriptedTrace(std::vector<v1::ProcessInfo> processes,
-                                                std::vector<v1::ProcessResult> results,
+inline FakeGpuctlService::TraceFn ScriptedTrace(const std::vector<v1::ProcessInfo>& processes,
+                                                const std::vector<v1::ProcessResult>& results,
                                                 bool complete = true,
                                                 const std::string& host = "node1",
-                                                v1::TraceStorage storage = {}) {
+                                                const v1::TraceStorage& storage = {}) {
   return [=](grpc::ServerContext*, const v1::TraceRequest& request,
              grpc::ServerWriter<v1::TraceEvent>* writer) {
     const std::string& id = request.trace_id();

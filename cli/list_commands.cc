@@ -142,7 +142,7 @@ int RunStatus(const std::string& target, bool json, const CliEnv& env) {
     return kExitOk;
   }
   Table table({"FIELD", "VALUE"});
-  auto row = [&](absl::string_view name, std::string value) {
+  auto row = [&](absl::string_view name, const std::string& value) {
     table.AddRow({std::string(name), value.empty() ? "-" : Printable(value)});
   };
   row("host", s.host());

@@ -36,6 +36,7 @@ struct Parsed {
 Parsed Parse(std::vector<std::string> args, const char* socket_env = nullptr) {
   args.insert(args.begin(), "gpuctld");
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const std::string& a : args) argv.push_back(a.c_str());
   std::ostringstream out, err;
   Parsed p;
@@ -500,6 +501,7 @@ pid_t SpawnGpuctld(const std::vector<std::string>& args, const std::string& stde
   std::vector<std::string> all = {GPUCTLD_PATH};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
+  argv.reserve(all.size() + 1);
   for (std::string& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;

@@ -50,6 +50,7 @@ std::string DescribeLabels(const v1::ProcessSelector& selector) {
                                                           selector.labels().end());
   std::sort(sorted.begin(), sorted.end());
   std::vector<std::string> parts;
+  parts.reserve(sorted.size());
   for (const auto& [key, value] : sorted) parts.push_back(absl::StrCat(key, "=", value));
   return absl::StrCat(sorted.size() == 1 ? "label " : "labels ", absl::StrJoin(parts, ","));
 }

@@ -101,7 +101,7 @@ TEST_F(TraceTest, APastStartDoesNotTimeOutEarly) {
 
 TEST_F(TraceTest, RefusesBadInstantsSkewsAndSteps) {
   Attach(1, 100, "42");
-  auto refused = [&](v1::TraceRequest req) {
+  auto refused = [&](const v1::TraceRequest& req) {
     absl::Status st = core_->StartTrace(req, std::make_shared<RecordingObserver>()).status();
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
     return std::string(st.message());
