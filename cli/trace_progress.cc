@@ -413,7 +413,7 @@ class TerminalProgress final : public TraceProgress {
 
  private:
   // The window's clock, then the processes per phase and what arrived.
-  std::string StatusLine(const Tally& tally) const {
+  std::string StatusLine(const Tally& tally) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> parts;
     if (std::string clock = fleet_.ClockLine(now_()); !clock.empty()) parts.push_back(clock);
     if (std::string text = tally.Text(); !text.empty()) parts.push_back(text);
@@ -430,7 +430,7 @@ class TerminalProgress final : public TraceProgress {
     return text;
   }
 
-  std::vector<std::string> SingleHostLines() const {
+  std::vector<std::string> SingleHostLines() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::vector<std::string> out;
     if (header_.empty()) return out;
     out.push_back(header_);
@@ -473,7 +473,7 @@ class TerminalProgress final : public TraceProgress {
     return text;
   }
 
-  std::vector<std::string> FleetLines() const {
+  std::vector<std::string> FleetLines() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::vector<HostView>& hosts = fleet_.hosts();
     std::string header = "trace";
     if (!fleet_.trace_id().empty()) absl::StrAppend(&header, " ", fleet_.trace_id());
