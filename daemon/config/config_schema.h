@@ -1,6 +1,8 @@
 #ifndef GPUCTL_DAEMON_CONFIG_CONFIG_SCHEMA_H_
 #define GPUCTL_DAEMON_CONFIG_CONFIG_SCHEMA_H_
 
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -40,6 +42,12 @@ absl::Status StoreTo(absl::StatusOr<T> value, U* out) {
 
 // The keys of the ipc section (ipc_config_keys.cc).
 absl::Span<const ConfigKey> IpcConfigKeys();
+
+// A socket file's permission bits ("0660") and a group name or gid, as
+// ipc.socket_mode / ipc.socket_group and listen_mode / listen_group take
+// them (ipc_config_keys.cc).
+absl::Status ReadSocketMode(const ConfigValue& value, uint32_t* mode);
+absl::Status ReadGroupName(const ConfigValue& value, std::string* group);
 
 // The keys of the tls and auth sections (security_config_keys.cc).
 absl::Span<const ConfigKey> TlsConfigKeys();

@@ -16,7 +16,6 @@
 #include "daemon/config/config_schema.h"
 #include "daemon/config/config_values.h"
 #include "daemon/config/yaml_document.h"
-#include "daemon/ipc/socket_access.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpuctl::daemon {
@@ -138,24 +137,11 @@ absl::Span<const ConfigKey> TopLevelKeys() {
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return ReadNonEmptyString(v, &o->listen_address); }},
       {.name = "listen_mode",
-       .read =
-           [](const ConfigValue& v, DaemonOptions* o) {
-             absl::StatusOr<std::string> text = v.String();
-             if (!text.ok()) return text.status();
-             absl::StatusOr<uint32_t> mode = ParseSocketMode(*text);
-             if (!mode.ok()) return v.Error(mode.status().message());
-             o->listen_mode = *mode;
-             return absl::OkStatus();
-           }},
+       .read = [](const ConfigValue& v,
+                  DaemonOptions* o) { return ReadSocketMode(v, &o->listen_mode); }},
       {.name = "listen_group",
-       .read =
-           [](const ConfigValue& v, DaemonOptions* o) {
-             absl::StatusOr<std::string> text = v.String();
-             if (!text.ok()) return text.status();
-             if (absl::Status s = CheckGroupSpelling(*text); !s.ok()) return v.Error(s.message());
-             o->listen_group = *text;
-             return absl::OkStatus();
-           }},
+       .read = [](const ConfigValue& v,
+                  DaemonOptions* o) { return ReadGroupName(v, &o->listen_group); }},
       {.name = "host_name",
        .read =
            [](const ConfigValue& v, DaemonOptions* o) {

@@ -44,26 +44,34 @@ absl::Status ReadAllowedUids(const ConfigValue& v, DaemonOptions* o) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status ReadSocketMode(const ConfigValue& value, uint32_t* mode) {
+  absl::StatusOr<std::string> text = value.String();
+  if (!text.ok()) return text.status();
+  absl::StatusOr<uint32_t> parsed = ParseSocketMode(*text);
+  if (!parsed.ok()) return value.Error(parsed.status().message());
+  *mode = *parsed;
+  return absl::OkStatus();
+}
+
+absl::Status ReadGroupName(const ConfigValue& value, std::string* group) {
+  absl::StatusOr<std::string> text = value.String();
+  if (!text.ok()) return text.status();
+  if (absl::Status s = CheckGroupSpelling(*text); !s.ok()) return value.Error(s.message());
+  *group = *std::move(text);
+  return absl::OkStatus();
+}
+
+namespace {
+
 constexpr ConfigKey kIpcKeys[] = {
     {.name = "socket_mode",
-     .read =
-         [](const ConfigValue& v, DaemonOptions* o) {
-           absl::StatusOr<std::string> text = v.String();
-           if (!text.ok()) return text.status();
-           absl::StatusOr<uint32_t> mode = ParseSocketMode(*text);
-           if (!mode.ok()) return v.Error(mode.status().message());
-           o->socket_mode = *mode;
-           return absl::OkStatus();
-         }},
+     .read = [](const ConfigValue& v,
+                DaemonOptions* o) { return ReadSocketMode(v, &o->socket_mode); }},
     {.name = "socket_group",
-     .read =
-         [](const ConfigValue& v, DaemonOptions* o) {
-           absl::StatusOr<std::string> text = v.String();
-           if (!text.ok()) return text.status();
-           if (absl::Status s = CheckGroupSpelling(*text); !s.ok()) return v.Error(s.message());
-           o->socket_group = *text;
-           return absl::OkStatus();
-         }},
+     .read = [](const ConfigValue& v,
+                DaemonOptions* o) { return ReadGroupName(v, &o->socket_group); }},
     {.name = "allowed_uids", .read = ReadAllowedUids},
     {.name = "hello_rate",
      .read =
