@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e_util import DEFAULT_DEADLINE_S, TraceDir, parse_processes, sanitizer_report, wait_until
+from e2e_util import (DEFAULT_DEADLINE_S, TraceDir, parse_processes, preload_value,
+                      sanitizer_report, wait_until)
 
 
 @pytest.fixture(scope="session")
@@ -274,9 +275,7 @@ def start_workload(build_dir, lib_path, workdir):
                      ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LD_PRELOAD")}
         child_env["GPUCTL_SOCKET"] = str(socket or workdir / "gpuctl.sock")
         if preload:
-            # Set by CTest for sanitized builds: the runtime must load first.
-            first = os.environ.get("GPUCTL_E2E_PRELOAD_FIRST")
-            child_env["LD_PRELOAD"] = f"{first}:{lib_path}" if first else str(lib_path)
+            child_env["LD_PRELOAD"] = preload_value(lib_path)
         if job is not None:
             child_env["GPUCTL_JOB_ID"] = str(job)
         if rank is not None:

@@ -3,12 +3,20 @@ reading downloaded traces, and hand-encoding the IPC protobuf messages."""
 
 import gzip
 import json
+import os
 import re
 import time
 from pathlib import Path
 
 # Generous: the suite also runs under ASan/UBSan on a loaded 2-core machine.
 DEFAULT_DEADLINE_S = 30.0
+
+
+def preload_value(lib_path):
+    """LD_PRELOAD for a process with the library: in sanitized builds CTest
+    sets GPUCTL_E2E_PRELOAD_FIRST, the runtime that must load first."""
+    first = os.environ.get("GPUCTL_E2E_PRELOAD_FIRST")
+    return f"{first}:{lib_path}" if first else str(lib_path)
 
 
 def wait_until(predicate, timeout=DEFAULT_DEADLINE_S, interval=0.02, what="condition"):

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from conftest import LineReader, Workload
-from e2e_util import snake_keys, wait_until
+from e2e_util import preload_value, snake_keys, wait_until
 
 
 def start_preloaded(lib_path, socket, argv):
@@ -18,8 +18,7 @@ def start_preloaded(lib_path, socket, argv):
     caller)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUCTL_") and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
-    first = os.environ.get("GPUCTL_E2E_PRELOAD_FIRST")
-    env["LD_PRELOAD"] = f"{first}:{lib_path}" if first else str(lib_path)
+    env["LD_PRELOAD"] = preload_value(lib_path)
     env["GPUCTL_SOCKET"] = str(socket)
     env["GPUCTL_JOB_ID"] = "access"
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -11,18 +11,13 @@ import subprocess
 import pytest
 
 from conftest import LineReader, Workload
-from e2e_util import wait_until
+from e2e_util import preload_value, wait_until
 
 
 def clean_env():
     return {k: v for k, v in os.environ.items()
             if not k.startswith("GPUCTL_") and k not in
             ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LD_PRELOAD", "CUDA_INJECTION64_PATH")}
-
-
-def preload_value(lib_path):
-    first = os.environ.get("GPUCTL_E2E_PRELOAD_FIRST")
-    return f"{first}:{lib_path}" if first else str(lib_path)
 
 
 def start(argv, env):

@@ -7,14 +7,13 @@ import re
 import shutil
 import subprocess
 
-from e2e_util import wait_until
+from e2e_util import preload_value, wait_until
 
 
 def _preloaded_env(lib_path, socket):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("GPUCTL_") and k != "LD_PRELOAD"}
-    first = os.environ.get("GPUCTL_E2E_PRELOAD_FIRST")
-    env["LD_PRELOAD"] = f"{first}:{lib_path}" if first else str(lib_path)
+    env["LD_PRELOAD"] = preload_value(lib_path)
     env["GPUCTL_SOCKET"] = str(socket)
     return env
 
