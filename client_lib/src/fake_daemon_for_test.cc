@@ -7,8 +7,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 namespace gpuctl::client::testing {
 namespace {
@@ -22,7 +25,41 @@ bool WaitReadable(int fd, int timeout_ms) {
   return rc > 0;
 }
 
+// The system call the task is blocked in, or -1 (running, or not in one).
+long BlockedSyscall(const std::filesystem::path& task) {
+  std::ifstream in(task / "syscall");
+  long number = -1;
+  if (!(in >> number)) return -1;  // "running"
+  return number;
+}
+
+std::string ThreadName(const std::filesystem::path& task) {
+  std::ifstream in(task / "comm");
+  std::string name;
+  std::getline(in, name);
+  return name;
+}
+
 }  // namespace
+
+bool WaitUntilThreadBlockedIn(const std::string& name, long syscall_number, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  // Seen twice in a row, 2 ms apart: the thread is waiting, not passing by.
+  int seen = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool blocked = false;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+      if (ThreadName(task.path()) == name && BlockedSyscall(task.path()) == syscall_number) {
+        blocked = true;
+      }
+    }
+    seen = blocked ? seen + 1 : 0;
+    if (seen >= 2) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
 
 TempDir::TempDir() {
   std::string tmpl = "/tmp/gpuctl-client-test-XXXXXX";

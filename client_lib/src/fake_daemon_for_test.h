@@ -20,6 +20,13 @@ struct Received {
   int fd = -1;  // SCM_RIGHTS descriptor, owned by the caller
 };
 
+// Waits until this process's thread named `name` is blocked in system call
+// `syscall_number` (as /proc/self/task/*/syscall reports it). A test that
+// forks waits for the agent thread to sit in ppoll first, so that the fork
+// does not land inside one of its allocations (see fork_safety_for_test.h).
+bool WaitUntilThreadBlockedIn(const std::string& name, long syscall_number,
+                              int timeout_ms = kWaitMs);
+
 // A fresh private directory for sockets, removed by the destructor.
 class TempDir {
  public:

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -54,6 +55,14 @@ bool WaitFor(Pred pred, int timeout_ms = kWaitMs) {
   return true;
 }
 
+// The parent forks once its agent is attached and idle in ppoll: forked
+// while that thread allocates, a child can hang under some ASan runtimes
+// (fork_safety_for_test.h).
+bool AgentIdle(Runtime& runtime) {
+  return WaitFor([&] { return runtime.connected(); }) &&
+         testing::WaitUntilThreadBlockedIn("gpuctl-agent", SYS_ppoll);
+}
+
 // What gpuctl_range_push does: fast path on the gate, else the slow path.
 void ApiRangePush(Runtime& runtime, const char* name) {
   if (runtime.state().gate.load(std::memory_order_relaxed) == 0) return;
@@ -101,7 +110,7 @@ TEST_F(RuntimeForkTest, InitIsIdempotentAndShutdownSaysGoodbye) {
 TEST_F(RuntimeForkTest, ChildRegistersAsItselfAndParentIsUnaffected) {
   ASSERT_EQ(runtime_->Init(), 0);
   ASSERT_TRUE(daemon_.Handshake());
-  ASSERT_TRUE(WaitFor([&] { return runtime_->connected(); }));
+  ASSERT_TRUE(AgentIdle(*runtime_));
   const int parent_conn = daemon_.conn_fd();
   const int parent_conn_dup = dup(parent_conn);  // survives Accept()'s close below
 
@@ -171,6 +180,7 @@ TEST_F(RuntimeForkTest, ChildCountsStepsOnItsOwnPageFromTheInheritedValue) {
   const int parent_page = dup(daemon_.hello_fd());
   ASSERT_GE(parent_page, 0);
   EXPECT_EQ(NextStepIn(parent_page), 42u);
+  ASSERT_TRUE(AgentIdle(*runtime_));
 
   const pid_t child = fork();
   if (child == 0) {
