@@ -26,9 +26,9 @@ bool WaitReadable(int fd, int timeout_ms) {
 }
 
 // The system call the task is blocked in, or -1 (running, or not in one).
-long BlockedSyscall(const std::filesystem::path& task) {
+int64_t BlockedSyscall(const std::filesystem::path& task) {
   std::ifstream in(task / "syscall");
-  long number = -1;
+  int64_t number = -1;
   if (!(in >> number)) return -1;  // "running"
   return number;
 }
@@ -42,7 +42,7 @@ std::string ThreadName(const std::filesystem::path& task) {
 
 }  // namespace
 
-bool WaitUntilThreadBlockedIn(const std::string& name, long syscall_number, int timeout_ms) {
+bool WaitUntilThreadBlockedIn(const std::string& name, int64_t syscall_number, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   // Seen twice in a row, 2 ms apart: the thread is waiting, not passing by.
   int seen = 0;

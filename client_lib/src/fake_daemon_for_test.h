@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -24,7 +25,7 @@ struct Received {
 // `syscall_number` (as /proc/self/task/*/syscall reports it). A test that
 // forks waits for the agent thread to sit in ppoll first, so that the fork
 // does not land inside one of its allocations (see fork_safety_for_test.h).
-bool WaitUntilThreadBlockedIn(const std::string& name, long syscall_number,
+bool WaitUntilThreadBlockedIn(const std::string& name, int64_t syscall_number,
                               int timeout_ms = kWaitMs);
 
 // A fresh private directory for sockets, removed by the destructor.
