@@ -43,6 +43,7 @@ core_files=(
   daemon/core/trace_control.cc
   daemon/store/store_index.cc
   daemon/ipc/ipc_server.cc
+  daemon/ipc/ipc_server_payloads.cc
   daemon/rpc/grpc_service.cc
   daemon/common/event_loop.cc
   daemon/common/thread_pool_executor.cc

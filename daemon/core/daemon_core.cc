@@ -195,6 +195,15 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
   job.reported_cupti_dropped = result.cupti_dropped_records();
   v1::ProcessResult window = WindowResult(session, result);
   const uint64_t bytes = job.payload->bytes().size();
+  ArmIngestProgress(session);
+  // An inline payload was admitted before the IPC server read it: its
+  // entry already counts these bytes.
+  if (const IngestAdmission::Id admitted = job.payload->ingest_id();
+      admitted != 0 && admission_.IsRunning(admitted)) {
+    slot.ingest_id = admitted;
+    RunCapture(admitted, std::move(job), std::move(window), slot.peer);
+    return;
+  }
   // Conversion is what costs memory (a mapped memfd's pages, once read,
   // and the output): the payload waits here, untouched, until its bytes fit
   // under max_ingest_bytes.
@@ -202,7 +211,6 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
                                              peer = slot.peer](IngestAdmission::Id id) mutable {
     RunCapture(id, std::move(job), std::move(window), peer);
   });
-  ArmIngestProgress(session);
   // FIFO: when anything still waits, this payload (the last in) does.
   if (admission_.waiting_count() > 0) {
     LogInfo("trace data waits for ingest capacity",

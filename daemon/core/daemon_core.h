@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
+#include "daemon/core/ingest_admission.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/core/steps.h"
 #include "daemon/store/trace_store.h"
@@ -119,6 +120,12 @@ class DaemonCore {
   // The connection is gone (closed, broken, dropped for bad input).
   // `clean` is true when the peer closed it in an orderly way (process exit).
   virtual void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) = 0;
+  // The one budget on trace data held for validation and conversion
+  // (trace.max_ingest_bytes). The core queues mapped payloads in it; the
+  // IPC server reserves an inline payload's announced size in it before
+  // reading the chunks, and hands the payload on with that entry
+  // (Payload::ingest_id), so every byte counts once, in one FIFO queue.
+  virtual IngestAdmission& ingest() = 0;
 
   // --- RPC side ---
   // Validates the request (INVALID_ARGUMENT with the reason), selects

@@ -41,6 +41,7 @@ class DaemonCoreImpl final : public DaemonCore {
   void OnPayloadProgress(PeerId peer, const v1::ipc::CaptureResult& result,
                          uint64_t received) override;
   void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) override;
+  IngestAdmission& ingest() override { return admission_; }
 
   absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
                                          std::shared_ptr<TraceObserver> observer) override;

@@ -42,6 +42,8 @@ class IngestAdmission {
   // use until it is Released.
   bool Cancel(Id id);
 
+  // The cap (0: none).
+  uint64_t max_bytes() const { return max_bytes_; }
   // The entry `id` has started and is not Released yet.
   bool IsRunning(Id id) const { return running_.contains(id); }
   uint64_t running_bytes() const { return running_bytes_; }

@@ -1,6 +1,9 @@
 // The core's use of IngestAdmission: results beyond trace.max_ingest_bytes
-// wait for the worker, in order, and a cancelled trace drops them.
+// wait for the worker, in order, and a cancelled trace drops them. The
+// budget is the core's alone: the IPC server reserves inline payloads in it
+// (DaemonCore::ingest) and the core converts them under that entry.
 #include "daemon/core/testing/trace_test_fixture.h"
+#include "daemon/core/testing/vector_payload.h"
 #include "daemon/core/trace_session.h"
 #include "gtest/gtest.h"
 
@@ -29,6 +32,19 @@ class IngestCapTest : public TraceTest {
     result.set_window_start_unix_ns(start_);
     result.set_window_end_unix_ns(start_ + 2'000'000'000);
     SendCaptureResult(peer, result, WindowPayload(pid, start_, start_ + 2'000'000'000));
+  }
+  // As the IPC server delivers an inline payload it reserved as `entry`.
+  void DeliverAdmitted(PeerId peer, int pid, IngestAdmission::Id entry) {
+    v1::ipc::CaptureResult result;
+    result.set_trace_id(id_);
+    result.set_window_start_unix_ns(start_);
+    result.set_window_end_unix_ns(start_ + 2'000'000'000);
+    result.set_status(v1::CAPTURE_STATUS_OK);
+    result.set_transport(v1::ipc::PAYLOAD_TRANSPORT_INLINE);
+    std::vector<uint8_t> bytes = WindowPayload(pid, start_, start_ + 2'000'000'000);
+    result.set_payload_size(bytes.size());
+    core_->OnCaptureResult(peer, result,
+                           std::make_unique<testing::VectorPayload>(std::move(bytes), entry));
   }
   std::shared_ptr<RecordingObserver> obs_;
   std::string id_;
@@ -118,6 +134,44 @@ TEST_F(IngestCapTest, CancelDropsTheWaitingResult) {
   // The conversion that had started and the manifest; never the waiting one.
   EXPECT_EQ(worker_tasks, 2u);
   EXPECT_EQ(obs_->ResultFor(101)->status(), v1::CAPTURE_STATUS_FAILED);
+}
+
+TEST_F(IngestCapTest, AnInlinePayloadConvertsUnderTheEntryItWasReadIn) {
+  // The IPC server reserved the inline payload's bytes before reading it.
+  IngestAdmission& budget = core_->ingest();
+  bool admitted = false;
+  const IngestAdmission::Id entry =
+      budget.Submit(1000, [&](IngestAdmission::Id) { admitted = true; });
+  ASSERT_TRUE(admitted);
+  DeliverAdmitted(1, 100, entry);
+  // Converted at once, counted once: no second entry, nothing queued.
+  EXPECT_EQ(budget.running_count(), 1u);
+  EXPECT_EQ(budget.waiting_count(), 0u);
+  EXPECT_TRUE(budget.IsRunning(entry));
+  // A mapped payload of the same trace queues behind it in the same budget.
+  Deliver(2, 101);
+  EXPECT_EQ(budget.waiting_count(), 1u);
+  ASSERT_TRUE(worker_.RunOne());
+  EXPECT_FALSE(worker_.RunOne()) << "the mapped payload started beyond the cap";
+  loop_.RunUntilIdle();  // the inline one is reported; its entry goes
+  EXPECT_FALSE(budget.IsRunning(entry));
+  ASSERT_NE(obs_->ResultFor(100), nullptr);
+  EXPECT_EQ(obs_->ResultFor(100)->status(), v1::CAPTURE_STATUS_OK);
+  RunAll();
+  ASSERT_NE(obs_->ResultFor(101), nullptr);
+  EXPECT_EQ(obs_->ResultFor(101)->status(), v1::CAPTURE_STATUS_OK);
+  EXPECT_EQ(budget.running_bytes(), 0u);
+}
+
+TEST_F(IngestCapTest, AMappedPayloadWaitsWhileAnInlineOneIsStillArriving) {
+  IngestAdmission& budget = core_->ingest();
+  const IngestAdmission::Id receiving = budget.Submit(1000, [](IngestAdmission::Id) {});
+  Deliver(2, 101);
+  EXPECT_FALSE(worker_.RunOne()) << "converted beside an inline payload holding the cap";
+  budget.Release(receiving);  // the inline payload was dropped
+  RunAll();
+  ASSERT_NE(obs_->ResultFor(101), nullptr);
+  EXPECT_EQ(obs_->ResultFor(101)->status(), v1::CAPTURE_STATUS_OK);
 }
 
 }  // namespace

@@ -28,6 +28,11 @@ class Payload {
  public:
   virtual ~Payload() = default;
   virtual absl::Span<const uint8_t> bytes() const = 0;
+  // The DaemonCore::ingest() entry that already counts these bytes (an
+  // inline payload is admitted before it is read), or 0. The core converts
+  // such a payload at once under that entry instead of queueing it again;
+  // the entry is released when the payload is dropped or converted.
+  virtual uint64_t ingest_id() const { return 0; }
 };
 
 // How the core talks to attached processes. Implemented by the IPC server.

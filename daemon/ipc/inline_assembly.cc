@@ -19,12 +19,20 @@ constexpr size_t kInlineInitialReserve = 16u << 20;
 
 }  // namespace
 
-InlineAssembler::InlineAssembler(uint64_t max_bytes, TaskRunner* loop, AdmittedFn on_admitted)
-    : max_bytes_(max_bytes),
+InlineAssembler::InlineAssembler(IngestAdmission* budget, TaskRunner* loop, AdmittedFn on_admitted)
+    : budget_(budget),
       loop_(loop),
       on_admitted_(std::move(on_admitted)),
-      budget_(max_bytes),
       self_(std::make_shared<InlineAssembler*>(this)) {}
+
+InlineAssembler::~InlineAssembler() {
+  // Their start callbacks point here: none may run once this is gone.
+  absl::flat_hash_map<PeerId, std::unique_ptr<Assembly>> pending = std::move(pending_);
+  pending_.clear();
+  for (const auto& [peer, assembly] : pending) {
+    if (!budget_->Cancel(assembly->budget_id)) budget_->Release(assembly->budget_id);
+  }
+}
 
 bool InlineAssembler::Begin(PeerId peer, const v1::ipc::CaptureResult& result) {
   auto assembly = std::make_unique<Assembly>();
@@ -32,8 +40,8 @@ bool InlineAssembler::Begin(PeerId peer, const v1::ipc::CaptureResult& result) {
   Assembly& entry = *assembly;
   pending_[peer] = std::move(assembly);
   // The start callback may run inside Submit.
-  entry.budget_id = budget_.Submit(result.payload_size(),
-                                   [this, peer](IngestAdmission::Id) { OnAdmitted(peer); });
+  entry.budget_id = budget_->Submit(result.payload_size(),
+                                    [this, peer](IngestAdmission::Id) { OnAdmitted(peer); });
   return entry.admitted;
 }
 
@@ -72,7 +80,7 @@ void InlineAssembler::Abandon(PeerId peer) {
   const IngestAdmission::Id id = it->second->budget_id;
   // The bytes go before others are admitted.
   pending_.erase(it);
-  if (!budget_.Cancel(id)) budget_.Release(id);
+  if (!budget_->Cancel(id)) budget_->Release(id);
 }
 
 void InlineAssembler::OnAdmitted(PeerId peer) {
@@ -81,20 +89,24 @@ void InlineAssembler::OnAdmitted(PeerId peer) {
   Assembly& assembly = *it->second;
   assembly.admitted = true;
   const uint64_t size = assembly.result.payload_size();
-  assembly.buffer.reserve(max_bytes_ > 0 ? size : std::min<uint64_t>(size, kInlineInitialReserve));
+  assembly.buffer.reserve(
+      budget_->max_bytes() > 0 ? size : std::min<uint64_t>(size, kInlineInitialReserve));
   on_admitted_(peer);
 }
 
 std::unique_ptr<Payload> InlineAssembler::TakePayload(std::unique_ptr<Assembly> assembly) {
   std::weak_ptr<InlineAssembler*> weak = self_;
   TaskRunner* loop = loop_;
-  auto release = [loop, weak, id = assembly->budget_id] {
+  const IngestAdmission::Id id = assembly->budget_id;
+  // The core may have released the entry already (after converting); a
+  // second release of it does nothing.
+  auto release = [loop, weak, id] {
     loop->Post([weak, id] {
       std::shared_ptr<InlineAssembler*> self = weak.lock();
-      if (self != nullptr) (*self)->budget_.Release(id);
+      if (self != nullptr) (*self)->budget_->Release(id);
     });
   };
-  return std::make_unique<BufferPayload>(std::move(assembly->buffer), std::move(release));
+  return std::make_unique<BufferPayload>(std::move(assembly->buffer), std::move(release), id);
 }
 
 }  // namespace gpuctl::daemon

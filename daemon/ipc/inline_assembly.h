@@ -16,10 +16,10 @@
 namespace gpuctl::daemon {
 
 // Reassembles inline payloads (a CaptureResult, then PayloadChunks) per
-// peer, under one cap on the inline bytes held at once (IpcServerOptions::
-// max_inline_bytes): a payload counts from its CaptureResult until the
-// reassembled buffer handed on is dropped. Admission is FIFO; a payload is
-// to be read only once admitted.
+// peer, within the core's ingest budget (DaemonCore::ingest(), shared with
+// the core's own conversions): a payload's announced size is reserved from
+// its CaptureResult until the reassembled buffer handed on is converted or
+// dropped. Admission is FIFO; a payload is to be read only once admitted.
 //
 // Threading: every method runs on `loop`'s thread; the payload handed on
 // may be dropped on any thread (its release is posted to the loop).
@@ -29,7 +29,10 @@ class InlineAssembler {
  public:
   using AdmittedFn = absl::AnyInvocable<void(PeerId)>;
 
-  InlineAssembler(uint64_t max_bytes, TaskRunner* loop, AdmittedFn on_admitted);
+  // `budget` must outlive the assembler.
+  InlineAssembler(IngestAdmission* budget, TaskRunner* loop, AdmittedFn on_admitted);
+  // Gives back the room of every payload still being received or waiting.
+  ~InlineAssembler();
   InlineAssembler(const InlineAssembler&) = delete;
   InlineAssembler& operator=(const InlineAssembler&) = delete;
 
@@ -52,10 +55,6 @@ class InlineAssembler {
   // Forgets `peer`'s pending payload, if any, and frees its room.
   void Abandon(PeerId peer);
 
-  // Inline payload bytes held now, and the payloads waiting for room.
-  uint64_t bytes_held() const { return budget_.running_bytes(); }
-  size_t waiting_count() const { return budget_.waiting_count(); }
-
  private:
   struct Assembly {
     v1::ipc::CaptureResult result;
@@ -68,10 +67,9 @@ class InlineAssembler {
   // The reassembled payload; its room is freed (on the loop) once dropped.
   std::unique_ptr<Payload> TakePayload(std::unique_ptr<Assembly> assembly);
 
-  const uint64_t max_bytes_;
+  IngestAdmission* const budget_;
   TaskRunner* const loop_;
   AdmittedFn on_admitted_;
-  IngestAdmission budget_;
   absl::flat_hash_map<PeerId, std::unique_ptr<Assembly>> pending_;
   // Releases posted to the loop hold a weak reference and do nothing once
   // the assembler is gone.

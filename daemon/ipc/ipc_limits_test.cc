@@ -66,7 +66,7 @@ class IpcInlineBudgetTest : public testing::IpcServerFixture {
     IpcServerFixture::SetUp();
     IpcServerOptions options;
     options.max_payload_bytes = 1 << 20;
-    options.max_inline_bytes = kBudget;
+    core_.SetIngestCap(kBudget);
     StartServer(options);
   }
   void TearDown() override {
@@ -102,10 +102,10 @@ class IpcInlineBudgetTest : public testing::IpcServerFixture {
     std::lock_guard lock(mu_);
     return received_[peer];
   }
-  // The server's counters, read on its loop.
+  // The ingest budget's counters, read on the server's loop.
   std::pair<uint64_t, size_t> Budget() {
     std::pair<uint64_t, size_t> out;
-    RunOnLoop([&] { out = {server_->inline_bytes_held(), server_->inline_payloads_waiting()}; });
+    RunOnLoop([&] { out = {core_.ingest().running_bytes(), core_.ingest().waiting_count()}; });
     return out;
   }
   // Waits until the server's counters are `want`.

@@ -6,13 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
-#include "daemon/ipc/payload.h"
-#include "daemon/ipc/step_counter_page.h"
 
 namespace gpuctl::daemon {
 namespace {
@@ -26,12 +23,6 @@ constexpr int kMaxAcceptsPerWake = 64;
 // next (level-triggered) wake-up.
 constexpr int kMaxDatagramsPerWake = 32;
 constexpr absl::Duration kAcceptRetryDelay = absl::Milliseconds(100);
-absl::Time IpcMonotonicNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return absl::TimeFromTimespec(ts);
-}
-
 absl::string_view MessageName(const ClientMessage& msg) {
   switch (msg.msg_case()) {
     case ClientMessage::kHello:
@@ -50,21 +41,6 @@ absl::string_view MessageName(const ClientMessage& msg) {
   return "unknown message";
 }
 
-v1::ipc::RejectReason RejectReasonFor(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kPermissionDenied:
-      return v1::ipc::REJECT_REASON_PERMISSION_DENIED;
-    case absl::StatusCode::kFailedPrecondition:
-      return v1::ipc::REJECT_REASON_PROTOCOL_VERSION;
-    case absl::StatusCode::kInvalidArgument:
-      return v1::ipc::REJECT_REASON_INVALID_HELLO;
-    case absl::StatusCode::kResourceExhausted:
-      return v1::ipc::REJECT_REASON_RATE_LIMITED;
-    default:
-      return v1::ipc::REJECT_REASON_UNSPECIFIED;
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<IpcServer>> IpcServer::Create(const IpcServerOptions& options,
@@ -81,7 +57,6 @@ IpcServer::IpcServer(const IpcServerOptions& options, EventLoop* loop, UniqueFd 
       listen_fd_(std::move(listen_fd)),
       recv_buffer_(kMaxIpcMessageBytes + 1),
       hello_limiter_(options.hello_rate, options.hello_burst),
-      inline_(options.max_inline_bytes, loop, [this](PeerId id) { OnInlineAdmitted(id); }),
       self_(std::make_shared<IpcServer*>(this)) {}
 
 IpcServer::~IpcServer() { Stop(); }
@@ -89,6 +64,8 @@ IpcServer::~IpcServer() { Stop(); }
 absl::Status IpcServer::Start(DaemonCore* core) {
   if (!listen_fd_.valid()) return absl::FailedPreconditionError("IPC server is stopped");
   core_ = core;
+  inline_ = std::make_unique<InlineAssembler>(&core->ingest(), loop_,
+                                              [this](PeerId id) { OnInlineAdmitted(id); });
   absl::Status s =
       loop_->AddFd(listen_fd_.get(), EPOLLIN, [this](uint32_t) { OnListenReadable(); });
   listening_ = s.ok();
@@ -109,6 +86,7 @@ void IpcServer::Stop() {
     peer->fd.Reset();
   }
   peers_.clear();
+  inline_.reset();
 }
 
 void IpcServer::OnListenReadable() {
@@ -266,174 +244,6 @@ bool IpcServer::HandleDatagram(const std::shared_ptr<Peer>& peer, absl::Span<con
   return true;
 }
 
-bool IpcServer::HandleHello(const std::shared_ptr<Peer>& peer, const v1::ipc::Hello& hello,
-                            std::vector<UniqueFd> fds) {
-  if (peer->hello_timer != 0) loop_->Cancel(peer->hello_timer);
-  peer->hello_timer = 0;
-  const absl::Time now = options_.clock != nullptr ? options_.clock->Now() : IpcMonotonicNow();
-  if (!hello_limiter_.TryAcquire(peer->creds.uid, now)) {
-    const absl::Status status = absl::ResourceExhaustedError(
-        absl::StrCat("too many registrations from uid ", peer->creds.uid, " (more than ",
-                     options_.hello_burst, " at once or ", options_.hello_rate,
-                     " a second; ipc.hello_rate, ipc.hello_burst); retry later"));
-    core_->OnHelloRefused(peer->creds, hello, status);
-    RefuseHello(peer, status);
-    return false;
-  }
-  std::unique_ptr<StepCounterView> steps;
-  if (hello.step_counter()) {
-    if (fds.size() != 1) {
-      DropPeer(peer, "Hello refused: it announces a step counter but carries no file descriptor",
-               Notify::kNow);
-      return false;
-    }
-    absl::StatusOr<std::unique_ptr<StepCounterView>> mapped = MapStepCounterPage(std::move(fds[0]));
-    if (!mapped.ok()) {
-      DropPeer(peer, absl::StrCat("Hello refused: ", mapped.status().message()), Notify::kNow);
-      return false;
-    }
-    steps = std::move(*mapped);
-  }
-  absl::Status status = core_->OnPeerHello(peer->id, peer->creds, hello, std::move(steps));
-  if (peer->closed) return false;
-  if (!status.ok()) {
-    RefuseHello(peer, status);
-    return false;
-  }
-  peer->accepted = true;
-  v1::ipc::DaemonMessage reply;
-  v1::ipc::HelloAck* ack = reply.mutable_hello_ack();
-  ack->set_protocol_major(kProtocolMajor);
-  ack->set_protocol_minor(kProtocolMinor);
-  ack->set_daemon_version(options_.daemon_version);
-  ack->set_max_payload_bytes(options_.max_payload_bytes);
-  if (absl::Status s = SendTo(*peer, reply); !s.ok()) {
-    if (absl::IsFailedPrecondition(s)) {
-      // Gone already: what a shell execs on its way exits this fast.
-      ClosePeer(peer, /*clean=*/false, s.message(), Notify::kNow);
-    } else {
-      DropPeer(peer, s.message(), Notify::kNow);
-    }
-    return false;
-  }
-  LogDebug("IPC peer accepted", {{"pid", peer->creds.pid},
-                                 {"uid", peer->creds.uid},
-                                 {"job_id", hello.job_id()},
-                                 {"rank", hello.rank()}});
-  return true;
-}
-
-void IpcServer::RefuseHello(const std::shared_ptr<Peer>& peer, const absl::Status& status) {
-  v1::ipc::DaemonMessage reply;
-  v1::ipc::HelloRejected* rejected = reply.mutable_hello_rejected();
-  rejected->set_reason(RejectReasonFor(status));
-  rejected->set_message(std::string(status.message()));
-  rejected->set_protocol_major(kProtocolMajor);
-  rejected->set_protocol_minor(kProtocolMinor);
-  // Best effort: the connection closes either way.
-  (void)SendTo(*peer, reply);
-  DropPeer(peer, absl::StrCat("Hello refused: ", status.message()), Notify::kNow);
-}
-
-bool IpcServer::HandleResult(const std::shared_ptr<Peer>& peer, const CaptureResult& result,
-                             std::vector<UniqueFd> fds) {
-  if (inline_.HasPending(peer->id)) {
-    DropPeer(peer, "CaptureResult before the previous inline payload completed", Notify::kNow);
-    return false;
-  }
-  if (result.payload_size() > options_.max_payload_bytes) {
-    DropPeer(peer,
-             absl::StrCat("payload of ", result.payload_size(), " bytes exceeds the limit of ",
-                          options_.max_payload_bytes),
-             Notify::kNow);
-    return false;
-  }
-  std::unique_ptr<Payload> payload;
-  switch (result.transport()) {
-    case v1::ipc::PAYLOAD_TRANSPORT_MEMFD: {
-      if (fds.size() != 1) {
-        DropPeer(peer, "MEMFD CaptureResult without a file descriptor", Notify::kNow);
-        return false;
-      }
-      absl::StatusOr<std::unique_ptr<Payload>> mapped =
-          MapSealedMemfd(fds[0].Release(), result.payload_size(), options_.max_payload_bytes);
-      if (!mapped.ok()) {
-        DropPeer(peer, mapped.status().message(), Notify::kNow);
-        return false;
-      }
-      payload = std::move(*mapped);
-      break;
-    }
-    case v1::ipc::PAYLOAD_TRANSPORT_INLINE:
-      if (result.payload_size() > 0) {
-        BeginInline(*peer, result);
-        return true;
-      }
-      payload = std::make_unique<BufferPayload>(std::vector<uint8_t>());
-      break;
-    case v1::ipc::PAYLOAD_TRANSPORT_NONE:
-      if (result.payload_size() != 0) {
-        DropPeer(peer, "CaptureResult without payload announces a payload size", Notify::kNow);
-        return false;
-      }
-      break;
-    default:
-      DropPeer(peer, absl::StrCat("unknown payload transport ", result.transport()), Notify::kNow);
-      return false;
-  }
-  core_->OnCaptureResult(peer->id, result, std::move(payload));
-  return !peer->closed;
-}
-
-bool IpcServer::HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::PayloadChunk& chunk) {
-  CaptureResult result;
-  absl::StatusOr<std::unique_ptr<Payload>> payload = inline_.AddChunk(peer->id, chunk, &result);
-  if (!payload.ok()) {
-    DropPeer(peer, payload.status().message(), Notify::kNow);
-    return false;
-  }
-  if (*payload == nullptr) {
-    if (const CaptureResult* pending = inline_.PendingResult(peer->id); pending != nullptr) {
-      core_->OnPayloadProgress(peer->id, *pending, chunk.offset() + chunk.data().size());
-    }
-    return !peer->closed;
-  }
-  core_->OnCaptureResult(peer->id, result, std::move(*payload));
-  return !peer->closed;
-}
-
-void IpcServer::BeginInline(Peer& peer, const CaptureResult& result) {
-  if (inline_.Begin(peer.id, result)) return;
-  LogInfo("inline trace data waits for room", {{"pid", peer.creds.pid},
-                                               {"trace_id", result.trace_id()},
-                                               {"payload_bytes", result.payload_size()},
-                                               {"inline_bytes_held", inline_.bytes_held()},
-                                               {"waiting", inline_.waiting_count()}});
-  PausePeer(peer);
-}
-
-void IpcServer::OnInlineAdmitted(PeerId id) {
-  auto it = peers_.find(id);
-  if (it == peers_.end()) return;
-  std::shared_ptr<Peer> peer = it->second;
-  if (peer->paused) ResumePeer(peer);
-}
-
-void IpcServer::PausePeer(Peer& peer) {
-  loop_->RemoveFd(peer.fd.get());
-  peer.paused = true;
-}
-
-void IpcServer::ResumePeer(const std::shared_ptr<Peer>& peer) {
-  peer->paused = false;
-  const PeerId id = peer->id;
-  absl::Status added = loop_->AddFd(peer->fd.get(), EPOLLIN | EPOLLRDHUP,
-                                    [this, id](uint32_t events) { OnPeerEvent(id, events); });
-  // May run inside a core call (a Disconnect freeing budget): tell the core
-  // later.
-  if (!added.ok()) DropPeer(peer, added.message(), Notify::kPosted);
-}
-
 void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
                           absl::string_view reason, Notify notify) {
   // `peer_ref` may be the map's own reference, which the erase below
@@ -448,7 +258,7 @@ void IpcServer::ClosePeer(const std::shared_ptr<Peer>& peer_ref, bool clean,
   peer->fd.Reset();
   peers_.erase(peer->id);
   // After the erase: the budget it frees may resume other peers.
-  inline_.Abandon(peer->id);
+  if (inline_ != nullptr) inline_->Abandon(peer->id);
   if (!peer->accepted || core_ == nullptr) return;
   LogDebug("IPC peer closed",
            {{"pid", peer->creds.pid}, {"clean", clean ? "true" : "false"}, {"reason", reason}});

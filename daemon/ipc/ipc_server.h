@@ -38,13 +38,6 @@ struct IpcServerOptions {
   std::string daemon_version;
   // Largest capture payload accepted (announced in HelloAck).
   uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;
-  // Inline payload bytes the server holds at once: from the CaptureResult
-  // that announces one until the core has dropped the reassembled buffer
-  // (after conversion). An inline payload starts being read only once its
-  // whole announced size fits (FIFO; one larger than the cap is read alone
-  // when nothing else is held); until then the peer is not read, so its
-  // sends block. 0: no cap. gpuctld sets it to trace.max_ingest_bytes.
-  uint64_t max_inline_bytes = kDefaultMaxIngestBytes;
   // A connection that has not sent Hello by then is dropped.
   absl::Duration hello_timeout = absl::Seconds(5);
   // Connections beyond this are accepted and closed at once.
@@ -83,10 +76,14 @@ inline constexpr size_t kMaxIpcMessageBytes = ipc::kMaxMessageBytes;
 // stop retrying at once. A rate-limited Hello is reported to the core
 // (DaemonCore::OnHelloRefused) so that it is listed with the refusals.
 //
-// Inline payloads are bounded by max_inline_bytes (see there): a peer whose
-// inline payload waits for room is taken out of the poll set, nothing it
-// sent is dropped, and it is read again once earlier inline payloads have
-// been converted or dropped.
+// Inline payloads are bounded by the core's ingest budget
+// (DaemonCore::ingest(), trace.max_ingest_bytes), the same one the core's
+// conversions wait in: a payload's whole announced size is reserved when its
+// CaptureResult arrives, and its chunks are read only once it is admitted
+// (FIFO; one larger than the cap is read alone when nothing else is held).
+// Until then the peer is out of the poll set, so its sends block and
+// nothing it sent is dropped. The reassembled payload goes to the core with
+// its entry, which is released once it is converted or dropped.
 //
 // OnPeerGone is reported only for peers whose Hello the core accepted.
 // A peer that breaks the protocol (oversize or malformed datagram, an
@@ -107,8 +104,8 @@ class IpcServer final : public PeerChannel {
   IpcServer(const IpcServer&) = delete;
   IpcServer& operator=(const IpcServer&) = delete;
 
-  // Starts accepting. `core` must outlive this server or Stop() must run
-  // before it goes.
+  // Starts accepting. `core` (and its ingest budget) must outlive this
+  // server or Stop() must run before it goes.
   absl::Status Start(DaemonCore* core);
   // Stops accepting, closes every connection and removes the socket file.
   // The core is not notified. Idempotent.
@@ -118,10 +115,6 @@ class IpcServer final : public PeerChannel {
   void Disconnect(PeerId peer, absl::string_view reason) override;
 
   size_t peer_count() const { return peers_.size(); }
-  // Inline payload bytes held now (being received, or handed to the core
-  // and not yet dropped), and the inline payloads waiting for room.
-  uint64_t inline_bytes_held() const { return inline_.bytes_held(); }
-  size_t inline_payloads_waiting() const { return inline_.waiting_count(); }
   const std::string& socket_path() const { return options_.socket_path; }
 
  private:
@@ -176,7 +169,9 @@ class IpcServer final : public PeerChannel {
   absl::flat_hash_map<PeerId, std::shared_ptr<Peer>> peers_;
   std::vector<uint8_t> recv_buffer_;
   HelloRateLimiter hello_limiter_;
-  InlineAssembler inline_;
+  // Made by Start (it reserves in the core's budget), gone at Stop: a
+  // payload dropped later releases nothing into a core that may be gone.
+  std::unique_ptr<InlineAssembler> inline_;
   // Tasks posted to the loop hold a weak reference and do nothing once the
   // server is gone.
   std::shared_ptr<IpcServer*> self_;

@@ -14,11 +14,12 @@ namespace gpuctl::daemon {
 // A payload received inline, reassembled into an owned buffer.
 // `on_destroy`, when set, runs after the buffer is freed, on whatever
 // thread destroys the payload (the core may drop it on a worker).
+// `ingest_id` is the ingest entry that counts its bytes (Payload::ingest_id).
 class BufferPayload final : public Payload {
  public:
   explicit BufferPayload(std::vector<uint8_t> bytes,
-                         absl::AnyInvocable<void()> on_destroy = nullptr)
-      : bytes_(std::move(bytes)), on_destroy_(std::move(on_destroy)) {}
+                         absl::AnyInvocable<void()> on_destroy = nullptr, uint64_t ingest_id = 0)
+      : bytes_(std::move(bytes)), on_destroy_(std::move(on_destroy)), ingest_id_(ingest_id) {}
   ~BufferPayload() override {
     std::vector<uint8_t>().swap(bytes_);
     if (on_destroy_) on_destroy_();
@@ -26,10 +27,12 @@ class BufferPayload final : public Payload {
   BufferPayload(const BufferPayload&) = delete;
   BufferPayload& operator=(const BufferPayload&) = delete;
   absl::Span<const uint8_t> bytes() const override { return bytes_; }
+  uint64_t ingest_id() const override { return ingest_id_; }
 
  private:
   std::vector<uint8_t> bytes_;
   absl::AnyInvocable<void()> on_destroy_;
+  uint64_t ingest_id_;
 };
 
 // Validates a memfd received from an untrusted peer and maps it read-only.

@@ -106,9 +106,6 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   ipc_options.socket_path = options.socket_path;
   ipc_options.daemon_version = GPUCTL_VERSION;
   ipc_options.max_payload_bytes = core_options.max_payload_bytes;
-  // Inline payloads held while they arrive and wait get a budget of the
-  // same size as the conversion's (see IpcServerOptions).
-  ipc_options.max_inline_bytes = options.max_ingest_bytes;
   ipc_options.hello_rate = options.hello_rate;
   ipc_options.hello_burst = options.hello_burst;
   ipc_options.access.mode = options.socket_mode;

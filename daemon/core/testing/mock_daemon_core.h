@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_CORE_TESTING_MOCK_DAEMON_CORE_H_
 #define GPUCTL_DAEMON_CORE_TESTING_MOCK_DAEMON_CORE_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -37,6 +38,14 @@ class MockDaemonCore : public DaemonCore {
   MOCK_METHOD(absl::StatusOr<v1::ListProcessesResponse>, ListProcesses,
               (const v1::ListProcessesRequest& request), (override));
   MOCK_METHOD(v1::GetStatusResponse, GetStatus, (), (override));
+
+  // A real budget, since its accounting is what adapter tests check; no
+  // cap unless one is set (before the IPC server starts).
+  IngestAdmission& ingest() override { return *ingest_; }
+  void SetIngestCap(uint64_t max_bytes) { ingest_ = std::make_unique<IngestAdmission>(max_bytes); }
+
+ private:
+  std::unique_ptr<IngestAdmission> ingest_ = std::make_unique<IngestAdmission>(0);
 };
 
 }  // namespace gpuctl::daemon

@@ -10,14 +10,18 @@
 
 namespace gpuctl::testing {
 
-// A Payload owning its bytes.
+// A Payload owning its bytes; with `ingest_id`, one admitted already (as
+// the IPC server hands on an inline payload).
 class VectorPayload final : public daemon::Payload {
  public:
-  explicit VectorPayload(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  explicit VectorPayload(std::vector<uint8_t> bytes, uint64_t ingest_id = 0)
+      : bytes_(std::move(bytes)), ingest_id_(ingest_id) {}
   absl::Span<const uint8_t> bytes() const override { return bytes_; }
+  uint64_t ingest_id() const override { return ingest_id_; }
 
  private:
   std::vector<uint8_t> bytes_;
+  uint64_t ingest_id_;
 };
 
 }  // namespace gpuctl::testing
