@@ -154,6 +154,7 @@ absl::StatusOr<uint32_t> ParseHelloBurst(const std::string& text) {
 // The command line as given: empty strings and false for flags not given.
 struct CommandLine {
   std::string config;
+  std::string check_config;
   std::string listen, host_name, socket, store, ready_file, log_level;
   std::string max_duration, start_delay, result_grace;
   std::string store_max_bytes, store_max_age, store_max_count;
@@ -169,6 +170,10 @@ struct CommandLine {
 void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_option("--config", cl.config,
                  "YAML configuration file; flags given here override its values");
+  app.add_option("--check-config", cl.check_config,
+                 "check this configuration file, with the other flags given, as at startup; "
+                 "print the first error (exit 2) or OK (exit 0) and start nothing")
+      ->excludes("--config");
   app.add_option("--listen", cl.listen,
                  absl::StrCat("gRPC address HOST:PORT (port 0: any) or unix:/PATH (default ",
                               kDefaultListenAddress, ")"));
@@ -400,10 +405,13 @@ ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* sock
   if (socket_env != nullptr && socket_env[0] != '\0') options.socket_path = socket_env;
   absl::Status status;
   ConfigLocations file;
-  if (app.count("--config") > 0) {
+  const bool check_only = app.count("--check-config") > 0;
+  if (app.count("--config") > 0 || check_only) {
+    const std::string& path = check_only ? cl.check_config : cl.config;
     absl::StatusOr<ConfigLocations> loaded =
-        cl.config.empty() ? absl::InvalidArgumentError("--config must not be empty")
-                          : LoadDaemonConfigFile(cl.config, &options);
+        path.empty() ? absl::InvalidArgumentError(absl::StrCat(
+                           check_only ? "--check-config" : "--config", " must not be empty"))
+                     : LoadDaemonConfigFile(path, &options);
     if (loaded.ok()) {
       file = *std::move(loaded);
     } else {
@@ -415,6 +423,10 @@ ParsedFlags ParseDaemonFlags(int argc, const char* const* argv, const char* sock
   if (!status.ok()) {
     err << "gpuctld: " << status.message() << "\n";
     return ParsedFlags{std::nullopt, 2};
+  }
+  if (check_only) {
+    out << "gpuctld: " << cl.check_config << ": OK\n";
+    return ParsedFlags{std::nullopt, 0};
   }
   return ParsedFlags{std::move(options), 0};
 }

@@ -89,7 +89,8 @@ struct DaemonOptions {
 };
 
 // The outcome of parsing: options to run with, or an exit code (0 after
-// --help/--version, 2 for a usage error) with the text already printed.
+// --help/--version or a --check-config that passed, 2 for a usage error)
+// with the text already printed.
 struct ParsedFlags {
   std::optional<DaemonOptions> options;
   int exit_code = 0;

@@ -497,6 +497,48 @@ std::string ReadText(const std::string& path) {
 }
 
 // Runs gpuctld with `args`, its stderr to `stderr_path`.
+TEST_F(DaemonConfigFlagTest, CheckConfigPrintsOkAndStartsNothing) {
+  const std::string config = WriteConfig(kFullConfig);
+  Parsed p = Parse({"--check-config", config});
+  EXPECT_FALSE(p.flags.options.has_value());
+  EXPECT_EQ(p.flags.exit_code, 0) << p.err;
+  EXPECT_EQ(p.out, absl::StrCat("gpuctld: ", config, ": OK\n"));
+  EXPECT_EQ(p.err, "");
+}
+
+TEST_F(DaemonConfigFlagTest, CheckConfigReportsTheParsersError) {
+  const std::string bad_key = WriteConfig("trace:\n  max_durration: 10m\n");
+  Parsed key = Parse({"--check-config", bad_key});
+  EXPECT_FALSE(key.flags.options.has_value());
+  EXPECT_EQ(key.flags.exit_code, 2);
+  EXPECT_THAT(key.err, StartsWith(absl::StrCat("gpuctld: ", bad_key,
+                                               ":2: trace.max_durration: "
+                                               "unknown key")));
+  EXPECT_EQ(key.out, "");
+
+  const std::string bad_value = WriteConfig("store:\n  retention:\n    max_age: 3x\n");
+  Parsed value = Parse({"--check-config", bad_value});
+  EXPECT_EQ(value.flags.exit_code, 2);
+  EXPECT_THAT(value.err,
+              StartsWith(absl::StrCat("gpuctld: ", bad_value, ":3: store.retention.max_age:")));
+}
+
+TEST_F(DaemonConfigFlagTest, CheckConfigChecksTheFlagsWithTheFile) {
+  // What a deployment runs: the file and the flags that override it.
+  const std::string config = WriteConfig("listen: 127.0.0.1:7070\n");
+  Parsed insecure = Parse({"--check-config", config, "--listen=0.0.0.0:7070"});
+  EXPECT_EQ(insecure.flags.exit_code, 2);
+  EXPECT_THAT(insecure.err, HasSubstr("without transport security"));
+  Parsed tls = Parse(
+      {"--check-config", config, "--listen=0.0.0.0:7070", "--tls-cert=/c.pem", "--tls-key=/c.key"});
+  EXPECT_EQ(tls.flags.exit_code, 0) << tls.err;
+  EXPECT_EQ(Parse({"--check-config", ""}).flags.exit_code, 2);
+  // One file: --config and --check-config together is a usage error.
+  Parsed both = Parse({"--check-config", config, "--config", config});
+  EXPECT_EQ(both.flags.exit_code, 2);
+  EXPECT_FALSE(both.flags.options.has_value());
+}
+
 pid_t SpawnGpuctld(const std::vector<std::string>& args, const std::string& stderr_path) {
   std::vector<std::string> all = {GPUCTLD_PATH};
   all.insert(all.end(), args.begin(), args.end());
@@ -550,6 +592,24 @@ TEST_F(DaemonConfigFlagTest, BinaryRefusesABadFileBeforeStartingAnything) {
                          "bytes\n"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/run"));
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/traces"));
+}
+
+TEST_F(DaemonConfigFlagTest, BinaryChecksAFileAndExits) {
+  const std::string good = dir_ + "/good.yaml";
+  std::ofstream(good) << "socket: " << dir_ << "/run/gpuctl.sock\nstore:\n  path: " << dir_
+                      << "/traces\n";
+  pid_t pid = SpawnGpuctld({"--check-config", good}, dir_ + "/stderr");
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitGpuctld(pid), 0) << ReadText(dir_ + "/stderr");
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/run"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/traces"));
+
+  const std::string bad = WriteConfig("ipc:\n  socket_mode: \"0999\"\n");
+  pid = SpawnGpuctld({"--check-config", bad}, dir_ + "/stderr");
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitGpuctld(pid), 2);
+  EXPECT_THAT(ReadText(dir_ + "/stderr"),
+              StartsWith(absl::StrCat("gpuctld: ", bad, ":2: ipc.socket_mode:")));
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ using ::gpuctl::daemon::testing::ExpectSameOptions;
 using ::gpuctl::daemon::testing::ExpectSameS3Config;
 
 constexpr char kExamplePath[] = GPUCTL_SOURCE_DIR "/deploy/config/gpuctld.yaml";
-constexpr char kConfigMapPath[] = GPUCTL_SOURCE_DIR "/deploy/kubernetes/configmap.yaml";
+constexpr char kConfigMapPath[] =
+    GPUCTL_SOURCE_DIR "/deploy/kubernetes/daemonset/base/configmap.yaml";
 constexpr char kDocsPath[] = GPUCTL_SOURCE_DIR "/docs/configuration.md";
 
 std::string ReadSourceFile(const char* path) {

@@ -1,4 +1,5 @@
-// Keeps deploy/kubernetes/daemonset.yaml consistent with configmap.yaml:
+// Keeps deploy/kubernetes/daemonset/base/daemonset.yaml consistent with
+// configmap.yaml beside it:
 // the file gpuctld is told to read (--config) is where the ConfigMap's key
 // is mounted, and the S3 credentials file the example config names is where
 // the Secret is projected.
@@ -11,8 +12,10 @@
 
 namespace {
 
-constexpr char kDaemonSetPath[] = GPUCTL_SOURCE_DIR "/deploy/kubernetes/daemonset.yaml";
-constexpr char kConfigMapPath[] = GPUCTL_SOURCE_DIR "/deploy/kubernetes/configmap.yaml";
+constexpr char kDaemonSetPath[] =
+    GPUCTL_SOURCE_DIR "/deploy/kubernetes/daemonset/base/daemonset.yaml";
+constexpr char kConfigMapPath[] =
+    GPUCTL_SOURCE_DIR "/deploy/kubernetes/daemonset/base/configmap.yaml";
 
 YAML::Node FindDocument(const char* path, const std::string& kind) {
   for (const YAML::Node& doc : YAML::LoadAllFromFile(path)) {
@@ -144,13 +147,57 @@ TEST_F(KubernetesManifestsTest, TheCredentialsFileOfTheExampleIsTheProjectedSecr
   ASSERT_TRUE(volume["projected"]) << credentials.dir << " is not a projected volume";
   int secrets = 0;
   for (const YAML::Node& source : volume["projected"]["sources"]) {
-    if (!source["secret"]) continue;
+    if (!source["secret"] ||
+        source["secret"]["name"].as<std::string>() != "gpuctld-s3-credentials") {
+      continue;
+    }
     ++secrets;
     // Optional: without S3 uploads the Secret need not exist.
     EXPECT_TRUE(source["secret"]["optional"] && source["secret"]["optional"].as<bool>());
     EXPECT_EQ(PathOfKey(source["secret"], "credentials"), credentials.file);
   }
   EXPECT_EQ(secrets, 1);
+}
+
+// The mode a projected volume gives the file at `path` (inside it).
+int ProjectedMode(const YAML::Node& volume, const std::string& path) {
+  for (const YAML::Node& source : volume["projected"]["sources"]) {
+    for (const char* kind : {"secret", "configMap"}) {
+      if (!source[kind] || !source[kind]["items"]) continue;
+      for (const YAML::Node& item : source[kind]["items"]) {
+        if (item["path"].as<std::string>() != path) continue;
+        return item["mode"] ? item["mode"].as<int>() : volume["projected"]["defaultMode"].as<int>();
+      }
+    }
+  }
+  return -1;
+}
+
+TEST_F(KubernetesManifestsTest, TheTlsAndTokenFilesAreProjectedFromSecrets) {
+  // Secure by default: the files the TLS and token flags name exist in the
+  // pod, from required Secrets, and the token only its owner may read
+  // (gpuctld refuses it otherwise).
+  const YAML::Node volume = VolumeMountedAt("/etc/gpuctl");
+  ASSERT_TRUE(volume && volume["projected"]);
+  for (const char* flag : {"--tls-cert=", "--tls-key=", "--tls-client-ca=", "--auth-token-file="}) {
+    std::string value;
+    for (const YAML::Node& arg : container_["args"]) {
+      const std::string text = arg.as<std::string>();
+      if (text.rfind(flag, 0) == 0) value = text.substr(std::string(flag).size());
+    }
+    ASSERT_EQ(value.rfind("/etc/gpuctl/", 0), 0u) << flag << value;
+    const int mode = ProjectedMode(volume, value.substr(std::string("/etc/gpuctl/").size()));
+    EXPECT_NE(mode, -1) << flag << value << " is not projected";
+    if (std::string(flag) == "--auth-token-file=") EXPECT_EQ(mode & 077, 0) << value;
+  }
+  for (const YAML::Node& source : volume["projected"]["sources"]) {
+    if (!source["secret"]) continue;
+    const std::string name = source["secret"]["name"].as<std::string>();
+    if (name == "gpuctld-tls" || name == "gpuctld-token") {
+      EXPECT_FALSE(source["secret"]["optional"] && source["secret"]["optional"].as<bool>())
+          << name << " must be required";
+    }
+  }
 }
 
 TEST_F(KubernetesManifestsTest, TheFlagsMatchTheMounts) {

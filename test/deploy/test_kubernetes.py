@@ -1,0 +1,448 @@
+"""The Kubernetes deployment (deploy/kubernetes) checked without a cluster:
+every kustomization rendered offline by the project's kubectl, validated
+against the API schemas, and held to what the manifests claim (Pod
+Security levels, no plain-text API, ports behind a NetworkPolicy, a
+configuration gpuctld accepts, image paths that the install provides).
+No API server runs here (docs/kubernetes.md, "What is tested")."""
+
+import copy
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+import yaml
+
+import pod_security
+
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
+DEPLOY = SOURCE / "deploy" / "kubernetes"
+VENV_BIN = SOURCE / ".venv" / "bin"
+BUILD = pathlib.Path(os.environ.get("GPUCTL_BUILD_DIR", SOURCE / "build"))
+# Kinds whose schemas kubernetes-validate does not bundle (CRDs).
+CRD_GROUPS = ("cert-manager.io/",)
+MIN_VERSION = "1.29.0"
+
+
+def kustomizations():
+    return sorted(p.parent for p in DEPLOY.rglob("kustomization.yaml"))
+
+
+_rendered = {}
+
+
+def render(directory):
+    if directory not in _rendered:
+        # The venv's kubectl: another, older one may be on the PATH.
+        out = subprocess.run([str(VENV_BIN / "kubectl"), "kustomize", str(directory)],
+                             check=True, capture_output=True, text=True, timeout=120)
+        _rendered[directory] = (out.stdout, [d for d in yaml.safe_load_all(out.stdout) if d])
+    return _rendered[directory]
+
+
+def documents(directory):
+    return render(directory)[1]
+
+
+def all_documents():
+    for directory in kustomizations():
+        for doc in documents(directory):
+            yield directory, doc
+
+
+def pod_templates():
+    """(kustomization, owning document, pod spec, pod labels) of every pod."""
+    for directory, doc in all_documents():
+        kind = doc["kind"]
+        if kind == "Pod":
+            yield directory, doc, doc["spec"], doc["metadata"].get("labels") or {}
+        elif kind in ("DaemonSet", "Deployment", "StatefulSet", "Job", "ReplicaSet"):
+            template = doc["spec"]["template"]
+            yield directory, doc, template["spec"], template["metadata"].get("labels") or {}
+
+
+def newest_bundled_version():
+    import kubernetes_validate
+    schemas = pathlib.Path(kubernetes_validate.__file__).parent / "kubernetes-json-schema"
+    versions = [re.match(r"v(\d+)\.(\d+)\.(\d+)-local-strict$", p.name)
+                for p in schemas.iterdir()]
+    return ".".join(map(str, max(tuple(map(int, m.groups())) for m in versions if m)))
+
+
+def test_every_kustomization_renders_and_validates_strictly():
+    dirs = kustomizations()
+    names = {str(d.relative_to(DEPLOY)) for d in dirs}
+    assert {"daemonset", "daemonset/cert-manager", "daemonset/training-pod",
+            "sidecar"} <= names, names
+    newest = newest_bundled_version()
+    for directory in dirs:
+        docs = documents(directory)
+        assert docs, f"{directory} renders nothing"
+        checked = [d for d in docs if not d["apiVersion"].startswith(CRD_GROUPS)]
+        skipped = {d["kind"] for d in docs if d["apiVersion"].startswith(CRD_GROUPS)}
+        if "cert-manager" in directory.name:
+            assert skipped == {"Issuer", "Certificate"}
+        else:
+            assert not skipped
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            yaml.safe_dump_all(checked, f)
+            f.flush()
+            for version in (MIN_VERSION, newest):
+                out = subprocess.run(
+                    [str(VENV_BIN / "kubernetes-validate"), "--strict", "--quiet",
+                     "-k", version, f.name], capture_output=True, text=True, timeout=120)
+                assert out.returncode == 0, (
+                    f"{directory} against {version}:\n{out.stdout}{out.stderr}")
+
+
+# Fields whose values the schemas leave as plain strings.
+ENUMS = {
+    "restartPolicy": {"Always", "OnFailure", "Never"},
+    "imagePullPolicy": {"Always", "IfNotPresent", "Never"},
+    "protocol": {"TCP", "UDP", "SCTP"},
+    "dnsPolicy": {"ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"},
+    "completionMode": {"NonIndexed", "Indexed"},
+    "medium": {"", "Memory", "HugePages"},
+    "operator": {"Exists", "Equal", "In", "NotIn", "DoesNotExist", "Gt", "Lt"},
+    "effect": {"NoSchedule", "PreferNoSchedule", "NoExecute"},
+    "fieldPath": None,  # checked below
+}
+HOST_PATH_TYPES = {"", "DirectoryOrCreate", "Directory", "FileOrCreate", "File", "Socket",
+                   "CharDevice", "BlockDevice"}
+FIELD_PATHS = re.compile(
+    r"^(metadata\.(name|namespace|uid|labels|annotations)"
+    r"|metadata\.(labels|annotations)\['[^']+'\]"
+    r"|spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$")
+
+
+def walk(node, path=()):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield path + (key,), key, value
+            yield from walk(value, path + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from walk(value, path + (i,))
+
+
+def enum_errors(doc):
+    errors = []
+    for path, key, value in walk(doc):
+        if key in ENUMS and ENUMS[key] and isinstance(value, str) and value not in ENUMS[key]:
+            errors.append(f"{'.'.join(map(str, path))}: {value!r}")
+        if key == "fieldPath" and not FIELD_PATHS.match(value):
+            errors.append(f"{'.'.join(map(str, path))}: {value!r} is no downward-API field")
+        if key == "hostPath" and value.get("type", "") not in HOST_PATH_TYPES:
+            errors.append(f"{'.'.join(map(str, path))}.type: {value['type']!r}")
+        if key in ("seccompProfile", "appArmorProfile") and value.get("type") not in (
+                "RuntimeDefault", "Localhost", "Unconfined"):
+            errors.append(f"{'.'.join(map(str, path))}.type: {value.get('type')!r}")
+        if key == "capabilities":
+            for cap in (value.get("add") or []) + (value.get("drop") or []):
+                if not re.fullmatch(r"[A-Z_]+", cap) or cap.startswith("CAP_"):
+                    errors.append(f"{'.'.join(map(str, path))}: {cap!r}")
+    if doc["kind"] in ("Job",):
+        policy = doc["spec"]["template"]["spec"].get("restartPolicy")
+        if policy not in ("Never", "OnFailure"):
+            errors.append(f"a Job's pods restart {policy!r}: Never or OnFailure")
+    if doc["kind"] == "DaemonSet":
+        if doc["spec"]["template"]["spec"].get("restartPolicy", "Always") != "Always":
+            errors.append("a DaemonSet's pods restart Always")
+    for spec in ([doc["spec"]["template"]["spec"]] if "template" in doc.get("spec", {}) else []):
+        for init in spec.get("initContainers") or []:
+            if init.get("restartPolicy", "Always") != "Always":
+                errors.append(f"init container {init['name']}: restartPolicy is Always or unset")
+        for c in spec.get("containers") or []:
+            if "restartPolicy" in c:
+                errors.append(f"container {c['name']} sets restartPolicy (init containers only)")
+    return errors
+
+
+def test_enum_fields_hold_values_the_api_accepts():
+    errors = [f"{d.name}: {doc['kind']}/{doc['metadata']['name']}: {e}"
+              for d, doc in all_documents() for e in enum_errors(doc)]
+    assert not errors, "\n".join(errors)
+
+
+def test_the_enum_check_fails_on_bad_values():
+    _, job = next((d, doc) for d, doc in all_documents() if doc["kind"] == "Job")
+    assert not enum_errors(job)
+    for mutate, expected in [
+            (lambda s: s.update(restartPolicy="Sometimes"), "'Sometimes'"),
+            (lambda s: s.update(restartPolicy="Always"), "Never or OnFailure"),
+            (lambda s: s["initContainers"][1].update(restartPolicy="Never"), "init container"),
+            (lambda s: s["containers"][0].update(restartPolicy="Always"), "init containers only"),
+            (lambda s: s["containers"][0]["ports"][0].update(protocol="tcp"), "'tcp'"),
+            (lambda s: s["volumes"].append({"name": "h", "hostPath": {"path": "/",
+                                                                      "type": "Dir"}}), "'Dir'"),
+            (lambda s: s["containers"][0]["env"][2]["valueFrom"]["fieldRef"].update(
+                fieldPath="metadata.label"), "downward-API")]:
+        broken = copy.deepcopy(job)
+        mutate(broken["spec"]["template"]["spec"])
+        assert any(expected in e for e in enum_errors(broken)), (expected, enum_errors(broken))
+
+
+def pod_named(kustomization, kind):
+    for directory, doc, spec, labels in pod_templates():
+        if directory == DEPLOY / kustomization and doc["kind"] == kind:
+            return doc, spec
+    raise AssertionError(f"no {kind} in {kustomization}")
+
+
+def namespace_level(kustomization, namespace):
+    for doc in documents(DEPLOY / kustomization):
+        if doc["kind"] == "Namespace" and doc["metadata"]["name"] == namespace:
+            return doc["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+    raise AssertionError(f"no Namespace {namespace} in {kustomization}")
+
+
+def test_the_sidecar_pod_meets_pod_security_restricted():
+    job, spec = pod_named("sidecar", "Job")
+    assert pod_security.check(spec, "restricted") == {}
+    assert namespace_level("sidecar", job["metadata"]["namespace"]) == "restricted"
+
+
+def test_the_training_pod_of_daemonset_mode_meets_baseline_but_for_host_path():
+    # Baseline refuses hostPath, which this mode needs (docs/kubernetes.md):
+    # that is the one control it breaks, and its namespace says so.
+    pod, spec = pod_named("daemonset/training-pod", "Pod")
+    assert set(pod_security.check(spec, "baseline")) == {"hostPathVolumes"}
+    without_host_paths = copy.deepcopy(spec)
+    without_host_paths["volumes"] = [v for v in spec["volumes"] if "hostPath" not in v]
+    assert pod_security.check(without_host_paths, "baseline") == {}
+    assert namespace_level("daemonset/training-pod", pod["metadata"]["namespace"]) == "privileged"
+
+
+def test_the_daemonset_namespace_is_privileged_for_host_pid_and_host_path():
+    ds, spec = pod_named("daemonset", "DaemonSet")
+    assert set(pod_security.check(spec, "baseline")) == {"hostNamespaces", "hostPathVolumes"}
+    assert namespace_level("daemonset", ds["metadata"]["namespace"]) == "privileged"
+    assert spec["priorityClassName"] == "system-node-critical"
+
+
+@pytest.mark.parametrize("control", sorted(pod_security.BREAKERS))
+def test_the_pod_security_check_fails_on_each_control(control):
+    # The sidecar pod passes restricted; one change breaks one control.
+    _, spec = pod_named("sidecar", "Job")
+    broken = copy.deepcopy(spec)
+    pod_security.BREAKERS[control](broken)
+    level = "baseline" if control in pod_security.BASELINE_CONTROLS else "restricted"
+    assert set(pod_security.check(broken, level)) == {control}
+    assert control in pod_security.check(broken, "restricted")
+
+
+def test_no_plain_text_api_ships():
+    for directory in kustomizations():
+        text = render(directory)[0]
+        assert "--insecure" not in text, directory
+        assert not re.search(r"^\s*insecure:\s*true", text, re.M), directory
+    for path in (SOURCE / "deploy").rglob("*"):
+        if path.is_file():
+            assert "--insecure" not in path.read_text(errors="replace"), path
+
+
+def selects(selector, labels):
+    expressions = selector.get("matchExpressions")
+    assert not expressions, "matchExpressions: not handled by this check"
+    return all(labels.get(k) == v for k, v in (selector.get("matchLabels") or {}).items())
+
+
+def test_every_container_port_is_behind_a_network_policy():
+    for directory, doc, spec, labels in pod_templates():
+        namespace = doc["metadata"].get("namespace")
+        policies = [p for p in documents(directory) if p["kind"] == "NetworkPolicy"
+                    and p["metadata"].get("namespace") == namespace
+                    and selects(p["spec"]["podSelector"], labels)]
+        for container in pod_security.containers(spec):
+            for port in container.get("ports") or []:
+                names = {port["containerPort"], port.get("name")}
+                admitted = [rule for p in policies for rule in p["spec"].get("ingress") or []
+                            if any(rp.get("port") in names for rp in rule.get("ports") or [])]
+                assert admitted, (f"{directory.name}: {container['name']} port "
+                                  f"{port['containerPort']}: no NetworkPolicy rule")
+                for rule in admitted:
+                    # A rule without `from` admits everyone.
+                    assert rule.get("from"), f"port {port['containerPort']} is open to all"
+
+
+def gpuctld_containers():
+    for directory, doc, spec, labels in pod_templates():
+        for container in pod_security.containers(spec):
+            if "--config=/etc/gpuctl/gpuctld.yaml" in (container.get("args") or []):
+                yield directory, spec, container
+
+
+def config_map_of(directory, spec, container):
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/gpuctl")
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    name = next(s["configMap"]["name"] for s in volume["projected"]["sources"]
+                if "configMap" in s)
+    return next(d for d in documents(directory)
+                if d["kind"] == "ConfigMap" and d["metadata"]["name"] == name)
+
+
+def expand(arg):
+    values = {"POD_IP": "10.1.2.3", "POD_NAME": "train-example-0-x7k2p",
+              "NODE_NAME": "gpu-node-1"}
+    return re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], arg)
+
+
+def check_config(config_text, args):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "gpuctld.yaml"
+        path.write_text(config_text)
+        return subprocess.run(
+            [str(BUILD / "bin" / "gpuctld"), "--check-config", str(path)] + args,
+            capture_output=True, text=True, timeout=60)
+
+
+def test_each_config_map_passes_gpuctld_check_config_with_its_flags():
+    found = set()
+    for directory, spec, container in gpuctld_containers():
+        config = config_map_of(directory, spec, container)["data"]["gpuctld.yaml"]
+        args = [expand(a) for a in container["args"] if not a.startswith("--config=")]
+        out = check_config(config, args)
+        assert out.returncode == 0, f"{directory}: {out.stdout}{out.stderr}"
+        assert out.stdout.endswith(": OK\n")
+        # Without its TLS flags the DaemonSet's listener would be refused.
+        without_tls = [a for a in args if not a.startswith("--tls-")]
+        if without_tls != args:
+            refused = check_config(config, without_tls)
+            assert refused.returncode == 2 and "transport security" in refused.stderr
+        found.add(directory.relative_to(DEPLOY).parts[0])
+    assert found == {"daemonset", "sidecar"}
+    # The ConfigMap of the DaemonSet is deploy/config/gpuctld.yaml.
+    ds_config = next(d for d in documents(DEPLOY / "daemonset") if d["kind"] == "ConfigMap")
+    assert ds_config["data"]["gpuctld.yaml"] == (SOURCE / "deploy/config/gpuctld.yaml").read_text()
+
+
+def sidecar_config():
+    _, spec = pod_named("sidecar", "Job")
+    gpuctld = next(c for c in spec["initContainers"] if c["name"] == "gpuctld")
+    return config_map_of(DEPLOY / "sidecar", spec, gpuctld)["data"]["gpuctld.yaml"]
+
+
+def test_check_config_refuses_a_broken_config_map():
+    config = sidecar_config()
+    out = check_config(config.replace("socket_mode:", "socket_mdoe:"), [])
+    assert out.returncode == 2 and "ipc.socket_mdoe: unknown key" in out.stderr, out.stderr
+
+
+def test_the_sidecar_socket_is_in_a_directory_gpuctld_creates():
+    # An emptyDir is 0777, which gpuctld refuses for the socket's directory:
+    # the socket is one level below the mount, in a directory gpuctld makes.
+    _, spec = pod_named("sidecar", "Job")
+    config = yaml.safe_load(sidecar_config())
+    socket_dir = os.path.dirname(config["socket"])
+    for container in spec["initContainers"][1:] + spec["containers"]:
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        parent = os.path.dirname(socket_dir)
+        assert socket_dir not in mounts and parent in mounts, container["name"]
+        volume = next(v for v in spec["volumes"] if v["name"] == mounts[parent])
+        assert "emptyDir" in volume
+    trainer = spec["containers"][0]
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["GPUCTL_SOCKET"] == config["socket"]
+    assert spec["shareProcessNamespace"] is True
+    gpuctld = next(c for c in spec["initContainers"] if c["name"] == "gpuctld")
+    assert gpuctld["restartPolicy"] == "Always" and "startupProbe" in gpuctld
+
+
+def dockerfile_copies():
+    """(sources, destination) of each COPY --from=build of the Dockerfile."""
+    text = (SOURCE / "deploy/container/Dockerfile").read_text()
+    copies = []
+    for line in text.splitlines():
+        words = line.split()
+        if words[:2] == ["COPY", "--from=build"]:
+            copies.append((words[2:-1], words[-1]))
+    return copies
+
+
+def test_every_path_the_image_and_manifests_name_is_installed():
+    copies = dockerfile_copies()
+    assert copies
+    staging = pathlib.Path(tempfile.mkdtemp(prefix="gpuctl-staging-"))
+    try:
+        subprocess.run([os.environ.get("GPUCTL_CMAKE", "cmake"), "--install", str(BUILD),
+                        "--prefix", str(staging)], check=True, capture_output=True, timeout=300)
+        image = set()
+        for sources, destination in copies:
+            for source in sources:
+                assert source.startswith("/staging/"), source
+                staged = staging / source[len("/staging/"):]
+                assert staged.is_file(), f"{source}: not installed ({staged})"
+                image.add(destination.rstrip("/") + "/" + staged.name
+                          if destination.endswith("/") else destination)
+        assert "/usr/bin/gpuctld" in image and "/opt/gpuctl/lib/libgpuctl.so" in image
+        entrypoint = re.search(r'ENTRYPOINT \["([^"]+)"', (
+            SOURCE / "deploy/container/Dockerfile").read_text()).group(1)
+        assert entrypoint in image
+        named = 0
+        for directory, doc, spec, labels in pod_templates():
+            for container in pod_security.containers(spec):
+                if not container["image"].startswith("gpuctl:"):
+                    continue
+                words = " ".join(container.get("command") or []).split()
+                for word in words:
+                    if word.startswith(("/opt/gpuctl/", "/usr/bin/gpuctl")):
+                        assert word in image, f"{directory.name}: {container['name']}: {word}"
+                        named += 1
+                    elif word.startswith("/") and not word.startswith(
+                            tuple(m["mountPath"] for m in container.get("volumeMounts") or [])):
+                        # The base image's tools (debian:12-slim, as this host).
+                        assert shutil.which(word) or pathlib.Path(word).exists(), word
+        assert named >= 2
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def test_make_certs_output_serves_mutual_tls_and_a_token():
+    # make-certs.sh's files, as the DaemonSet gets them from its Secrets,
+    # served by a real gpuctld and reached by gpuctl through the name the
+    # certificate carries.
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        certs = tmp / "certs"
+        subprocess.run([str(DEPLOY / "daemonset" / "make-certs.sh"), str(certs)], check=True,
+                       capture_output=True, timeout=120)
+        secrets = list(yaml.safe_load_all((certs / "secrets.yaml").read_text()))
+        assert {s["metadata"]["name"] for s in secrets} == {"gpuctld-tls", "gpuctld-token"}
+        assert set(secrets[0]["data"]) == {"tls.crt", "tls.key", "ca.crt"}
+        ready = tmp / "ready"
+        daemon = subprocess.Popen(
+            [str(BUILD / "bin" / "gpuctld"), "--listen", "127.0.0.1:0",
+             f"--tls-cert={certs / 'server.pem'}", f"--tls-key={certs / 'server.key'}",
+             f"--tls-client-ca={certs / 'ca.pem'}", f"--auth-token-file={certs / 'token'}",
+             "--socket", str(tmp / "run" / "gpuctl.sock"), "--store", str(tmp / "traces"),
+             "--ready-file", str(ready)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        try:
+            end = time.monotonic() + 60
+            while not (ready.exists() and ready.read_text().strip()):
+                assert daemon.poll() is None, daemon.stderr.read().decode()
+                assert time.monotonic() < end, "gpuctld did not get ready"
+                time.sleep(0.05)
+            address = ready.read_text().strip()
+
+            def status(*flags):
+                return subprocess.run(
+                    [str(BUILD / "bin" / "gpuctl"), "status", "--host", address,
+                     "--tls-ca", str(certs / "ca.pem"),
+                     "--tls-server-name", "gpuctld.gpuctl.svc"] + list(flags),
+                    capture_output=True, text=True, timeout=60)
+
+            client = ["--tls-cert", str(certs / "client.pem"),
+                      "--tls-key", str(certs / "client.key")]
+            token = ["--token-file", str(certs / "token")]
+            ok = status(*client, *token)
+            assert ok.returncode == 0, ok.stdout + ok.stderr
+            assert status(*token).returncode != 0  # no client certificate
+            assert status(*client).returncode != 0  # no token
+        finally:
+            daemon.terminate()
+            daemon.wait(timeout=30)
