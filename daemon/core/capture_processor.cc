@@ -53,7 +53,7 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   absl::Span<const uint8_t> bytes = job.payload->bytes();
   const uint64_t payload_bytes = bytes.size();
   RecordReaderOptions reader_options;
-  reader_options.expected_pid = job.process.pid();
+  reader_options.expected_pid = job.own_pid;
   reader_options.timestamp_slack = job.timestamp_slack;
   auto records = ReadRecords(bytes, reader_options);
   if (!records.ok()) {

@@ -17,7 +17,9 @@ struct CaptureJob {
   std::string trace_id;
   std::string host;
   std::string file_name;
-  v1::ProcessInfo process;
+  v1::ProcessInfo process;  // the daemon's view: process.pid is the host's
+  // The pid in the process's own namespace, which its payload carries.
+  int32_t own_pid = 0;
   int32_t analysis_rank = -1;  // ChromeTraceMeta::analysis_rank
   std::unique_ptr<Payload> payload;
   absl::Duration timestamp_slack = absl::Seconds(5);

@@ -189,6 +189,7 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
   job.host = options_.hostname;
   job.file_name = TraceFileName(options_.hostname, slot.info.rank(), slot.info.pid());
   job.process = slot.info;
+  job.own_pid = slot.own_pid;
   job.analysis_rank = AnalysisRank(session, slot);
   job.payload = std::move(payload);
   job.reported_host_only = result.host_only();

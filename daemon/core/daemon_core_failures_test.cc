@@ -1,4 +1,7 @@
 // Busy, timed-out, lost, exited, rejected and cancelled captures.
+#include <filesystem>
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/core/testing/core_test_fixture.h"
@@ -90,6 +93,44 @@ TEST_F(DaemonCoreTest, LostAndExitedProcesses) {
   ASSERT_TRUE(obs->done);
   EXPECT_EQ(obs->events.back().completed().processes_ok(), 1u);
   EXPECT_EQ(obs->events.back().completed().processes_failed(), 2u);
+}
+
+// A process in a container (its own pid namespace, as a DaemonSet's daemon
+// sees training pods) is pid 4711 to the daemon and pid 1 to itself: its
+// Hello and its trace data say 1, the daemon lists and names it by 4711.
+TEST_F(DaemonCoreTest, AContainersProcessIsKnownByBothPids) {
+  const std::string proc = options_.proc_root + "/4711";
+  std::filesystem::create_directories(proc);
+  std::ofstream(proc + "/status") << "Name:\tpython\nNSpid:\t4711\t1\nPPid:\t4700\n";
+  ASSERT_TRUE(core_->OnPeerHello(1, {4711, 1000, 1000}, MakeHello(1, "42", 0), nullptr).ok());
+  auto obs = std::make_shared<RecordingObserver>();
+  auto id = Trace("42", absl::Seconds(1), obs);
+  ASSERT_TRUE(id.ok()) << id.status();
+  SendResult(1, *id, Payload(1, StartsTo(1)[0]));
+  RunAll();
+  ASSERT_TRUE(obs->done);
+  ASSERT_NE(obs->ResultFor(4711), nullptr);
+  EXPECT_EQ(obs->ResultFor(4711)->status(), v1::CAPTURE_STATUS_OK)
+      << obs->ResultFor(4711)->message();
+  EXPECT_TRUE(store_->Open(*id, "h1-rank0-pid4711.json.gz").ok());
+}
+
+// Trace data of the host's pid from a process that calls itself 1 is not
+// its own.
+TEST_F(DaemonCoreTest, AContainersProcessCannotDeliverAnotherPidsData) {
+  const std::string proc = options_.proc_root + "/4711";
+  std::filesystem::create_directories(proc);
+  std::ofstream(proc + "/status") << "Name:\tpython\nNSpid:\t4711\t1\nPPid:\t4700\n";
+  ASSERT_TRUE(core_->OnPeerHello(1, {4711, 1000, 1000}, MakeHello(1, "42", 0), nullptr).ok());
+  auto obs = std::make_shared<RecordingObserver>();
+  auto id = Trace("42", absl::Seconds(1), obs);
+  ASSERT_TRUE(id.ok()) << id.status();
+  SendResult(1, *id, Payload(4711, StartsTo(1)[0]));
+  RunAll();
+  ASSERT_NE(obs->ResultFor(4711), nullptr);
+  EXPECT_EQ(obs->ResultFor(4711)->status(), v1::CAPTURE_STATUS_REJECTED);
+  EXPECT_THAT(obs->ResultFor(4711)->message(),
+              HasSubstr("payload pid 4711 is not the sender's pid 1"));
 }
 
 TEST_F(DaemonCoreTest, InvalidPayloadIsRejectedOthersUnaffected) {

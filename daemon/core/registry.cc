@@ -22,6 +22,7 @@ void FillInfo(const PeerCredentials& creds, const v1::ipc::Hello& hello, absl::T
               const absl::btree_map<std::string, std::string>& labels, AttachedProcess* process) {
   v1::ProcessInfo& info = process->info;
   info.set_pid(creds.pid);
+  process->own_pid = hello.pid();
   info.set_ppid(process->ancestors.empty() ? hello.ppid() : process->ancestors.front());
   info.set_uid(creds.uid);
   info.set_job_id(hello.job_id());

@@ -41,6 +41,10 @@ struct AttachedProcess {
   std::unique_ptr<StepCounterView> steps;
   // Hello.capabilities (v1::ipc::Capability bits).
   uint64_t capabilities = 0;
+  // The pid the process knows itself by (Hello.pid, checked against the
+  // socket's: innermost in its pid namespace, so 1 for a container's first
+  // process). Its trace data carries this one.
+  int32_t own_pid = 0;
 };
 
 // One process picked by a selector, with its role at selection time.

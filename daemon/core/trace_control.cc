@@ -135,7 +135,8 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
   std::vector<std::optional<v1::ProcessResult>> refusals;
   for (const SelectedProcess& selected : selection.processes) {
     const AttachedProcess* process = selected.process;
-    session.slots.push_back({process->peer, Registry::Info(*process, selected.role)});
+    session.slots.push_back(
+        {process->peer, Registry::Info(*process, selected.role), process->own_pid});
     attach_log_.Noteworthy(process->peer);
     refusals.push_back(Refusal(session, *process));
   }
@@ -255,7 +256,7 @@ void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
     auto it = std::find_if(selection.processes.begin(), selection.processes.end(),
                            [peer](const SelectedProcess& s) { return s.process->peer == peer; });
     if (it == selection.processes.end() || Refusal(*session, *it->process).has_value()) continue;
-    session->slots.push_back({peer, Registry::Info(*it->process, it->role)});
+    session->slots.push_back({peer, Registry::Info(*it->process, it->role), it->process->own_pid});
     attach_log_.Noteworthy(peer);
     TraceSlot& slot = session->slots.back();
     slot.joined = true;

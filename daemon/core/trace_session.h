@@ -21,6 +21,7 @@ namespace gpuctl::daemon {
 struct TraceSlot {
   PeerId peer = 0;
   v1::ProcessInfo info;     // as selected
+  int32_t own_pid = 0;      // AttachedProcess::own_pid
   bool processing = false;  // payload handed to the worker
   // While processing: the payload's IngestAdmission entry (it may still be
   // waiting for capacity).

@@ -1,7 +1,5 @@
 // IpcServer: the Hello (rate limit, step counter page, the core's answer,
 // HelloAck or HelloRejected).
-#include "daemon/ipc/ipc_server.h"
-
 #include <ctime>
 #include <memory>
 #include <string>
@@ -10,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
+#include "daemon/ipc/ipc_server.h"
 #include "daemon/ipc/step_counter_page.h"
 
 namespace gpuctl::daemon {

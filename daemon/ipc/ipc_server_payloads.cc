@@ -1,7 +1,5 @@
 // IpcServer: capture results and their payloads (a sealed memfd, or inline
 // chunks read within the core's ingest budget, the peer paused meanwhile).
-#include "daemon/ipc/ipc_server.h"
-
 #include <sys/epoll.h>
 
 #include <memory>
@@ -10,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
+#include "daemon/ipc/ipc_server.h"
 #include "daemon/ipc/payload.h"
 
 namespace gpuctl::daemon {
@@ -85,11 +84,12 @@ bool IpcServer::HandleChunk(const std::shared_ptr<Peer>& peer, const v1::ipc::Pa
 
 void IpcServer::BeginInline(Peer& peer, const CaptureResult& result) {
   if (inline_->Begin(peer.id, result)) return;
-  LogInfo("inline trace data waits for room", {{"pid", peer.creds.pid},
-                                               {"trace_id", result.trace_id()},
-                                               {"payload_bytes", result.payload_size()},
-                                               {"ingest_bytes_held", core_->ingest().running_bytes()},
-                                               {"waiting", core_->ingest().waiting_count()}});
+  LogInfo("inline trace data waits for room",
+          {{"pid", peer.creds.pid},
+           {"trace_id", result.trace_id()},
+           {"payload_bytes", result.payload_size()},
+           {"ingest_bytes_held", core_->ingest().running_bytes()},
+           {"waiting", core_->ingest().waiting_count()}});
   PausePeer(peer);
 }
 

@@ -159,15 +159,9 @@ def child_of(pid):
     return wait_until(child, DEADLINE_S, what=f"the child of {pid}")
 
 
-# gpuctld accepts the Hello of a process in another pid namespace (its pid
-# there is the innermost of /proc/PID/status NSpid), but then checks the
-# payload's pid, the library's getpid() (1 here), against the pid of its
-# own namespace and rejects every result: "payload pid 1 is not the
-# sender's pid N" (daemon/core/capture_processor.cc sets expected_pid,
-# daemon/convert/record_reader.cc checks it). Strict: this fails once that
-# is fixed, to be turned back into a plain test.
-@pytest.mark.xfail(strict=True, reason="results of a process in its own pid namespace are "
-                   "rejected: payload pid vs the daemon's pid for it")
+# A process in another pid namespace is pid 1 to itself (its Hello and its
+# trace data say so) and another pid to gpuctld, which lists and names it by
+# that one.
 def test_daemonset_mode_each_workload_in_its_own_pid_and_mount_namespace(workdir):
     socket = workdir / "run" / "gpuctl.sock"
     ready = workdir / "ready"

@@ -159,6 +159,7 @@ int Run(int argc, char** argv) {
   job.trace_id = args.trace_id;
   job.host = spec.value("host", std::string("fixture-host"));
   job.process.set_pid(spec.at("pid").get<int32_t>());
+  job.own_pid = job.process.pid();
   job.process.set_rank(spec.value("rank", -1));
   job.process.set_world_size(spec.value("world_size", -1));
   job.process.set_job_id(spec.value("job_id", std::string("fixture-job")));
