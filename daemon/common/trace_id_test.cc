@@ -1,6 +1,7 @@
 #include "daemon/common/trace_id.h"
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,6 +32,16 @@ TEST(TraceIdTest, DeterministicWithSeededSource) {
   std::mt19937_64 a(42), b(42);
   absl::Time now = absl::FromUnixMillis(1);
   EXPECT_EQ(GenerateTraceId(now, a), GenerateTraceId(now, b));
+}
+
+TEST(TraceIdTest, FormatsGivenBitsWithVersionAndVariant) {
+  const std::array<uint8_t, 10> ones = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  EXPECT_EQ(FormatTraceId(absl::FromUnixMillis(0x0123456789ab), ones),
+            "01234567-89ab-7fff-bfff-ffffffffffff");
+  const std::array<uint8_t, 10> zeros{};
+  const std::string id = FormatTraceId(absl::FromUnixMillis(1), zeros);
+  EXPECT_EQ(id, "00000000-0001-7000-8000-000000000000");
+  EXPECT_TRUE(IsValidTraceId(id));
 }
 
 TEST(TraceIdTest, IdsSortByTime) {
