@@ -17,10 +17,10 @@ namespace gpuctl::daemon::scheduler {
 enum class SlotOutcome {
   kNotSampled,  // shared: the hash did not draw the slot
   kCapture,
-  kBlackout,          // shared: the window touches a blackout hour
-  kDailyCap,          // shared: the job's captures today reached daily_cap
-  kHostCaptureTime,   // local: capture_time_per_day spent on this host
-  kStoreSpace,        // local: the store has less than min_free_store_bytes free
+  kBlackout,         // shared: the window touches a blackout hour
+  kDailyCap,         // shared: the job's captures today reached daily_cap
+  kHostCaptureTime,  // local: capture_time_per_day spent on this host
+  kStoreSpace,       // local: the store has less than min_free_store_bytes free
 };
 
 // "not sampled", "blackout", "daily cap reached", ... for skips and logs.

@@ -14,7 +14,7 @@ constexpr uint8_t kSunday = 1u << 6;
 
 TEST(BlackoutTest, WeekdaysAndHoursInUtc) {
   ScheduleRule rule = TimeRuleForTest();
-  rule.blackouts.push_back({.days = kSaturday | kSunday});       // all weekend
+  rule.blackouts.push_back({.days = kSaturday | kSunday});      // all weekend
   rule.blackouts.push_back({.first_hour = 9, .end_hour = 17});  // office hours, every day
   const absl::Duration w = absl::Seconds(10);
   // 2026-12-05 is a Saturday.
@@ -28,10 +28,10 @@ TEST(BlackoutTest, WeekdaysAndHoursInUtc) {
   EXPECT_FALSE(InBlackout(rule, UtcForTest(2026, 12, 7, 17), UtcForTest(2026, 12, 7, 17) + w));
   // A window that ends inside a blackout touches it; one ending at its
   // start does not.
-  EXPECT_TRUE(InBlackout(rule, UtcForTest(2026, 12, 7, 8, 59, 55),
-                         UtcForTest(2026, 12, 7, 8, 59, 55) + w));
-  EXPECT_FALSE(InBlackout(rule, UtcForTest(2026, 12, 7, 8, 59, 50),
-                          UtcForTest(2026, 12, 7, 8, 59, 50) + w));
+  EXPECT_TRUE(
+      InBlackout(rule, UtcForTest(2026, 12, 7, 8, 59, 55), UtcForTest(2026, 12, 7, 8, 59, 55) + w));
+  EXPECT_FALSE(
+      InBlackout(rule, UtcForTest(2026, 12, 7, 8, 59, 50), UtcForTest(2026, 12, 7, 8, 59, 50) + w));
   // Friday 23:59:55 runs into Saturday.
   EXPECT_TRUE(InBlackout(rule, UtcForTest(2026, 12, 4, 23, 59, 55),
                          UtcForTest(2026, 12, 4, 23, 59, 55) + w));
@@ -118,9 +118,9 @@ TEST(LocalLimitTest, HostCaptureTimeAndStoreSpaceAreLocalSkips) {
                           .capture_time_per_day = absl::Minutes(1),
                           .min_free_store_bytes = uint64_t{1} << 30};
   const int64_t slot = 498941;
-  EXPECT_EQ(DecideJobSlot(options, rule, "42", slot, {.capture_time_today = absl::Seconds(30)})
-                .outcome,
-            SlotOutcome::kCapture);
+  EXPECT_EQ(
+      DecideJobSlot(options, rule, "42", slot, {.capture_time_today = absl::Seconds(30)}).outcome,
+      SlotOutcome::kCapture);
   const SlotOutcome spent =
       DecideJobSlot(options, rule, "42", slot, {.capture_time_today = absl::Seconds(31)}).outcome;
   EXPECT_EQ(spent, SlotOutcome::kHostCaptureTime);

@@ -23,15 +23,15 @@ bool IsRuleNameChar(char c) {
 }
 
 absl::Status RuleError(const ScheduleRule& rule, absl::string_view message) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("rule ", QuoteExcerpt(rule.name), ": ", message));
+  return absl::InvalidArgumentError(absl::StrCat("rule ", QuoteExcerpt(rule.name), ": ", message));
 }
 
 absl::Status ValidateRuleSelector(const ScheduleRule& rule) {
   const v1::ProcessSelector& selector = rule.selector;
   if (selector.pids_size() > 0 || selector.limit() != 0 || selector.allow_multiple_jobs()) {
-    return RuleError(rule, "selector: pids and limit name processes of one host; use job, "
-                           "ranks and labels");
+    return RuleError(rule,
+                     "selector: pids and limit name processes of one host; use job, "
+                     "ranks and labels");
   }
   if (!HasCriterion(selector)) {
     return RuleError(rule, "selector: needs a job, ranks or labels");
@@ -45,21 +45,23 @@ absl::Status ValidateRuleSelector(const ScheduleRule& rule) {
 absl::Status ValidateRuleWindow(const ScheduleRule& rule) {
   const bool time_rule = rule.period > absl::ZeroDuration() || rule.window > absl::ZeroDuration();
   if (time_rule == rule.step_aligned() || (rule.step_aligned() && rule.step_period == 0)) {
-    return RuleError(rule, "needs either period and window (a time rule) or step_period and "
-                           "window_steps (a step rule)");
+    return RuleError(rule,
+                     "needs either period and window (a time rule) or step_period and "
+                     "window_steps (a step rule)");
   }
   if (rule.step_aligned()) {
     if (rule.step_period > kMaxStepPeriod) {
       return RuleError(rule, absl::StrCat("step_period is more than ", kMaxStepPeriod));
     }
     if (rule.window_steps > kMaxIterations || rule.window_steps > rule.step_period) {
-      return RuleError(rule, absl::StrCat("window_steps (", rule.window_steps,
-                                          ") must be at most step_period (", rule.step_period,
-                                          ") and ", kMaxIterations));
+      return RuleError(
+          rule, absl::StrCat("window_steps (", rule.window_steps, ") must be at most step_period (",
+                             rule.step_period, ") and ", kMaxIterations));
     }
     if (rule.daily_cap != 0) {
-      return RuleError(rule, "daily_cap needs a time rule: hosts agree on steps, not on the "
-                             "day a step falls in");
+      return RuleError(rule,
+                       "daily_cap needs a time rule: hosts agree on steps, not on the "
+                       "day a step falls in");
     }
     return absl::OkStatus();
   }
@@ -134,13 +136,12 @@ absl::Status ValidateRule(const ScheduleRule& rule) {
 
 absl::Status ValidateSchedule(const ScheduleOptions& options) {
   if (options.rules.size() > kMaxScheduleRules) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("more than ", kMaxScheduleRules, " rules"));
+    return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxScheduleRules, " rules"));
   }
   if (!(options.max_duty_cycle > 0 && options.max_duty_cycle <= 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_duty_cycle ", FormatProbability(options.max_duty_cycle),
-                     " must be more than 0 and at most 1"));
+    return absl::InvalidArgumentError(absl::StrCat("max_duty_cycle ",
+                                                   FormatProbability(options.max_duty_cycle),
+                                                   " must be more than 0 and at most 1"));
   }
   if (options.enabled() && options.seed.empty()) {
     return absl::InvalidArgumentError(
@@ -154,10 +155,10 @@ absl::Status ValidateSchedule(const ScheduleOptions& options) {
     if (absl::Status s = ValidateRule(rule); !s.ok()) return s;
     if (!names.insert(rule.name).second) return RuleError(rule, "a second rule of this name");
     if (DutyCycle(rule) > options.max_duty_cycle) {
-      return RuleError(
-          rule, absl::StrFormat("duty cycle %.4g (probability x window / period) is above "
-                                "max_duty_cycle %.4g",
-                                DutyCycle(rule), options.max_duty_cycle));
+      return RuleError(rule,
+                       absl::StrFormat("duty cycle %.4g (probability x window / period) is above "
+                                       "max_duty_cycle %.4g",
+                                       DutyCycle(rule), options.max_duty_cycle));
     }
   }
   return absl::OkStatus();

@@ -33,8 +33,7 @@ TEST(ScheduleOptionsTest, ValidRulesPass) {
 }
 
 TEST(ScheduleOptionsTest, DutyCycle) {
-  EXPECT_DOUBLE_EQ(DutyCycle(TimeRuleForTest("r", 0.2, absl::Hours(1), absl::Seconds(36))),
-                   0.002);
+  EXPECT_DOUBLE_EQ(DutyCycle(TimeRuleForTest("r", 0.2, absl::Hours(1), absl::Seconds(36))), 0.002);
   EXPECT_DOUBLE_EQ(DutyCycle(StepRuleForTest(1000, 100)), 0.05);
 }
 

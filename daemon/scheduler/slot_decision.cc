@@ -41,8 +41,8 @@ uint64_t StepBlockOf(const ScheduleRule& rule, uint64_t step) {
 
 StepBlockDecision DecideStepBlock(absl::string_view seed, const ScheduleRule& rule,
                                   absl::string_view job_id, uint64_t block, absl::Time anchor) {
-  const ScheduleDigest digest = ScheduleHash(HashDomain::kStepBlock, seed, rule.name, job_id,
-                                             static_cast<int64_t>(block));
+  const ScheduleDigest digest =
+      ScheduleHash(HashDomain::kStepBlock, seed, rule.name, job_id, static_cast<int64_t>(block));
   StepBlockDecision d;
   d.block = block;
   d.draw = DigestUniform(digest);
