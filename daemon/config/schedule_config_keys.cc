@@ -34,12 +34,13 @@ absl::StatusOr<double> ReadFraction(const ConfigValue& v, bool zero_allowed) {
   absl::StatusOr<std::string> text = v.String();
   if (!text.ok()) return text.status();
   const size_t dot = text->find('.');
-  const bool digits_only = !text->empty() && (*text)[0] != '.' &&
-                           std::all_of(text->begin(), text->end(), [](char c) {
-                             return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '.';
-                           }) &&
-                           std::count(text->begin(), text->end(), '.') <= 1 &&
-                           (dot == std::string::npos || dot + 1 < text->size());
+  const bool digits_only =
+      !text->empty() && (*text)[0] != '.' &&
+      std::all_of(
+          text->begin(), text->end(),
+          [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '.'; }) &&
+      std::count(text->begin(), text->end(), '.') <= 1 &&
+      (dot == std::string::npos || dot + 1 < text->size());
   double value = 0;
   if (!digits_only || !absl::SimpleAtod(*text, &value) || value > 1 ||
       (!zero_allowed && value == 0)) {
@@ -69,7 +70,8 @@ absl::Status ReadRanks(const ConfigValue& v, DaemonOptions* o) {
                         : ParseRank(part.substr(0, dash), &first) &&
                               ParseRank(part.substr(dash + 1), &last) && first <= last;
     if (!ok) {
-      return v.Error(absl::StrCat(QuoteConfigText(part), " is not a rank or rank range; "
+      return v.Error(absl::StrCat(QuoteConfigText(part),
+                                  " is not a rank or rank range; "
                                   "expected N or N-M, comma-separated, e.g. \"0-3,8\""));
     }
     v1::RankRange* range = selector.add_ranks();
@@ -85,8 +87,8 @@ absl::Status ReadRanks(const ConfigValue& v, DaemonOptions* o) {
 absl::Status ReadLabels(const ConfigValue& v, DaemonOptions* o) {
   const YAML::Node& node = v.node();
   if (!node.IsMap()) {
-    return v.Error(absl::StrCat("expected a mapping of labels (team: ml), found ",
-                                DescribeNodeType(node)));
+    return v.Error(
+        absl::StrCat("expected a mapping of labels (team: ml), found ", DescribeNodeType(node)));
   }
   if (node.size() > kMaxLabels) return v.Error(absl::StrCat("more than ", kMaxLabels, " labels"));
   auto* labels = CurrentRule(o).selector.mutable_labels();
@@ -176,9 +178,9 @@ absl::Status ReadHours(const ConfigValue& v, DaemonOptions* o) {
   int end = -1;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &first) ||
       !absl::SimpleAtoi(parts[1], &end) || first < 0 || end > 24 || first >= end ||
-      !std::all_of(text->begin(), text->end(),
-                   [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)) ||
-                                       c == '-'; })) {
+      !std::all_of(text->begin(), text->end(), [](char c) {
+        return absl::ascii_isdigit(static_cast<unsigned char>(c)) || c == '-';
+      })) {
     return v.Error(absl::StrCat(QuoteConfigText(*text),
                                 " is not a range of UTC hours FIRST-END with 0 <= FIRST < END <= "
                                 "24 (\"9-17\": from 09:00 to 17:00)"));
@@ -200,9 +202,10 @@ absl::Status ReadBlackouts(const ConfigValue& v, DaemonOptions* o) {
   CurrentRule(o).blackouts.clear();
   const YAML::Node& node = v.node();
   if (!node.IsSequence()) {
-    return v.Error(absl::StrCat("expected a list of blackouts ({days: [sat, sun], hours: 9-17}), "
-                                "found ",
-                                DescribeNodeType(node)));
+    return v.Error(
+        absl::StrCat("expected a list of blackouts ({days: [sat, sun], hours: 9-17}), "
+                     "found ",
+                     DescribeNodeType(node)));
   }
   if (node.size() > scheduler::kMaxBlackouts) {
     return v.Error(absl::StrCat("more than ", scheduler::kMaxBlackouts, " blackouts"));
@@ -211,8 +214,8 @@ absl::Status ReadBlackouts(const ConfigValue& v, DaemonOptions* o) {
     ConfigValue entry(node[i], absl::StrCat(v.key(), "[", i, "]"), LineOf(node[i]), v.file(),
                       false);
     if (!node[i].IsMap()) {
-      return entry.Error(absl::StrCat("expected a mapping (days, hours), found ",
-                                      DescribeNodeType(node[i])));
+      return entry.Error(
+          absl::StrCat("expected a mapping (days, hours), found ", DescribeNodeType(node[i])));
     }
     CurrentRule(o).blackouts.emplace_back();
     if (absl::Status s = ReadConfigMapping(entry, BlackoutKeys(), o); !s.ok()) return s;
@@ -295,16 +298,17 @@ absl::Status ReadRules(const ConfigValue& v, DaemonOptions* o) {
     return v.Error(absl::StrCat("expected a list of rules, found ", DescribeNodeType(node)));
   }
   if (node.size() > scheduler::kMaxScheduleRules) {
-    return v.Error(absl::StrCat("lists ", node.size(), " rules, more than ",
-                                scheduler::kMaxScheduleRules));
+    return v.Error(
+        absl::StrCat("lists ", node.size(), " rules, more than ", scheduler::kMaxScheduleRules));
   }
   for (size_t i = 0; i < node.size(); ++i) {
     ConfigValue entry(node[i], absl::StrCat(v.key(), "[", i, "]"), LineOf(node[i]), v.file(),
                       false);
     if (!node[i].IsMap()) {
-      return entry.Error(absl::StrCat("expected a rule (a mapping with name, selector, ...), "
-                                      "found ",
-                                      DescribeNodeType(node[i])));
+      return entry.Error(
+          absl::StrCat("expected a rule (a mapping with name, selector, ...), "
+                       "found ",
+                       DescribeNodeType(node[i])));
     }
     o->schedule.rules.emplace_back();
     if (absl::Status s = ReadConfigMapping(entry, RuleKeys(), o); !s.ok()) return s;
@@ -342,9 +346,9 @@ absl::Span<const ConfigKey> ScheduleConfigKeys() { return kScheduleKeys; }
 absl::Status CheckScheduleSection(const ConfigLocations& where, DaemonOptions* o) {
   if (absl::Status s = scheduler::ValidateSchedule(o->schedule); !s.ok()) {
     const bool about_seed = o->schedule.seed.empty() && o->schedule.enabled();
-    const std::string key = about_seed                           ? "schedule"
+    const std::string key = about_seed                          ? "schedule"
                             : where.Line("schedule.rules") != 0 ? "schedule.rules"
-                                                                 : "schedule";
+                                                                : "schedule";
     return where.Error(key, s.message());
   }
   return absl::OkStatus();

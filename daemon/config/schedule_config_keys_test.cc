@@ -113,7 +113,8 @@ TEST(ScheduleConfigTest, ValuesAreCheckedAtTheirKey) {
                          "fraction above 0 to 1"));
   EXPECT_THAT(ScheduleError(OneRuleSchedule("      probability: 1e-3\n")),
               HasSubstr("schedule.rules[0].probability: \"1e-3\" is not a fraction"));
-  EXPECT_THAT(ScheduleError(OneRuleSchedule("      period: 1x\n")), HasSubstr("schedule.rules[0].period: "));
+  EXPECT_THAT(ScheduleError(OneRuleSchedule("      period: 1x\n")),
+              HasSubstr("schedule.rules[0].period: "));
   EXPECT_THAT(ScheduleError(OneRuleSchedule("      selector: {ranks: \"0-x\"}\n")),
               HasSubstr("schedule.rules[0].selector.ranks: \"0-x\" is not a rank"));
   EXPECT_THAT(ScheduleError(OneRuleSchedule("      selector: {pids: [1]}\n")),
@@ -138,16 +139,19 @@ TEST(ScheduleConfigTest, ValuesAreCheckedAtTheirKey) {
 }
 
 TEST(ScheduleConfigTest, RulesAreCheckedAsAWhole) {
-  EXPECT_THAT(ScheduleError(OneRuleSchedule("      selector: {job: \"42\"}\n      probability: 0.1\n")),
-              StartsWith("gpuctld.yaml:4: schedule.rules[0]: rule \"r\": needs either period "
-                         "and window"));
-  EXPECT_THAT(ScheduleError(OneRuleSchedule(std::string(kTimeRule) + "      activities: [telepathy]\n")),
-              HasSubstr("schedule.rules[0]: rule \"r\": activities: unknown activity "
-                        "\"telepathy\""));
-  EXPECT_THAT(ScheduleError(OneRuleSchedule("      selector: {job: \"42\"}\n      step_period: 100\n"
-                              "      window_steps: 10\n      probability: 0.1\n"
-                              "      daily_cap: 2\n")),
-              HasSubstr("daily_cap needs a time rule"));
+  EXPECT_THAT(
+      ScheduleError(OneRuleSchedule("      selector: {job: \"42\"}\n      probability: 0.1\n")),
+      StartsWith("gpuctld.yaml:4: schedule.rules[0]: rule \"r\": needs either period "
+                 "and window"));
+  EXPECT_THAT(
+      ScheduleError(OneRuleSchedule(std::string(kTimeRule) + "      activities: [telepathy]\n")),
+      HasSubstr("schedule.rules[0]: rule \"r\": activities: unknown activity "
+                "\"telepathy\""));
+  EXPECT_THAT(
+      ScheduleError(OneRuleSchedule("      selector: {job: \"42\"}\n      step_period: 100\n"
+                                    "      window_steps: 10\n      probability: 0.1\n"
+                                    "      daily_cap: 2\n")),
+      HasSubstr("daily_cap needs a time rule"));
   EXPECT_THAT(ScheduleError("schedule:\n  rules:\n    - name: r\n" + std::string(kTimeRule)),
               StartsWith("gpuctld.yaml:1: schedule: a schedule with rules needs a seed"));
 }
@@ -163,7 +167,7 @@ TEST(ScheduleConfigTest, DutyCycleCeilingRefusesARule) {
                          "(probability x window / period) is above max_duty_cycle 0.05"));
   EXPECT_EQ(ScheduleError(OneRuleSchedule(busy, "  max_duty_cycle: 0.25\n")), "(accepted)");
   EXPECT_EQ(ScheduleError("schedule:\n  rules:\n    - name: r\n" + busy +
-                    "  seed: s\n  max_duty_cycle: 0.3\n"),
+                          "  seed: s\n  max_duty_cycle: 0.3\n"),
             "(accepted)");
 }
 
