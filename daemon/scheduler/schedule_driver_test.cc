@@ -188,5 +188,26 @@ TEST_F(ScheduleDriverTest, SkipsAreRecordedWithTheirReason) {
   RunAll();
 }
 
+// A job in warm-up (every process below min_step) is not captured; once a
+// process passes it, the job's slots are decided.
+TEST_F(ScheduleDriverTest, MinStepSkipsWarmUp) {
+  ScheduleOptions options = EveryMinute(1.0);
+  options.rules[0].min_step = 500;
+  std::shared_ptr<StepReading> steps =
+      AttachStepping(1, 100, "42", 0, StepsAt(10, clock_.Now(), absl::Milliseconds(100)));
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  loop_.AdvanceBy(absl::Minutes(3));
+  RunAll();
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  steps->current_step = 500;
+  loop_.AdvanceBy(absl::Minutes(2));
+  RunAll();
+  EXPECT_FALSE(Starts(peers_, 1).empty());
+  driver.reset();
+  loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
 }  // namespace
 }  // namespace gpuctl::daemon::scheduler

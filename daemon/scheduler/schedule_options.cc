@@ -44,7 +44,8 @@ absl::Status ValidateRuleSelector(const ScheduleRule& rule) {
 
 absl::Status ValidateRuleWindow(const ScheduleRule& rule) {
   const bool time_rule = rule.period > absl::ZeroDuration() || rule.window > absl::ZeroDuration();
-  if (time_rule == rule.step_aligned() || (rule.step_aligned() && rule.step_period == 0)) {
+  const bool step_rule = rule.step_period > 0 || rule.window_steps > 0;
+  if (time_rule == step_rule || (step_rule && (rule.step_period == 0 || rule.window_steps == 0))) {
     return RuleError(rule,
                      "needs either period and window (a time rule) or step_period and "
                      "window_steps (a step rule)");
@@ -83,7 +84,8 @@ absl::Status ValidateBlackouts(const ScheduleRule& rule) {
     return RuleError(rule, absl::StrCat("more than ", kMaxBlackouts, " blackouts"));
   }
   for (const Blackout& b : rule.blackouts) {
-    if (b.first_hour < 0 || b.end_hour > 24 || b.first_hour >= b.end_hour || b.days > 0x7f) {
+    if (b.days > 0x7f) return RuleError(rule, "blackout days hold only the 7 weekdays");
+    if (b.first_hour < 0 || b.end_hour > 24 || b.first_hour >= b.end_hour) {
       return RuleError(rule, absl::StrCat("blackout hours ", b.first_hour, "-", b.end_hour,
                                           " must satisfy 0 <= first < end <= 24"));
     }

@@ -48,7 +48,8 @@ struct ScheduleRule {
   uint32_t window_steps = 0;
   std::vector<std::string> activities;
   std::vector<Blackout> blackouts;
-  // Processes whose step counter is below this are not captured yet.
+  // A job is decided only once one of its processes on the host has a step
+  // counter at this step or beyond (warm-up is skipped).
   uint64_t min_step = 0;
   // Captures per job and UTC day; 0: no cap. Time rules only.
   uint32_t daily_cap = 0;

@@ -77,6 +77,12 @@ TEST(ScheduleOptionsTest, BadRulesAreRefusedNamingTheField) {
   r.step_period = 100;
   r.window_steps = 10;
   refuse(r, "needs either period and window");
+  r = TimeRuleForTest();
+  r.step_period = 100;
+  refuse(r, "needs either period and window");
+  r = StepRuleForTest();
+  r.window_steps = 0;
+  refuse(r, "needs either period and window");
   r = StepRuleForTest(100, 200);
   refuse(r, "window_steps (200) must be at most step_period (100)");
   r = StepRuleForTest();
