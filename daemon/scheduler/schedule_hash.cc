@@ -1,7 +1,8 @@
 #include "daemon/scheduler/schedule_hash.h"
 
-#include <openssl/sha.h>
+#include <openssl/evp.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace gpuctl::daemon::scheduler {
@@ -20,7 +21,14 @@ void AppendField(absl::string_view field, std::string* out) {
 
 ScheduleDigest Sha256(absl::string_view text) {
   ScheduleDigest digest{};
-  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest.data());
+  unsigned int size = 0;
+  // Cannot fail for SHA-256 into a buffer of its size: a failure is a
+  // broken libcrypto, and a schedule decided from a zero digest would be
+  // silently wrong on this host alone.
+  if (EVP_Digest(text.data(), text.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1 ||
+      size != digest.size()) {
+    std::abort();
+  }
   return digest;
 }
 
