@@ -48,6 +48,7 @@ TEST(TraceIdTest, IdsSortByTime) {
   absl::BitGen gen;
   std::vector<std::string> ids;
   std::vector<int64_t> millis = {1704067200000, 1, 1704067200001, 999999999999, 1704067199999};
+  ids.reserve(millis.size());
   for (int64_t ms : millis) ids.push_back(GenerateTraceId(absl::FromUnixMillis(ms), gen));
   std::sort(ids.begin(), ids.end());
   std::sort(millis.begin(), millis.end());

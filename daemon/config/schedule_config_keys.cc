@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "daemon/config/config_schema.h"
 #include "daemon/config/config_values.h"
+#include "daemon/config/daemon_config.h"
 #include "daemon/core/selector.h"
 #include "daemon/core/steps.h"
 #include "daemon/core/trace_request.h"
