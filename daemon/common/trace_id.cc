@@ -25,7 +25,16 @@ int HexValue(char c) {
 }  // namespace
 
 std::string GenerateTraceId(absl::Time now, absl::BitGenRef random) {
-  int64_t ms = absl::ToUnixMillis(now);
+  uint64_t hi = absl::Uniform<uint64_t>(random);
+  uint64_t lo = absl::Uniform<uint64_t>(random);
+  std::array<uint8_t, 10> bits{};
+  for (int i = 0; i < 2; ++i) bits[i] = static_cast<uint8_t>(hi >> (8 * i));
+  for (int i = 0; i < 8; ++i) bits[2 + i] = static_cast<uint8_t>(lo >> (8 * i));
+  return FormatTraceId(now, bits);
+}
+
+std::string FormatTraceId(absl::Time time, const std::array<uint8_t, 10>& random) {
+  int64_t ms = absl::ToUnixMillis(time);
   if (ms < 0) ms = 0;
   if (ms > kMaxUnixMillis) ms = kMaxUnixMillis;
 
@@ -33,10 +42,7 @@ std::string GenerateTraceId(absl::Time now, absl::BitGenRef random) {
   for (int i = 0; i < 6; ++i) {
     bytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(ms) >> (8 * (5 - i)));
   }
-  uint64_t hi = absl::Uniform<uint64_t>(random);
-  uint64_t lo = absl::Uniform<uint64_t>(random);
-  for (int i = 0; i < 2; ++i) bytes[6 + i] = static_cast<uint8_t>(hi >> (8 * i));
-  for (int i = 0; i < 8; ++i) bytes[8 + i] = static_cast<uint8_t>(lo >> (8 * i));
+  for (size_t i = 0; i < random.size(); ++i) bytes[6 + i] = random[i];
   bytes[6] = static_cast<uint8_t>(0x70 | (bytes[6] & 0x0f));  // version 7
   bytes[8] = static_cast<uint8_t>(0x80 | (bytes[8] & 0x3f));  // variant 10
 

@@ -1,6 +1,8 @@
 #ifndef GPUCTL_DAEMON_COMMON_TRACE_ID_H_
 #define GPUCTL_DAEMON_COMMON_TRACE_ID_H_
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "absl/random/bit_gen_ref.h"
@@ -19,6 +21,11 @@ inline constexpr size_t kTraceIdLength = 36;
 
 // `now` before the epoch or past the 48-bit range is clamped.
 std::string GenerateTraceId(absl::Time now, absl::BitGenRef random);
+
+// The id of `time` (clamped likewise) whose 74 random bits come from
+// `random` (its version and variant bits are overwritten): an id any host
+// derives alike from the same inputs, as scheduled traces need.
+std::string FormatTraceId(absl::Time time, const std::array<uint8_t, 10>& random);
 
 // True only for the canonical form above: 36 characters, lowercase hex,
 // hyphens at 8, 13, 18 and 23, version nibble 7, variant bits 10. Trace ids

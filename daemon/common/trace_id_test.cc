@@ -1,6 +1,7 @@
 #include "daemon/common/trace_id.h"
 
 #include <algorithm>
+#include <array>
 #include <random>
 #include <string>
 #include <vector>
@@ -33,10 +34,21 @@ TEST(TraceIdTest, DeterministicWithSeededSource) {
   EXPECT_EQ(GenerateTraceId(now, a), GenerateTraceId(now, b));
 }
 
+TEST(TraceIdTest, FormatsGivenBitsWithVersionAndVariant) {
+  const std::array<uint8_t, 10> ones = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  EXPECT_EQ(FormatTraceId(absl::FromUnixMillis(0x0123456789ab), ones),
+            "01234567-89ab-7fff-bfff-ffffffffffff");
+  const std::array<uint8_t, 10> zeros{};
+  const std::string id = FormatTraceId(absl::FromUnixMillis(1), zeros);
+  EXPECT_EQ(id, "00000000-0001-7000-8000-000000000000");
+  EXPECT_TRUE(IsValidTraceId(id));
+}
+
 TEST(TraceIdTest, IdsSortByTime) {
   absl::BitGen gen;
   std::vector<std::string> ids;
   std::vector<int64_t> millis = {1704067200000, 1, 1704067200001, 999999999999, 1704067199999};
+  ids.reserve(millis.size());
   for (int64_t ms : millis) ids.push_back(GenerateTraceId(absl::FromUnixMillis(ms), gen));
   std::sort(ids.begin(), ids.end());
   std::sort(millis.begin(), millis.end());

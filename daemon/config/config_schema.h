@@ -40,6 +40,19 @@ absl::Status StoreTo(absl::StatusOr<T> value, U* out) {
   return absl::OkStatus();
 }
 
+// Reads `value`, a mapping inside a leaf's value (an entry of a list of
+// sections, like schedule.rules), with `keys` exactly as a section of the
+// file is read: unknown and repeated keys refused, each key named
+// "<value.key()>.<name>" in messages. Its lines are not recorded in the
+// file's ConfigLocations.
+absl::Status ReadConfigMapping(const ConfigValue& value, absl::Span<const ConfigKey> keys,
+                               DaemonOptions* options);
+
+// The keys of the schedule section and the checks across them
+// (schedule_config_keys.cc).
+absl::Span<const ConfigKey> ScheduleConfigKeys();
+absl::Status CheckScheduleSection(const ConfigLocations& where, DaemonOptions* options);
+
 // The keys of the ipc section (ipc_config_keys.cc).
 absl::Span<const ConfigKey> IpcConfigKeys();
 

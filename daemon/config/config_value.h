@@ -28,6 +28,7 @@ class ConfigValue {
 
   const std::string& key() const { return key_; }
   int line() const { return line_; }
+  const std::string& file() const { return file_; }
   const YAML::Node& node() const { return node_; }
 
   // "FILE:LINE: KEY: message" as INVALID_ARGUMENT.

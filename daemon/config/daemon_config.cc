@@ -176,6 +176,7 @@ absl::Span<const ConfigKey> TopLevelKeys() {
       {.name = "auth", .keys = AuthConfigKeys},
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},
       {.name = "store", .keys = StoreKeys},
+      {.name = "schedule", .keys = ScheduleConfigKeys, .check = CheckScheduleSection},
   };
   return kKeys;
 }
@@ -275,6 +276,12 @@ void CollectKeys(absl::Span<const ConfigKey> keys, const std::string& prefix,
 }
 
 }  // namespace
+
+absl::Status ReadConfigMapping(const ConfigValue& value, absl::Span<const ConfigKey> keys,
+                               DaemonOptions* options) {
+  ConfigReader reader{value.file(), options};
+  return reader.ReadSection(value.node(), value.key(), value.line(), keys);
+}
 
 int ConfigLocations::Line(absl::string_view key) const {
   auto it = lines_.find(key);

@@ -160,6 +160,23 @@ std::vector<KeyCase> EveryKey() {
       {"store.s3.keep_local", "true", [](DaemonOptions& o) { o.s3_store.keep_local = true; }},
       {"store.s3.upload_retry_max", "1h",
        [](DaemonOptions& o) { o.s3_store.upload_retry_max = absl::Hours(1); }},
+      {"schedule.seed", "fleet", [](DaemonOptions& o) { o.schedule.seed = "fleet"; }},
+      {"schedule.max_duty_cycle", "0.5", [](DaemonOptions& o) { o.schedule.max_duty_cycle = 0.5; }},
+      {"schedule.capture_time_per_day", "1h",
+       [](DaemonOptions& o) { o.schedule.capture_time_per_day = absl::Hours(1); }},
+      {"schedule.min_free_store_bytes", "1GiB",
+       [](DaemonOptions& o) { o.schedule.min_free_store_bytes = uint64_t{1} << 30; }},
+      {"schedule.rules",
+       "[{name: r, selector: {job: \"42\"}, period: 1h, window: 1s, probability: 0.5}]",
+       [](DaemonOptions& o) {
+         scheduler::ScheduleRule rule;
+         rule.name = "r";
+         rule.selector.set_job_id("42");
+         rule.period = absl::Hours(1);
+         rule.window = absl::Seconds(1);
+         rule.probability = 0.5;
+         o.schedule.rules = {rule};
+       }},
   };
 }
 
@@ -211,6 +228,10 @@ TEST(DaemonConfigTest, EveryKeySetsItsFieldAndNothingElse) {
     if (absl::StartsWith(c.key, "store.s3.")) {
       entries = S3Companions(c.key);
       ExpectS3Companions(c.key, expected);
+    }
+    if (c.key == "schedule.rules") {  // rules need a seed
+      entries.emplace_back("schedule.seed", "s");
+      expected.schedule.seed = "s";
     }
     entries.emplace_back(c.key, c.value);
     c.expect(expected);
@@ -334,7 +355,7 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
             "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, listen_mode, "
             "listen_group, host_name, "
-            "insecure, socket, log_level, ready_file, ipc, tls, auth, trace, store)");
+            "insecure, socket, log_level, ready_file, ipc, tls, auth, trace, store, schedule)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -441,11 +462,11 @@ TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
       {"- listen\n- socket\n",
        "gpuctl.yaml:1: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, log_level, "
-       "ready_file, ipc, tls, auth, trace, store), found a list"},
+       "ready_file, ipc, tls, auth, trace, store, schedule), found a list"},
       {"\n\nhello\n",
        "gpuctl.yaml:3: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, "
-       "log_level, ready_file, ipc, tls, auth, trace, store), found a scalar"},
+       "log_level, ready_file, ipc, tls, auth, trace, store, schedule), found a scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
       {",\n", "gpuctl.yaml:1:1: invalid YAML: unexpected \",\""},
@@ -492,22 +513,24 @@ TEST(DaemonConfigTest, LocationsRecordKeysAndSections) {
 }
 
 TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
-  EXPECT_THAT(DaemonConfigKeys(),
-              ::testing::ElementsAre(
-                  "listen", "listen_mode", "listen_group", "host_name", "insecure", "socket",
-                  "log_level", "ready_file", "ipc.socket_mode", "ipc.socket_group",
-                  "ipc.allowed_uids", "ipc.hello_rate", "ipc.hello_burst", "tls.cert", "tls.key",
-                  "tls.client_ca", "auth.token_file", "trace.max_duration", "trace.start_delay",
-                  "trace.result_grace", "trace.max_payload_bytes", "trace.max_buffer_bytes",
-                  "trace.max_ingest_bytes", "store.path", "store.retention.max_bytes",
-                  "store.retention.max_age", "store.retention.max_count", "store.s3.endpoint",
-                  "store.s3.region", "store.s3.bucket", "store.s3.prefix", "store.s3.path_style",
-                  "store.s3.access_key_id", "store.s3.secret_access_key", "store.s3.session_token",
-                  "store.s3.credentials_file", "store.s3.profile", "store.s3.ca_file",
-                  "store.s3.multipart_threshold", "store.s3.part_size", "store.s3.connect_timeout",
-                  "store.s3.request_timeout", "store.s3.idle_timeout", "store.s3.max_attempts",
-                  "store.s3.initial_backoff", "store.s3.max_backoff", "store.s3.upload_wait",
-                  "store.s3.keep_local", "store.s3.upload_retry_max"));
+  EXPECT_THAT(
+      DaemonConfigKeys(),
+      ::testing::ElementsAre(
+          "listen", "listen_mode", "listen_group", "host_name", "insecure", "socket", "log_level",
+          "ready_file", "ipc.socket_mode", "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate",
+          "ipc.hello_burst", "tls.cert", "tls.key", "tls.client_ca", "auth.token_file",
+          "trace.max_duration", "trace.start_delay", "trace.result_grace",
+          "trace.max_payload_bytes", "trace.max_buffer_bytes", "trace.max_ingest_bytes",
+          "store.path", "store.retention.max_bytes", "store.retention.max_age",
+          "store.retention.max_count", "store.s3.endpoint", "store.s3.region", "store.s3.bucket",
+          "store.s3.prefix", "store.s3.path_style", "store.s3.access_key_id",
+          "store.s3.secret_access_key", "store.s3.session_token", "store.s3.credentials_file",
+          "store.s3.profile", "store.s3.ca_file", "store.s3.multipart_threshold",
+          "store.s3.part_size", "store.s3.connect_timeout", "store.s3.request_timeout",
+          "store.s3.idle_timeout", "store.s3.max_attempts", "store.s3.initial_backoff",
+          "store.s3.max_backoff", "store.s3.upload_wait", "store.s3.keep_local",
+          "store.s3.upload_retry_max", "schedule.seed", "schedule.max_duty_cycle",
+          "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules"));
 }
 
 class ConfigFileTest : public ::testing::Test {

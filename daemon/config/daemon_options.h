@@ -14,6 +14,7 @@
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_store_options.h"
+#include "daemon/scheduler/schedule_options.h"
 #include "daemon/store/local_store.h"
 #include "daemon/store/retention.h"
 
@@ -86,6 +87,9 @@ struct DaemonOptions {
   std::optional<uint32_t> socket_gid;
   std::optional<uint32_t> listen_gid;
   std::vector<uint32_t> allowed_uids;
+  // The schedule section: scheduled sampling rules and their budgets;
+  // validated (scheduler::ValidateSchedule). No rules: no scheduled traces.
+  scheduler::ScheduleOptions schedule;
 };
 
 // The outcome of parsing: options to run with, or an exit code (0 after

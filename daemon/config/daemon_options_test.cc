@@ -612,5 +612,21 @@ TEST_F(DaemonConfigFlagTest, BinaryChecksAFileAndExits) {
               StartsWith(absl::StrCat("gpuctld: ", bad, ":2: ipc.socket_mode:")));
 }
 
+TEST_F(DaemonConfigFlagTest, BinaryRefusesARuleAboveTheDutyCycleCeiling) {
+  std::string config = WriteConfig(
+      absl::StrCat("socket: ", dir_, "/run/gpuctl.sock\nstore:\n  path: ", dir_,
+                   "/traces\nschedule:\n  seed: s\n  rules:\n    - name: busy\n"
+                   "      selector: {job: \"42\"}\n      period: 1m\n      window: 30s\n"
+                   "      probability: 0.5\n"));
+  pid_t pid = SpawnGpuctld({"--config", config}, dir_ + "/stderr");
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(WaitGpuctld(pid), 2);
+  EXPECT_EQ(ReadText(dir_ + "/stderr"),
+            absl::StrCat("gpuctld: ", config,
+                         ":6: schedule.rules: rule \"busy\": duty cycle 0.25 (probability x "
+                         "window / period) is above max_duty_cycle 0.05\n"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/run"));
+}
+
 }  // namespace
 }  // namespace gpuctl::daemon

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -122,6 +123,19 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
+  if (options.schedule.enabled()) {
+    schedule_ = std::make_unique<scheduler::ScheduleDriver>(
+        options.schedule, scheduler::ScheduleDriver::Deps{
+                              .clock = &clock_,
+                              .loop = loop_.get(),
+                              .core = core_.get(),
+                              .free_store_bytes = [dir = options.store_dir]() -> uint64_t {
+                                struct statvfs fs = {};
+                                if (statvfs(dir.c_str(), &fs) != 0) return UINT64_MAX;
+                                return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+                              }});
+    loop_->Post([this] { schedule_->Start(); });
+  }
   // Calls that arrived since the gRPC server started waited in the loop's
   // queue; they run from here on, with the core in place.
   loop_thread_ = std::thread([this] { loop_->Run(); });
@@ -295,6 +309,7 @@ void Daemon::Shutdown() {
   }
   if (loop_thread_.joinable()) {
     loop_->Post([this] {
+      schedule_.reset();
       if (ipc_ != nullptr) ipc_->Stop();
       loop_->Quit();
     });
@@ -310,6 +325,7 @@ void Daemon::Shutdown() {
   if (!unix_listen_path_.empty()) unlink(unix_listen_path_.c_str());
   service_.reset();
   reflection_v1_.reset();
+  schedule_.reset();
   core_.reset();
   ipc_.reset();
   s3_store_ = nullptr;

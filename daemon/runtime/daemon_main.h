@@ -15,6 +15,7 @@
 #include "daemon/rpc/grpc_service.h"
 #include "daemon/rpc/reflection_v1_service.h"
 #include "daemon/s3/s3_trace_store.h"
+#include "daemon/scheduler/schedule_driver.h"
 #include "daemon/store/trace_store.h"
 #include "grpcpp/grpcpp.h"
 
@@ -63,6 +64,8 @@ class Daemon {
   s3::S3TraceStore* s3_store_ = nullptr;
   std::unique_ptr<IpcServer> ipc_;
   std::unique_ptr<DaemonCore> core_;
+  // Set with a schedule; lives on the loop thread.
+  std::unique_ptr<scheduler::ScheduleDriver> schedule_;
   std::unique_ptr<GrpcService> service_;
   std::unique_ptr<ReflectionV1Service> reflection_v1_;
   // Set with --auth-token-file; outlives grpc_server_.

@@ -6,7 +6,7 @@ source tree, so it sees what is linked, not what is included.
     check_link_graph.py SOURCE_DIR SCRATCH_DIR [cmake args...]
 
 Rules (what each target must never reach, directly or transitively):
-  gpuctl_daemon_core, gpuctl_convert, gpuctl_store: gRPC (gRPC::*)
+  gpuctl_daemon_core, gpuctl_convert, gpuctl_store, gpuctl_scheduler: gRPC (gRPC::*)
   libgpuctl: gRPC, protobuf, abseil, libcuda
 """
 import re
@@ -18,6 +18,7 @@ FORBIDDEN = {
     "gpuctl_daemon_core": ["gRPC::"],
     "gpuctl_convert": ["gRPC::"],
     "gpuctl_store": ["gRPC::"],
+    "gpuctl_scheduler": ["gRPC::"],
     "gpuctl_proto_messages": ["gRPC::"],
     "libgpuctl": ["gRPC::", "protobuf::", "absl::", "CUDA::cuda_driver", "cuda"],
 }

@@ -54,6 +54,8 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.s3_store.upload_wait, b.s3_store.upload_wait);
   EXPECT_EQ(a.s3_store.keep_local, b.s3_store.keep_local);
   EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);
+  EXPECT_EQ(scheduler::CanonicalScheduleText(a.schedule),
+            scheduler::CanonicalScheduleText(b.schedule));
   ASSERT_EQ(a.s3.has_value(), b.s3.has_value());
   if (a.s3.has_value()) ExpectSameS3Config(*a.s3, *b.s3);
 }

@@ -1,0 +1,204 @@
+#include "daemon/scheduler/schedule_driver.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/core/proto_time.h"
+#include "daemon/scheduler/slot_decision.h"
+
+namespace gpuctl::daemon::scheduler {
+namespace {
+
+// Scheduled traces report to nobody but the log; the core keeps the
+// manifest.
+class ScheduledTraceObserver final : public TraceObserver {
+ public:
+  explicit ScheduledTraceObserver(std::string trace_id) : trace_id_(std::move(trace_id)) {}
+  void OnEvent(const v1::TraceEvent& /*event*/) override {}
+  void OnDone(const absl::Status& status) override {
+    if (!status.ok()) {
+      LogWarning("scheduled trace ended", {{"trace_id", trace_id_}, {"status", status.ToString()}});
+    }
+  }
+
+ private:
+  std::string trace_id_;
+};
+
+}  // namespace
+
+ScheduleDriver::ScheduleDriver(ScheduleOptions options, Deps deps)
+    : options_(std::move(options)),
+      deps_(std::move(deps)),
+      fingerprint_(ScheduleFingerprint(options_)) {}
+
+ScheduleDriver::~ScheduleDriver() {
+  if (boundary_timer_ != 0) deps_.loop->Cancel(boundary_timer_);
+  for (const auto& [key, id] : capture_timers_) deps_.loop->Cancel(id);
+}
+
+void ScheduleDriver::Start() {
+  const absl::Time now = deps_.clock->Now();
+  LogInfo("schedule", {{"rules", options_.rules.size()}, {"fingerprint", fingerprint_}});
+  for (const ScheduleRule& rule : options_.rules) {
+    LogInfo("schedule rule",
+            {{"rule", rule.name},
+             {"duty_cycle", DutyCycle(rule)},
+             {"probability", rule.probability},
+             {"driven", rule.step_aligned() ? "no (step rules: not yet)" : "yes"}});
+  }
+  next_slot_.clear();
+  for (const ScheduleRule& rule : options_.rules) {
+    if (rule.step_aligned()) {
+      next_slot_.push_back(INT64_MAX);
+      continue;
+    }
+    const int64_t slot = SlotOf(rule.period, now);
+    DecideRule(next_slot_.size(), slot);
+    next_slot_.push_back(slot + 1);
+  }
+  ArmNextBoundary();
+}
+
+void ScheduleDriver::ArmNextBoundary() {
+  absl::Time next = absl::InfiniteFuture();
+  for (size_t i = 0; i < options_.rules.size(); ++i) {
+    if (next_slot_[i] == INT64_MAX) continue;
+    next = std::min(next, SlotStart(options_.rules[i].period, next_slot_[i]));
+  }
+  if (next == absl::InfiniteFuture()) return;
+  const absl::Duration delay = std::max(absl::ZeroDuration(), next - deps_.clock->Now());
+  boundary_timer_ = deps_.loop->PostDelayed(delay, [this] {
+    boundary_timer_ = 0;
+    OnBoundary();
+  });
+}
+
+void ScheduleDriver::OnBoundary() {
+  ++wakeups_;
+  const absl::Time now = deps_.clock->Now();
+  for (size_t i = 0; i < options_.rules.size(); ++i) {
+    const ScheduleRule& rule = options_.rules[i];
+    if (next_slot_[i] == INT64_MAX || SlotStart(rule.period, next_slot_[i]) > now) continue;
+    // A late wake-up (a stalled loop, a suspended host) decides the slot it
+    // is in; the slots it slept through are gone.
+    const int64_t slot = SlotOf(rule.period, now);
+    DecideRule(i, slot);
+    next_slot_[i] = slot + 1;
+  }
+  ArmNextBoundary();
+}
+
+HostUsage ScheduleDriver::Usage() {
+  const absl::CivilDay today = absl::ToCivilDay(deps_.clock->Now(), absl::UTCTimeZone());
+  if (today != usage_day_) {
+    usage_day_ = today;
+    capture_time_today_ = absl::ZeroDuration();
+  }
+  HostUsage usage;
+  usage.capture_time_today = capture_time_today_;
+  if (options_.min_free_store_bytes > 0 && deps_.free_store_bytes) {
+    usage.free_store_bytes = deps_.free_store_bytes();
+  }
+  return usage;
+}
+
+void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot) {
+  const ScheduleRule& rule = options_.rules[rule_index];
+  v1::ListProcessesRequest request;
+  *request.mutable_selector() = rule.selector;
+  absl::StatusOr<v1::ListProcessesResponse> listed = deps_.core->ListProcesses(request);
+  if (!listed.ok()) {
+    LogWarning("schedule rule cannot list processes",
+               {{"rule", rule.name}, {"error", listed.status().message()}});
+    return;
+  }
+  std::map<std::string, bool> jobs;  // job id -> some process is past min_step
+  for (const v1::ProcessInfo& p : listed->processes()) {
+    if (p.job_id().empty()) continue;
+    const bool warm =
+        rule.min_step == 0 || (p.has_current_step() && p.current_step() >= rule.min_step);
+    jobs[p.job_id()] = jobs[p.job_id()] || warm;
+  }
+  const absl::Time now = deps_.clock->Now();
+  for (const auto& [job_id, warm] : jobs) {
+    if (!warm) continue;
+    SlotVerdict verdict = DecideJobSlot(options_, rule, job_id, slot, Usage());
+    if (verdict.outcome == SlotOutcome::kNotSampled) continue;
+    // A window already under way (a restart mid-slot) is not joined late:
+    // its start instant is past.
+    if (verdict.outcome == SlotOutcome::kCapture && verdict.decision.start <= now) continue;
+    if (verdict.outcome != SlotOutcome::kCapture) {
+      Record({.rule = rule.name,
+              .job_id = job_id,
+              .slot = slot,
+              .outcome = verdict.outcome,
+              .trace_id = verdict.decision.trace_id,
+              .error = ""});
+      continue;
+    }
+    capture_time_today_ += rule.window;
+    const absl::Duration delay =
+        std::max(absl::ZeroDuration(), verdict.decision.start - kRequestLead - now);
+    const uint64_t key = next_capture_key_++;
+    capture_timers_[key] = deps_.loop->PostDelayed(
+        delay, [this, key, rule_index, job = job_id, decision = std::move(verdict.decision)] {
+          capture_timers_.erase(key);
+          ++wakeups_;
+          RequestCapture(options_.rules[rule_index], job, decision);
+        });
+  }
+}
+
+void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string& job_id,
+                                    const SlotDecision& decision) {
+  v1::TraceRequest request;
+  *request.mutable_selector() = rule.selector;
+  request.mutable_selector()->set_job_id(job_id);
+  request.set_trace_id(decision.trace_id);
+  *request.mutable_start_time() = ToProtoTimestamp(decision.start);
+  *request.mutable_duration() = ToProtoDuration(rule.window);
+  for (const std::string& activity : rule.activities) request.add_activities(activity);
+  absl::StatusOr<std::string> started =
+      deps_.core->StartTrace(request, std::make_shared<ScheduledTraceObserver>(decision.trace_id));
+  Event event{.rule = rule.name,
+              .job_id = job_id,
+              .slot = decision.slot,
+              .outcome = SlotOutcome::kCapture,
+              .trace_id = decision.trace_id,
+              .error = ""};
+  if (!started.ok()) {
+    event.error = std::string(started.status().message());
+    LogWarning("scheduled trace not started", {{"rule", rule.name},
+                                               {"job", job_id},
+                                               {"slot", decision.slot},
+                                               {"error", started.status().message()}});
+  } else {
+    LogInfo("scheduled trace", {{"trace_id", decision.trace_id},
+                                {"rule", rule.name},
+                                {"job", job_id},
+                                {"slot", decision.slot},
+                                {"probability", rule.probability},
+                                {"weight", 1 / rule.probability},
+                                {"schedule", fingerprint_.substr(0, 16)}});
+  }
+  Record(std::move(event));
+}
+
+void ScheduleDriver::Record(Event event) {
+  if (event.outcome != SlotOutcome::kCapture) {
+    LogInfo("scheduled capture skipped", {{"rule", event.rule},
+                                          {"job", event.job_id},
+                                          {"slot", event.slot},
+                                          {"reason", SlotOutcomeName(event.outcome)}});
+  }
+  events_.push_back(std::move(event));
+  while (events_.size() > kMaxEvents) events_.pop_front();
+}
+
+}  // namespace gpuctl::daemon::scheduler

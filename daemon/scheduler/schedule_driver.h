@@ -1,0 +1,101 @@
+#ifndef GPUCTL_DAEMON_SCHEDULER_SCHEDULE_DRIVER_H_
+#define GPUCTL_DAEMON_SCHEDULER_SCHEDULE_DRIVER_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/time/civil_time.h"
+#include "absl/time/time.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/task_runner.h"
+#include "daemon/core/daemon_core.h"
+#include "daemon/scheduler/budget.h"
+#include "daemon/scheduler/schedule_options.h"
+
+namespace gpuctl::daemon::scheduler {
+
+// Starts the scheduled traces of a schedule's time rules through the
+// core's StartTrace. It wakes at each rule's slot boundary (and at each
+// capture's request instant), never in between: at a boundary it lists the
+// processes the rule selects, groups them by job id and decides each job's
+// slot (DecideJobSlot); a capture is requested kRequestLead before its
+// start instant, with the derived trace id and start, so every host of the
+// job opens the same window under the same id. Processes without a job id
+// are left out: hosts could not agree on them. Step rules are not driven
+// yet.
+//
+// Lives on the loop thread: construct, Start and destroy it there, after
+// the core and before the core goes away.
+class ScheduleDriver {
+ public:
+  struct Deps {
+    Clock* clock;
+    TaskRunner* loop;
+    DaemonCore* core;
+    // The store's free bytes, read when a capture is decided.
+    absl::AnyInvocable<uint64_t()> free_store_bytes;
+  };
+
+  // What happened to a job's slot (captures and skips alike).
+  struct Event {
+    std::string rule;
+    std::string job_id;
+    int64_t slot = 0;
+    SlotOutcome outcome = SlotOutcome::kCapture;
+    std::string trace_id;
+    // Why the core refused the trace, for a capture that did not start.
+    std::string error;
+  };
+
+  // How far ahead of a window's start the trace is requested.
+  static constexpr absl::Duration kRequestLead = absl::Seconds(1);
+  static constexpr size_t kMaxEvents = 256;
+
+  ScheduleDriver(ScheduleOptions options, Deps deps);
+  ~ScheduleDriver();
+  ScheduleDriver(const ScheduleDriver&) = delete;
+  ScheduleDriver& operator=(const ScheduleDriver&) = delete;
+
+  // Decides the current slot of every time rule (a restart mid-slot
+  // captures what is still ahead) and arms the next wake-up.
+  void Start();
+
+  // The last kMaxEvents captures and skips, oldest first (slots the hash
+  // did not draw are not listed).
+  const std::deque<Event>& events() const { return events_; }
+  // Wake-ups so far: slot boundaries and capture requests.
+  uint64_t wakeups() const { return wakeups_; }
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  void ArmNextBoundary();
+  void OnBoundary();
+  void DecideRule(size_t rule_index, int64_t slot);
+  void RequestCapture(const ScheduleRule& rule, const std::string& job_id,
+                      const SlotDecision& decision);
+  void Record(Event event);
+  HostUsage Usage();
+
+  ScheduleOptions options_;
+  Deps deps_;
+  std::string fingerprint_;
+  // The next slot each time rule decides (by index into options_.rules).
+  std::vector<int64_t> next_slot_;
+  TaskRunner::TimerId boundary_timer_ = 0;
+  // Capture requests armed and not yet run, by a key of their own.
+  absl::flat_hash_map<uint64_t, TaskRunner::TimerId> capture_timers_;
+  uint64_t next_capture_key_ = 0;
+  std::deque<Event> events_;
+  uint64_t wakeups_ = 0;
+  // Local usage: scheduled window time started on `usage_day_`.
+  absl::CivilDay usage_day_;
+  absl::Duration capture_time_today_ = absl::ZeroDuration();
+};
+
+}  // namespace gpuctl::daemon::scheduler
+
+#endif  // GPUCTL_DAEMON_SCHEDULER_SCHEDULE_DRIVER_H_

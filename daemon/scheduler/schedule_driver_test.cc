@@ -1,0 +1,213 @@
+#include "daemon/scheduler/schedule_driver.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "daemon/core/testing/core_test_fixture.h"
+#include "daemon/scheduler/slot_decision.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::daemon::scheduler {
+namespace {
+
+// A second daemon ("host") on the same fake clock and loop as the
+// fixture's core: its own peers and store.
+struct SecondHost {
+  SecondHost(const std::string& dir, const CoreOptions& options, FakeClock* clock,
+             FakeTaskRunner* loop, ManualExecutor* worker)
+      : store(*LocalTraceStore::Create(dir)),
+        core(DaemonCore::Create(options, {clock, loop, worker, store.get(), &peers})) {}
+  FakePeerChannel peers;
+  std::unique_ptr<LocalTraceStore> store;
+  std::unique_ptr<DaemonCore> core;
+};
+
+class ScheduleDriverTest : public DaemonCoreTest {
+ protected:
+  static ScheduleOptions EveryMinute(double probability) {
+    ScheduleRule rule;
+    rule.name = "minutely";
+    rule.selector.set_job_id("42");
+    rule.probability = probability;
+    rule.period = absl::Minutes(1);
+    rule.window = absl::Seconds(5);
+    return ScheduleOptions{.seed = "fleet", .rules = {rule}, .max_duty_cycle = 1};
+  }
+
+  std::unique_ptr<ScheduleDriver> MakeDriver(DaemonCore* core, const ScheduleOptions& options) {
+    return std::make_unique<ScheduleDriver>(
+        options, ScheduleDriver::Deps{
+                     .clock = &clock_, .loop = &loop_, .core = core, .free_store_bytes = [] {
+                       return uint64_t{1} << 40;
+                     }});
+  }
+
+  // Plays the libraries: each StartCapture not answered yet gets a result
+  // once its window is over.
+  void AnswerCaptures(DaemonCore* core, FakePeerChannel* peers, PeerId peer, int pid) {
+    size_t& answered = answered_[{core, peer}];
+    std::vector<v1::ipc::StartCapture> starts;
+    for (const auto& s : peers->SentTo(peer)) {
+      if (s.message.has_start_capture()) starts.push_back(s.message.start_capture());
+    }
+    while (answered < starts.size()) {
+      const v1::ipc::StartCapture& start = starts[answered];
+      const absl::Time end = absl::FromUnixNanos(start.start_time_unix_ns() + start.duration_ns());
+      if (clock_.Now() < end) break;
+      v1::ipc::CaptureResult result;
+      result.set_trace_id(start.trace_id());
+      result.set_status(v1::CAPTURE_STATUS_OK);
+      result.set_transport(v1::ipc::PAYLOAD_TRANSPORT_MEMFD);
+      std::vector<uint8_t> bytes = Payload(pid, start);
+      result.set_payload_size(bytes.size());
+      core->OnCaptureResult(peer, result, std::make_unique<VectorPayload>(std::move(bytes)));
+      ++answered;
+    }
+  }
+
+  static std::vector<v1::ipc::StartCapture> Starts(FakePeerChannel& peers, PeerId peer) {
+    std::vector<v1::ipc::StartCapture> out;
+    for (const auto& s : peers.SentTo(peer)) {
+      if (s.message.has_start_capture()) out.push_back(s.message.start_capture());
+    }
+    return out;
+  }
+
+  std::map<std::pair<DaemonCore*, PeerId>, size_t> answered_;
+};
+
+// Two daemons with the same schedule, each with one rank of job 42, start
+// the same windows under the same trace ids, with no message between them,
+// and only the slots the hash draws.
+TEST_F(ScheduleDriverTest, HostsOfAJobCaptureTheSameWindowsUnderOneId) {
+  SecondHost other(tmp_ + "/traces-b", options_, &clock_, &loop_, &worker_);
+  Attach(1, 100, "42", 0);
+  ASSERT_TRUE(other.core->OnPeerHello(1, {200, 1000, 1000}, MakeHello(200, "42", 1), nullptr).ok());
+  Attach(2, 300, "7", 0);  // another job: never selected
+  const ScheduleOptions options = EveryMinute(0.5);
+  std::unique_ptr<ScheduleDriver> a = MakeDriver(core_.get(), options);
+  std::unique_ptr<ScheduleDriver> b = MakeDriver(other.core.get(), options);
+  a->Start();
+  b->Start();
+  const absl::Time begin = clock_.Now();
+  constexpr int kMinutes = 30;
+  for (int s = 0; s < kMinutes * 60; ++s) {
+    loop_.AdvanceBy(absl::Seconds(1));
+    RunAll();
+    AnswerCaptures(core_.get(), &peers_, 1, 100);
+    AnswerCaptures(other.core.get(), &other.peers, 1, 200);
+    RunAll();
+  }
+  std::vector<std::string> expected;
+  const int64_t first = SlotOf(absl::Minutes(1), begin);
+  for (int64_t slot = first; slot < first + kMinutes; ++slot) {
+    SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+    if (d.sampled && d.start > begin) expected.push_back(d.trace_id);
+  }
+  ASSERT_GT(expected.size(), 5u);
+  const std::vector<v1::ipc::StartCapture> on_a = Starts(peers_, 1);
+  const std::vector<v1::ipc::StartCapture> on_b = Starts(other.peers, 1);
+  ASSERT_EQ(on_a.size(), expected.size());
+  ASSERT_EQ(on_b.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(on_a[i].trace_id(), expected[i]);
+    EXPECT_EQ(on_b[i].trace_id(), expected[i]);
+    EXPECT_EQ(on_a[i].start_time_unix_ns(), on_b[i].start_time_unix_ns());
+    EXPECT_EQ(on_a[i].duration_ns(), absl::ToInt64Nanoseconds(absl::Seconds(5)));
+    // Each host stored its rank's result under the shared id.
+    EXPECT_TRUE(store_->Open(expected[i], "h1-rank0-pid100.json.gz").ok()) << expected[i];
+    EXPECT_TRUE(other.store->Open(expected[i], "h1-rank1-pid200.json.gz").ok()) << expected[i];
+  }
+  EXPECT_TRUE(Starts(peers_, 2).empty());
+  // It woke at the minute boundaries and the capture requests, no more.
+  EXPECT_LE(a->wakeups(), static_cast<uint64_t>(kMinutes + expected.size()));
+  EXPECT_EQ(a->fingerprint(), b->fingerprint());
+  a.reset();
+  b.reset();
+  RunAll();
+}
+
+// A daemon that starts in the middle of a slot captures that slot's window
+// when it is still ahead, under the id the others use.
+TEST_F(ScheduleDriverTest, StartingMidSlotCapturesWhatIsStillAhead) {
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotOf(absl::Minutes(1), clock_.Now()) + 10;
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  ASSERT_GT(d.start - d.slot_start, absl::Seconds(2)) << "pick another slot";
+  clock_.Set(d.slot_start + absl::Seconds(1));
+  Attach(1, 100, "42", 0);
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  loop_.AdvanceBy(d.start - clock_.Now());
+  RunAll();
+  const std::vector<v1::ipc::StartCapture> starts = Starts(peers_, 1);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].trace_id(), d.trace_id);
+  EXPECT_EQ(starts[0].start_time_unix_ns(), absl::ToUnixNanos(d.start));
+  driver.reset();
+  loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
+// Skips are recorded with their reason, the local ones as such.
+TEST_F(ScheduleDriverTest, SkipsAreRecordedWithTheirReason) {
+  ScheduleOptions options = EveryMinute(1.0);
+  options.rules[0].blackouts.push_back({});  // always
+  Attach(1, 100, "42", 0);
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  loop_.AdvanceBy(absl::Minutes(3));
+  RunAll();
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  ASSERT_GE(driver->events().size(), 3u);
+  for (const ScheduleDriver::Event& e : driver->events()) {
+    EXPECT_EQ(e.outcome, SlotOutcome::kBlackout);
+    EXPECT_EQ(e.job_id, "42");
+  }
+
+  options = EveryMinute(1.0);
+  options.capture_time_per_day = absl::Seconds(10);  // two windows of 5s
+  driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  for (int s = 0; s < 5 * 60; ++s) {
+    loop_.AdvanceBy(absl::Seconds(1));
+    RunAll();
+    AnswerCaptures(core_.get(), &peers_, 1, 100);
+    RunAll();
+  }
+  int captures = 0;
+  int local_skips = 0;
+  for (const ScheduleDriver::Event& e : driver->events()) {
+    captures += e.outcome == SlotOutcome::kCapture;
+    local_skips += e.outcome == SlotOutcome::kHostCaptureTime;
+  }
+  EXPECT_EQ(captures, 2);
+  EXPECT_GE(local_skips, 2);
+  driver.reset();
+  RunAll();
+}
+
+// A job in warm-up (every process below min_step) is not captured; once a
+// process passes it, the job's slots are decided.
+TEST_F(ScheduleDriverTest, MinStepSkipsWarmUp) {
+  ScheduleOptions options = EveryMinute(1.0);
+  options.rules[0].min_step = 500;
+  std::shared_ptr<StepReading> steps =
+      AttachStepping(1, 100, "42", 0, StepsAt(10, clock_.Now(), absl::Milliseconds(100)));
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  loop_.AdvanceBy(absl::Minutes(3));
+  RunAll();
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  steps->current_step = 500;
+  loop_.AdvanceBy(absl::Minutes(2));
+  RunAll();
+  EXPECT_FALSE(Starts(peers_, 1).empty());
+  driver.reset();
+  loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
+}  // namespace
+}  // namespace gpuctl::daemon::scheduler

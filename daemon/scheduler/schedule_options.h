@@ -1,0 +1,96 @@
+#ifndef GPUCTL_DAEMON_SCHEDULER_SCHEDULE_OPTIONS_H_
+#define GPUCTL_DAEMON_SCHEDULER_SCHEDULE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gpuctl/v1/service.pb.h"
+
+namespace gpuctl::daemon::scheduler {
+
+// Limits of a schedule (the config's schedule section, docs/configuration.md).
+inline constexpr size_t kMaxScheduleRules = 64;
+inline constexpr size_t kMaxRuleNameBytes = 64;
+inline constexpr size_t kMaxSeedBytes = 256;
+inline constexpr size_t kMaxBlackouts = 32;
+inline constexpr absl::Duration kMinPeriod = absl::Seconds(1);
+inline constexpr absl::Duration kMaxPeriod = absl::Hours(24 * 7);
+// A scheduled window is a trace window: at most the core's own maximum
+// start-ahead, so a slot's capture can be requested ahead of time.
+inline constexpr absl::Duration kMaxScheduledWindow = absl::Hours(1);
+inline constexpr uint64_t kMaxStepPeriod = uint64_t{1} << 40;
+inline constexpr double kDefaultMaxDutyCycle = 0.05;
+
+// UTC hours [first_hour, end_hour) on the given weekdays during which a
+// rule captures nothing. `days` is a bit set in absl::Weekday order, bit 0
+// Monday .. bit 6 Sunday; 0 means every day.
+struct Blackout {
+  uint8_t days = 0;
+  int first_hour = 0;
+  int end_hour = 24;
+};
+
+// One sampling rule. Either a time rule (period, window) or a step rule
+// (step_period, window_steps > 0): steps [k*step_period,
+// k*step_period + window_steps) of a sampled block k.
+struct ScheduleRule {
+  std::string name;
+  // job_id, ranks, labels, include_helpers; never pids or a limit, which
+  // mean nothing across hosts.
+  v1::ProcessSelector selector;
+  double probability = 0;
+  absl::Duration period = absl::ZeroDuration();
+  absl::Duration window = absl::ZeroDuration();
+  uint64_t step_period = 0;
+  uint32_t window_steps = 0;
+  std::vector<std::string> activities;
+  std::vector<Blackout> blackouts;
+  // A job is decided only once one of its processes on the host has a step
+  // counter at this step or beyond (warm-up is skipped).
+  uint64_t min_step = 0;
+  // Captures per job and UTC day; 0: no cap. Time rules only.
+  uint32_t daily_cap = 0;
+
+  bool step_aligned() const { return window_steps > 0; }
+};
+
+struct ScheduleOptions {
+  std::string seed;
+  std::vector<ScheduleRule> rules;
+  // A rule whose probability x window / period is above this is refused.
+  double max_duty_cycle = kDefaultMaxDutyCycle;
+  // Host limits, decided locally (so they may split a job's trace): the
+  // capture window seconds this host starts per UTC day (0: no limit), and
+  // the store's free space below which nothing is captured (0: no limit).
+  absl::Duration capture_time_per_day = absl::ZeroDuration();
+  uint64_t min_free_store_bytes = 0;
+
+  bool enabled() const { return !rules.empty(); }
+};
+
+// probability x window / period (steps for a step rule).
+double DutyCycle(const ScheduleRule& rule);
+
+// Checks one rule alone: a name, a selector with a criterion and valid
+// values but no pids or limit, a probability in (0, 1], exactly one of a
+// time or step window, window within period, known activities, blackout
+// hours, daily_cap only on a time rule. INVALID_ARGUMENT naming the field.
+absl::Status ValidateRule(const ScheduleRule& rule);
+
+// Checks the whole schedule: every rule (ValidateRule), unique names, a
+// seed when there are rules, and every rule's duty cycle within
+// max_duty_cycle. INVALID_ARGUMENT naming the rule and the field.
+absl::Status ValidateSchedule(const ScheduleOptions& options);
+
+// SHA-256 (hex) of the schedule's canonical text (CanonicalScheduleText):
+// equal on hosts that run the same schedule, whatever the file's layout.
+std::string ScheduleFingerprint(const ScheduleOptions& options);
+// One line per field in a fixed order, values in their exact forms.
+std::string CanonicalScheduleText(const ScheduleOptions& options);
+
+}  // namespace gpuctl::daemon::scheduler
+
+#endif  // GPUCTL_DAEMON_SCHEDULER_SCHEDULE_OPTIONS_H_
