@@ -70,6 +70,7 @@ DOT = """digraph "g" {
 "node6" [ label = "libgpuctl", shape = doubleoctagon ];
 "node7" [ label = "gpuctl_wire", shape = octagon ];
 "node8" [ label = "ipc_codegen", shape = egg ];
+"node9" [ label = "gpuctl_scheduler", shape = octagon ];
 "node6" -> "node7";
 "node7" -> "node8";
 "node8" -> "node2" [ style = dotted ];
@@ -77,6 +78,7 @@ DOT = """digraph "g" {
 "node1" -> "node2";
 "node0" -> "node4";
 "node0" -> "node5";
+"node9" -> "node0";
 }
 """
 
