@@ -98,11 +98,19 @@ TEST_F(DaemonCoreTest, LostAndExitedProcesses) {
 // A process in a container (its own pid namespace, as a DaemonSet's daemon
 // sees training pods) is pid 4711 to the daemon and pid 1 to itself: its
 // Hello and its trace data say 1, the daemon lists and names it by 4711.
-TEST_F(DaemonCoreTest, AContainersProcessIsKnownByBothPids) {
-  const std::string proc = options_.proc_root + "/4711";
-  std::filesystem::create_directories(proc);
-  std::ofstream(proc + "/status") << "Name:\tpython\nNSpid:\t4711\t1\nPPid:\t4700\n";
-  ASSERT_TRUE(core_->OnPeerHello(1, {4711, 1000, 1000}, MakeHello(1, "42", 0), nullptr).ok());
+class ContainerProcessTest : public DaemonCoreTest {
+ protected:
+  // Peer 1, rank 0 of job 42; its /proc status says NSpid 4711 1.
+  void AttachContainersProcess() {
+    const std::string proc = options_.proc_root + "/4711";
+    std::filesystem::create_directories(proc);
+    std::ofstream(proc + "/status") << "Name:\tpython\nNSpid:\t4711\t1\nPPid:\t4700\n";
+    ASSERT_TRUE(core_->OnPeerHello(1, {4711, 1000, 1000}, MakeHello(1, "42", 0), nullptr).ok());
+  }
+};
+
+TEST_F(ContainerProcessTest, IsKnownByBothPids) {
+  AttachContainersProcess();
   auto obs = std::make_shared<RecordingObserver>();
   auto id = Trace("42", absl::Seconds(1), obs);
   ASSERT_TRUE(id.ok()) << id.status();
@@ -117,11 +125,8 @@ TEST_F(DaemonCoreTest, AContainersProcessIsKnownByBothPids) {
 
 // Trace data of the host's pid from a process that calls itself 1 is not
 // its own.
-TEST_F(DaemonCoreTest, AContainersProcessCannotDeliverAnotherPidsData) {
-  const std::string proc = options_.proc_root + "/4711";
-  std::filesystem::create_directories(proc);
-  std::ofstream(proc + "/status") << "Name:\tpython\nNSpid:\t4711\t1\nPPid:\t4700\n";
-  ASSERT_TRUE(core_->OnPeerHello(1, {4711, 1000, 1000}, MakeHello(1, "42", 0), nullptr).ok());
+TEST_F(ContainerProcessTest, CannotDeliverAnotherPidsData) {
+  AttachContainersProcess();
   auto obs = std::make_shared<RecordingObserver>();
   auto id = Trace("42", absl::Seconds(1), obs);
   ASSERT_TRUE(id.ok()) << id.status();

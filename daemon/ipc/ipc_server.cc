@@ -14,7 +14,6 @@
 namespace gpuctl::daemon {
 namespace {
 
-using v1::ipc::CaptureResult;
 using v1::ipc::ClientMessage;
 
 constexpr int kListenBacklog = 128;
