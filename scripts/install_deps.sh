@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libgtest-dev libgmock-dev zlib1g-dev libcurl4-openssl-dev libssl-dev libxml2-dev
+  libabsl-dev libgtest-dev libgmock-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libssl-dev libxml2-dev
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
   clang clang-tidy clang-format libclang-rt-14-dev valgrind binutils
   python3 python3-venv

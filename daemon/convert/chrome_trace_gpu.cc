@@ -1,13 +1,16 @@
 // The GPU part of the Chrome trace: kineto's layout for CUPTI activity
 // (libkineto/src/output_json.cpp, CuptiActivity.h). docs/trace-format.md
 // lists every field.
+#include <algorithm>
+#include <charconv>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "daemon/convert/chrome_trace_internal.h"
+#include "daemon/convert/correlation_map.h"
 #include "daemon/convert/cupti_names.h"
 #include "daemon/convert/kernel_occupancy.h"
 #include "gpuctl/v1/records.h"
@@ -16,6 +19,34 @@ namespace gpuctl::daemon::chrome_internal {
 namespace {
 
 namespace rec = ::gpuctl::records;
+
+// `v` as printf's "%.6f" writes it (std::to_chars gives the same digits
+// without printf's format parsing and locale).
+void AppendFixed6(std::string* out, double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed, 6);
+  if (ec != std::errc()) {
+    absl::StrAppendFormat(out, "%.6f", v);  // beyond 64 characters: > 1e56
+    return;
+  }
+  out->append(buf, static_cast<size_t>(end - buf));
+}
+
+// The smallest and largest nonzero correlation id of the API calls (every
+// GPU op's id is one of them); lo > hi when there is none.
+struct CorrelationSpan {
+  uint32_t lo = 1;
+  uint32_t hi = 0;
+};
+CorrelationSpan ApiCorrelationSpan(const DecodedRecords& r) {
+  CorrelationSpan span{std::numeric_limits<uint32_t>::max(), 0};
+  for (const ApiCallRecord& call : r.api_calls) {
+    if (call.correlation_id == 0) continue;
+    span.lo = std::min(span.lo, call.correlation_id);
+    span.hi = std::max(span.hi, call.correlation_id);
+  }
+  return span.hi == 0 ? CorrelationSpan{} : span;
+}
 
 // A GPU row: pid = device id, tid = stream id.
 struct Row {
@@ -26,7 +57,14 @@ struct Row {
 class GpuEventWriter {
  public:
   GpuEventWriter(const DecodedRecords& r, int64_t pid, EventWriter* events)
-      : r_(r), pid_(pid), ev_(events), out_(events->out()) {}
+      : r_(r),
+        pid_(pid),
+        ev_(events),
+        out_(events->out()),
+        span_(ApiCorrelationSpan(r)),
+        launch_(span_.lo, span_.hi, r.api_calls.size()),
+        external_(span_.lo, span_.hi, r.api_calls.size()),
+        gpu_correlations_(span_.lo, span_.hi, r.api_calls.size()) {}
 
   void Write() {
     Index();
@@ -44,24 +82,24 @@ class GpuEventWriter {
   void NoteGpuOp(uint32_t device, uint32_t context, uint32_t stream, uint32_t correlation) {
     context_device_.emplace(context, device);
     streams_[device].insert(stream);
-    if (correlation != 0) gpu_correlations_.insert(correlation);
+    if (correlation != 0) gpu_correlations_.Emplace(correlation, 1);
   }
 
   void Index() {
     for (size_t i = 0; i < r_.api_calls.size(); ++i) {
       const ApiCallRecord& call = r_.api_calls[i];
       if (call.correlation_id == 0) continue;
-      auto [it, inserted] = launch_.emplace(call.correlation_id, i);
+      auto [launch, inserted] = launch_.Emplace(call.correlation_id, i);
       // A runtime call is the launch the user wrote; prefer it to the
       // driver call beneath it.
       if (!inserted && call.domain == rec::kApiDomainRuntime &&
-          r_.api_calls[it->second].domain != rec::kApiDomainRuntime) {
-        it->second = i;
+          r_.api_calls[*launch].domain != rec::kApiDomainRuntime) {
+        *launch = i;
       }
     }
     for (const ExternalCorrelationRecord& e : r_.external_correlations) {
       if (e.external_kind == rec::kExternalKindGpuctlRange && e.correlation_id != 0) {
-        external_.emplace(e.correlation_id, e.external_id);
+        external_.Emplace(e.correlation_id, e.external_id);
       }
     }
     for (const DeviceInfoRecord& d : r_.device_infos) {
@@ -82,7 +120,7 @@ class GpuEventWriter {
     for (const SyncRecord& s : r_.syncs) {
       auto it = context_device_.find(s.context_id);
       if (it != context_device_.end()) streams_[it->second].insert(SyncTid(s));
-      if (s.correlation_id != 0) gpu_correlations_.insert(s.correlation_id);
+      if (s.correlation_id != 0) gpu_correlations_.Emplace(s.correlation_id, 1);
     }
   }
 
@@ -109,8 +147,8 @@ class GpuEventWriter {
   // range. Every caller then appends at least one more member.
   void BeginArgs(uint32_t correlation) {
     absl::StrAppend(out_, ", \"args\": {");
-    auto it = correlation != 0 ? external_.find(correlation) : external_.end();
-    if (it != external_.end()) absl::StrAppend(out_, "\"External id\": ", it->second, ", ");
+    const uint64_t* range = correlation != 0 ? external_.Find(correlation) : nullptr;
+    if (range != nullptr) absl::StrAppend(out_, "\"External id\": ", *range, ", ");
   }
 
   void AppendGraph(uint32_t graph_id, uint64_t graph_node_id) {
@@ -122,7 +160,7 @@ class GpuEventWriter {
   // Ends a GPU op's event and adds the flow end when its launch is known.
   void EndGpuOp(uint32_t correlation, Row row, int64_t start_ns) {
     absl::StrAppend(out_, "}}");
-    if (correlation != 0 && launch_.contains(correlation)) {
+    if (correlation != 0 && launch_.Contains(correlation)) {
       ev_->Flow('f', correlation, row.pid, row.tid, start_ns);
     }
   }
@@ -134,9 +172,8 @@ class GpuEventWriter {
                   c.start_ns, c.end_ns);
     BeginArgs(c.correlation_id);
     absl::StrAppend(out_, "\"cbid\": ", c.cbid, ", \"correlation\": ", c.correlation_id, "}}");
-    auto it = launch_.find(c.correlation_id);
-    if (it != launch_.end() && it->second == index &&
-        gpu_correlations_.contains(c.correlation_id)) {
+    const size_t* launch = launch_.Find(c.correlation_id);
+    if (launch != nullptr && *launch == index && gpu_correlations_.Contains(c.correlation_id)) {
       ev_->Flow('s', c.correlation_id, pid_, c.tid, c.start_ns);
     }
   }
@@ -168,8 +205,10 @@ class GpuEventWriter {
       occupancy = EstimateOccupancy(k, *it->second);
     }
     if (occupancy.has_value()) {
-      absl::StrAppendFormat(out_, ", \"blocks per SM\": %.6f, \"warps per SM\": %.6f",
-                            occupancy->blocks_per_sm, occupancy->warps_per_sm);
+      out_->append(", \"blocks per SM\": ");
+      AppendFixed6(out_, occupancy->blocks_per_sm);
+      out_->append(", \"warps per SM\": ");
+      AppendFixed6(out_, occupancy->warps_per_sm);
     }
     absl::StrAppend(out_, ", \"grid\": [", k.grid[0], ", ", k.grid[1], ", ", k.grid[2],
                     "], \"block\": [", k.block[0], ", ", k.block[1], ", ", k.block[2], "]");
@@ -226,10 +265,10 @@ class GpuEventWriter {
     Row row{pid_, 0};
     if (device != context_device_.end()) {
       row = {device->second, SyncTid(s)};
-    } else if (auto launch = launch_.find(s.correlation_id); launch != launch_.end()) {
+    } else if (const size_t* launch = launch_.Find(s.correlation_id); launch != nullptr) {
       // No GPU op of that context in the window: show it on the calling
       // thread rather than guess a device.
-      row.tid = r_.api_calls[launch->second].tid;
+      row.tid = r_.api_calls[*launch].tid;
     }
     ev_->Complete("cuda_sync", SyncTypeName(s.type), row.pid, row.tid, s.start_ns, s.end_ns);
     BeginArgs(s.correlation_id);
@@ -255,13 +294,15 @@ class GpuEventWriter {
   const int64_t pid_;
   EventWriter* ev_;
   std::string* out_;
+  const CorrelationSpan span_;
   // correlation id -> index into api_calls of the launching call.
-  absl::flat_hash_map<uint32_t, size_t> launch_;
+  CorrelationMap<size_t> launch_;
   // correlation id -> gpuctl range id.
-  absl::flat_hash_map<uint32_t, uint64_t> external_;
+  CorrelationMap<uint64_t> external_;
   absl::flat_hash_map<uint32_t, const DeviceInfoRecord*> devices_;
   absl::flat_hash_map<uint32_t, uint32_t> context_device_;
-  absl::flat_hash_set<uint32_t> gpu_correlations_;
+  // Correlation ids of GPU ops (and synchronizations): 1 when present.
+  CorrelationMap<uint8_t> gpu_correlations_;
   // GPU rows: device -> stream tids, sorted for stable metadata.
   std::map<uint32_t, std::set<int64_t>> streams_;
 };

@@ -1,5 +1,6 @@
 #include "daemon/convert/gzip.h"
 
+#include <libdeflate.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -10,8 +11,7 @@
 namespace gpuctl::daemon {
 namespace {
 
-// windowBits 15 + 16 selects the gzip wrapper; 15 + 32 auto-detects on input.
-constexpr int kGzipWindowBits = 15 + 16;
+// windowBits 15 + 32: zlib detects the gzip wrapper on input.
 constexpr int kAutoWindowBits = 15 + 32;
 constexpr size_t kChunk = 64 * 1024;
 constexpr size_t kMaxZlibInput = std::numeric_limits<uInt>::max();
@@ -23,8 +23,14 @@ Bytef* ZlibIn(absl::string_view data) {
 
 }  // namespace
 
+// libdeflate compresses a whole buffer at once, two to three times faster
+// than zlib's streaming deflate at the same level and no larger; it has no
+// streaming interface. The input is gathered into pieces of kMemberBytes,
+// each compressed into one gzip member. Losing the 32 KiB window at each
+// boundary costs well under 0.1 % of the size.
 struct GzipEncoder::State {
-  z_stream stream{};
+  libdeflate_compressor* compressor = nullptr;
+  std::string pending;
 };
 
 absl::StatusOr<std::unique_ptr<GzipEncoder>> GzipEncoder::Create(int level) {
@@ -32,48 +38,59 @@ absl::StatusOr<std::unique_ptr<GzipEncoder>> GzipEncoder::Create(int level) {
     return absl::InvalidArgumentError(absl::StrCat("gzip level ", level, " is outside [0, 9]"));
   }
   auto state = std::make_unique<State>();
-  int rc = deflateInit2(&state->stream, level, Z_DEFLATED, kGzipWindowBits, 8, Z_DEFAULT_STRATEGY);
-  if (rc != Z_OK) return absl::InternalError(absl::StrCat("deflateInit2 failed: ", rc));
+  state->compressor = libdeflate_alloc_compressor(level);
+  if (state->compressor == nullptr)
+    return absl::ResourceExhaustedError("libdeflate: out of memory");
+  state->pending.reserve(kMemberBytes);
   return std::unique_ptr<GzipEncoder>(new GzipEncoder(std::move(state)));
 }
 
 GzipEncoder::GzipEncoder(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
-GzipEncoder::~GzipEncoder() { deflateEnd(&state_->stream); }
+GzipEncoder::~GzipEncoder() { libdeflate_free_compressor(state_->compressor); }
 
-absl::Status GzipEncoder::Deflate(absl::string_view data, bool finish) {
-  z_stream& zs = state_->stream;
-  while (true) {
-    size_t piece = std::min(data.size(), kMaxZlibInput);
-    zs.next_in = ZlibIn(data);
-    zs.avail_in = static_cast<uInt>(piece);
-    bool last_piece = piece == data.size();
-    int flush = finish && last_piece ? Z_FINISH : Z_NO_FLUSH;
-    int rc;
-    do {
-      size_t old = output_.size();
-      output_.resize(old + kChunk);
-      zs.next_out = reinterpret_cast<Bytef*>(output_.data() + old);  // NOLINT
-      zs.avail_out = static_cast<uInt>(kChunk);
-      rc = deflate(&zs, flush);
-      output_.resize(old + kChunk - zs.avail_out);
-      if (rc == Z_STREAM_ERROR) return absl::InternalError("deflate failed");
-    } while (zs.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
-    data.remove_prefix(piece);
-    if (last_piece) return absl::OkStatus();
-  }
+absl::Status GzipEncoder::CompressMember(absl::string_view data) {
+  size_t bound = libdeflate_gzip_compress_bound(state_->compressor, data.size());
+  size_t old = output_.size();
+  output_.resize(old + bound);
+  size_t n = libdeflate_gzip_compress(state_->compressor, data.data(), data.size(),
+                                      output_.data() + old, bound);
+  output_.resize(old + n);
+  if (n == 0) return absl::InternalError("libdeflate: compressed member exceeds its bound");
+  return absl::OkStatus();
 }
 
 absl::Status GzipEncoder::Append(absl::string_view data) {
   if (finished_) return absl::FailedPreconditionError("gzip stream already finished");
-  if (data.empty()) return absl::OkStatus();
-  return Deflate(data, /*finish=*/false);
+  std::string& pending = state_->pending;
+  while (!data.empty()) {
+    // A large piece with nothing pending is compressed in place.
+    if (pending.empty() && data.size() >= kMemberBytes) {
+      if (auto st = CompressMember(data.substr(0, kMemberBytes)); !st.ok()) return st;
+      data.remove_prefix(kMemberBytes);
+      continue;
+    }
+    size_t take = std::min(data.size(), kMemberBytes - pending.size());
+    pending.append(data.data(), take);
+    data.remove_prefix(take);
+    if (pending.size() == kMemberBytes) {
+      if (auto st = CompressMember(pending); !st.ok()) return st;
+      pending.clear();
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status GzipEncoder::Finish() {
   if (finished_) return absl::FailedPreconditionError("gzip stream already finished");
   finished_ = true;
-  return Deflate(absl::string_view(), /*finish=*/true);
+  // An empty input still makes one (empty) member: a valid gzip file.
+  if (!state_->pending.empty() || output_.empty()) {
+    if (auto st = CompressMember(state_->pending); !st.ok()) return st;
+  }
+  state_->pending.clear();
+  state_->pending.shrink_to_fit();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> GzipCompress(absl::string_view data, int level) {

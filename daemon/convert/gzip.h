@@ -13,9 +13,15 @@ namespace gpuctl::daemon {
 inline constexpr int kDefaultGzipLevel = 6;
 
 // Streaming gzip (RFC 1952) compressor: Append() input in pieces, Finish()
-// once; the compressed bytes accumulate in output().
+// once; the compressed bytes accumulate in output(). Up to kMemberBytes of
+// input the output is one gzip member; beyond, a series of members, one per
+// kMemberBytes of input (RFC 1952 section 2.2: a valid gzip file that
+// gunzip, zlib, Python's gzip module and Perfetto read as one stream). At
+// most kMemberBytes of input are held at a time.
+inline constexpr size_t kGzipMemberBytes = size_t{8} << 20;
 class GzipEncoder {
  public:
+  static constexpr size_t kMemberBytes = kGzipMemberBytes;
   // `level` 0-9.
   static absl::StatusOr<std::unique_ptr<GzipEncoder>> Create(int level = kDefaultGzipLevel);
   ~GzipEncoder();
@@ -30,7 +36,7 @@ class GzipEncoder {
  private:
   struct State;
   explicit GzipEncoder(std::unique_ptr<State> state);
-  absl::Status Deflate(absl::string_view data, bool finish);
+  absl::Status CompressMember(absl::string_view data);
 
   std::unique_ptr<State> state_;
   std::string output_;

@@ -1,5 +1,7 @@
 #include "daemon/convert/gzip.h"
 
+#include <zlib.h>
+
 #include <random>
 #include <string>
 
@@ -43,6 +45,82 @@ TEST(GzipTest, StreamingEqualsOneShot) {
   auto back = GzipDecompress((*encoder)->output());
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, input);
+}
+
+// How many gzip members `gz` holds (zlib, one inflate per member).
+int CountMembers(const std::string& gz) {
+  z_stream zs{};
+  EXPECT_EQ(inflateInit2(&zs, 15 + 16), Z_OK);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));  // NOLINT
+  zs.avail_in = static_cast<uInt>(gz.size());
+  std::string out(1 << 16, '\0');
+  int members = 0;
+  while (zs.avail_in > 0) {
+    zs.next_out = reinterpret_cast<Bytef*>(out.data());  // NOLINT
+    zs.avail_out = static_cast<uInt>(out.size());
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) {
+      ++members;
+      inflateReset(&zs);
+    } else if (rc != Z_OK) {
+      ADD_FAILURE() << "inflate error " << rc;
+      break;
+    }
+  }
+  inflateEnd(&zs);
+  return members;
+}
+
+// Text with the redundancy of trace JSON, so sizes are meaningful.
+std::string TraceLikeText(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::string s;
+  s.reserve(n + 200);
+  while (s.size() < n) {
+    s += "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_";
+    s += std::to_string(gen() % 50);
+    s += "\", \"ts\": " + std::to_string(gen() % 10000000) + "." + std::to_string(gen() % 1000);
+    s += ", \"dur\": " + std::to_string(gen() % 5000) + ", \"args\": {\"correlation\": ";
+    s += std::to_string(gen()) + "}},\n";
+  }
+  s.resize(n);
+  return s;
+}
+
+TEST(GzipTest, OneMemberUpToTheMemberSizeThenOnePerMember) {
+  EXPECT_EQ(CountMembers(*GzipCompress("")), 1);
+  EXPECT_EQ(CountMembers(*GzipCompress(TraceLikeText(GzipEncoder::kMemberBytes, 5))), 1);
+  // Pieces that straddle member boundaries, and one larger than a member.
+  std::string input = TraceLikeText(GzipEncoder::kMemberBytes * 2 + 12345, 6);
+  auto encoder = GzipEncoder::Create();
+  ASSERT_TRUE(encoder.ok());
+  absl::string_view rest(input);
+  for (size_t piece : {size_t{1000}, GzipEncoder::kMemberBytes + 7, size_t{300000}}) {
+    ASSERT_TRUE((*encoder)->Append(rest.substr(0, piece)).ok());
+    rest.remove_prefix(piece);
+  }
+  ASSERT_TRUE((*encoder)->Append(rest).ok());
+  ASSERT_TRUE((*encoder)->Finish().ok());
+  EXPECT_EQ(CountMembers((*encoder)->output()), 3);
+  EXPECT_EQ(*GzipDecompress((*encoder)->output()), input);
+}
+
+TEST(GzipTest, NoLargerThanZlibAtTheSameLevel) {
+  std::string input = TraceLikeText(GzipEncoder::kMemberBytes + (1 << 20), 7);
+  uLongf bound = compressBound(static_cast<uLong>(input.size()));
+  std::string zlib_out(bound, '\0');
+  z_stream zs{};
+  ASSERT_EQ(deflateInit2(&zs, kDefaultGzipLevel, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  zs.next_in = reinterpret_cast<Bytef*>(input.data());  // NOLINT
+  zs.avail_in = static_cast<uInt>(input.size());
+  zs.next_out = reinterpret_cast<Bytef*>(zlib_out.data());  // NOLINT
+  zs.avail_out = static_cast<uInt>(zlib_out.size());
+  ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+  size_t zlib_size = zs.total_out;
+  deflateEnd(&zs);
+  size_t ours = GzipCompress(input)->size();
+  EXPECT_LE(static_cast<double>(ours), 1.05 * static_cast<double>(zlib_size))
+      << ours << " bytes against zlib's " << zlib_size;
 }
 
 TEST(GzipTest, DecompressesConcatenatedMembers) {

@@ -31,56 +31,71 @@ size_t ValidUtf8Length(absl::string_view s, size_t i) {
   return 0;
 }
 
+// Whether `c` (< 0x80) goes into a JSON string as itself.
+constexpr bool IsPlainAscii(unsigned char c) { return c >= 0x20 && c != '"' && c != '\\'; }
+
+// The escape of an ASCII byte that needs one.
+void AppendEscape(std::string* out, unsigned char c) {
+  switch (c) {
+    case '"':
+      out->append("\\\"", 2);
+      return;
+    case '\\':
+      out->append("\\\\", 2);
+      return;
+    case '\n':
+      out->append("\\n", 2);
+      return;
+    case '\r':
+      out->append("\\r", 2);
+      return;
+    case '\t':
+      out->append("\\t", 2);
+      return;
+    case '\b':
+      out->append("\\b", 2);
+      return;
+    case '\f':
+      out->append("\\f", 2);
+      return;
+    default: {
+      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+      out->append(esc, sizeof(esc));
+    }
+  }
+}
+
 }  // namespace
 
 void AppendJsonString(std::string* out, absl::string_view s) {
   out->push_back('"');
   size_t i = 0;
   while (i < s.size()) {
+    // Names are almost always plain ASCII: copy each plain run at once.
+    size_t run = i;
+    while (run < s.size() && static_cast<unsigned char>(s[run]) < 0x80 &&
+           IsPlainAscii(static_cast<unsigned char>(s[run]))) {
+      ++run;
+    }
+    if (run > i) {
+      out->append(s.data() + i, run - i);
+      i = run;
+      if (i == s.size()) break;
+    }
     unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x80) {
-      size_t n = ValidUtf8Length(s, i);
-      if (n == 0) {
-        out->append(kReplacement.data(), kReplacement.size());
-        ++i;
-      } else {
-        out->append(s.data() + i, n);
-        i += n;
-      }
+    if (c < 0x80) {
+      AppendEscape(out, c);
+      ++i;
       continue;
     }
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      case '\b':
-        out->append("\\b");
-        break;
-      case '\f':
-        out->append("\\f");
-        break;
-      default:
-        if (c < 0x20) {
-          out->append("\\u00");
-          out->push_back(kHex[c >> 4]);
-          out->push_back(kHex[c & 0xf]);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
+    size_t n = ValidUtf8Length(s, i);
+    if (n == 0) {
+      out->append(kReplacement.data(), kReplacement.size());
+      ++i;
+    } else {
+      out->append(s.data() + i, n);
+      i += n;
     }
-    ++i;
   }
   out->push_back('"');
 }
@@ -103,14 +118,24 @@ std::string RepairUtf8(absl::string_view s) {
 }
 
 void AppendMicrosFromNanos(std::string* out, int64_t ns) {
-  // Work in unsigned magnitude so INT64_MIN is representable.
+  // Work in unsigned magnitude so INT64_MIN is representable. Digits are
+  // written backwards into one buffer and appended once.
   uint64_t mag = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  if (ns < 0) out->push_back('-');
-  absl::StrAppend(out, mag / 1000, ".");
+  char buf[32];
+  char* end = buf + sizeof(buf);
+  char* p = end;
   uint64_t frac = mag % 1000;
-  out->push_back(static_cast<char>('0' + frac / 100));
-  out->push_back(static_cast<char>('0' + (frac / 10) % 10));
-  out->push_back(static_cast<char>('0' + frac % 10));
+  *--p = static_cast<char>('0' + frac % 10);
+  *--p = static_cast<char>('0' + (frac / 10) % 10);
+  *--p = static_cast<char>('0' + frac / 100);
+  *--p = '.';
+  uint64_t whole = mag / 1000;
+  do {
+    *--p = static_cast<char>('0' + whole % 10);
+    whole /= 10;
+  } while (whole != 0);
+  if (ns < 0) *--p = '-';
+  out->append(p, static_cast<size_t>(end - p));
 }
 
 }  // namespace gpuctl::daemon
