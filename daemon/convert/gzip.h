@@ -10,7 +10,11 @@
 
 namespace gpuctl::daemon {
 
-inline constexpr int kDefaultGzipLevel = 6;
+// libdeflate's level 5 compresses trace JSON to the size zlib's level 6 gives
+// (0.7 % smaller on bench/convert_bench.cc's capture) in less than half
+// the time; its level 6 is 15 % smaller again but 1.4x slower (figures in
+// docs/benchmarks.md).
+inline constexpr int kDefaultGzipLevel = 5;
 
 // Streaming gzip (RFC 1952) compressor: Append() input in pieces, Finish()
 // once; the compressed bytes accumulate in output(). Up to kMemberBytes of

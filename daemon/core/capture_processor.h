@@ -6,6 +6,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/convert/gzip.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/store/trace_store.h"
 #include "gpuctl/v1/manifest.pb.h"
@@ -27,7 +28,7 @@ struct CaptureJob {
   // kCaptureInfo record (which is authoritative when present).
   bool reported_host_only = false;
   uint64_t reported_cupti_dropped = 0;
-  int gzip_level = 6;
+  int gzip_level = kDefaultGzipLevel;
 };
 
 // The blocking part of a result: validate the records, convert them to
