@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything gpuctl needs to build and test on Debian 12:
 # Debian packages (only those missing), Ceph for the S3 tests
-# (scripts/ceph/install.sh) and a Python virtual environment with the
-# test-side consumers from PyPI (under ~/.cache/gpuctl/, linked as .venv).
+# (scripts/ceph/install.sh), a Python virtual environment with the
+# test-side consumers from PyPI (under ~/.cache/gpuctl/, linked as .venv)
+# and PyTorch in an environment of its own for the kineto bridge's tests
+# (scripts/install_torch.sh, linked as .venv-torch; GPUCTL_SKIP_TORCH=1
+# leaves it out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,4 +52,8 @@ fi
 if [ "$(readlink .venv 2>/dev/null)" != "$venv" ]; then
   rm -rf .venv
   ln -s "$venv" .venv
+fi
+
+if [ -z "${GPUCTL_SKIP_TORCH:-}" ]; then
+  ./scripts/install_torch.sh >/dev/null
 fi
