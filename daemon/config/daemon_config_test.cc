@@ -109,6 +109,19 @@ std::vector<KeyCase> EveryKey() {
        [](DaemonOptions& o) { o.tls_client_ca = "/etc/gpuctl/ca.pem"; }},
       {"auth.token_file", "/etc/gpuctl/token",
        [](DaemonOptions& o) { o.auth_token_file = "/etc/gpuctl/token"; }},
+      {"auth.tokens",
+       "[{name: ml, token_file: /etc/gpuctl/ml.token, jobs: ['42', '43'], "
+       "namespaces: [ml-train], labels: {team: vision}}, "
+       "{name: ops, token_file: /etc/gpuctl/ops.token, namespaces: [ops]}]",
+       [](DaemonOptions& o) {
+         o.auth_tokens = {{.scope = {.name = "ml",
+                                     .jobs = {"42", "43"},
+                                     .namespaces = {"ml-train"},
+                                     .labels = {{"team", "vision"}}},
+                           .token_file = "/etc/gpuctl/ml.token"},
+                          {.scope = {.name = "ops", .namespaces = {"ops"}},
+                           .token_file = "/etc/gpuctl/ops.token"}};
+       }},
       {"trace.max_duration", "2h", [](DaemonOptions& o) { o.max_duration = absl::Hours(2); }},
       {"trace.start_delay", "0", [](DaemonOptions& o) { o.start_delay = absl::ZeroDuration(); }},
       {"trace.result_grace", "45s", [](DaemonOptions& o) { o.result_grace = absl::Seconds(45); }},
@@ -318,6 +331,25 @@ TEST(DaemonConfigTest, BadIpcValuesAreErrors) {
               HasSubstr("entry 1: uid 4294967295 is out of range"));
 }
 
+TEST(DaemonConfigTest, BadScopedTokensAreErrors) {
+  EXPECT_THAT(ParseError("auth:\n  tokens: {name: x}\n"),
+              HasSubstr("auth.tokens: expected a list of tokens"));
+  EXPECT_THAT(ParseError("auth:\n  tokens: [x]\n"), HasSubstr("auth.tokens[0]: expected a token"));
+  EXPECT_THAT(ParseError("auth:\n  tokens: [{name: x, jobs: ['1']}]\n"),
+              HasSubstr("auth.tokens[0]: needs a token_file"));
+  EXPECT_THAT(ParseError("auth:\n  tokens: [{name: x, token_file: /t}]\n"),
+              HasSubstr("has no jobs, namespaces or labels"));
+  EXPECT_THAT(ParseError("auth:\n  tokens: [{name: 'a b', token_file: /t, jobs: ['1']}]\n"),
+              HasSubstr("token name"));
+  EXPECT_THAT(ParseError("auth:\n  tokens: [{name: x, token_file: /t, jobs: ['1'], extra: 1}]\n"),
+              HasSubstr("extra"));
+  EXPECT_THAT(ParseError("auth:\n  tokens: [{name: x, token_file: /t, jobs: ['1']}, "
+                         "{name: x, token_file: /u, jobs: ['2']}]\n"),
+              HasSubstr("given to another token too"));
+  EXPECT_THAT(ParseError("auth:\n  tokens: [{name: x, token_file: /t, labels: {'bad key': v}}]\n"),
+              HasSubstr("label"));
+}
+
 TEST(DaemonConfigTest, AStartDelayAboveAnHourIsAnError) {
   EXPECT_EQ(ParseError("trace:\n  start_delay: 2h\n"),
             "gpuctl.yaml:2: trace.start_delay: 2h is more than 1h");
@@ -519,7 +551,7 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "listen", "listen_mode", "listen_group", "host_name", "insecure", "socket", "log_level",
           "ready_file", "ipc.socket_mode", "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate",
           "ipc.hello_burst", "tls.cert", "tls.key", "tls.client_ca", "auth.token_file",
-          "trace.max_duration", "trace.start_delay", "trace.result_grace",
+          "auth.tokens", "trace.max_duration", "trace.start_delay", "trace.result_grace",
           "trace.max_payload_bytes", "trace.max_buffer_bytes", "trace.max_ingest_bytes",
           "store.path", "store.retention.max_bytes", "store.retention.max_age",
           "store.retention.max_count", "store.s3.endpoint", "store.s3.region", "store.s3.bucket",

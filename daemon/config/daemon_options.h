@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "daemon/common/log.h"
 #include "daemon/core/daemon_core.h"
+#include "daemon/core/token_scope.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_store_options.h"
@@ -26,6 +27,12 @@ inline constexpr char kDefaultListenAddress[] = "127.0.0.1:7070";
 // configures, then the configuration file (--config,
 // daemon/config/daemon_config.h), then the command line.
 inline constexpr uint32_t kDefaultListenSocketMode = 0600;
+
+// One entry of auth.tokens: the token file and what its token may reach.
+struct ScopedTokenOptions {
+  TokenScope scope;
+  std::string token_file;
+};
 
 struct DaemonOptions {
   std::string listen_address = kDefaultListenAddress;
@@ -52,6 +59,9 @@ struct DaemonOptions {
   // auth.token_file / --auth-token-file: every gpuctl.v1 call must carry
   // "authorization: Bearer <the file's token>".
   std::string auth_token_file;
+  // auth.tokens: tokens that may reach only their scope's jobs, namespaces
+  // or labels (daemon/core/token_scope.h); each file is read at startup.
+  std::vector<ScopedTokenOptions> auth_tokens;
   // The largest result payload a process may hand over.
   uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;
   // Trace data validated and converted at once (trace.max_ingest_bytes,

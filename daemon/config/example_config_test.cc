@@ -42,6 +42,8 @@ std::string UncommentSetting(const std::string& line) {
   if (hash == std::string::npos || line.compare(hash, 2, "# ") != 0) return line;
   std::string setting = line.substr(hash + 2);
   size_t name = setting.find_first_not_of(' ');
+  // A list entry's first key ("- name: x") is a setting too.
+  if (name != std::string::npos && setting.compare(name, 2, "- ") == 0) name += 2;
   size_t colon = setting.find(':', name == std::string::npos ? 0 : name);
   if (name == std::string::npos || colon == std::string::npos || colon == name) return line;
   for (size_t i = name; i < colon; ++i) {
@@ -67,6 +69,8 @@ TEST(ExampleConfigTest, OnlySettingsAreUncommented) {
   EXPECT_EQ(UncommentSetting("# zero). Sizes: bytes"), "# zero). Sizes: bytes");
   EXPECT_EQ(UncommentSetting("# see http://x"), "# see http://x");
   EXPECT_EQ(UncommentSetting("listen: x"), "listen: x");
+  EXPECT_EQ(UncommentSetting("#     - name: vision"), "    - name: vision");
+  EXPECT_EQ(UncommentSetting("#   - see below"), "#   - see below");
 }
 
 TEST(ExampleConfigTest, TheExampleLoadsAsTheDefaults) {
@@ -103,6 +107,11 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   options.allowed_users.clear();
   EXPECT_EQ(options.host_name, "gpu-node-1");
   options.host_name.clear();
+  EXPECT_EQ(options.auth_token_file, "/etc/gpuctl/token");
+  ASSERT_EQ(options.auth_tokens.size(), 2u);
+  EXPECT_EQ(options.auth_tokens[1].scope.jobs, std::vector<std::string>{"42"});
+  options.auth_token_file.clear();
+  options.auth_tokens.clear();
   ExpectSameOptions(options, DaemonOptions{});
 }
 

@@ -30,9 +30,9 @@ absl::Status Denied(const TokenScope& scope, absl::string_view lacks) {
 absl::Status ValidateTokenScope(const TokenScope& scope) {
   if (scope.name.empty() || scope.name.size() > kMaxScopeNameBytes ||
       !std::all_of(scope.name.begin(), scope.name.end(), IsScopeNameChar)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("token name ", QuoteExcerpt(scope.name), " must be 1-", kMaxScopeNameBytes,
-                     " characters of A-Z a-z 0-9 . _ -"));
+    return absl::InvalidArgumentError(absl::StrCat("token name ", QuoteExcerpt(scope.name),
+                                                   " must be 1-", kMaxScopeNameBytes,
+                                                   " characters of A-Z a-z 0-9 . _ -"));
   }
   if (scope.jobs.empty() && scope.namespaces.empty() && scope.labels.empty()) {
     return absl::InvalidArgumentError(
@@ -42,13 +42,13 @@ absl::Status ValidateTokenScope(const TokenScope& scope) {
   }
   for (const auto* list : {&scope.jobs, &scope.namespaces}) {
     if (list->size() > kMaxScopeEntries) {
-      return absl::InvalidArgumentError(absl::StrCat("token \"", scope.name, "\" lists more than ",
-                                                     kMaxScopeEntries, " values"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("token \"", scope.name, "\" lists more than ", kMaxScopeEntries, " values"));
     }
   }
   if (scope.labels.size() > kMaxScopeEntries) {
-    return absl::InvalidArgumentError(absl::StrCat("token \"", scope.name, "\" lists more than ",
-                                                   kMaxScopeEntries, " labels"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("token \"", scope.name, "\" lists more than ", kMaxScopeEntries, " labels"));
   }
   for (const std::string& job : scope.jobs) {
     if (job.empty() || job.size() > kMaxJobIdBytes) {
@@ -73,8 +73,8 @@ absl::Status ValidateTokenScope(const TokenScope& scope) {
 std::string DescribeTokenScope(const TokenScope& scope) {
   std::vector<std::string> rules;
   if (!scope.jobs.empty()) {
-    rules.push_back(absl::StrCat(scope.jobs.size() == 1 ? "job " : "jobs ",
-                                 absl::StrJoin(scope.jobs, ", ")));
+    rules.push_back(
+        absl::StrCat(scope.jobs.size() == 1 ? "job " : "jobs ", absl::StrJoin(scope.jobs, ", ")));
   }
   if (!scope.namespaces.empty()) {
     rules.push_back(absl::StrCat(scope.namespaces.size() == 1 ? "namespace " : "namespaces ",
@@ -125,8 +125,9 @@ bool ManifestInScope(const TokenScope& scope, const v1::TraceManifest& manifest,
                      absl::string_view requested_by_token) {
   if (!requested_by_token.empty() && requested_by_token == scope.name) return true;
   if (scope.jobs.empty() || manifest.results().empty()) return false;
-  return std::all_of(manifest.results().begin(), manifest.results().end(),
-                     [&](const v1::ProcessResult& r) { return ScopeListHas(scope.jobs, r.job_id()); });
+  return std::all_of(
+      manifest.results().begin(), manifest.results().end(),
+      [&](const v1::ProcessResult& r) { return ScopeListHas(scope.jobs, r.job_id()); });
 }
 
 }  // namespace gpuctl::daemon

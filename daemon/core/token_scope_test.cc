@@ -16,7 +16,7 @@ TokenScope MlTeamScope() {
 }
 
 v1::ProcessSelector ScopeSelector(const std::string& job, const std::string& ns,
-                             const std::string& team) {
+                                  const std::string& team) {
   v1::ProcessSelector s;
   s.set_job_id(job);
   if (!ns.empty()) (*s.mutable_labels())["k8s.namespace"] = ns;
@@ -98,8 +98,7 @@ TEST(TokenScopeTest, ValidatesNamesRulesAndValues) {
               HasSubstr("token name"));
   EXPECT_THAT(ValidateTokenScope(TokenScope{.name = "a b", .jobs = {"1"}}).message(),
               HasSubstr("token name"));
-  EXPECT_THAT(ValidateTokenScope(TokenScope{.name = "x"}).message(),
-              HasSubstr("auth.token_file"));
+  EXPECT_THAT(ValidateTokenScope(TokenScope{.name = "x"}).message(), HasSubstr("auth.token_file"));
   EXPECT_FALSE(ValidateTokenScope(TokenScope{.name = "x", .jobs = {""}}).ok());
   EXPECT_FALSE(ValidateTokenScope(TokenScope{.name = "x", .jobs = {std::string(300, 'j')}}).ok());
   EXPECT_FALSE(ValidateTokenScope(TokenScope{.name = "x", .namespaces = {""}}).ok());

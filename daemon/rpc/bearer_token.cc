@@ -74,7 +74,8 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
   return std::string(token);
 }
 
-grpc::Status BearerTokenAuth::Check(const grpc::ServerContextBase& context) const {
+grpc::Status BearerTokenAuth::Check(const grpc::ServerContextBase& context,
+                                    const TokenScope** scope) const {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find("authorization");
   if (it == metadata.end()) {
@@ -82,10 +83,19 @@ grpc::Status BearerTokenAuth::Check(const grpc::ServerContextBase& context) cons
                         "this gpuctld requires a bearer token (authorization metadata)");
   }
   absl::string_view value(it->second.data(), it->second.size());
-  if (!absl::StartsWith(value, kBearerPrefix) ||
-      !TokensEqual(value.substr(kBearerPrefix.size()), token_)) {
+  if (!absl::StartsWith(value, kBearerPrefix)) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "invalid bearer token");
   }
+  absl::string_view sent = value.substr(kBearerPrefix.size());
+  bool unscoped = !token_.empty() && TokensEqual(sent, token_);
+  const TokenScope* matched = nullptr;
+  for (const ScopedToken& t : scoped_) {
+    if (TokensEqual(sent, t.token) && matched == nullptr) matched = &t.scope;
+  }
+  if (!unscoped && matched == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "invalid bearer token");
+  }
+  if (scope != nullptr) *scope = unscoped ? nullptr : matched;
   return grpc::Status::OK;
 }
 

@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/log.h"
+#include "daemon/core/token_scope.h"
 #include "daemon/rpc/get_trace_reactor.h"
 #include "daemon/rpc/raw_messages.h"
 #include "daemon/rpc/status_util.h"
@@ -58,13 +60,24 @@ std::string CallerName(const grpc::CallbackServerContext& context) {
   return name;
 }
 
+void KeepInScope(const TokenScope& scope, v1::ListProcessesResponse* listed) {
+  auto* processes = listed->mutable_processes();
+  processes->erase(
+      std::remove_if(processes->begin(), processes->end(),
+                     [&](const v1::ProcessInfo& p) { return !ProcessInScope(scope, p); }),
+      processes->end());
+  listed->clear_rejected();
+}
+
 }  // namespace
 
 grpc::Status GrpcService::Admit(const grpc::CallbackServerContext& context,
                                 absl::string_view method, const grpc::ByteBuffer& bytes,
-                                google::protobuf::Message* request) const {
+                                google::protobuf::Message* request,
+                                const TokenScope** scope) const {
+  if (scope != nullptr) *scope = nullptr;
   if (auth_ != nullptr) {
-    if (grpc::Status auth = auth_->Check(context); !auth.ok()) return auth;
+    if (grpc::Status auth = auth_->Check(context, scope); !auth.ok()) return auth;
   }
   return ToGrpcStatus(ParseRequest(method, bytes, request));
 }
@@ -72,11 +85,20 @@ grpc::Status GrpcService::Admit(const grpc::CallbackServerContext& context,
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::Trace(grpc::CallbackServerContext* context,
                                                                const grpc::ByteBuffer* bytes) {
   v1::TraceRequest request;
-  if (grpc::Status admitted = Admit(*context, "Trace", *bytes, &request); !admitted.ok()) {
+  const TokenScope* scope = nullptr;
+  if (grpc::Status admitted = Admit(*context, "Trace", *bytes, &request, &scope); !admitted.ok()) {
     return new RejectedWriteReactor(admitted);
   }
+  std::string caller = CallerName(*context);
+  if (scope != nullptr) {
+    absl::StrAppend(&caller, " with token \"", scope->name, "\"");
+    if (absl::Status in = CheckSelectorInScope(*scope, request.selector()); !in.ok()) {
+      LogInfo("trace refused", {{"caller", caller}, {"reason", in.message()}});
+      return new RejectedWriteReactor(ToGrpcStatus(in));
+    }
+  }
   std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
-  loop_->Post([this, reactor, request = std::move(request), caller = CallerName(*context)] {
+  loop_->Post([this, reactor, request = std::move(request), caller = std::move(caller)] {
     reactor->StartOnLoop(core_, request, caller);
   });
   return reactor.get();
@@ -86,13 +108,17 @@ grpc::ServerUnaryReactor* GrpcService::ListProcesses(grpc::CallbackServerContext
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
   auto* call = new UnaryCall<v1::ListProcessesRequest, v1::ListProcessesResponse>(response);
-  if (grpc::Status admitted = Admit(*context, "ListProcesses", *request, &call->request);
+  const TokenScope* scope = nullptr;
+  if (grpc::Status admitted = Admit(*context, "ListProcesses", *request, &call->request, &scope);
       !admitted.ok()) {
     call->Reply(admitted);
     return call;
   }
-  loop_->Post([this, call] {
+  loop_->Post([this, call, scope] {
     absl::StatusOr<v1::ListProcessesResponse> listed = core_->ListProcesses(call->request);
+    // A scoped token sees the processes inside its scope only, and none of
+    // the refused attachments (they carry other users' command lines).
+    if (listed.ok() && scope != nullptr) KeepInScope(*scope, &*listed);
     if (listed.ok()) call->response = std::move(*listed);
     call->Reply(ToGrpcStatus(listed.status()));
   });

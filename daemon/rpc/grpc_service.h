@@ -53,9 +53,11 @@ class GrpcService final : public RawGpuctlService {
                                       grpc::ByteBuffer* response) override;
 
  private:
-  // The bearer token's check, then the request's parse.
+  // The bearer token's check, then the request's parse. `scope`, when
+  // given, is set to the scope of a scoped token (auth.tokens), else null.
   grpc::Status Admit(const grpc::CallbackServerContext& context, absl::string_view method,
-                     const grpc::ByteBuffer& bytes, google::protobuf::Message* request) const;
+                     const grpc::ByteBuffer& bytes, google::protobuf::Message* request,
+                     const TokenScope** scope = nullptr) const;
 
   DaemonCore* core_;
   TaskRunner* const loop_;

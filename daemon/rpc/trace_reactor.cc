@@ -22,7 +22,7 @@ void TraceReactor::StartOnLoop(DaemonCore* core, const v1::TraceRequest& request
   absl::StatusOr<std::string> id = core_->StartTrace(request, shared_from_this());
   if (!id.ok()) {
     core_done_ = true;
-    LogInfo("trace refused", {{"reason", id.status().ToString()}});
+    LogInfo("trace refused", {{"caller", caller_}, {"reason", id.status().ToString()}});
     {
       absl::MutexLock lock(&mu_);
       final_status_ = ToGrpcStatus(id.status());
@@ -31,6 +31,8 @@ void TraceReactor::StartOnLoop(DaemonCore* core, const v1::TraceRequest& request
     return;
   }
   trace_id_ = *id;
+  // Every trace, with who asked for it (the core logs what it started).
+  LogInfo("trace requested", {{"trace_id", trace_id_}, {"caller", caller_}});
 }
 
 void TraceReactor::OnEvent(const v1::TraceEvent& event) {

@@ -72,6 +72,45 @@ std::string BoundAddress(const std::string& listen, int port) {
   return absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
 }
 
+// "none", "bearer token", "bearer token + 2 scoped", "2 scoped tokens".
+std::string AuthSummary(const DaemonOptions& options) {
+  const size_t scoped = options.auth_tokens.size();
+  if (options.auth_token_file.empty()) {
+    return scoped == 0 ? "none" : absl::StrCat(scoped, " scoped token", scoped == 1 ? "" : "s");
+  }
+  return scoped == 0 ? "bearer token" : absl::StrCat("bearer token + ", scoped, " scoped");
+}
+
+// Reads auth.token_file and every auth.tokens file; no two may hold the
+// same token (a scoped token equal to another would take its reach).
+absl::StatusOr<std::unique_ptr<BearerTokenAuth>> ReadTokens(const DaemonOptions& options) {
+  std::string unscoped;
+  if (!options.auth_token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(options.auth_token_file);
+    if (!token.ok()) return token.status();
+    unscoped = *std::move(token);
+  }
+  std::vector<BearerTokenAuth::ScopedToken> scoped;
+  for (const ScopedTokenOptions& t : options.auth_tokens) {
+    absl::StatusOr<std::string> token = ReadTokenFile(t.token_file);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(), absl::StrCat("auth.tokens \"", t.scope.name,
+                                                              "\": ", token.status().message()));
+    }
+    bool taken = !unscoped.empty() && TokensEqual(*token, unscoped);
+    for (const BearerTokenAuth::ScopedToken& other : scoped) {
+      taken = taken || TokensEqual(*token, other.token);
+    }
+    if (taken) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("auth.tokens \"", t.scope.name, "\": ", t.token_file,
+                       " holds the same token as another token file; each token needs its own"));
+    }
+    scoped.push_back({t.scope, *std::move(token)});
+  }
+  return std::make_unique<BearerTokenAuth>(std::move(unscoped), std::move(scoped));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options) {
@@ -150,7 +189,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
            {"tls", options.tls_cert.empty()        ? "off"
                    : options.tls_client_ca.empty() ? "on"
                                                    : "mutual"},
-           {"auth", options.auth_token_file.empty() ? "none" : "bearer token"},
+           {"auth", AuthSummary(options)},
            {"socket", options.socket_path},
            {"store", s3_store_ != nullptr ? s3_store_->Location("") : options.store_dir},
            {"version", GPUCTL_VERSION}});
@@ -213,10 +252,10 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(
       ServerTlsFiles{options.tls_cert, options.tls_key, options.tls_client_ca});
   if (!credentials.ok()) return credentials.status();
-  if (!options.auth_token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(options.auth_token_file);
-    if (!token.ok()) return token.status();
-    auth_ = std::make_unique<BearerTokenAuth>(*std::move(token));
+  if (!options.auth_token_file.empty() || !options.auth_tokens.empty()) {
+    absl::StatusOr<std::unique_ptr<BearerTokenAuth>> auth = ReadTokens(options);
+    if (!auth.ok()) return auth.status();
+    auth_ = *std::move(auth);
     service_->set_auth(auth_.get());
     if (options.tls_cert.empty() && !IsLoopbackListen(options.listen_address)) {
       LogWarning("the bearer token crosses the network in plain text: serve TLS too",

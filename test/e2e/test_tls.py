@@ -177,3 +177,53 @@ def test_bad_tls_or_token_files_stop_the_daemon_at_startup(build_dir, workdir, p
         out, _ = proc.communicate(timeout=30)
         assert proc.returncode == 1, (args, out)
         assert message in out, (args, out)
+
+
+def test_a_scoped_token_reaches_only_its_jobs(start_daemon, cli_for, start_workload, workdir):
+    """auth.tokens: a token scoped to one job and namespace sees and traces
+    only processes inside its scope; the unscoped token still sees all."""
+    admin = _token_file(workdir, "admin.token", "admin-Token")
+    team = _token_file(workdir, "team.token", "team-Token")
+    config = workdir / "gpuctld.yaml"
+    config.write_text(
+        "auth:\n"
+        f"  token_file: {admin}\n"
+        "  tokens:\n"
+        "    - name: team-a\n"
+        f"      token_file: {team}\n"
+        "      jobs: [job-a]\n"
+        "      namespaces: [ns-a]\n")
+    daemon = start_daemon("--config", str(config))
+    cli = cli_for(daemon)
+    mine = start_workload(job="job-a", rank=0, world_size=1, env={"POD_NAMESPACE": "ns-a"})
+    # Claims the job but not the namespace; and another job altogether.
+    stray = start_workload(job="job-a", rank=1, world_size=2, env={"POD_NAMESPACE": "ns-b"})
+    other = start_workload(job="job-b", rank=0, world_size=1, env={"POD_NAMESPACE": "ns-a"})
+
+    def ps(token):
+        result = cli.run("ps", "--json", "--token-file", token)
+        assert result.returncode == 0, result.stderr
+        return {p["pid"] for p in parse_processes(result.stdout)}
+
+    everyone = {mine.pid, stray.pid, other.pid}
+    wait_until(lambda: everyone <= ps(admin), what="every workload attached")
+    assert ps(team) == {mine.pid}
+
+    refused = cli.run("trace", "--job", "job-b", "--label", "k8s.namespace=ns-a",
+                      "--duration", "200ms", "--token-file", team)
+    assert refused.returncode != 0
+    assert "PERMISSION_DENIED" in refused.stderr, refused.stderr
+    assert 'token "team-a" (job job-a; namespace ns-a)' in refused.stderr, refused.stderr
+    no_namespace = cli.run("trace", "--job", "job-a", "--duration", "200ms", "--token-file", team)
+    assert no_namespace.returncode != 0
+    assert "k8s.namespace" in no_namespace.stderr, no_namespace.stderr
+
+    out = workdir / "scoped-dl"
+    ok = cli.run("trace", "--job", "job-a", "--label", "k8s.namespace=ns-a", "--duration",
+                 "200ms", "--token-file", team, "-o", str(out), timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert f"{mine.pid}" in ok.stdout and f"{stray.pid}" not in ok.stdout, ok.stdout
+    # The daemon logged who asked, by token name.
+    wait_until(lambda: 'with token \\"team-a\\"' in daemon.output()
+               or 'with token "team-a"' in daemon.output(),
+               what="the trace request logged with the token's name")

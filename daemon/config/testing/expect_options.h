@@ -56,6 +56,15 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);
   EXPECT_EQ(scheduler::CanonicalScheduleText(a.schedule),
             scheduler::CanonicalScheduleText(b.schedule));
+  EXPECT_EQ(a.auth_token_file, b.auth_token_file);
+  ASSERT_EQ(a.auth_tokens.size(), b.auth_tokens.size());
+  for (size_t i = 0; i < a.auth_tokens.size(); ++i) {
+    EXPECT_EQ(a.auth_tokens[i].token_file, b.auth_tokens[i].token_file);
+    EXPECT_EQ(a.auth_tokens[i].scope.name, b.auth_tokens[i].scope.name);
+    EXPECT_EQ(a.auth_tokens[i].scope.jobs, b.auth_tokens[i].scope.jobs);
+    EXPECT_EQ(a.auth_tokens[i].scope.namespaces, b.auth_tokens[i].scope.namespaces);
+    EXPECT_EQ(a.auth_tokens[i].scope.labels, b.auth_tokens[i].scope.labels);
+  }
   ASSERT_EQ(a.s3.has_value(), b.s3.has_value());
   if (a.s3.has_value()) ExpectSameS3Config(*a.s3, *b.s3);
 }
