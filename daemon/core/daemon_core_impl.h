@@ -43,7 +43,9 @@ class DaemonCoreImpl final : public DaemonCore {
   void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) override;
   IngestAdmission& ingest() override { return admission_; }
 
+  using DaemonCore::StartTrace;
   absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
+                                         const v1::TraceTrigger& trigger,
                                          std::shared_ptr<TraceObserver> observer) override;
   void CancelTrace(absl::string_view trace_id, v1::TraceCancellation why) override;
   absl::StatusOr<v1::ListProcessesResponse> ListProcesses(

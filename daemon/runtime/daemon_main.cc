@@ -134,6 +134,8 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                                 if (statvfs(dir.c_str(), &fs) != 0) return UINT64_MAX;
                                 return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
                               }});
+    // Before the loop runs: the calls it holds see the schedule.
+    service_->set_schedule(schedule_.get());
     loop_->Post([this] { schedule_->Start(); });
   }
   // Calls that arrived since the gRPC server started waited in the loop's
@@ -309,6 +311,7 @@ void Daemon::Shutdown() {
   }
   if (loop_thread_.joinable()) {
     loop_->Post([this] {
+      if (service_ != nullptr) service_->set_schedule(nullptr);
       schedule_.reset();
       if (ipc_ != nullptr) ipc_->Stop();
       loop_->Quit();

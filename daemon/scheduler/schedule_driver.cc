@@ -32,6 +32,21 @@ class ScheduledTraceObserver final : public TraceObserver {
 
 }  // namespace
 
+v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecision& decision,
+                                       absl::string_view fingerprint) {
+  v1::TraceTrigger trigger;
+  trigger.set_kind(v1::TRIGGER_KIND_SCHEDULED);
+  v1::ScheduledTrigger* s = trigger.mutable_scheduled();
+  s->set_rule(rule.name);
+  s->set_slot(decision.slot);
+  *s->mutable_slot_start() = ToProtoTimestamp(decision.slot_start);
+  *s->mutable_period() = ToProtoDuration(rule.period);
+  s->set_probability(rule.probability);
+  s->set_weight(1 / rule.probability);
+  s->set_schedule_fingerprint(std::string(fingerprint));
+  return trigger;
+}
+
 ScheduleDriver::ScheduleDriver(ScheduleOptions options, Deps deps)
     : options_(std::move(options)),
       deps_(std::move(deps)),
@@ -139,7 +154,9 @@ void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot) {
               .slot = slot,
               .outcome = verdict.outcome,
               .trace_id = verdict.decision.trace_id,
-              .error = ""});
+              .error = "",
+              .decided_at = now,
+              .start = verdict.decision.start});
       continue;
     }
     capture_time_today_ += rule.window;
@@ -165,13 +182,16 @@ void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string&
   *request.mutable_duration() = ToProtoDuration(rule.window);
   for (const std::string& activity : rule.activities) request.add_activities(activity);
   absl::StatusOr<std::string> started =
-      deps_.core->StartTrace(request, std::make_shared<ScheduledTraceObserver>(decision.trace_id));
+      deps_.core->StartTrace(request, ScheduledTraceTrigger(rule, decision, fingerprint_),
+                             std::make_shared<ScheduledTraceObserver>(decision.trace_id));
   Event event{.rule = rule.name,
               .job_id = job_id,
               .slot = decision.slot,
               .outcome = SlotOutcome::kCapture,
               .trace_id = decision.trace_id,
-              .error = ""};
+              .error = "",
+              .decided_at = deps_.clock->Now(),
+              .start = decision.start};
   if (!started.ok()) {
     event.error = std::string(started.status().message());
     LogWarning("scheduled trace not started", {{"rule", rule.name},
