@@ -94,6 +94,9 @@ class DaemonCore {
     Executor* worker;
     TraceStore* store;
     PeerChannel* peers;
+    // Converts scheduled and anomaly traces' results (a low-priority
+    // pool), so that on-demand ones never queue behind them; null: `worker`.
+    Executor* background_worker = nullptr;
   };
   static std::unique_ptr<DaemonCore> Create(const CoreOptions& options, const Deps& deps);
   virtual ~DaemonCore() = default;

@@ -80,6 +80,9 @@ class DaemonCoreImpl final : public DaemonCore {
   void ProcessPayload(TraceSession& session, TraceSlot& slot, const v1::ipc::CaptureResult& result,
                       std::unique_ptr<Payload> payload);
   // Converts an admitted payload on the worker.
+  // Where a trace's results are converted: the background worker for a
+  // scheduled or anomaly trace, when there is one.
+  Executor* WorkerFor(const std::string& trace_id);
   void RunCapture(IngestAdmission::Id ingest_id, CaptureJob job, v1::ProcessResult window,
                   PeerId peer);
   void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result);

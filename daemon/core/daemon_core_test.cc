@@ -148,6 +148,41 @@ TEST_F(DaemonCoreTest, RecordsTheTriggerInTheManifest) {
   EXPECT_EQ(manifest->trigger().SerializeAsString(), trigger.SerializeAsString());
 }
 
+// A scheduled trace's results are converted on the background worker, an
+// on-demand trace's on the worker: the on-demand trace completes while the
+// scheduled one still waits.
+TEST_F(DaemonCoreTest, ScheduledConversionRunsOnTheBackgroundWorker) {
+  ManualExecutor background;
+  core_ =
+      DaemonCore::Create(options_, {&clock_, &loop_, &worker_, store_.get(), &peers_, &background});
+  Attach(1, 100, "42", 0);
+  Attach(2, 200, "7", 0);
+  v1::TraceRequest req;
+  req.mutable_selector()->set_job_id("42");
+  req.mutable_duration()->set_seconds(1);
+  v1::TraceTrigger scheduled;
+  scheduled.set_kind(v1::TRIGGER_KIND_SCHEDULED);
+  auto sampled = std::make_shared<RecordingObserver>();
+  auto sampled_id = core_->StartTrace(req, scheduled, sampled);
+  ASSERT_TRUE(sampled_id.ok()) << sampled_id.status();
+  auto asked = std::make_shared<RecordingObserver>();
+  auto asked_id = Trace("7", absl::Seconds(1), asked);
+  ASSERT_TRUE(asked_id.ok()) << asked_id.status();
+  clock_.Advance(absl::Seconds(1));
+  SendResult(1, *sampled_id, Payload(100, StartsTo(1)[0], "sampled"));
+  SendResult(2, *asked_id, Payload(200, StartsTo(2)[0], "asked"));
+  EXPECT_EQ(background.pending(), 1u);
+  EXPECT_EQ(worker_.pending(), 1u);
+  RunAll();
+  EXPECT_TRUE(asked->done);
+  EXPECT_FALSE(sampled->done);
+  background.RunAll();
+  RunAll();
+  EXPECT_TRUE(sampled->done);
+  EXPECT_TRUE(sampled->final_status.ok()) << sampled->final_status;
+  core_.reset();
+}
+
 // Inline trace data arriving in chunks is reported with its counts, at
 // most every kReceiveProgressInterval, and PROCESSING carries the totals.
 TEST_F(DaemonCoreTest, ReportsReceivedBytesThrottled) {

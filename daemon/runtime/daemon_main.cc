@@ -118,8 +118,14 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   // The listen address is reported by GetStatus, so bind before the core.
   if (absl::Status s = StartGrpc(options); !s.ok()) return s;
   core_options.listen_address = grpc_address_;
-  core_ = DaemonCore::Create(core_options, DaemonCore::Deps{&clock_, loop_.get(), worker_.get(),
-                                                            store_.get(), ipc_.get()});
+  if (options.schedule.enabled()) {
+    background_worker_ = std::make_unique<ThreadPoolExecutor>(
+        options.schedule.worker_threads,
+        ThreadPriority{.nice = options.schedule.worker_nice, .idle = options.schedule.worker_idle});
+  }
+  core_ = DaemonCore::Create(
+      core_options, DaemonCore::Deps{&clock_, loop_.get(), worker_.get(), store_.get(), ipc_.get(),
+                                     background_worker_.get()});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
@@ -324,6 +330,7 @@ void Daemon::Shutdown() {
   // Workers may still post to the (stopped) loop; the core must outlive
   // them.
   if (worker_ != nullptr) worker_->Shutdown();
+  if (background_worker_ != nullptr) background_worker_->Shutdown();
   grpc_server_.reset();
   if (!unix_listen_path_.empty()) unlink(unix_listen_path_.c_str());
   service_.reset();
@@ -334,6 +341,7 @@ void Daemon::Shutdown() {
   s3_store_ = nullptr;
   store_.reset();
   worker_.reset();
+  background_worker_.reset();
   loop_.reset();
   LogInfo("gpuctld stopped");
 }

@@ -56,6 +56,9 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);
   EXPECT_EQ(scheduler::CanonicalScheduleText(a.schedule),
             scheduler::CanonicalScheduleText(b.schedule));
+  EXPECT_EQ(a.schedule.worker_threads, b.schedule.worker_threads);
+  EXPECT_EQ(a.schedule.worker_nice, b.schedule.worker_nice);
+  EXPECT_EQ(a.schedule.worker_idle, b.schedule.worker_idle);
   ASSERT_EQ(a.s3.has_value(), b.s3.has_value());
   if (a.s3.has_value()) ExpectSameS3Config(*a.s3, *b.s3);
 }
