@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cli/cli.h"
 #include "cli/exit_codes.h"
 #include "cli/fake_gpuctl_service_test_util.h"
@@ -116,6 +117,24 @@ TEST_F(CliFleetScheduleTest, NamesHostsRunningAnotherSchedule) {
   nlohmann::json json = nlohmann::json::parse(json_console.out.str());
   EXPECT_EQ(json["hosts"][0]["schedule"]["fingerprint"], kFingerprint);
   EXPECT_EQ(json["hosts"][0]["schedule"]["rules"][0]["name"], "hourly");
+}
+
+// A host whose clock is off opens its windows out of step with the others:
+// it is named, with its offset as measured around the call.
+TEST_F(CliFleetScheduleTest, NamesAHostWhoseClockIsOff) {
+  // The fakes answer with a fixed `now`: a's is this machine's clock when
+  // the test starts, well within the 50 ms tolerance of the call.
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+  a_.service().schedule.mutable_now()->set_seconds(now_ns / 1'000'000'000);
+  a_.service().schedule.mutable_now()->set_nanos(static_cast<int32_t>(now_ns % 1'000'000'000));
+  b_.service().schedule.mutable_now()->set_seconds(now_ns / 1'000'000'000 - 30);
+  ASSERT_EQ(Run({"schedule", "--json", "--host", a_.target(), "--host", b_.target()}), kExitOk);
+  EXPECT_THAT(console_.err.str(), HasSubstr(absl::StrCat(b_.target(), "'s clock is ")));
+  EXPECT_THAT(console_.err.str(), HasSubstr(" behind this machine's (+-"));
+  EXPECT_THAT(console_.err.str(), Not(HasSubstr(absl::StrCat(a_.target(), "'s clock"))));
+  nlohmann::json json = nlohmann::json::parse(console_.out.str());
+  EXPECT_LT(json["hosts"][1]["clock_offset_ms"].get<double>(), -28000);
+  EXPECT_GT(json["hosts"][1]["clock_offset_ms"].get<double>(), -32000);
 }
 
 TEST_F(CliFleetScheduleTest, PreviewIsAskedOfEveryHostAndDisagreementsFail) {

@@ -22,11 +22,19 @@ namespace {
 // Fingerprints are SHA-256 hex; a prefix tells schedules apart.
 constexpr size_t kFingerprintChars = 16;
 
+// Scheduled windows are opened on each host's own clock: hosts further
+// apart than a start's tolerance (the 50ms of max_start_skew) capture out
+// of step.
+constexpr absl::Duration kClockTolerance = absl::Milliseconds(50);
+
 struct HostSchedule {
   std::string target;
   HostStatus status = HostStatus::kOk;
   std::string error;
   v1::GetScheduleResponse response;
+  // This machine's clock around the call: the host's `now` lies between.
+  absl::Time sent;
+  absl::Time received;
 };
 
 std::vector<HostSchedule> GetSchedules(const std::vector<HostEntry>& hosts,
@@ -62,7 +70,9 @@ std::vector<HostSchedule> GetSchedules(const std::vector<HostEntry>& hosts,
     grpc::Status status;
     {
       CancelGroup::Scope scope(&cancel, &context);
+      answer.sent = absl::Now();
       status = v1::Gpuctl::NewStub(*channel)->GetSchedule(&context, request, &answer.response);
+      answer.received = absl::Now();
     }
     if (cancel.cancelled() && !status.ok()) return fail(absl::CancelledError("cancelled"));
     if (!status.ok()) fail(FromRpcStatus(status));
@@ -161,6 +171,24 @@ std::string OtherSchedules(const std::vector<HostSchedule>& answers) {
                       "): ", absl::StrJoin(others, ", "));
 }
 
+// "node7:7070's clock is 1.2s ahead of this machine's (+-3ms): ...", or
+// empty when the host's clock is within kClockTolerance of this one's.
+std::string ClockSkewText(const HostSchedule& h) {
+  if (h.status != HostStatus::kOk || !h.response.has_now()) return "";
+  const absl::Time now = absl::FromUnixSeconds(h.response.now().seconds()) +
+                         absl::Nanoseconds(h.response.now().nanos());
+  const absl::Duration half = (h.received - h.sent) / 2;
+  const absl::Duration offset = now - (h.sent + half);
+  if (absl::AbsDuration(offset) <= kClockTolerance + half) return "";
+  const absl::Duration ms = absl::Milliseconds(1);
+  return absl::StrCat(h.target, "'s clock is ",
+                      FormatUserDuration(absl::Trunc(absl::AbsDuration(offset), ms)),
+                      offset > absl::ZeroDuration() ? " ahead of" : " behind",
+                      " this machine's (+-", FormatUserDuration(absl::Ceil(half, ms)),
+                      "): its scheduled windows open out of step with hosts whose clocks agree "
+                      "with this one's");
+}
+
 std::string PreviewKey(const v1::GetScheduleResponse& s) {
   std::string key;
   for (const v1::PreviewSlot& p : s.preview()) {
@@ -211,7 +239,14 @@ std::string ScheduleJson(const std::vector<HostSchedule>& answers) {
     fields["host"].set_string_value(answer.target);
     fields["status"].set_string_value(std::string(HostStatusName(answer.status)));
     fields["error"].set_string_value(answer.error);
-    if (answer.status == HostStatus::kOk) SetJsonValue(&fields["schedule"], answer.response);
+    if (answer.status != HostStatus::kOk) continue;
+    SetJsonValue(&fields["schedule"], answer.response);
+    if (!answer.response.has_now()) continue;
+    // The host's clock minus this machine's, at the call's midpoint.
+    const absl::Time now = absl::FromUnixSeconds(answer.response.now().seconds()) +
+                           absl::Nanoseconds(answer.response.now().nanos());
+    fields["clock_offset_ms"].set_number_value(
+        absl::ToDoubleMilliseconds(now - (answer.sent + (answer.received - answer.sent) / 2)));
   }
   return ToJson(root);
 }
@@ -241,6 +276,11 @@ int RunSchedule(const ScheduleCommandOptions& options, const CliEnv& env) {
   }
   if (const std::string other = OtherSchedules(answers); !other.empty()) {
     *env.err << "gpuctl: " << other << "\n";
+  }
+  for (const HostSchedule& answer : answers) {
+    if (const std::string skew = ClockSkewText(answer); !skew.empty()) {
+      *env.err << "gpuctl: " << skew << "\n";
+    }
   }
   const bool preview = !options.preview_job.empty();
   const std::vector<std::string> mismatched =

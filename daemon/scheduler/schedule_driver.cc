@@ -145,9 +145,11 @@ void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot) {
     if (!warm) continue;
     SlotVerdict verdict = DecideJobSlot(options_, rule, job_id, slot, Usage());
     if (verdict.outcome == SlotOutcome::kNotSampled) continue;
-    // A window already under way (a restart mid-slot) is not joined late:
-    // its start instant is past.
-    if (verdict.outcome == SlotOutcome::kCapture && verdict.decision.start <= now) continue;
+    // A window already under way is not joined late: its start instant is
+    // past. Said, since the other hosts of the job captured it.
+    if (verdict.outcome == SlotOutcome::kCapture && verdict.decision.start <= now) {
+      verdict.outcome = SlotOutcome::kWindowPassed;
+    }
     if (verdict.outcome != SlotOutcome::kCapture) {
       Record({.rule = rule.name,
               .job_id = job_id,

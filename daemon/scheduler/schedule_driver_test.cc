@@ -6,6 +6,7 @@
 
 #include "daemon/core/testing/core_test_fixture.h"
 #include "daemon/scheduler/slot_decision.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::daemon::scheduler {
@@ -232,6 +233,35 @@ TEST_F(ScheduleDriverTest, StartingMidSlotCapturesWhatIsStillAhead) {
   EXPECT_EQ(starts[0].start_time_unix_ns(), absl::ToUnixNanos(d.start));
   driver.reset();
   loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
+// A host that decides a slot after its window started (it started late in
+// the slot, or its clock or wake-up is late) captures nothing of it and
+// says so, as a local skip under the slot's trace id.
+TEST_F(ScheduleDriverTest, AWindowAlreadyStartedIsReportedMissed) {
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotOf(absl::Minutes(1), clock_.Now()) + 10;
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  clock_.Set(d.start + absl::Milliseconds(1500));
+  Attach(1, 100, "42", 0);
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  RunAll();
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  ASSERT_EQ(driver->events().size(), 1u);
+  const ScheduleDriver::Event& missed = driver->events()[0];
+  EXPECT_EQ(missed.outcome, SlotOutcome::kWindowPassed);
+  EXPECT_TRUE(IsLocalOutcome(missed.outcome));
+  EXPECT_EQ(missed.slot, slot);
+  EXPECT_EQ(missed.trace_id, d.trace_id);
+  absl::StatusOr<v1::GetScheduleResponse> report = driver->GetSchedule({});
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->events_size(), 1);
+  EXPECT_TRUE(report->events(0).local());
+  EXPECT_FALSE(report->events(0).captured());
+  EXPECT_THAT(report->events(0).outcome(), ::testing::HasSubstr("window already started"));
+  driver.reset();
   RunAll();
 }
 
