@@ -259,20 +259,20 @@ void DaemonCoreImpl::RunCapture(IngestAdmission::Id ingest_id, CaptureJob job,
   // The worker touches neither `this` nor the session: the core may be gone
   // by the time it finishes. `this` is used on the loop once `weak` says it
   // is still alive (both live on the loop thread).
-  WorkerFor(job.trace_id)
-      ->Run([this, store = deps_.store, loop = deps_.loop, job = std::move(job),
-             window = std::move(window), peer, ingest_id,
-             weak = std::weak_ptr<bool>(alive_)]() mutable {
-        std::string trace_id = job.trace_id;
-        v1::ProcessResult processed = ProcessCapture(std::move(job), store);
-        processed.MergeFrom(window);
-        loop->Post([this, weak = std::move(weak), trace_id = std::move(trace_id), peer, ingest_id,
-                    processed = std::move(processed)]() mutable {
-          if (weak.expired()) return;
-          admission_.Release(ingest_id);
-          OnProcessed(trace_id, peer, std::move(processed));
-        });
-      });
+  Executor* job_executor = WorkerFor(job.trace_id);
+  job_executor->Run([this, store = deps_.store, loop = deps_.loop, job = std::move(job),
+                     window = std::move(window), peer, ingest_id,
+                     weak = std::weak_ptr<bool>(alive_)]() mutable {
+    std::string trace_id = job.trace_id;
+    v1::ProcessResult processed = ProcessCapture(std::move(job), store);
+    processed.MergeFrom(window);
+    loop->Post([this, weak = std::move(weak), trace_id = std::move(trace_id), peer, ingest_id,
+                processed = std::move(processed)]() mutable {
+      if (weak.expired()) return;
+      admission_.Release(ingest_id);
+      OnProcessed(trace_id, peer, std::move(processed));
+    });
+  });
 }
 
 void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer,
