@@ -153,8 +153,12 @@ TEST_F(DaemonCoreTest, RecordsTheTriggerInTheManifest) {
 // scheduled one still waits.
 TEST_F(DaemonCoreTest, ScheduledConversionRunsOnTheBackgroundWorker) {
   ManualExecutor background;
-  core_ =
-      DaemonCore::Create(options_, {&clock_, &loop_, &worker_, store_.get(), &peers_, &background});
+  core_ = DaemonCore::Create(options_, {.clock = &clock_,
+                                        .loop = &loop_,
+                                        .worker = &worker_,
+                                        .store = store_.get(),
+                                        .peers = &peers_,
+                                        .background_worker = &background});
   Attach(1, 100, "42", 0);
   Attach(2, 200, "7", 0);
   v1::TraceRequest req;

@@ -123,9 +123,13 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
         options.schedule.worker_threads,
         ThreadPriority{.nice = options.schedule.worker_nice, .idle = options.schedule.worker_idle});
   }
-  core_ = DaemonCore::Create(
-      core_options, DaemonCore::Deps{&clock_, loop_.get(), worker_.get(), store_.get(), ipc_.get(),
-                                     background_worker_.get()});
+  core_ = DaemonCore::Create(core_options,
+                             DaemonCore::Deps{.clock = &clock_,
+                                              .loop = loop_.get(),
+                                              .worker = worker_.get(),
+                                              .store = store_.get(),
+                                              .peers = ipc_.get(),
+                                              .background_worker = background_worker_.get()});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
