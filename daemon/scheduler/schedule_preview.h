@@ -27,10 +27,12 @@ struct Preview {
   bool truncated = false;
 };
 
-// Slot evaluations one preview may make (each a SHA-256): the daily cap
-// counts from the start of the first day, so a 1 s period over 7 days
-// stays under it.
-inline constexpr size_t kMaxPreviewEvaluations = size_t{2} << 20;
+// Slot evaluations one preview may make (each a SHA-256, about a
+// microsecond), so that a preview holds a thread of the daemon's I/O pool
+// (which also converts on-demand traces) for a fraction of a second: the
+// daily cap counts from the start of the first day, so a 1 s period over a
+// day stays under it, over a week it does not.
+inline constexpr size_t kMaxPreviewEvaluations = size_t{256} << 10;
 
 // The drawn slots of the time rules whose window starts in [from, to),
 // for job `job_id`, as every host with this schedule decides them
