@@ -22,6 +22,7 @@
 #include "cli/format.h"
 #include "cli/list_commands.h"
 #include "cli/ps_command.h"
+#include "cli/schedule_command.h"
 #include "cli/trace_command.h"
 
 #ifndef GPUCTL_VERSION
@@ -39,6 +40,7 @@ struct Flags {
   std::string host;
   bool json = false;
   std::string job_id;
+  std::string trigger;
   std::string trace_id;
   std::string output_root = kDefaultOutputRoot;
   std::string limit;
@@ -48,6 +50,7 @@ struct Flags {
   SelectorFlags selector;
   TraceFlags trace;
   PsFlags ps;
+  ScheduleFlags schedule;
   // Every command that talks to gpuctld.
   SecurityFlags security;
   // `doctor`.
@@ -120,19 +123,33 @@ void DefineCommands(Parser& p, const CliEnv& env) {
     p.run = [options, &env] { return RunPs(options, env); };
   });
 
+  CLI::App* schedule = p.app.add_subcommand(
+      "schedule", "Show each host's sampling schedule, or preview which slots capture a job");
+  AddFleetFlags(schedule, f.fleet);
+  AddScheduleFlags(schedule, f.schedule);
+  schedule->callback([&p, &env] {
+    ScheduleCommandOptions options =
+        OrUsageError(ValidateScheduleFlags(p.flags.schedule, p.flags.fleet, env.env_host));
+    p.run = [options, &env] { return RunSchedule(options, env); };
+  });
+
   CLI::App* traces = p.app.add_subcommand("traces", "List stored traces, newest first");
   AddHostFlags(traces, f, true);
   traces->add_option("--job", f.job_id, "Only traces of this job");
+  CLI::Option* traces_trigger = traces->add_option(
+      "--trigger", f.trigger, "Only traces of this trigger: scheduled, anomaly or on-demand");
   CLI::Option* traces_limit = traces->add_option("--limit", f.limit, "At most this many traces");
-  traces->callback([&p, &env, traces_limit] {
+  traces->callback([&p, &env, traces_limit, traces_trigger] {
     std::string target = ResolveTarget(p.flags, env);
+    v1::TriggerKind trigger = v1::TRIGGER_KIND_UNSPECIFIED;
+    if (traces_trigger->count() > 0) trigger = OrUsageError(ParseTriggerKind(p.flags.trigger));
     int limit = 0;
     if (traces_limit->count() > 0) {
       limit = static_cast<int>(OrUsageError(ParseFlagNumber(
           "--limit", p.flags.limit, "a number of traces", 1, std::numeric_limits<int32_t>::max())));
     }
-    p.run = [target, limit, &p, &env] {
-      return RunTraces(target, p.flags.job_id, limit, p.flags.json, env);
+    p.run = [target, trigger, limit, &p, &env] {
+      return RunTraces(target, p.flags.job_id, trigger, limit, p.flags.json, env);
     };
   });
 
@@ -182,7 +199,7 @@ void DefineCommands(Parser& p, const CliEnv& env) {
     p.run = [options, &env] { return RunDoctor(options, env); };
   });
 
-  for (CLI::App* cmd : {trace, ps, traces, get, status, doctor}) {
+  for (CLI::App* cmd : {trace, ps, schedule, traces, get, status, doctor}) {
     AddSecurityFlags(cmd, f.security);
   }
 

@@ -262,4 +262,41 @@ absl::StatusOr<PsOptions> ValidatePsFlags(const PsFlags& ps, const FleetFlags& f
   return options;
 }
 
+void AddScheduleFlags(CLI::App* command, ScheduleFlags& flags) {
+  command->add_flag("--json", flags.json, "Print one machine-readable JSON document");
+  command->add_option("--next", flags.next, "Upcoming slots shown per rule (1-100)")
+      ->capture_default_str();
+  command->add_flag("--preview", flags.preview,
+                    "List the slots that would capture the job given with --job");
+  command->add_option("--job", flags.job, "The job to preview");
+  command->add_option("--hours", flags.hours, "How far ahead to preview (1-168)")
+      ->capture_default_str();
+}
+
+absl::StatusOr<ScheduleCommandOptions> ValidateScheduleFlags(const ScheduleFlags& f,
+                                                             const FleetFlags& fleet_flags,
+                                                             absl::string_view env_host) {
+  ScheduleCommandOptions options;
+  absl::StatusOr<FleetSettings> fleet = ValidateFleet(fleet_flags, env_host);
+  if (!fleet.ok()) return fleet.status();
+  options.hosts = std::move(fleet->hosts);
+  options.parallel = fleet->parallel;
+  options.host_timeout = fleet->host_timeout;
+  options.json = f.json;
+  absl::StatusOr<uint64_t> next = ParseFlagNumber("--next", f.next, "a number of slots", 1, 100);
+  if (!next.ok()) return next.status();
+  options.next_slots = static_cast<uint32_t>(*next);
+  if (!f.preview) {
+    if (!f.job.empty()) return absl::InvalidArgumentError("schedule: --job goes with --preview");
+    return options;
+  }
+  if (f.job.empty()) return absl::InvalidArgumentError("schedule: --preview needs --job ID");
+  options.preview_job = f.job;
+  absl::StatusOr<uint64_t> hours =
+      ParseFlagNumber("--hours", f.hours, "a number of hours", 1, 24 * 7);
+  if (!hours.ok()) return hours.status();
+  options.preview_duration = absl::Hours(static_cast<int64_t>(*hours));
+  return options;
+}
+
 }  // namespace gpuctl::cli

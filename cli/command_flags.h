@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "cli/host_list.h"
 #include "cli/ps_command.h"
+#include "cli/schedule_command.h"
 #include "cli/selector.h"
 #include "cli/trace_command.h"
 
@@ -55,7 +56,16 @@ struct PsFlags {
   bool wide = false;  // --wide: whole command lines
 };
 
+struct ScheduleFlags {
+  bool json = false;
+  std::string next = "3";
+  bool preview = false;
+  std::string job;
+  std::string hours = "24";
+};
+
 void AddFleetFlags(CLI::App* command, FleetFlags& flags);
+void AddScheduleFlags(CLI::App* command, ScheduleFlags& flags);
 void AddSelectorFlags(CLI::App* command, SelectorFlags& flags, bool for_trace);
 void AddTraceFlags(CLI::App* command, TraceFlags& flags);
 
@@ -69,6 +79,12 @@ absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& trace, const F
 absl::StatusOr<PsOptions> ValidatePsFlags(const PsFlags& ps, const FleetFlags& fleet,
                                           const SelectorFlags& selector,
                                           absl::string_view env_host);
+
+// --preview needs --job; --job and --hours only with --preview; --next in
+// [1, 100]; --hours in [1, 168].
+absl::StatusOr<ScheduleCommandOptions> ValidateScheduleFlags(const ScheduleFlags& schedule,
+                                                             const FleetFlags& fleet,
+                                                             absl::string_view env_host);
 
 }  // namespace gpuctl::cli
 

@@ -45,6 +45,7 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
   v1::ListProcessesResponse processes;
   std::map<std::string, v1::ListTracesResponse> trace_pages;  // by page token
   v1::GetStatusResponse status;
+  v1::GetScheduleResponse schedule;
   grpc::Status unary_error = grpc::Status::OK;  // returned by the unary calls when set
 
   std::vector<v1::TraceRequest> trace_requests() {
@@ -62,6 +63,10 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
   std::vector<v1::ListProcessesRequest> list_processes_requests() {
     absl::MutexLock lock(&mu_);
     return list_processes_requests_;
+  }
+  std::vector<v1::GetScheduleRequest> schedule_requests() {
+    absl::MutexLock lock(&mu_);
+    return schedule_requests_;
   }
   int calls() {
     absl::MutexLock lock(&mu_);
@@ -144,6 +149,14 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetSchedule(grpc::ServerContext*, const v1::GetScheduleRequest* request,
+                           v1::GetScheduleResponse* response) override {
+    Record(&schedule_requests_, *request);
+    if (!unary_error.ok()) return unary_error;
+    *response = schedule;
+    return grpc::Status::OK;
+  }
+
  private:
   template <typename T>
   void Record(std::vector<T>* list, const T& request) {
@@ -159,6 +172,7 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
   std::vector<v1::GetTraceRequest> get_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListTracesRequest> list_traces_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListProcessesRequest> list_processes_requests_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::GetScheduleRequest> schedule_requests_ ABSL_GUARDED_BY(mu_);
 };
 
 class FakeServer {

@@ -43,6 +43,23 @@ absl::string_view StorageStateWord(v1::StorageState state) {
   }
 }
 
+// A manifest without a trigger comes from a daemon that recorded none,
+// when every trace was on demand.
+v1::TriggerKind KindOf(const v1::TraceManifest& t) {
+  return t.trigger().kind() == v1::TRIGGER_KIND_UNSPECIFIED ? v1::TRIGGER_KIND_ON_DEMAND
+                                                            : t.trigger().kind();
+}
+
+// The TRIGGER column: "on-demand", "scheduled:RULE", "anomaly:RULE".
+std::string TriggerText(const v1::TraceManifest& t) {
+  const v1::TriggerKind kind = KindOf(t);
+  std::string text(TriggerKindWord(kind));
+  if (kind != v1::TRIGGER_KIND_ON_DEMAND && !t.trigger().scheduled().rule().empty()) {
+    absl::StrAppend(&text, ":", Printable(t.trigger().scheduled().rule()));
+  }
+  return text;
+}
+
 // `get`'s NOT_FOUND: the daemon names the trace ("no trace ID", "trace ID
 // has no file ..."), the CLI adds which daemon it asked. An older daemon's
 // message named its store's paths instead.
@@ -70,8 +87,30 @@ std::string CancellationText(const v1::TraceCancellation& c, absl::TimeZone zone
 
 }  // namespace
 
-int RunTraces(const std::string& target, const std::string& job_id, int limit, bool json,
-              const CliEnv& env) {
+absl::string_view TriggerKindWord(v1::TriggerKind kind) {
+  switch (kind) {
+    case v1::TRIGGER_KIND_ON_DEMAND:
+      return "on-demand";
+    case v1::TRIGGER_KIND_SCHEDULED:
+      return "scheduled";
+    case v1::TRIGGER_KIND_ANOMALY:
+      return "anomaly";
+    default:
+      return "-";
+  }
+}
+
+absl::StatusOr<v1::TriggerKind> ParseTriggerKind(absl::string_view word) {
+  for (v1::TriggerKind kind :
+       {v1::TRIGGER_KIND_SCHEDULED, v1::TRIGGER_KIND_ANOMALY, v1::TRIGGER_KIND_ON_DEMAND}) {
+    if (word == TriggerKindWord(kind)) return kind;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--trigger: \"", Printable(word.substr(0, 64)),
+                                                 "\" is not scheduled, anomaly or on-demand"));
+}
+
+int RunTraces(const std::string& target, const std::string& job_id, v1::TriggerKind trigger,
+              int limit, bool json, const CliEnv& env) {
   absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
   if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
   v1::ListTracesResponse all;
@@ -80,6 +119,7 @@ int RunTraces(const std::string& target, const std::string& job_id, int limit, b
   do {
     v1::ListTracesRequest request;
     request.set_job_id(job_id);
+    request.set_trigger(trigger);
     request.set_page_token(token);
     if (limit > 0) request.set_page_size(std::min(limit - all.traces_size(), kMaxPageSize));
     v1::ListTracesResponse page;
@@ -89,6 +129,8 @@ int RunTraces(const std::string& target, const std::string& job_id, int limit, b
     if (!status.ok()) return ReportError(FromRpcStatus(status), target, *env.err);
     for (v1::TraceManifest& trace : *page.mutable_traces()) {
       if (limit > 0 && all.traces_size() >= limit) break;
+      // A daemon older than the trigger filter lists every trace.
+      if (trigger != v1::TRIGGER_KIND_UNSPECIFIED && KindOf(trace) != trigger) continue;
       *all.add_traces() = std::move(trace);
     }
     token = page.next_page_token();
@@ -104,12 +146,16 @@ int RunTraces(const std::string& target, const std::string& job_id, int limit, b
     return kExitOk;
   }
   if (all.traces_size() == 0) {
-    *env.err << "no traces" << (job_id.empty() ? "" : absl::StrCat(" of job ", job_id))
+    *env.err << "no "
+             << (trigger == v1::TRIGGER_KIND_UNSPECIFIED
+                     ? ""
+                     : absl::StrCat(TriggerKindWord(trigger), " "))
+             << "traces" << (job_id.empty() ? "" : absl::StrCat(" of job ", job_id))
              << " stored by gpuctld at " << target << "\n";
     return kExitOk;
   }
-  Table table({"TRACE ID", "CREATED", "JOB", "PROCESSES", "SIZE", "STATE", "LOCATION"},
-              {false, false, false, true, true, false, false});
+  Table table({"TRACE ID", "CREATED", "JOB", "PROCESSES", "SIZE", "STATE", "TRIGGER", "LOCATION"},
+              {false, false, false, true, true, false, false, false});
   for (const v1::TraceManifest& t : all.traces()) {
     uint64_t bytes = 0;
     int ok = 0;
@@ -120,7 +166,7 @@ int RunTraces(const std::string& target, const std::string& job_id, int limit, b
     table.AddRow(
         {Printable(t.trace_id()), TimestampText(t.created_at(), env.time_zone),
          t.job_id().empty() ? "-" : Printable(t.job_id()), absl::StrCat(ok, "/", t.results_size()),
-         HumanBytes(bytes), std::string(StorageStateWord(t.storage().state())),
+         HumanBytes(bytes), std::string(StorageStateWord(t.storage().state())), TriggerText(t),
          t.location().empty() ? "-" : Printable(t.location())},
         t.status() == v1::TRACE_STATUS_CANCELLED ? CancellationText(t.cancellation(), env.time_zone)
                                                  : "");

@@ -4,7 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cli/command_env.h"
+#include "gpuctl/v1/manifest.pb.h"
 
 namespace gpuctl::cli {
 
@@ -12,9 +15,16 @@ namespace gpuctl::cli {
 // `target` is normalized (see NormalizeHost). `ps` is in cli/ps_command.h.
 
 // `gpuctl traces`: stored traces, newest first, following page tokens until
-// the end or `limit` traces (0: no limit).
-int RunTraces(const std::string& target, const std::string& job_id, int limit, bool json,
-              const CliEnv& env);
+// the end or `limit` traces (0: no limit); only those of `trigger` when it
+// is set (the daemon filters; what an older daemon lists unfiltered is
+// filtered here).
+int RunTraces(const std::string& target, const std::string& job_id, v1::TriggerKind trigger,
+              int limit, bool json, const CliEnv& env);
+
+// "on-demand", "scheduled", "anomaly" ("-" otherwise), and back
+// (INVALID_ARGUMENT naming --trigger).
+absl::string_view TriggerKindWord(v1::TriggerKind kind);
+absl::StatusOr<v1::TriggerKind> ParseTriggerKind(absl::string_view word);
 
 // `gpuctl status`.
 int RunStatus(const std::string& target, bool json, const CliEnv& env);

@@ -58,9 +58,9 @@ TEST_F(CliListCommandsTest, TracesFollowsPageTokens) {
   ASSERT_EQ(Run({"traces", "--job", "42"}), kExitOk) << console_.err.str();
   const std::string out = console_.out.str();
   EXPECT_THAT(out, HasSubstr("TRACE ID  CREATED              JOB  PROCESSES     SIZE  STATE  "
-                             "LOCATION\n"));
+                             "TRIGGER    LOCATION\n"));
   EXPECT_THAT(out, HasSubstr("t3        2024-05-01 12:34:56  42         2/2  2.0 KiB  -      "
-                             "/var/lib/gpuctl/traces/t3\n"));
+                             "on-demand  /var/lib/gpuctl/traces/t3\n"));
   EXPECT_THAT(out, HasSubstr("t2        2024-05-01 12:34:56  42         1/2"));
   EXPECT_THAT(out, HasSubstr("t1        2024-05-01 12:34:56  42         0/1      0 B"));
   std::vector<v1::ListTracesRequest> requests = server_.service().list_traces_requests();
@@ -86,9 +86,9 @@ TEST_F(CliListCommandsTest, TracesShowWhereEachTraceIsStored) {
   *page.add_traces() = local;
   ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
   const std::string out = console_.out.str();
-  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  uploaded  s3://traces/gp/2024/05/01/t3/\n"));
-  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  pending   /var/lib/gpuctl/traces/t2\n"));
-  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  local     /var/lib/gpuctl/traces/t1\n"));
+  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  uploaded  on-demand  s3://traces/gp/2024/05/01/t3/\n"));
+  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  pending   on-demand  /var/lib/gpuctl/traces/t2\n"));
+  EXPECT_THAT(out, HasSubstr("1/1  1.0 KiB  local     on-demand  /var/lib/gpuctl/traces/t1\n"));
 
   TestConsole json_console;
   ASSERT_EQ(RunCli({"traces", "--json", "--host", server_.target()}, json_console.env()), kExitOk);
@@ -99,6 +99,52 @@ TEST_F(CliListCommandsTest, TracesShowWhereEachTraceIsStored) {
   EXPECT_EQ(json["traces"][1]["storage"]["state"], "STORAGE_STATE_UPLOAD_PENDING");
   EXPECT_EQ(json["traces"][1]["storage"]["uploadError"], "S3 PutObject failed: HTTP 503");
   EXPECT_EQ(json["traces"][2]["storage"]["state"], "STORAGE_STATE_LOCAL");
+}
+
+// The trigger column names the rule of a scheduled trace; --trigger asks
+// the daemon to filter, and filters what a daemon that does not (an older
+// one, like this fake) lists anyway.
+TEST_F(CliListCommandsTest, TracesShowAndFilterTheirTrigger) {
+  auto& page = server_.service().trace_pages[""];
+  v1::TraceManifest scheduled = Manifest("t3", 1, 0);
+  scheduled.mutable_trigger()->set_kind(v1::TRIGGER_KIND_SCHEDULED);
+  scheduled.mutable_trigger()->mutable_scheduled()->set_rule("hourly");
+  *page.add_traces() = scheduled;
+  v1::TraceManifest asked = Manifest("t2", 1, 0);
+  asked.mutable_trigger()->set_kind(v1::TRIGGER_KIND_ON_DEMAND);
+  asked.mutable_trigger()->set_requested_by("ipv4:10.0.0.5:51234");
+  *page.add_traces() = asked;
+  *page.add_traces() = Manifest("t1", 1, 0);  // an older daemon's: no trigger
+  ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
+  EXPECT_THAT(console_.out.str(), HasSubstr("scheduled:hourly  /var/lib/gpuctl/traces/t3\n"));
+  EXPECT_THAT(console_.out.str(), HasSubstr("on-demand         /var/lib/gpuctl/traces/t2\n"));
+
+  TestConsole only_scheduled;
+  ASSERT_EQ(RunCli({"traces", "--trigger", "scheduled", "--host", server_.target()},
+                   only_scheduled.env()),
+            kExitOk);
+  EXPECT_THAT(only_scheduled.out.str(), HasSubstr("t3 "));
+  EXPECT_THAT(only_scheduled.out.str(), Not(HasSubstr("t2 ")));
+  EXPECT_EQ(server_.service().list_traces_requests().back().trigger(), v1::TRIGGER_KIND_SCHEDULED);
+
+  TestConsole only_asked;
+  ASSERT_EQ(
+      RunCli({"traces", "--trigger", "on-demand", "--host", server_.target()}, only_asked.env()),
+      kExitOk);
+  EXPECT_THAT(only_asked.out.str(), Not(HasSubstr("t3 ")));
+  EXPECT_THAT(only_asked.out.str(), HasSubstr("t2 "));
+  EXPECT_THAT(only_asked.out.str(), HasSubstr("t1 "));
+
+  TestConsole none;
+  ASSERT_EQ(RunCli({"traces", "--trigger", "anomaly", "--host", server_.target()}, none.env()),
+            kExitOk);
+  EXPECT_THAT(none.err.str(), HasSubstr("no anomaly traces stored by gpuctld at"));
+
+  TestConsole bad;
+  EXPECT_EQ(RunCli({"traces", "--trigger", "sched", "--host", server_.target()}, bad.env()),
+            kExitUsage);
+  EXPECT_THAT(bad.err.str(),
+              HasSubstr("--trigger: \"sched\" is not scheduled, anomaly or on-demand"));
 }
 
 v1::TraceManifest Cancelled(v1::TraceManifest m) {
@@ -117,7 +163,7 @@ TEST_F(CliListCommandsTest, TracesSayWhichWereCancelledByWhomAndWhy) {
   *page.add_traces() = done;
   ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
   const std::string out = console_.out.str();
-  EXPECT_THAT(out, HasSubstr("0/2      0 B  -      /var/lib/gpuctl/traces/t2\n"
+  EXPECT_THAT(out, HasSubstr("0/2      0 B  -      on-demand  /var/lib/gpuctl/traces/t2\n"
                              "    cancelled at 2024-05-01 12:35:00 by ipv4:10.0.0.5:51234: the "
                              "caller cancelled its Trace call (Ctrl-C)\n"
                              "t1 "));

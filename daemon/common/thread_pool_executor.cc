@@ -1,16 +1,47 @@
 #include "daemon/common/thread_pool_executor.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "daemon/common/log.h"
 
 namespace gpuctl {
 
-ThreadPoolExecutor::ThreadPoolExecutor(int num_threads) {
+namespace {
+
+// On the calling thread only: Linux keeps nice and policy per thread.
+void ApplyPriority(const ThreadPriority& priority) {
+  if (priority.idle) {
+    sched_param param{};
+    if (int err = pthread_setschedparam(pthread_self(), SCHED_IDLE, &param); err != 0) {
+      LogWarning("worker thread stays at its priority: SCHED_IDLE refused",
+                 {{"error", std::strerror(err)}});
+    }
+    return;
+  }
+  if (priority.nice <= 0) return;
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), priority.nice) != 0) {
+    LogWarning("worker thread stays at its priority: nice refused",
+               {{"nice", priority.nice}, {"error", std::strerror(errno)}});
+  }
+}
+
+}  // namespace
+
+ThreadPoolExecutor::ThreadPoolExecutor(int num_threads, ThreadPriority priority) {
   if (num_threads < 1) num_threads = 1;
   threads_.reserve(num_threads);
   for (int i = 0; i < num_threads; ++i) {
-    threads_.emplace_back([this] { WorkerLoop(); });
+    threads_.emplace_back([this, priority] {
+      ApplyPriority(priority);
+      WorkerLoop();
+    });
   }
 }
 

@@ -12,13 +12,27 @@
 
 namespace gpuctl {
 
+// How a pool's threads are scheduled. Lowering a thread's priority needs no
+// privilege. Linux's fair scheduler still gives a nice 19 or SCHED_IDLE
+// thread a small share of a CPU that others keep busy: its work is slowed,
+// never starved.
+struct ThreadPriority {
+  // 0 (as created) to 19 (lowest): the threads' nice level.
+  int nice = 0;
+  // SCHED_IDLE: the threads run when nothing else wants the CPU; `nice` is
+  // then ignored.
+  bool idle = false;
+};
+
 // An Executor backed by `num_threads` worker threads sharing one FIFO queue.
 // Shutdown() (also run by the destructor) stops the threads once every
 // queued task has run, including tasks queued by those tasks; a Run() after
 // Shutdown() returned drops the task.
 class ThreadPoolExecutor final : public Executor {
  public:
-  explicit ThreadPoolExecutor(int num_threads);
+  // Each thread applies `priority` to itself first (a failure is logged
+  // and the thread runs as created).
+  explicit ThreadPoolExecutor(int num_threads, ThreadPriority priority = {});
   ~ThreadPoolExecutor() override;
   ThreadPoolExecutor(const ThreadPoolExecutor&) = delete;
   ThreadPoolExecutor& operator=(const ThreadPoolExecutor&) = delete;

@@ -179,6 +179,8 @@ std::vector<KeyCase> EveryKey() {
        [](DaemonOptions& o) { o.schedule.capture_time_per_day = absl::Hours(1); }},
       {"schedule.min_free_store_bytes", "1GiB",
        [](DaemonOptions& o) { o.schedule.min_free_store_bytes = uint64_t{1} << 30; }},
+      {"schedule.worker_threads", "4", [](DaemonOptions& o) { o.schedule.worker_threads = 4; }},
+      {"schedule.worker_nice", "idle", [](DaemonOptions& o) { o.schedule.worker_idle = true; }},
       {"schedule.rules",
        "[{name: r, selector: {job: \"42\"}, period: 1h, window: 1s, probability: 0.5}]",
        [](DaemonOptions& o) {
@@ -562,7 +564,8 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "store.s3.idle_timeout", "store.s3.max_attempts", "store.s3.initial_backoff",
           "store.s3.max_backoff", "store.s3.upload_wait", "store.s3.keep_local",
           "store.s3.upload_retry_max", "schedule.seed", "schedule.max_duty_cycle",
-          "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules"));
+          "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules",
+          "schedule.worker_threads", "schedule.worker_nice"));
 }
 
 class ConfigFileTest : public ::testing::Test {

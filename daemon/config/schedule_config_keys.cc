@@ -292,6 +292,25 @@ absl::Span<const ConfigKey> RuleKeys() {
   return kKeys;
 }
 
+// A nice level 0-19, or "idle" for SCHED_IDLE.
+absl::Status ReadWorkerNice(const ConfigValue& v, DaemonOptions* o) {
+  absl::StatusOr<std::string> text = v.String();
+  if (!text.ok()) return text.status();
+  if (*text == "idle") {
+    o->schedule.worker_idle = true;
+    return absl::OkStatus();
+  }
+  int nice = -1;
+  if (text->empty() || !std::all_of(text->begin(), text->end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(*text, &nice) || nice > scheduler::kMaxWorkerNice) {
+    return v.Error(absl::StrCat(QuoteConfigText(*text), " is not a nice level from 0 to ",
+                                scheduler::kMaxWorkerNice, ", or idle (SCHED_IDLE)"));
+  }
+  o->schedule.worker_idle = false;
+  o->schedule.worker_nice = nice;
+  return absl::OkStatus();
+}
+
 absl::Status ReadRules(const ConfigValue& v, DaemonOptions* o) {
   o->schedule.rules.clear();
   const YAML::Node& node = v.node();
@@ -338,6 +357,12 @@ constexpr ConfigKey kScheduleKeys[] = {
      .read = [](const ConfigValue& v,
                 DaemonOptions* o) { return StoreTo(v.Size(), &o->schedule.min_free_store_bytes); }},
     {.name = "rules", .read = ReadRules},
+    {.name = "worker_threads",
+     .read =
+         [](const ConfigValue& v, DaemonOptions* o) {
+           return ReadRuleCount(v, 1, scheduler::kMaxWorkerThreads, &o->schedule.worker_threads);
+         }},
+    {.name = "worker_nice", .read = ReadWorkerNice},
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "daemon/config/daemon_config.h"
+#include "daemon/scheduler/schedule_options.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -103,6 +104,35 @@ TEST(ScheduleConfigTest, ReadsEveryKey) {
   EXPECT_TRUE(s.rules[1].step_aligned());
   EXPECT_EQ(s.rules[1].step_period, 1000u);
   EXPECT_EQ(s.rules[1].window_steps, 10u);
+}
+
+// The pool converting scheduled traces: a thread count, a nice level or
+// SCHED_IDLE; left out of the fingerprint.
+TEST(ScheduleConfigTest, ReadsTheWorkerPool) {
+  absl::StatusOr<DaemonOptions> defaults = ParseSchedule(OneRuleSchedule(kTimeRule));
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->schedule.worker_threads, 1);
+  EXPECT_EQ(defaults->schedule.worker_nice, 19);
+  EXPECT_FALSE(defaults->schedule.worker_idle);
+  absl::StatusOr<DaemonOptions> nice =
+      ParseSchedule(OneRuleSchedule(kTimeRule, "  worker_threads: 3\n  worker_nice: 5\n"));
+  ASSERT_TRUE(nice.ok()) << nice.status();
+  EXPECT_EQ(nice->schedule.worker_threads, 3);
+  EXPECT_EQ(nice->schedule.worker_nice, 5);
+  EXPECT_EQ(scheduler::ScheduleFingerprint(nice->schedule),
+            scheduler::ScheduleFingerprint(defaults->schedule));
+  absl::StatusOr<DaemonOptions> idle =
+      ParseSchedule(OneRuleSchedule(kTimeRule, "  worker_nice: idle\n"));
+  ASSERT_TRUE(idle.ok()) << idle.status();
+  EXPECT_TRUE(idle->schedule.worker_idle);
+  EXPECT_THAT(ScheduleError(OneRuleSchedule(kTimeRule, "  worker_nice: 20\n")),
+              HasSubstr("schedule.worker_nice: \"20\" is not a nice level from 0 to 19, or idle"));
+  EXPECT_THAT(ScheduleError(OneRuleSchedule(kTimeRule, "  worker_nice: -1\n")),
+              HasSubstr("schedule.worker_nice: \"-1\" is not a nice level"));
+  EXPECT_THAT(ScheduleError(OneRuleSchedule(kTimeRule, "  worker_threads: 0\n")),
+              HasSubstr("schedule.worker_threads: "));
+  EXPECT_THAT(ScheduleError(OneRuleSchedule(kTimeRule, "  worker_threads: 65\n")),
+              HasSubstr("schedule.worker_threads: "));
 }
 
 TEST(ScheduleConfigTest, ValuesAreCheckedAtTheirKey) {

@@ -247,12 +247,20 @@ void DaemonCoreImpl::OnIngestProgress(const std::string& trace_id) {
   if (any) ArmIngestProgress(*session);
 }
 
+Executor* DaemonCoreImpl::WorkerFor(const std::string& trace_id) {
+  const TraceSession* session = FindSession(trace_id);
+  const bool on_demand =
+      session == nullptr || session->trigger.kind() == v1::TRIGGER_KIND_ON_DEMAND;
+  return on_demand || deps_.background_worker == nullptr ? deps_.worker : deps_.background_worker;
+}
+
 void DaemonCoreImpl::RunCapture(IngestAdmission::Id ingest_id, CaptureJob job,
                                 v1::ProcessResult window, PeerId peer) {
   // The worker touches neither `this` nor the session: the core may be gone
   // by the time it finishes. `this` is used on the loop once `weak` says it
   // is still alive (both live on the loop thread).
-  deps_.worker->Run([this, store = deps_.store, loop = deps_.loop, job = std::move(job),
+  Executor* job_executor = WorkerFor(job.trace_id);
+  job_executor->Run([this, store = deps_.store, loop = deps_.loop, job = std::move(job),
                      window = std::move(window), peer, ingest_id,
                      weak = std::weak_ptr<bool>(alive_)]() mutable {
     std::string trace_id = job.trace_id;

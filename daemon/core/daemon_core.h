@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
@@ -16,6 +18,7 @@
 #include "daemon/core/steps.h"
 #include "daemon/store/trace_store.h"
 #include "gpuctl/v1/ipc.pb.h"
+#include "gpuctl/v1/manifest.pb.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon {
@@ -65,6 +68,10 @@ struct CoreOptions {
   absl::Duration attach_log_settle = absl::Seconds(2);
 };
 
+// The trigger of a trace that `requested_by` asked for (a caller's name;
+// empty when unknown).
+v1::TraceTrigger OnDemandTrigger(absl::string_view requested_by);
+
 // Receives a trace's progress. Called on the event-loop thread. After
 // OnDone no further call is made. A caller that goes away first calls
 // DaemonCore::CancelTrace; the core then still calls OnDone (with
@@ -87,6 +94,9 @@ class DaemonCore {
     Executor* worker;
     TraceStore* store;
     PeerChannel* peers;
+    // Converts scheduled and anomaly traces' results (a low-priority
+    // pool), so that on-demand ones never queue behind them; null: `worker`.
+    Executor* background_worker = nullptr;
   };
   static std::unique_ptr<DaemonCore> Create(const CoreOptions& options, const Deps& deps);
   virtual ~DaemonCore() = default;
@@ -131,9 +141,16 @@ class DaemonCore {
   // Validates the request (INVALID_ARGUMENT with the reason), selects
   // processes (NOT_FOUND naming the host and what is attached when nothing
   // matches), sends StartCapture to each and returns the trace id. Progress
-  // and results then flow to `observer`.
+  // and results then flow to `observer`. `trigger` (who or what asked) goes
+  // into the manifest as given; INVALID_ARGUMENT without a kind.
   virtual absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
+                                                 const v1::TraceTrigger& trigger,
                                                  std::shared_ptr<TraceObserver> observer) = 0;
+  // An on-demand trace whose caller is not named.
+  absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
+                                         std::shared_ptr<TraceObserver> observer) {
+    return StartTrace(request, OnDemandTrigger(""), std::move(observer));
+  }
   // Stops the trace's processes that have not delivered and completes it
   // as cancelled; `why` (reason, cancelled_by) goes into its manifest, with
   // the time of the cancel.

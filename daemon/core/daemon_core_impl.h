@@ -43,7 +43,9 @@ class DaemonCoreImpl final : public DaemonCore {
   void OnPeerGone(PeerId peer, bool clean, absl::string_view reason) override;
   IngestAdmission& ingest() override { return admission_; }
 
+  using DaemonCore::StartTrace;
   absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,
+                                         const v1::TraceTrigger& trigger,
                                          std::shared_ptr<TraceObserver> observer) override;
   void CancelTrace(absl::string_view trace_id, v1::TraceCancellation why) override;
   absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
@@ -78,6 +80,9 @@ class DaemonCoreImpl final : public DaemonCore {
   void ProcessPayload(TraceSession& session, TraceSlot& slot, const v1::ipc::CaptureResult& result,
                       std::unique_ptr<Payload> payload);
   // Converts an admitted payload on the worker.
+  // Where a trace's results are converted: the background worker for a
+  // scheduled or anomaly trace, when there is one.
+  Executor* WorkerFor(const std::string& trace_id);
   void RunCapture(IngestAdmission::Id ingest_id, CaptureJob job, v1::ProcessResult window,
                   PeerId peer);
   void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result);

@@ -103,6 +103,7 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   EXPECT_EQ(manifest->storage().local_location(), last.completed().location());
   EXPECT_EQ(manifest->status(), v1::TRACE_STATUS_COMPLETED);
   EXPECT_FALSE(manifest->has_cancellation());
+  EXPECT_EQ(manifest->trigger().kind(), v1::TRIGGER_KIND_ON_DEMAND);
   EXPECT_EQ(loop_.pending_timers(), 0u);  // deadline cancelled
   EXPECT_EQ(core_->GetStatus().active_traces(), 0u);
   EXPECT_EQ(core_->ListProcesses({})->processes(0).capture_state(), v1::CAPTURE_STATE_IDLE);
@@ -113,6 +114,77 @@ TEST_F(DaemonCoreTest, TracesTwoProcessesOfAJob) {
   again.mutable_duration()->set_seconds(1);
   again.set_trace_id(*id);
   EXPECT_EQ(core_->StartTrace(again, obs).status().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// What asked for a trace is stored as given; a trigger without a kind is
+// refused before anything is sent.
+TEST_F(DaemonCoreTest, RecordsTheTriggerInTheManifest) {
+  Attach(1, 100, "42", 0);
+  v1::TraceRequest req;
+  req.mutable_selector()->set_job_id("42");
+  req.mutable_duration()->set_seconds(1);
+  auto obs = std::make_shared<RecordingObserver>();
+  EXPECT_EQ(core_->StartTrace(req, v1::TraceTrigger(), obs).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(peers_.sent().empty());
+
+  v1::TraceTrigger trigger;
+  trigger.set_kind(v1::TRIGGER_KIND_SCHEDULED);
+  v1::ScheduledTrigger* scheduled = trigger.mutable_scheduled();
+  scheduled->set_rule("hourly");
+  scheduled->set_slot(494'000);
+  scheduled->set_probability(0.25);
+  scheduled->set_weight(4);
+  scheduled->set_schedule_fingerprint("ab12");
+  auto id = core_->StartTrace(req, trigger, obs);
+  ASSERT_TRUE(id.ok()) << id.status();
+  v1::ipc::StartCapture start = StartsTo(1)[0];
+  clock_.Advance(absl::Seconds(1));
+  SendResult(1, *id, Payload(100, start, "step"));
+  RunAll();
+  ASSERT_TRUE(obs->done);
+  auto manifest = store_->GetManifest(*id);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(manifest->trigger().SerializeAsString(), trigger.SerializeAsString());
+}
+
+// A scheduled trace's results are converted on the background worker, an
+// on-demand trace's on the worker: the on-demand trace completes while the
+// scheduled one still waits.
+TEST_F(DaemonCoreTest, ScheduledConversionRunsOnTheBackgroundWorker) {
+  ManualExecutor background;
+  core_ = DaemonCore::Create(options_, {.clock = &clock_,
+                                        .loop = &loop_,
+                                        .worker = &worker_,
+                                        .store = store_.get(),
+                                        .peers = &peers_,
+                                        .background_worker = &background});
+  Attach(1, 100, "42", 0);
+  Attach(2, 200, "7", 0);
+  v1::TraceRequest req;
+  req.mutable_selector()->set_job_id("42");
+  req.mutable_duration()->set_seconds(1);
+  v1::TraceTrigger scheduled;
+  scheduled.set_kind(v1::TRIGGER_KIND_SCHEDULED);
+  auto sampled = std::make_shared<RecordingObserver>();
+  auto sampled_id = core_->StartTrace(req, scheduled, sampled);
+  ASSERT_TRUE(sampled_id.ok()) << sampled_id.status();
+  auto asked = std::make_shared<RecordingObserver>();
+  auto asked_id = Trace("7", absl::Seconds(1), asked);
+  ASSERT_TRUE(asked_id.ok()) << asked_id.status();
+  clock_.Advance(absl::Seconds(1));
+  SendResult(1, *sampled_id, Payload(100, StartsTo(1)[0], "sampled"));
+  SendResult(2, *asked_id, Payload(200, StartsTo(2)[0], "asked"));
+  EXPECT_EQ(background.pending(), 1u);
+  EXPECT_EQ(worker_.pending(), 1u);
+  RunAll();
+  EXPECT_TRUE(asked->done);
+  EXPECT_FALSE(sampled->done);
+  background.RunAll();
+  RunAll();
+  EXPECT_TRUE(sampled->done);
+  EXPECT_TRUE(sampled->final_status.ok()) << sampled->final_status;
+  core_.reset();
 }
 
 // Inline trace data arriving in chunks is reported with its counts, at

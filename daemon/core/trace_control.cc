@@ -51,6 +51,13 @@ absl::Time NowNanos(Clock* clock) { return absl::FromUnixNanos(absl::ToUnixNanos
 
 }  // namespace
 
+v1::TraceTrigger OnDemandTrigger(absl::string_view requested_by) {
+  v1::TraceTrigger trigger;
+  trigger.set_kind(v1::TRIGGER_KIND_ON_DEMAND);
+  trigger.set_requested_by(std::string(requested_by));
+  return trigger;
+}
+
 std::unique_ptr<DaemonCore> DaemonCore::Create(const CoreOptions& options, const Deps& deps) {
   return std::make_unique<DaemonCoreImpl>(options, deps);
 }
@@ -100,8 +107,12 @@ uint64_t DaemonCoreImpl::PickSessionStartStep(const v1::TraceRequest& request,
 }
 
 absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& request,
+                                                       const v1::TraceTrigger& trigger,
                                                        std::shared_ptr<TraceObserver> observer) {
   if (observer == nullptr) return absl::InvalidArgumentError("StartTrace needs an observer");
+  if (trigger.kind() == v1::TRIGGER_KIND_UNSPECIFIED) {
+    return absl::InvalidArgumentError("StartTrace needs a trigger kind");
+  }
   auto owned = std::make_unique<TraceSession>();
   TraceSession& session = *owned;
   session.created_at = NowNanos(deps_.clock);
@@ -119,6 +130,7 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& r
 
   session.id = *id;
   session.request = request;
+  session.trigger = trigger;
   session.selector_text = DescribeSelector(request.selector());
   session.observer = std::move(observer);
   session.start = plan->start;

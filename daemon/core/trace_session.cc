@@ -89,6 +89,7 @@ v1::TraceManifest BuildManifest(const TraceSession& session, const CoreOptions& 
     *manifest.mutable_max_start_skew() = ToProtoDuration(session.max_start_skew);
   }
   manifest.set_selector(session.selector_text);
+  *manifest.mutable_trigger() = session.trigger;
   if (session.cancelled) {
     manifest.set_status(v1::TRACE_STATUS_CANCELLED);
     *manifest.mutable_cancellation() = session.cancellation;

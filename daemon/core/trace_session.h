@@ -42,6 +42,7 @@ struct TraceSlot {
 struct TraceSession {
   std::string id;
   v1::TraceRequest request;
+  v1::TraceTrigger trigger;   // for the manifest
   std::string selector_text;  // DescribeSelector(request.selector())
   std::shared_ptr<TraceObserver> observer;
   // The daemon's clock when the request arrived.

@@ -141,6 +141,39 @@ grpc::ServerUnaryReactor* GrpcService::GetStatus(grpc::CallbackServerContext* co
   return call;
 }
 
+grpc::ServerUnaryReactor* GrpcService::GetSchedule(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  auto* call = new UnaryCall<v1::GetScheduleRequest, v1::GetScheduleResponse>(response);
+  if (grpc::Status admitted = Admit(*context, "GetSchedule", *request, &call->request);
+      !admitted.ok()) {
+    call->Reply(admitted);
+    return call;
+  }
+  loop_->Post([this, call] {
+    const std::string host = core_->GetStatus().host();
+    if (schedule_ != nullptr) {
+      absl::StatusOr<v1::GetScheduleResponse> got = schedule_->GetSchedule(call->request);
+      if (!got.ok()) return call->Reply(ToGrpcStatus(got.status()));
+      call->response = *std::move(got);
+    }
+    call->response.set_host(host);
+    if (schedule_ == nullptr || call->request.preview_job().empty()) {
+      return call->Reply(grpc::Status::OK);
+    }
+    // A preview may hash many slots: not on the loop.
+    auto preview = [call, task = schedule_->Preview(call->request)]() mutable {
+      call->Reply(ToGrpcStatus(std::move(task)(call->response)));
+    };
+    if (io_ != nullptr) {
+      io_->Run(std::move(preview));
+    } else {
+      preview();
+    }
+  });
+  return call;
+}
+
 grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* context,
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {

@@ -3,6 +3,7 @@
 
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
+#include "daemon/core/schedule_reporter.h"
 #include "daemon/rpc/bearer_token.h"
 #include "daemon/store/trace_store.h"
 #include "gpuctl/v1/service.grpc.pb.h"
@@ -11,10 +12,10 @@
 namespace gpuctl::daemon {
 
 // The generated service with every method taking and giving bytes.
-using RawGpuctlService =
-    v1::Gpuctl::WithRawCallbackMethod_Trace<v1::Gpuctl::WithRawCallbackMethod_ListProcesses<
-        v1::Gpuctl::WithRawCallbackMethod_ListTraces<v1::Gpuctl::WithRawCallbackMethod_GetTrace<
-            v1::Gpuctl::WithRawCallbackMethod_GetStatus<v1::Gpuctl::Service>>>>>;
+using RawGpuctlService = v1::Gpuctl::WithRawCallbackMethod_Trace<
+    v1::Gpuctl::WithRawCallbackMethod_ListProcesses<v1::Gpuctl::WithRawCallbackMethod_ListTraces<
+        v1::Gpuctl::WithRawCallbackMethod_GetTrace<v1::Gpuctl::WithRawCallbackMethod_GetStatus<
+            v1::Gpuctl::WithRawCallbackMethod_GetSchedule<v1::Gpuctl::Service>>>>>>;
 
 // The gRPC adapter for gpuctl.v1.Gpuctl (callback API). Calls that touch
 // the core hop onto `loop` and complete from there; ListTraces and GetTrace
@@ -37,6 +38,9 @@ class GrpcService final : public RawGpuctlService {
   // Set: every call must carry the bearer token. Outlives the server; set
   // before it starts.
   void set_auth(const BearerTokenAuth* auth) { auth_ = auth; }
+  // The schedule GetSchedule reports; null: none configured. Touched on
+  // the loop only.
+  void set_schedule(ScheduleReporter* schedule) { schedule_ = schedule; }
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Trace(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request) override;
@@ -51,6 +55,9 @@ class GrpcService final : public RawGpuctlService {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const grpc::ByteBuffer* request,
                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetSchedule(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   // The bearer token's check, then the request's parse. `scope`, when
@@ -64,6 +71,7 @@ class GrpcService final : public RawGpuctlService {
   TraceStore* const store_;
   Executor* const io_;
   const BearerTokenAuth* auth_ = nullptr;
+  ScheduleReporter* schedule_ = nullptr;
 };
 
 }  // namespace gpuctl::daemon

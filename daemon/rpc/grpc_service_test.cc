@@ -62,9 +62,11 @@ class GrpcServiceTest : public ::testing::Test {
   }
   // The core accepts the next trace as "t-1" and hands its observer over.
   void ExpectStartTrace(absl::Notification* started) {
-    EXPECT_CALL(core_, StartTrace(_, _))
-        .WillOnce([this, started](const v1::TraceRequest&, std::shared_ptr<TraceObserver> o) {
+    EXPECT_CALL(core_, StartTrace(_, _, _))
+        .WillOnce([this, started](const v1::TraceRequest&, const v1::TraceTrigger& trigger,
+                                  std::shared_ptr<TraceObserver> o) {
           EXPECT_TRUE(loop_->IsLoopThread());
+          trigger_ = trigger;
           observer_ = std::move(o);
           started->Notify();
           return std::string("t-1");
@@ -91,6 +93,7 @@ class GrpcServiceTest : public ::testing::Test {
   int port_ = 0;
   std::unique_ptr<v1::Gpuctl::Stub> stub_;
   std::shared_ptr<TraceObserver> observer_;  // loop thread only
+  v1::TraceTrigger trigger_;                 // loop thread only
 };
 
 TEST_F(GrpcServiceTest, TraceStreamsEveryEventInOrderThenTheCoreStatus) {
@@ -103,6 +106,9 @@ TEST_F(GrpcServiceTest, TraceStreamsEveryEventInOrderThenTheCoreStatus) {
   ASSERT_TRUE(started.WaitForNotificationWithTimeout(kWait));
   constexpr int kEvents = 300;
   RunOnLoop([&] {
+    // The core learns who asked: the manifest records it.
+    EXPECT_EQ(trigger_.kind(), v1::TRIGGER_KIND_ON_DEMAND);
+    EXPECT_THAT(trigger_.requested_by(), ::testing::StartsWith("ipv4:127.0.0.1:"));
     for (int i = 0; i < kEvents; ++i) observer_->OnEvent(Progress(i));
     observer_->OnDone(absl::OkStatus());
     observer_.reset();
@@ -143,7 +149,7 @@ TEST_F(GrpcServiceTest, RefusedTraceFinishesWithTheMappedStatus) {
       {absl::ResourceExhaustedError("too many traces"), grpc::StatusCode::RESOURCE_EXHAUSTED},
   };
   for (const auto& [error, code] : cases) {
-    EXPECT_CALL(core_, StartTrace(_, _)).WillOnce(::testing::Return(error));
+    EXPECT_CALL(core_, StartTrace(_, _, _)).WillOnce(::testing::Return(error));
     grpc::ClientContext ctx;
     auto reader = stub_->Trace(WithDeadline(&ctx), v1::TraceRequest());
     v1::TraceEvent event;

@@ -19,7 +19,8 @@ void TraceReactor::StartOnLoop(DaemonCore* core, const v1::TraceRequest& request
                                std::string caller) {
   core_ = core;
   caller_ = std::move(caller);
-  absl::StatusOr<std::string> id = core_->StartTrace(request, shared_from_this());
+  absl::StatusOr<std::string> id =
+      core_->StartTrace(request, OnDemandTrigger(caller_), shared_from_this());
   if (!id.ok()) {
     core_done_ = true;
     LogInfo("trace refused", {{"caller", caller_}, {"reason", id.status().ToString()}});

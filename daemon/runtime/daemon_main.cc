@@ -157,8 +157,18 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   // The listen address is reported by GetStatus, so bind before the core.
   if (absl::Status s = StartGrpc(options); !s.ok()) return s;
   core_options.listen_address = grpc_address_;
-  core_ = DaemonCore::Create(core_options, DaemonCore::Deps{&clock_, loop_.get(), worker_.get(),
-                                                            store_.get(), ipc_.get()});
+  if (options.schedule.enabled()) {
+    background_worker_ = std::make_unique<ThreadPoolExecutor>(
+        options.schedule.worker_threads,
+        ThreadPriority{.nice = options.schedule.worker_nice, .idle = options.schedule.worker_idle});
+  }
+  core_ = DaemonCore::Create(core_options,
+                             DaemonCore::Deps{.clock = &clock_,
+                                              .loop = loop_.get(),
+                                              .worker = worker_.get(),
+                                              .store = store_.get(),
+                                              .peers = ipc_.get(),
+                                              .background_worker = background_worker_.get()});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
@@ -173,6 +183,8 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                                 if (statvfs(dir.c_str(), &fs) != 0) return UINT64_MAX;
                                 return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
                               }});
+    // Before the loop runs: the calls it holds see the schedule.
+    service_->set_schedule(schedule_.get());
     loop_->Post([this] { schedule_->Start(); });
   }
   // Calls that arrived since the gRPC server started waited in the loop's
@@ -348,6 +360,7 @@ void Daemon::Shutdown() {
   }
   if (loop_thread_.joinable()) {
     loop_->Post([this] {
+      if (service_ != nullptr) service_->set_schedule(nullptr);
       schedule_.reset();
       if (ipc_ != nullptr) ipc_->Stop();
       loop_->Quit();
@@ -360,6 +373,7 @@ void Daemon::Shutdown() {
   // Workers may still post to the (stopped) loop; the core must outlive
   // them.
   if (worker_ != nullptr) worker_->Shutdown();
+  if (background_worker_ != nullptr) background_worker_->Shutdown();
   grpc_server_.reset();
   if (!unix_listen_path_.empty()) unlink(unix_listen_path_.c_str());
   service_.reset();
@@ -370,6 +384,7 @@ void Daemon::Shutdown() {
   s3_store_ = nullptr;
   store_.reset();
   worker_.reset();
+  background_worker_.reset();
   loop_.reset();
   LogInfo("gpuctld stopped");
 }

@@ -59,6 +59,8 @@ class Daemon {
   std::unique_ptr<EventLoop> loop_;
   std::thread loop_thread_;
   std::unique_ptr<ThreadPoolExecutor> worker_;
+  // Scheduled traces' conversion, at low priority; only with a schedule.
+  std::unique_ptr<ThreadPoolExecutor> background_worker_;
   std::unique_ptr<TraceStore> store_;
   // store_ when it is an S3 store: its uploader stops before the workers.
   s3::S3TraceStore* s3_store_ = nullptr;

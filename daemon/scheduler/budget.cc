@@ -31,6 +31,9 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
       return "daily cap reached";
     case SlotOutcome::kHostCaptureTime:
       return "host capture time per day spent (local, may split a job)";
+    case SlotOutcome::kWindowPassed:
+      return "window already started when decided (local: a start mid-slot, or a late clock "
+             "or wake-up)";
     case SlotOutcome::kStoreSpace:
       return "store free space below the minimum (local, may split a job)";
   }
@@ -38,7 +41,8 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
 }
 
 bool IsLocalOutcome(SlotOutcome outcome) {
-  return outcome == SlotOutcome::kHostCaptureTime || outcome == SlotOutcome::kStoreSpace;
+  return outcome == SlotOutcome::kHostCaptureTime || outcome == SlotOutcome::kStoreSpace ||
+         outcome == SlotOutcome::kWindowPassed;
 }
 
 bool InBlackout(const ScheduleRule& rule, absl::Time start, absl::Time end) {

@@ -21,6 +21,9 @@ enum class SlotOutcome {
   kDailyCap,         // shared: the job's captures today reached daily_cap
   kHostCaptureTime,  // local: capture_time_per_day spent on this host
   kStoreSpace,       // local: the store has less than min_free_store_bytes free
+  // local: the window had already started when this host decided the slot
+  // (it started mid-slot, or its clock or its wake-up was late)
+  kWindowPassed,
 };
 
 // "not sampled", "blackout", "daily cap reached", ... for skips and logs.

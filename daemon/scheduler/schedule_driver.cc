@@ -32,6 +32,21 @@ class ScheduledTraceObserver final : public TraceObserver {
 
 }  // namespace
 
+v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecision& decision,
+                                       absl::string_view fingerprint) {
+  v1::TraceTrigger trigger;
+  trigger.set_kind(v1::TRIGGER_KIND_SCHEDULED);
+  v1::ScheduledTrigger* s = trigger.mutable_scheduled();
+  s->set_rule(rule.name);
+  s->set_slot(decision.slot);
+  *s->mutable_slot_start() = ToProtoTimestamp(decision.slot_start);
+  *s->mutable_period() = ToProtoDuration(rule.period);
+  s->set_probability(rule.probability);
+  s->set_weight(1 / rule.probability);
+  s->set_schedule_fingerprint(std::string(fingerprint));
+  return trigger;
+}
+
 ScheduleDriver::ScheduleDriver(ScheduleOptions options, Deps deps)
     : options_(std::move(options)),
       deps_(std::move(deps)),
@@ -130,16 +145,20 @@ void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot) {
     if (!warm) continue;
     SlotVerdict verdict = DecideJobSlot(options_, rule, job_id, slot, Usage());
     if (verdict.outcome == SlotOutcome::kNotSampled) continue;
-    // A window already under way (a restart mid-slot) is not joined late:
-    // its start instant is past.
-    if (verdict.outcome == SlotOutcome::kCapture && verdict.decision.start <= now) continue;
+    // A window already under way is not joined late: its start instant is
+    // past. Said, since the other hosts of the job captured it.
+    if (verdict.outcome == SlotOutcome::kCapture && verdict.decision.start <= now) {
+      verdict.outcome = SlotOutcome::kWindowPassed;
+    }
     if (verdict.outcome != SlotOutcome::kCapture) {
       Record({.rule = rule.name,
               .job_id = job_id,
               .slot = slot,
               .outcome = verdict.outcome,
               .trace_id = verdict.decision.trace_id,
-              .error = ""});
+              .error = "",
+              .decided_at = now,
+              .start = verdict.decision.start});
       continue;
     }
     capture_time_today_ += rule.window;
@@ -165,13 +184,16 @@ void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string&
   *request.mutable_duration() = ToProtoDuration(rule.window);
   for (const std::string& activity : rule.activities) request.add_activities(activity);
   absl::StatusOr<std::string> started =
-      deps_.core->StartTrace(request, std::make_shared<ScheduledTraceObserver>(decision.trace_id));
+      deps_.core->StartTrace(request, ScheduledTraceTrigger(rule, decision, fingerprint_),
+                             std::make_shared<ScheduledTraceObserver>(decision.trace_id));
   Event event{.rule = rule.name,
               .job_id = job_id,
               .slot = decision.slot,
               .outcome = SlotOutcome::kCapture,
               .trace_id = decision.trace_id,
-              .error = ""};
+              .error = "",
+              .decided_at = deps_.clock->Now(),
+              .start = decision.start};
   if (!started.ok()) {
     event.error = std::string(started.status().message());
     LogWarning("scheduled trace not started", {{"rule", rule.name},

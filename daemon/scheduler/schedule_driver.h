@@ -8,15 +8,26 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
+#include "daemon/core/schedule_reporter.h"
 #include "daemon/scheduler/budget.h"
 #include "daemon/scheduler/schedule_options.h"
+#include "daemon/scheduler/slot_decision.h"
+#include "gpuctl/v1/manifest.pb.h"
+#include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon::scheduler {
+
+// What a scheduled trace's manifest records of its rule and slot: the
+// probability, the weight 1 / probability, the schedule's fingerprint.
+v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecision& decision,
+                                       absl::string_view fingerprint);
 
 // Starts the scheduled traces of a schedule's time rules through the
 // core's StartTrace. It wakes at each rule's slot boundary (and at each
@@ -30,7 +41,7 @@ namespace gpuctl::daemon::scheduler {
 //
 // Lives on the loop thread: construct, Start and destroy it there, after
 // the core and before the core goes away.
-class ScheduleDriver {
+class ScheduleDriver final : public ScheduleReporter {
  public:
   struct Deps {
     Clock* clock;
@@ -49,6 +60,10 @@ class ScheduleDriver {
     std::string trace_id;
     // Why the core refused the trace, for a capture that did not start.
     std::string error;
+    // When the slot was decided (a capture: when its trace was requested),
+    // and the window's planned start.
+    absl::Time decided_at;
+    absl::Time start;
   };
 
   // How far ahead of a window's start the trace is requested.
@@ -56,7 +71,7 @@ class ScheduleDriver {
   static constexpr size_t kMaxEvents = 256;
 
   ScheduleDriver(ScheduleOptions options, Deps deps);
-  ~ScheduleDriver();
+  ~ScheduleDriver() override;
   ScheduleDriver(const ScheduleDriver&) = delete;
   ScheduleDriver& operator=(const ScheduleDriver&) = delete;
 
@@ -71,6 +86,18 @@ class ScheduleDriver {
   uint64_t wakeups() const { return wakeups_; }
   const std::string& fingerprint() const { return fingerprint_; }
 
+  // The rules, their next slots, today's use and the recent events.
+  absl::StatusOr<v1::GetScheduleResponse> GetSchedule(
+      const v1::GetScheduleRequest& request) override;
+  // The job's drawn slots (PreviewJob), at most kMaxPreviewSlots.
+  PreviewTask Preview(const v1::GetScheduleRequest& request) const override;
+
+  static constexpr uint32_t kDefaultNextSlots = 3;
+  static constexpr uint32_t kMaxNextSlots = 100;
+  static constexpr absl::Duration kDefaultPreview = absl::Hours(24);
+  static constexpr absl::Duration kMaxPreview = absl::Hours(24 * 7);
+  static constexpr size_t kMaxPreviewSlots = 10000;
+
  private:
   void ArmNextBoundary();
   void OnBoundary();
@@ -79,6 +106,9 @@ class ScheduleDriver {
                       const SlotDecision& decision);
   void Record(Event event);
   HostUsage Usage();
+  // GetSchedule's parts.
+  void ReportRules(uint32_t next_slots, v1::GetScheduleResponse& response) const;
+  void ReportEvents(v1::GetScheduleResponse& response) const;
 
   ScheduleOptions options_;
   Deps deps_;
@@ -95,6 +125,14 @@ class ScheduleDriver {
   absl::CivilDay usage_day_;
   absl::Duration capture_time_today_ = absl::ZeroDuration();
 };
+
+// Adds request.preview_job's drawn slots under `options` (at most
+// ScheduleDriver::kMaxPreviewSlots, from response.now() for
+// preview_duration) to `response`; nothing without a preview_job.
+// INVALID_ARGUMENT for a duration outside (0, kMaxPreview] or a range too
+// long to hash.
+absl::Status AddPreview(const ScheduleOptions& options, const v1::GetScheduleRequest& request,
+                        v1::GetScheduleResponse& response);
 
 }  // namespace gpuctl::daemon::scheduler
 

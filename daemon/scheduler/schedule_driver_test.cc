@@ -6,6 +6,7 @@
 
 #include "daemon/core/testing/core_test_fixture.h"
 #include "daemon/scheduler/slot_decision.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::daemon::scheduler {
@@ -100,10 +101,14 @@ TEST_F(ScheduleDriverTest, HostsOfAJobCaptureTheSameWindowsUnderOneId) {
     RunAll();
   }
   std::vector<std::string> expected;
+  std::vector<int64_t> expected_slots;
   const int64_t first = SlotOf(absl::Minutes(1), begin);
   for (int64_t slot = first; slot < first + kMinutes; ++slot) {
     SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
-    if (d.sampled && d.start > begin) expected.push_back(d.trace_id);
+    if (d.sampled && d.start > begin) {
+      expected.push_back(d.trace_id);
+      expected_slots.push_back(slot);
+    }
   }
   ASSERT_GT(expected.size(), 5u);
   const std::vector<v1::ipc::StartCapture> on_a = Starts(peers_, 1);
@@ -118,6 +123,21 @@ TEST_F(ScheduleDriverTest, HostsOfAJobCaptureTheSameWindowsUnderOneId) {
     // Each host stored its rank's result under the shared id.
     EXPECT_TRUE(store_->Open(expected[i], "h1-rank0-pid100.json.gz").ok()) << expected[i];
     EXPECT_TRUE(other.store->Open(expected[i], "h1-rank1-pid200.json.gz").ok()) << expected[i];
+    // Both manifests say which rule and slot drew the trace, with its
+    // weight and the schedule's fingerprint.
+    for (TraceStore* store :
+         {static_cast<TraceStore*>(store_.get()), static_cast<TraceStore*>(other.store.get())}) {
+      absl::StatusOr<v1::TraceManifest> manifest = store->GetManifest(expected[i]);
+      ASSERT_TRUE(manifest.ok()) << manifest.status();
+      const v1::TraceTrigger& trigger = manifest->trigger();
+      EXPECT_EQ(trigger.kind(), v1::TRIGGER_KIND_SCHEDULED);
+      EXPECT_EQ(trigger.scheduled().rule(), "minutely");
+      EXPECT_EQ(trigger.scheduled().slot(), expected_slots[i]);
+      EXPECT_EQ(trigger.scheduled().period().seconds(), 60);
+      EXPECT_EQ(trigger.scheduled().probability(), 0.5);
+      EXPECT_EQ(trigger.scheduled().weight(), 2.0);
+      EXPECT_EQ(trigger.scheduled().schedule_fingerprint(), a->fingerprint());
+    }
   }
   EXPECT_TRUE(Starts(peers_, 2).empty());
   // It woke at the minute boundaries and the capture requests, no more.
@@ -125,6 +145,72 @@ TEST_F(ScheduleDriverTest, HostsOfAJobCaptureTheSameWindowsUnderOneId) {
   EXPECT_EQ(a->fingerprint(), b->fingerprint());
   a.reset();
   b.reset();
+  RunAll();
+}
+
+// The preview a daemon gives before the fact lists exactly the windows
+// its schedule then captures, under the same ids; GetSchedule reports
+// the rule, its next slots, the captures and the budget use.
+TEST_F(ScheduleDriverTest, PreviewListsWhatIsThenCaptured) {
+  ScheduleOptions options = EveryMinute(0.5);
+  options.rules[0].daily_cap = 6;
+  options.capture_time_per_day = absl::Hours(1);
+  Attach(1, 100, "42", 0);
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  constexpr int kMinutes = 30;
+  v1::GetScheduleRequest request;
+  request.set_preview_job("42");
+  request.mutable_preview_duration()->set_seconds(kMinutes * 60);
+  absl::StatusOr<v1::GetScheduleResponse> before = driver->GetSchedule(request);
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(driver->Preview(request)(*before).ok());
+  std::vector<std::string> previewed;
+  for (const v1::PreviewSlot& p : before->preview()) {
+    if (p.outcome() == "capture") previewed.push_back(p.trace_id());
+  }
+  ASSERT_GT(previewed.size(), 2u);
+
+  for (int s = 0; s < kMinutes * 60; ++s) {
+    loop_.AdvanceBy(absl::Seconds(1));
+    RunAll();
+    AnswerCaptures(core_.get(), &peers_, 1, 100);
+    RunAll();
+  }
+  std::vector<std::string> captured;
+  for (const v1::ipc::StartCapture& start : Starts(peers_, 1)) captured.push_back(start.trace_id());
+  EXPECT_EQ(captured, previewed);
+
+  absl::StatusOr<v1::GetScheduleResponse> after = driver->GetSchedule({});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->enabled());
+  EXPECT_EQ(after->fingerprint(), driver->fingerprint());
+  ASSERT_EQ(after->rules_size(), 1);
+  const v1::ScheduleRuleInfo& rule = after->rules(0);
+  EXPECT_EQ(rule.name(), "minutely");
+  EXPECT_EQ(rule.selector(), "job \"42\"");
+  EXPECT_DOUBLE_EQ(rule.duty_cycle(), 0.5 * 5 / 60);
+  ASSERT_EQ(rule.next_slots_size(), 3);
+  EXPECT_EQ(rule.next_slots(0).seconds() % 60, 0);
+  EXPECT_GT(absl::FromUnixSeconds(rule.next_slots(0).seconds()), clock_.Now());
+  int captures = 0;
+  int capped = 0;
+  for (const v1::ScheduleEvent& e : after->events()) {
+    captures += e.captured();
+    capped += e.outcome() == "daily cap reached";
+    EXPECT_FALSE(e.local());
+  }
+  EXPECT_EQ(captures, static_cast<int>(previewed.size()));
+  EXPECT_EQ(after->captures_today() + after->skips_today(),
+            static_cast<uint32_t>(after->events_size()));
+  // Window time counts from the decision; the last slot's may be ahead.
+  EXPECT_GE(after->capture_time_today().seconds(), 5 * captures);
+  EXPECT_LE(after->capture_time_today().seconds(), 5 * (captures + 1));
+  EXPECT_LE(captures, 6);
+  if (captures == 6) {
+    EXPECT_GT(capped, 0);
+  }
+  driver.reset();
   RunAll();
 }
 
@@ -147,6 +233,35 @@ TEST_F(ScheduleDriverTest, StartingMidSlotCapturesWhatIsStillAhead) {
   EXPECT_EQ(starts[0].start_time_unix_ns(), absl::ToUnixNanos(d.start));
   driver.reset();
   loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
+// A host that decides a slot after its window started (it started late in
+// the slot, or its clock or wake-up is late) captures nothing of it and
+// says so, as a local skip under the slot's trace id.
+TEST_F(ScheduleDriverTest, AWindowAlreadyStartedIsReportedMissed) {
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotOf(absl::Minutes(1), clock_.Now()) + 10;
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  clock_.Set(d.start + absl::Milliseconds(1500));
+  Attach(1, 100, "42", 0);
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  RunAll();
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  ASSERT_EQ(driver->events().size(), 1u);
+  const ScheduleDriver::Event& missed = driver->events()[0];
+  EXPECT_EQ(missed.outcome, SlotOutcome::kWindowPassed);
+  EXPECT_TRUE(IsLocalOutcome(missed.outcome));
+  EXPECT_EQ(missed.slot, slot);
+  EXPECT_EQ(missed.trace_id, d.trace_id);
+  absl::StatusOr<v1::GetScheduleResponse> report = driver->GetSchedule({});
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->events_size(), 1);
+  EXPECT_TRUE(report->events(0).local());
+  EXPECT_FALSE(report->events(0).captured());
+  EXPECT_THAT(report->events(0).outcome(), ::testing::HasSubstr("window already started"));
+  driver.reset();
   RunAll();
 }
 

@@ -23,6 +23,11 @@ inline constexpr absl::Duration kMaxPeriod = absl::Hours(24 * 7);
 inline constexpr absl::Duration kMaxScheduledWindow = absl::Hours(1);
 inline constexpr uint64_t kMaxStepPeriod = uint64_t{1} << 40;
 inline constexpr double kDefaultMaxDutyCycle = 0.05;
+// The pool that converts and compresses scheduled traces.
+inline constexpr int kDefaultWorkerThreads = 1;
+inline constexpr int kMaxWorkerThreads = 64;
+inline constexpr int kDefaultWorkerNice = 19;
+inline constexpr int kMaxWorkerNice = 19;
 
 // UTC hours [first_hour, end_hour) on the given weekdays during which a
 // rule captures nothing. `days` is a bit set in absl::Weekday order, bit 0
@@ -67,6 +72,14 @@ struct ScheduleOptions {
   // the store's free space below which nothing is captured (0: no limit).
   absl::Duration capture_time_per_day = absl::ZeroDuration();
   uint64_t min_free_store_bytes = 0;
+  // Scheduled (and anomaly) traces are converted and compressed on a pool
+  // of their own, `worker_threads` threads at nice `worker_nice` or under
+  // SCHED_IDLE, so that they yield to the job and an on-demand trace never
+  // waits behind them. How this host works, not what it captures: not
+  // part of the fingerprint.
+  int worker_threads = kDefaultWorkerThreads;
+  int worker_nice = kDefaultWorkerNice;
+  bool worker_idle = false;
 
   bool enabled() const { return !rules.empty(); }
 };

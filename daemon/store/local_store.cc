@@ -131,6 +131,13 @@ absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir,
   return std::move(*parsed->mutable_job_id());
 }
 
+// A manifest without a trigger was written before triggers were recorded,
+// when every trace was on demand.
+v1::TriggerKind TriggerKindOf(const v1::TraceManifest& manifest) {
+  return manifest.trigger().kind() == v1::TRIGGER_KIND_UNSPECIFIED ? v1::TRIGGER_KIND_ON_DEMAND
+                                                                   : manifest.trigger().kind();
+}
+
 bool IsRegularFileAt(int dir_fd, const char* name, uint64_t* size) {
   struct stat st;
   if (::fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return false;
@@ -382,6 +389,10 @@ absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTrace
   if (!request.page_token().empty() && !IsValidTraceId(request.page_token())) {
     return absl::InvalidArgumentError("invalid page token");
   }
+  if (!v1::TriggerKind_IsValid(request.trigger())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trigger ", request.trigger(), " is not a known trigger kind"));
+  }
   const size_t page_size = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
   v1::ListTracesResponse response;
   std::string cursor = request.page_token();
@@ -400,6 +411,10 @@ absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTrace
         if (!absl::IsNotFound(manifest.status())) {
           LogWarning("skipping trace", {{"trace_id", id}, {"error", manifest.status().ToString()}});
         }
+        continue;
+      }
+      if (request.trigger() != v1::TRIGGER_KIND_UNSPECIFIED &&
+          TriggerKindOf(*manifest) != request.trigger()) {
         continue;
       }
       // The directory name is authoritative for paging.

@@ -310,6 +310,48 @@ TEST_F(LocalStoreTest, ListsNewestFirstWithPagingAndJobFilter) {
   EXPECT_EQ(store_->List(bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Listing by trigger filters in the daemon and still fills each page; a
+// manifest without a trigger (an older daemon's) is on demand.
+TEST_F(LocalStoreTest, ListsByTriggerAcrossPages) {
+  std::vector<std::string> scheduled;
+  std::vector<std::string> on_demand;
+  for (int i = 0; i < 9; ++i) {
+    const std::string id = NewId(1000 + i);
+    v1::TraceManifest manifest = Manifest(id, "j");
+    if (i % 3 == 0) {
+      manifest.mutable_trigger()->set_kind(v1::TRIGGER_KIND_SCHEDULED);
+      scheduled.insert(scheduled.begin(), id);
+    } else {
+      if (i % 3 == 1) manifest.mutable_trigger()->set_kind(v1::TRIGGER_KIND_ON_DEMAND);
+      on_demand.insert(on_demand.begin(), id);
+    }
+    ASSERT_TRUE(store_->PutManifest(manifest).ok());
+  }
+  auto ids_of = [this](v1::TriggerKind kind, int page_size) {
+    std::vector<std::string> ids;
+    v1::ListTracesRequest req;
+    req.set_trigger(kind);
+    req.set_page_size(page_size);
+    do {
+      auto page = store_->List(req);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      EXPECT_LE(page->traces_size(), page_size);
+      for (const v1::TraceManifest& t : page->traces()) ids.push_back(t.trace_id());
+      req.set_page_token(page->next_page_token());
+    } while (!req.page_token().empty());
+    return ids;
+  };
+  EXPECT_EQ(ids_of(v1::TRIGGER_KIND_SCHEDULED, 2), scheduled);
+  EXPECT_EQ(ids_of(v1::TRIGGER_KIND_ON_DEMAND, 4), on_demand);
+  EXPECT_TRUE(ids_of(v1::TRIGGER_KIND_ANOMALY, 3).empty());
+  EXPECT_EQ(ids_of(v1::TRIGGER_KIND_UNSPECIFIED, 100).size(), 9u);
+
+  v1::ListTracesRequest bad;
+  bad.set_trigger(static_cast<v1::TriggerKind>(99));
+  EXPECT_EQ(store_->List(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(LocalStoreTest, CreateRemovesStaleTemporaryFiles) {
   std::string id = NewId(1000);
   ASSERT_TRUE(store_->PutFile(id, "keep.json", "x").ok());

@@ -5,6 +5,8 @@ one trace id, the one a reimplementation of the documented hash gives."""
 import hashlib
 import json
 import struct
+import subprocess
+import time
 
 from e2e_util import manifest_paths, wait_until
 
@@ -15,17 +17,17 @@ PERIOD_MS = 4000
 WINDOW_MS = 500
 
 
-def schedule_config(path):
+def schedule_config(path, seed=SEED, period_ms=PERIOD_MS, window_ms=WINDOW_MS, probability="1"):
     path.write_text(
         "schedule:\n"
-        f"  seed: {SEED}\n"
+        f"  seed: {seed}\n"
         "  max_duty_cycle: 0.5\n"
         "  rules:\n"
         f"    - name: {RULE}\n"
         f"      selector: {{job: \"{JOB}\"}}\n"
-        f"      period: {PERIOD_MS}ms\n"
-        f"      window: {WINDOW_MS}ms\n"
-        "      probability: 1\n")
+        f"      period: {period_ms}ms\n"
+        f"      window: {window_ms}ms\n"
+        f"      probability: {probability}\n")
     return path
 
 
@@ -83,4 +85,98 @@ def test_two_hosts_capture_a_job_under_the_same_scheduled_trace_id(
 
     # The id is the documented function of the slot its start falls in.
     start_ms = int(trace_id.replace("-", "")[:12], 16)
-    assert trace_id == expected_trace_id(start_ms // PERIOD_MS)
+    slot = start_ms // PERIOD_MS
+    assert trace_id == expected_trace_id(slot)
+
+    # Each manifest says which rule and slot drew it, with the weight and
+    # the schedule's fingerprint, alike on both hosts.
+    triggers = []
+    for daemon in hosts:
+        manifest = json.loads(manifest_paths(daemon.store / trace_id)[0].read_text())
+        triggers.append(manifest["trigger"])
+    assert triggers[0] == triggers[1], triggers
+    trigger = triggers[0]
+    assert trigger["kind"] == "TRIGGER_KIND_SCHEDULED", trigger
+    scheduled = trigger["scheduled"]
+    assert scheduled["rule"] == RULE
+    assert int(scheduled["slot"]) == slot
+    assert scheduled["probability"] == 1 and scheduled["weight"] == 1
+    assert len(scheduled["scheduleFingerprint"]) == 64
+
+    # An on-demand trace records who asked; `gpuctl traces --trigger`
+    # tells the two apart.
+    cli = cli_for(hosts[0])
+
+    def on_demand_trace():
+        # A scheduled window may hold the process (busy): ask again.
+        result, _ = cli.trace("--job", JOB, "--duration", "200ms")
+        return result if result.returncode == 0 else None
+
+    wait_until(on_demand_trace, timeout=30.0, what="an on-demand trace of the job")
+    asked = json.loads(cli.run("traces", "--trigger", "on-demand", "--json").stdout)["traces"]
+    assert len(asked) == 1, asked
+    assert asked[0]["trigger"]["kind"] == "TRIGGER_KIND_ON_DEMAND"
+    assert asked[0]["trigger"]["requestedBy"].startswith("ipv4:127.0.0.1:"), asked[0]
+    listed = cli.run("traces", "--trigger", "scheduled")
+    assert listed.returncode == 0, listed.stderr
+    assert trace_id in listed.stdout and f"scheduled:{RULE}" in listed.stdout, listed.stdout
+    assert asked[0]["traceId"] not in listed.stdout
+
+
+def trace_start_ms(trace_id):
+    return int(trace_id.replace("-", "")[:12], 16)
+
+
+def test_preview_lists_the_slots_the_daemons_then_capture(
+        start_daemon, cli_for, start_workload, workdir):
+    config = schedule_config(workdir / "half.yaml", period_ms=2000, window_ms=300,
+                             probability="0.5")
+    hosts = [start_daemon("--config", str(config), name=name) for name in ("host-a", "host-b")]
+    for rank, daemon in enumerate(hosts):
+        workload = start_workload(job=JOB, rank=rank, world_size=2, socket=daemon.socket)
+        cli_for(daemon).wait_attached([workload.pid])
+    other = start_daemon("--config", str(schedule_config(workdir / "other.yaml", seed="another",
+                                                         period_ms=2000, window_ms=300,
+                                                         probability="0.5")),
+                         name="host-c")
+
+    cli = cli_for(hosts[0])
+    targets = []
+    for daemon in hosts + [other]:
+        targets += ["--host", daemon.address]
+    asked = subprocess.run([cli.binary, "schedule", "--preview", "--job", JOB, "--hours", "1",
+                            "--json"] + targets[:4], capture_output=True, text=True, timeout=60)
+    assert asked.returncode == 0, asked.stderr
+    answers = json.loads(asked.stdout)["hosts"]
+    previews = [a["schedule"]["preview"] for a in answers]
+    assert previews[0] == previews[1]
+    # The first three captures from two seconds on (requests go out a
+    # second ahead): the slots between them are not drawn.
+    from_ms = time.time() * 1000 + 2000
+    wanted = [p for p in previews[0]
+              if p["outcome"] == "capture" and trace_start_ms(p["traceId"]) >= from_ms][:3]
+    assert len(wanted) == 3, previews[0]
+    to_ms = trace_start_ms(wanted[-1]["traceId"]) + 1
+    expected = {p["traceId"] for p in wanted}
+
+    def captured(daemon):
+        return {t for t in completed_traces(daemon) if from_ms <= trace_start_ms(t) < to_ms}
+
+    for daemon in hosts:
+        wait_until(lambda d=daemon: captured(d) >= expected, timeout=60.0,
+                   what=f"the previewed traces on {daemon.host_name}")
+    for daemon in hosts:
+        assert captured(daemon) == expected, (daemon.host_name, captured(daemon), expected)
+
+    # The schedule itself: the rule, and the captures with their ids.
+    shown = cli.run("schedule")
+    assert shown.returncode == 0, shown.stderr
+    assert f"{RULE}  job \"{JOB}\"" in shown.stdout, shown.stdout
+    for trace_id in expected:
+        assert trace_id in shown.stdout, shown.stdout
+    # A host running another schedule stands out.
+    fleet = subprocess.run([cli.binary, "schedule"] + targets, capture_output=True, text=True,
+                           timeout=60)
+    assert fleet.returncode == 0, fleet.stderr
+    assert "hosts running another schedule than" in fleet.stderr, fleet.stderr
+    assert other.address in fleet.stderr.split("):", 1)[1], fleet.stderr

@@ -65,6 +65,9 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
     EXPECT_EQ(a.auth_tokens[i].scope.namespaces, b.auth_tokens[i].scope.namespaces);
     EXPECT_EQ(a.auth_tokens[i].scope.labels, b.auth_tokens[i].scope.labels);
   }
+  EXPECT_EQ(a.schedule.worker_threads, b.schedule.worker_threads);
+  EXPECT_EQ(a.schedule.worker_nice, b.schedule.worker_nice);
+  EXPECT_EQ(a.schedule.worker_idle, b.schedule.worker_idle);
   ASSERT_EQ(a.s3.has_value(), b.s3.has_value());
   if (a.s3.has_value()) ExpectSameS3Config(*a.s3, *b.s3);
 }

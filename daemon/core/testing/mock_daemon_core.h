@@ -30,8 +30,10 @@ class MockDaemonCore : public DaemonCore {
   MOCK_METHOD(void, OnPayloadProgress,
               (PeerId peer, const v1::ipc::CaptureResult& result, uint64_t received), (override));
   MOCK_METHOD(void, OnPeerGone, (PeerId peer, bool clean, absl::string_view reason), (override));
+  using DaemonCore::StartTrace;
   MOCK_METHOD(absl::StatusOr<std::string>, StartTrace,
-              (const v1::TraceRequest& request, std::shared_ptr<TraceObserver> observer),
+              (const v1::TraceRequest& request, const v1::TraceTrigger& trigger,
+               std::shared_ptr<TraceObserver> observer),
               (override));
   MOCK_METHOD(void, CancelTrace, (absl::string_view trace_id, v1::TraceCancellation why),
               (override));
