@@ -103,6 +103,9 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   options.allowed_users.clear();
   EXPECT_EQ(options.host_name, "gpu-node-1");
   options.host_name.clear();
+  // dynolog's RPC is off by default; the example shows its usual port.
+  EXPECT_EQ(options.dyno_rpc_listen, "127.0.0.1:1778");
+  options.dyno_rpc_listen.clear();
   ExpectSameOptions(options, DaemonOptions{});
 }
 
