@@ -18,9 +18,8 @@ namespace {
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
-std::string ReadFixture() {
-  std::ifstream in(std::string(GPUCTL_KINETO_FIXTURE_DIR) + "/torch_profiler_cpu.json",
-                   std::ios::binary);
+std::string ReadFixture(const char* name = "torch_profiler_cpu.json") {
+  std::ifstream in(std::string(GPUCTL_KINETO_FIXTURE_DIR) + "/" + name, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
@@ -67,6 +66,22 @@ TEST(KinetoTraceTest, RealTraceIsKeptWholeAndTagged) {
   EXPECT_EQ(c->summary.trace_id_in_file, in["trace_id"].get<std::string>());
   // Compressed well below kineto's indented text.
   EXPECT_LT(c->gzip.size(), original.size() / 10);
+}
+
+TEST(KinetoTraceTest, AnOnDemandTraceEchoesTheRequestedTraceId) {
+  // Written by libkineto when a daemon asked with REQUEST_TRACE_ID.
+  const std::string original = ReadFixture("on_demand_cpu.json");
+  ASSERT_GT(original.size(), 10000u);
+  auto c = ConvertKinetoTrace(original, Tag(), 6);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->summary.trace_id_in_file, "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
+  EXPECT_GT(c->summary.cpu_op_count, 100u);
+  // The window asked for was 400 ms.
+  EXPECT_NEAR(static_cast<double>(c->summary.last_ts_unix_ns - c->summary.first_ts_unix_ns), 400e6,
+              50e6);
+  Json out = Json::parse(Unzip(*c));
+  EXPECT_EQ(out["distributedInfo"]["rank"], 3);
+  EXPECT_EQ(out["traceEvents"], Json::parse(original)["traceEvents"]);
 }
 
 TEST(KinetoTraceTest, SummaryTimesAreUnixNanoseconds) {
