@@ -14,8 +14,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace gpuctl::daemon;  // NOLINT(google-build-using-namespace)
   const KinetoTraceTag tag{.trace_id = "t", .host = "h", .rank = 1, .pid = 2, .job_id = "j"};
-  auto converted = ConvertKinetoTrace(absl::string_view(reinterpret_cast<const char*>(data), size),
-                                      tag, 1);  // NOLINT
+  const absl::string_view json(reinterpret_cast<const char*>(data), size);  // NOLINT
+  auto converted = ConvertKinetoTrace(json, tag, 1);
   if (!converted.ok()) {
     if (converted.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
     return 0;

@@ -160,9 +160,11 @@ bool DynoRpcServer::ReadRequest(Connection& c) {
   }
 }
 
-void DynoRpcServer::Answer(Connection& c, std::string body) {
+void DynoRpcServer::Answer(Connection& c, const std::string& body) {
   const int32_t size = static_cast<int32_t>(body.size());
-  c.out.assign(reinterpret_cast<const char*>(&size), sizeof(size));  // NOLINT
+  char header[sizeof(size)];
+  std::memcpy(header, &size, sizeof(size));  // host byte order, as dynolog
+  c.out.assign(header, sizeof(header));
   c.out += body;
   c.in.clear();
   (void)loop_->ModifyFd(c.fd, EPOLLOUT);

@@ -66,7 +66,7 @@ class DynoRpcServer {
   void OnConnectionEvent(int fd, uint32_t events);
   // Reads what is there; false when the connection is to close.
   bool ReadRequest(Connection& c);
-  void Answer(Connection& c, std::string body);
+  void Answer(Connection& c, const std::string& body);
   bool WriteAnswer(Connection& c);
   void Close(int fd);
 

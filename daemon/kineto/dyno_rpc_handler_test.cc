@@ -3,6 +3,7 @@
 #include <string>
 
 #include "daemon/core/testing/core_test_fixture.h"
+#include "daemon/core/testing/mock_daemon_core.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -147,6 +148,52 @@ TEST_F(DynoRpcHandlerTest, ARequestTheCoreRefusesSaysWhy) {
   EXPECT_THAT(reply["processesMatched"].get<std::vector<int>>(), ElementsAre(101));
   EXPECT_EQ(reply["activityProfilersTriggered"], DynoJson::array());
   EXPECT_TRUE(StartsTo(1).empty());
+}
+
+// What reaches the core, exactly: the window, the profiler flags and the
+// selector, from dyno's own config text.
+TEST(DynoRpcHandlerRequestTest, TheTraceRequestCarriesTheWindowAndTheProfilerFlags) {
+  MockDaemonCore core;
+  v1::ListProcessesResponse listed;
+  for (int pid : {101, 102}) {
+    v1::ProcessInfo* p = listed.add_processes();
+    p->set_pid(pid);
+    p->set_job_id("42");
+    p->set_role(v1::PROCESS_ROLE_WORKER);
+  }
+  EXPECT_CALL(core, ListProcesses(::testing::_)).WillOnce(::testing::Return(listed));
+  v1::TraceRequest seen;
+  EXPECT_CALL(core, StartTrace(::testing::_, ::testing::_))
+      .WillOnce(
+          [&](const v1::TraceRequest& request, const std::shared_ptr<TraceObserver>& observer) {
+            seen = request;
+            v1::TraceEvent started;
+            started.mutable_started()->set_trace_id("018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
+            started.mutable_started()->add_processes()->set_pid(101);
+            observer->OnEvent(started);
+            return absl::StatusOr<std::string>("018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
+          });
+  DynoRpcHandler handler(&core, "1.2.3");
+  DynoJson reply = DynoJson::parse(handler.Handle(GputraceRequest(
+      "42", "0", 1,
+      "ACTIVITIES_LOG_FILE=/tmp/x.json\nPROFILE_START_TIME=1790000000500\n"
+      "ACTIVITIES_DURATION_MSECS=1500\nPROFILE_REPORT_INPUT_SHAPES=true\n"
+      "PROFILE_WITH_STACK=true\nPROFILE_WITH_FLOPS=false\nPROFILE_WITH_MODULES=true")));
+  EXPECT_EQ(seen.selector().job_id(), "42");
+  EXPECT_EQ(seen.selector().pids_size(), 0);
+  EXPECT_EQ(seen.selector().limit(), 1u);  // process_limit below the 2 matched
+  EXPECT_EQ(seen.duration().seconds(), 1);
+  EXPECT_EQ(seen.duration().nanos(), 500000000);
+  EXPECT_EQ(seen.start_time().seconds(), 1790000000);
+  EXPECT_EQ(seen.start_time().nanos(), 500000000);
+  EXPECT_TRUE(seen.kineto().record_shapes());
+  EXPECT_TRUE(seen.kineto().with_stack());
+  EXPECT_FALSE(seen.kineto().with_flops());
+  EXPECT_TRUE(seen.kineto().with_modules());
+  EXPECT_FALSE(seen.kineto().profile_memory());
+  EXPECT_THAT(reply["processesMatched"].get<std::vector<int>>(), ElementsAre(101, 102));
+  EXPECT_THAT(reply["activityProfilersTriggered"].get<std::vector<int>>(), ElementsAre(101));
+  EXPECT_EQ(reply["traceId"], "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 //                                 --host H --rank R --pid P [--job J]
 // Writes DIR/<host>-rank<r>-pid<p>.json.gz and prints its path, then the
 // summary as one JSON line.
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -63,4 +64,11 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace gpuctl
 
-int main(int argc, char** argv) { return gpuctl::Run(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return gpuctl::Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "gpuctl_kineto_convert_fixture: " << e.what() << "\n";
+    return 1;
+  }
+}
