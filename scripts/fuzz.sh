@@ -42,8 +42,9 @@ declare -A targets=(
   [step_page]="gpuctl_step_page_fuzzer step_page"
   [trace_names]="gpuctl_trace_names_fuzzer trace_names"
   [download_paths]="gpuctl_download_paths_fuzzer download_paths"
+  [kineto_trace]="gpuctl_kineto_trace_fuzzer kineto"
 )
-read -r -a names <<<"${GPUCTL_FUZZ_ONLY:-config records wire ipc_daemon step_page trace_names download_paths}"
+read -r -a names <<<"${GPUCTL_FUZZ_ONLY:-config records wire ipc_daemon step_page trace_names download_paths kineto_trace}"
 binaries=()
 for n in "${names[@]}"; do
   [[ -n "${targets[$n]:-}" ]] || { echo "fuzz: unknown target '$n'" >&2; exit 2; }

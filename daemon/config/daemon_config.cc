@@ -177,6 +177,7 @@ absl::Span<const ConfigKey> TopLevelKeys() {
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},
       {.name = "store", .keys = StoreKeys},
       {.name = "schedule", .keys = ScheduleConfigKeys, .check = CheckScheduleSection},
+      {.name = "kineto", .keys = KinetoConfigKeys},
   };
   return kKeys;
 }

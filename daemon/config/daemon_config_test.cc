@@ -192,6 +192,8 @@ std::vector<KeyCase> EveryKey() {
          rule.probability = 0.5;
          o.schedule.rules = {rule};
        }},
+      {"kineto.dyno_rpc_listen", "\"[::1]:1778\"",
+       [](DaemonOptions& o) { o.dyno_rpc_listen = "[::1]:1778"; }},
   };
 }
 
@@ -367,6 +369,19 @@ TEST(DaemonConfigTest, BadHostNamesAreErrors) {
   EXPECT_THAT(ParseError("host_name: [a]\n"), HasSubstr("gpuctl.yaml:1: host_name:"));
 }
 
+TEST(DaemonConfigTest, DynoRpcServesOnLoopbackOnly) {
+  EXPECT_THAT(ParseError("kineto:\n  dyno_rpc_listen: 0.0.0.0:1778\n"),
+              StartsWith("gpuctl.yaml:2: kineto.dyno_rpc_listen: \"0.0.0.0:1778\" is not a "
+                         "loopback address"));
+  EXPECT_THAT(ParseError("kineto:\n  dyno_rpc_listen: 127.0.0.1\n"), HasSubstr("is not HOST:PORT"));
+  EXPECT_THAT(ParseError("kineto:\n  dyno_rpc_listen: [1778]\n"),
+              StartsWith("gpuctl.yaml:2: kineto.dyno_rpc_listen: "));
+  absl::StatusOr<DaemonOptions> options = ParseOptions("kineto:\n  dyno_rpc_listen: localhost:0\n");
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->dyno_rpc_listen, "localhost:0");
+  EXPECT_EQ(DaemonOptions{}.dyno_rpc_listen, "");  // off by default
+}
+
 TEST(DaemonConfigTest, BadHelloRateValuesAreErrors) {
   EXPECT_EQ(ParseError("ipc:\n  socket_mode: \"0660\"\n  hello_rate: 2000000\n"),
             "gpuctl.yaml:3: ipc.hello_rate: 2000000 is out of range (0 to 1000000)");
@@ -389,7 +404,8 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
             "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, listen_mode, "
             "listen_group, host_name, "
-            "insecure, socket, log_level, ready_file, ipc, tls, auth, trace, store, schedule)");
+            "insecure, socket, log_level, ready_file, ipc, tls, auth, trace, store, schedule, "
+            "kineto)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -496,11 +512,11 @@ TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
       {"- listen\n- socket\n",
        "gpuctl.yaml:1: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, log_level, "
-       "ready_file, ipc, tls, auth, trace, store, schedule), found a list"},
+       "ready_file, ipc, tls, auth, trace, store, schedule, kineto), found a list"},
       {"\n\nhello\n",
        "gpuctl.yaml:3: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, "
-       "log_level, ready_file, ipc, tls, auth, trace, store, schedule), found a scalar"},
+       "log_level, ready_file, ipc, tls, auth, trace, store, schedule, kineto), found a scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
       {",\n", "gpuctl.yaml:1:1: invalid YAML: unexpected \",\""},
@@ -565,7 +581,7 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "store.s3.max_backoff", "store.s3.upload_wait", "store.s3.keep_local",
           "store.s3.upload_retry_max", "schedule.seed", "schedule.max_duty_cycle",
           "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules",
-          "schedule.worker_threads", "schedule.worker_nice"));
+          "schedule.worker_threads", "schedule.worker_nice", "kineto.dyno_rpc_listen"));
 }
 
 class ConfigFileTest : public ::testing::Test {

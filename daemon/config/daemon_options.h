@@ -100,6 +100,9 @@ struct DaemonOptions {
   // The schedule section: scheduled sampling rules and their budgets;
   // validated (scheduler::ValidateSchedule). No rules: no scheduled traces.
   scheduler::ScheduleOptions schedule;
+  // kineto.dyno_rpc_listen: where gpuctld answers dynolog's RPC (`dyno
+  // gputrace`, `dyno status`), a loopback HOST:PORT; empty: not served.
+  std::string dyno_rpc_listen;
 };
 
 // The outcome of parsing: options to run with, or an exit code (0 after

@@ -134,6 +134,9 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   EXPECT_EQ(steps.min_step, 200u);
   EXPECT_TRUE(scheduler::ValidateSchedule(schedule).ok());
   options.schedule = {};
+  // dynolog's RPC is off by default; the example shows its usual port.
+  EXPECT_EQ(options.dyno_rpc_listen, "127.0.0.1:1778");
+  options.dyno_rpc_listen.clear();
   ExpectSameOptions(options, DaemonOptions{});
 }
 

@@ -172,6 +172,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
+  StartDynoRpc(options);
   if (options.schedule.enabled()) {
     schedule_ = std::make_unique<scheduler::ScheduleDriver>(
         options.schedule, scheduler::ScheduleDriver::Deps{
@@ -250,6 +251,25 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
   s3_store_ = s3_store.get();
   store_ = std::move(s3_store);
   return absl::OkStatus();
+}
+
+void Daemon::StartDynoRpc(const DaemonOptions& options) {
+  if (options.dyno_rpc_listen.empty()) return;
+  dyno_handler_ = std::make_unique<DynoRpcHandler>(core_.get(), GPUCTL_VERSION);
+  DynoRpcOptions dyno_options;
+  dyno_options.listen = options.dyno_rpc_listen;
+  absl::StatusOr<std::unique_ptr<DynoRpcServer>> server = DynoRpcServer::Create(
+      dyno_options, loop_.get(), [handler = dyno_handler_.get()](absl::string_view request) {
+        return handler->Handle(request);
+      });
+  if (!server.ok()) {
+    // dyno's tools then reach whichever daemon holds the port, if any;
+    // gpuctl's own API is unaffected.
+    LogWarning("not serving dynolog's RPC", {{"error", server.status().ToString()}});
+    return;
+  }
+  dyno_rpc_ = *std::move(server);
+  LogInfo("serving dynolog's RPC", {{"address", dyno_rpc_->address()}});
 }
 
 absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
@@ -362,6 +382,7 @@ void Daemon::Shutdown() {
     loop_->Post([this] {
       if (service_ != nullptr) service_->set_schedule(nullptr);
       schedule_.reset();
+      dyno_rpc_.reset();
       if (ipc_ != nullptr) ipc_->Stop();
       loop_->Quit();
     });
@@ -379,6 +400,8 @@ void Daemon::Shutdown() {
   service_.reset();
   reflection_v1_.reset();
   schedule_.reset();
+  dyno_rpc_.reset();
+  dyno_handler_.reset();
   core_.reset();
   ipc_.reset();
   s3_store_ = nullptr;

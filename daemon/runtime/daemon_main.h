@@ -12,6 +12,8 @@
 #include "daemon/config/daemon_options.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/ipc/ipc_server.h"
+#include "daemon/kineto/dyno_rpc.h"
+#include "daemon/kineto/dyno_rpc_handler.h"
 #include "daemon/rpc/grpc_service.h"
 #include "daemon/rpc/reflection_v1_service.h"
 #include "daemon/s3/s3_trace_store.h"
@@ -49,6 +51,8 @@ class Daemon {
   absl::Status StartGrpc(const DaemonOptions& options);
   // The local store, or with options.s3 the S3 store spooling in it.
   absl::Status OpenStore(const DaemonOptions& options);
+  // dynolog's RPC, when configured; a port already taken is a warning.
+  void StartDynoRpc(const DaemonOptions& options);
   // grpc.health.v1 status of the server and of gpuctl.v1.Gpuctl.
   void SetServing(bool serving);
 
@@ -66,6 +70,10 @@ class Daemon {
   s3::S3TraceStore* s3_store_ = nullptr;
   std::unique_ptr<IpcServer> ipc_;
   std::unique_ptr<DaemonCore> core_;
+  // Set with kineto.dyno_rpc_listen; the server lives on the loop thread,
+  // the handler outlives it.
+  std::unique_ptr<DynoRpcHandler> dyno_handler_;
+  std::unique_ptr<DynoRpcServer> dyno_rpc_;
   // Set with a schedule; lives on the loop thread.
   std::unique_ptr<scheduler::ScheduleDriver> schedule_;
   std::unique_ptr<GrpcService> service_;

@@ -51,6 +51,7 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.allowed_users, b.allowed_users);
   EXPECT_EQ(a.hello_rate, b.hello_rate);
   EXPECT_EQ(a.hello_burst, b.hello_burst);
+  EXPECT_EQ(a.dyno_rpc_listen, b.dyno_rpc_listen);
   EXPECT_EQ(a.s3_store.upload_wait, b.s3_store.upload_wait);
   EXPECT_EQ(a.s3_store.keep_local, b.s3_store.keep_local);
   EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);
