@@ -22,8 +22,8 @@ absl::Status ValidateTraceFileName(absl::string_view name) {
 }
 
 GetTraceReactor::GetTraceReactor(TraceStore* store, Executor* io,
-                                 const v1::GetTraceRequest& request)
-    : store_(store), io_(io), request_(request) {
+                                 const v1::GetTraceRequest& request, const TokenScope* scope)
+    : store_(store), io_(io), request_(request), scope_(scope) {
   Schedule();
 }
 
@@ -90,6 +90,10 @@ absl::Status GetTraceReactor::ResolveFiles() {
     return absl::NotFoundError(absl::StrCat("no trace ", request_.trace_id()));
   }
   if (!manifest.ok()) return manifest.status();
+  // Outside a scoped token's reach, the trace does not exist for it.
+  if (scope_ != nullptr && !ManifestInScope(*scope_, *manifest, manifest->trigger().token())) {
+    return absl::NotFoundError(absl::StrCat("no trace ", request_.trace_id()));
+  }
   trace_status_ = manifest->status();
   cancellation_ = manifest->cancellation();
   std::vector<std::string> stored = {store_->ManifestName()};

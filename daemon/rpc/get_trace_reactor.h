@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "daemon/common/task_runner.h"
+#include "daemon/core/token_scope.h"
 #include "daemon/store/trace_store.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -29,7 +30,10 @@ inline constexpr size_t kTraceChunkBytes = 1 << 20;
 // does.
 class GetTraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  GetTraceReactor(TraceStore* store, Executor* io, const v1::GetTraceRequest& request);
+  // `scope`: the caller's scoped token (outlives the call), or null for
+  // full access; a trace outside it is NOT_FOUND, as if absent.
+  GetTraceReactor(TraceStore* store, Executor* io, const v1::GetTraceRequest& request,
+                  const TokenScope* scope = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override { cancelled_.store(true); }
@@ -45,6 +49,7 @@ class GetTraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   TraceStore* const store_;
   Executor* const io_;
   const v1::GetTraceRequest request_;
+  const TokenScope* const scope_;
   std::atomic<bool> cancelled_{false};
 
   // Touched only by the one outstanding step.

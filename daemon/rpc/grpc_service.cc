@@ -69,6 +69,15 @@ void KeepInScope(const TokenScope& scope, v1::ListProcessesResponse* listed) {
   listed->clear_rejected();
 }
 
+void KeepInScope(const TokenScope& scope, v1::ListTracesResponse* listed) {
+  auto* traces = listed->mutable_traces();
+  traces->erase(std::remove_if(traces->begin(), traces->end(),
+                               [&](const v1::TraceManifest& m) {
+                                 return !ManifestInScope(scope, m, m.trigger().token());
+                               }),
+                traces->end());
+}
+
 }  // namespace
 
 grpc::Status GrpcService::Admit(const grpc::CallbackServerContext& context,
@@ -98,8 +107,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::Trace(grpc::CallbackSer
     }
   }
   std::shared_ptr<TraceReactor> reactor = TraceReactor::Create(loop_);
-  loop_->Post([this, reactor, request = std::move(request), caller = std::move(caller)] {
-    reactor->StartOnLoop(core_, request, caller);
+  loop_->Post([this, reactor, request = std::move(request), caller = std::move(caller),
+               token = scope != nullptr ? scope->name : std::string()] {
+    reactor->StartOnLoop(core_, request, caller, token);
   });
   return reactor.get();
 }
@@ -178,7 +188,8 @@ grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* c
                                                   const grpc::ByteBuffer* request,
                                                   grpc::ByteBuffer* response) {
   auto* call = new UnaryCall<v1::ListTracesRequest, v1::ListTracesResponse>(response);
-  if (grpc::Status admitted = Admit(*context, "ListTraces", *request, &call->request);
+  const TokenScope* scope = nullptr;
+  if (grpc::Status admitted = Admit(*context, "ListTraces", *request, &call->request, &scope);
       !admitted.ok()) {
     call->Reply(admitted);
     return call;
@@ -188,8 +199,11 @@ grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* c
         grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "page_size must be between 0 and 1000"));
     return call;
   }
-  auto run = [store = store_, call] {
+  auto run = [store = store_, call, scope] {
     absl::StatusOr<v1::ListTracesResponse> listed = store->List(call->request);
+    // A scoped token lists the traces inside its scope only (a page may
+    // then hold fewer than page_size; the page token still continues it).
+    if (listed.ok() && scope != nullptr) KeepInScope(*scope, &*listed);
     if (listed.ok()) call->response = std::move(*listed);
     call->Reply(ToGrpcStatus(listed.status()));
   };
@@ -205,10 +219,12 @@ grpc::ServerUnaryReactor* GrpcService::ListTraces(grpc::CallbackServerContext* c
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GrpcService::GetTrace(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* bytes) {
   v1::GetTraceRequest request;
-  if (grpc::Status admitted = Admit(*context, "GetTrace", *bytes, &request); !admitted.ok()) {
+  const TokenScope* scope = nullptr;
+  if (grpc::Status admitted = Admit(*context, "GetTrace", *bytes, &request, &scope);
+      !admitted.ok()) {
     return new RejectedWriteReactor(admitted);
   }
-  return new GetTraceReactor(store_, io_, request);
+  return new GetTraceReactor(store_, io_, request, scope);
 }
 
 }  // namespace gpuctl::daemon

@@ -16,11 +16,12 @@ std::shared_ptr<TraceReactor> TraceReactor::Create(TaskRunner* loop) {
 }
 
 void TraceReactor::StartOnLoop(DaemonCore* core, const v1::TraceRequest& request,
-                               std::string caller) {
+                               std::string caller, std::string token) {
   core_ = core;
   caller_ = std::move(caller);
-  absl::StatusOr<std::string> id =
-      core_->StartTrace(request, OnDemandTrigger(caller_), shared_from_this());
+  v1::TraceTrigger trigger = OnDemandTrigger(caller_);
+  trigger.set_token(std::move(token));
+  absl::StatusOr<std::string> id = core_->StartTrace(request, trigger, shared_from_this());
   if (!id.ok()) {
     core_done_ = true;
     LogInfo("trace refused", {{"caller", caller_}, {"reason", id.status().ToString()}});

@@ -36,8 +36,10 @@ class TraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   static std::shared_ptr<TraceReactor> Create(TaskRunner* loop);
   // Starts the trace in the core. Loop thread, once, before anything else.
   // `caller` names the client as gpuctld knows it (its address, and its
-  // authenticated identity if any), for the record of a cancel.
-  void StartOnLoop(DaemonCore* core, const v1::TraceRequest& request, std::string caller);
+  // authenticated identity if any), for the manifest and the record of a
+  // cancel; `token` is the name of its scoped token, or empty.
+  void StartOnLoop(DaemonCore* core, const v1::TraceRequest& request, std::string caller,
+                   std::string token = "");
 
   explicit TraceReactor(TaskRunner* loop) : loop_(loop) {}
 

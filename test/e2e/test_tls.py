@@ -227,3 +227,19 @@ def test_a_scoped_token_reaches_only_its_jobs(start_daemon, cli_for, start_workl
     wait_until(lambda: 'with token \\"team-a\\"' in daemon.output()
                or 'with token "team-a"' in daemon.output(),
                what="the trace request logged with the token's name")
+
+    # The scoped token lists and fetches the trace it took, and not one it
+    # did not (the unscoped token's trace of job-b).
+    trace_id = next(line.split()[-1] for line in ok.stdout.splitlines() if "trace" in line.lower()
+                    and len(line.split()[-1]) == 36)
+    theirs = cli.run("trace", "--job", "job-b", "--duration", "200ms", "--token-file", admin,
+                     "-o", str(workdir / "admin-dl"), timeout=120)
+    assert theirs.returncode == 0, theirs.stdout + theirs.stderr
+    listed = cli.run("traces", "--json", "--token-file", team)
+    assert listed.returncode == 0, listed.stderr
+    assert trace_id in listed.stdout
+    assert "job-b" not in listed.stdout, listed.stdout
+    everything = cli.run("traces", "--json", "--token-file", admin)
+    assert "job-b" in everything.stdout
+    got = cli.run("get", trace_id, "-o", str(workdir / "team-get"), "--token-file", team)
+    assert got.returncode == 0, got.stdout + got.stderr
