@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
+#include "daemon/core/core_metrics.h"
 #include "daemon/core/ingest_admission.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/core/steps.h"
@@ -87,6 +88,8 @@ class DaemonCore {
     Executor* worker;
     TraceStore* store;
     PeerChannel* peers;
+    // Optional: told of registrations, traces and results as they happen.
+    CoreMetrics* metrics = nullptr;
   };
   static std::unique_ptr<DaemonCore> Create(const CoreOptions& options, const Deps& deps);
   virtual ~DaemonCore() = default;
@@ -145,6 +148,8 @@ class DaemonCore {
   virtual absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
       const v1::ListProcessesRequest& request) = 0;
   virtual v1::GetStatusResponse GetStatus() = 0;
+  // Counts of what is attached and in progress now, for gauges.
+  virtual CoreSnapshot Snapshot() = 0;
 };
 
 }  // namespace gpuctl::daemon

@@ -11,6 +11,7 @@
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/peer_channel.h"
+#include "daemon/core/core_metrics.h"
 #include "gpuctl/v1/ipc.pb.h"
 #include "gpuctl/v1/manifest.pb.h"
 #include "gpuctl/v1/service.pb.h"
@@ -34,6 +35,8 @@ struct TraceSlot {
   uint64_t bytes_received = 0;
   uint64_t bytes_total = 0;
   bool receive_unreported = false;
+  // Set once the payload is converted: from admission to the stored file.
+  std::optional<absl::Duration> conversion{};
   v1::ProcessResult result{};
 };
 
@@ -46,6 +49,7 @@ struct TraceSession {
   std::shared_ptr<TraceObserver> observer;
   // The daemon's clock when the request arrived.
   absl::Time created_at;
+  TraceTrigger trigger = TraceTrigger::kOnDemand;
   // Time window: the start instant. Iteration window: created_at (the
   // processes watch for the start step from receipt).
   absl::Time start;
