@@ -62,6 +62,9 @@ absl::Span<const ConfigKey> IpcConfigKeys();
 absl::Status ReadSocketMode(const ConfigValue& value, uint32_t* mode);
 absl::Status ReadGroupName(const ConfigValue& value, std::string* group);
 
+// The keys of the metrics section (metrics_config_keys.cc).
+absl::Span<const ConfigKey> MetricsConfigKeys();
+
 // The keys of the tls and auth sections (security_config_keys.cc).
 absl::Span<const ConfigKey> TlsConfigKeys();
 absl::Span<const ConfigKey> AuthConfigKeys();

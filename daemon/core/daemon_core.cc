@@ -89,7 +89,8 @@ void DaemonCoreImpl::OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted
   if (deps_.metrics != nullptr && started.opened_at_unix_ns() > 0) {
     const absl::Time opened = absl::FromUnixNanos(started.opened_at_unix_ns());
     std::optional<absl::Duration> skew;
-    if (!session->iteration_window()) skew = std::max(absl::ZeroDuration(), opened - session->start);
+    if (!session->iteration_window())
+      skew = std::max(absl::ZeroDuration(), opened - session->start);
     deps_.metrics->OnWindowOpened(std::max(absl::ZeroDuration(), opened - session->created_at),
                                   skew);
   }
@@ -278,8 +279,8 @@ void DaemonCoreImpl::RunCapture(IngestAdmission::Id ingest_id, CaptureJob job,
   });
 }
 
-void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer,
-                                 v1::ProcessResult result, absl::Duration conversion) {
+void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result,
+                                 absl::Duration conversion) {
   TraceSession* session = FindSession(trace_id);
   TraceSlot* slot = session == nullptr ? nullptr : session->FindSlot(peer);
   if (slot == nullptr || slot->done) return;  // cancelled meanwhile

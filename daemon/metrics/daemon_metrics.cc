@@ -90,7 +90,8 @@ DaemonMetrics::DaemonMetrics(absl::string_view version, std::vector<std::string>
                    .Name("gpuctld_registration_refusals_total")
                    .Help("Hellos refused, by reason")
                    .Register(r);
-  for (absl::string_view reason : kRefusalReasons) refusals_->Add({{"reason", std::string(reason)}});
+  for (absl::string_view reason : kRefusalReasons)
+    refusals_->Add({{"reason", std::string(reason)}});
   traces_started_ = &prometheus::BuildCounter()
                          .Name("gpuctld_traces_started_total")
                          .Help("Traces started, by trigger")
@@ -138,11 +139,6 @@ DaemonMetrics::DaemonMetrics(absl::string_view version, std::vector<std::string>
                           .Name("gpuctld_s3_upload_attempts_total")
                           .Help("Attempts to upload a trace to S3, by result")
                           .Register(r);
-  uploaded_bytes_ = &prometheus::BuildCounter()
-                         .Name("gpuctld_s3_uploaded_bytes_total")
-                         .Help("Bytes of trace files uploaded to S3")
-                         .Register(r)
-                         .Add({});
 }
 
 void DaemonMetrics::OnHelloAccepted() { registrations_->Increment(); }
@@ -171,7 +167,8 @@ void DaemonMetrics::OnWindowOpened(absl::Duration trigger_latency,
 void DaemonMetrics::OnProcessResult(const v1::ProcessResult& result,
                                     std::optional<absl::Duration> conversion) {
   results_->Add({{"status", CaptureStatusLabel(result.status())}}).Increment();
-  if (result.payload_bytes() > 0) payload_bytes_->Observe(static_cast<double>(result.payload_bytes()));
+  if (result.payload_bytes() > 0)
+    payload_bytes_->Observe(static_cast<double>(result.payload_bytes()));
   if (conversion.has_value()) conversion_->Observe(absl::ToDoubleSeconds(*conversion));
 }
 
@@ -196,10 +193,9 @@ void DaemonMetrics::OnRpcDone(absl::string_view full_method, absl::StatusCode co
   RpcCounter(service, method, code).Increment();
 }
 
-void DaemonMetrics::OnUploadAttempt(const absl::Status& status, uint64_t uploaded_bytes) {
+void DaemonMetrics::OnUploadAttempt(const absl::Status& status) {
   upload_attempts_->Add({{"result", status.ok() ? "ok" : StatusCodeLabel(status.code())}})
       .Increment();
-  if (status.ok()) uploaded_bytes_->Increment(static_cast<double>(uploaded_bytes));
 }
 
 }  // namespace gpuctl::daemon::metrics

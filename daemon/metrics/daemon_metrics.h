@@ -49,9 +49,8 @@ class DaemonMetrics final : public CoreMetrics {
 
   // A gRPC call ended. `full_method`: "/gpuctl.v1.Gpuctl/Trace".
   void OnRpcDone(absl::string_view full_method, absl::StatusCode code);
-  // One attempt to upload a trace to S3 ended; `uploaded_bytes` of its
-  // files went up when it succeeded.
-  void OnUploadAttempt(const absl::Status& status, uint64_t uploaded_bytes);
+  // One attempt to upload a trace to S3 ended.
+  void OnUploadAttempt(const absl::Status& status);
 
  private:
   prometheus::Counter& RpcCounter(absl::string_view service, absl::string_view method,
@@ -70,7 +69,6 @@ class DaemonMetrics final : public CoreMetrics {
   prometheus::Histogram* conversion_;
   prometheus::Family<prometheus::Counter>* rpcs_;
   prometheus::Family<prometheus::Counter>* upload_attempts_;
-  prometheus::Counter* uploaded_bytes_;
 };
 
 // The label value of a status code: "OK", "NOT_FOUND"... as gRPC spells

@@ -26,7 +26,8 @@ TEST(DaemonMetricsTest, EveryFixedSeriesExistsAtZeroBeforeAnythingHappens) {
   EXPECT_THAT(text, HasSubstr("gpuctld_build_info{version=\"1.2.3\"} 1"));
   EXPECT_THAT(text, HasSubstr("gpuctld_registrations_total 0"));
   EXPECT_THAT(text, HasSubstr("gpuctld_registration_refusals_total{reason=\"rate_limited\"} 0"));
-  EXPECT_THAT(text, HasSubstr("gpuctld_traces_total{outcome=\"completed\",trigger=\"scheduled\"} 0"));
+  EXPECT_THAT(text,
+              HasSubstr("gpuctld_traces_total{outcome=\"completed\",trigger=\"scheduled\"} 0"));
   EXPECT_THAT(text, HasSubstr("gpuctld_process_results_total{status=\"timed_out\"} 0"));
   EXPECT_THAT(text, HasSubstr("gpuctld_trigger_latency_seconds_count 0"));
 }
@@ -99,14 +100,14 @@ TEST(DaemonMetricsTest, RpcMethodsOutsideTheServedSetShareOneSeries) {
   EXPECT_THAT(text, Not(HasSubstr("scanner")));
 }
 
-TEST(DaemonMetricsTest, UploadAttemptsByResultAndBytesOfTheSuccessfulOnes) {
+TEST(DaemonMetricsTest, UploadAttemptsByResult) {
   DaemonMetrics metrics = MakeMetrics();
-  metrics.OnUploadAttempt(absl::UnavailableError("connection refused"), 500);
-  metrics.OnUploadAttempt(absl::OkStatus(), 2048);
+  metrics.OnUploadAttempt(absl::UnavailableError("connection refused"));
+  metrics.OnUploadAttempt(absl::UnavailableError("connection refused"));
+  metrics.OnUploadAttempt(absl::OkStatus());
   const std::string text = Text(metrics);
-  EXPECT_THAT(text, HasSubstr("gpuctld_s3_upload_attempts_total{result=\"UNAVAILABLE\"} 1"));
+  EXPECT_THAT(text, HasSubstr("gpuctld_s3_upload_attempts_total{result=\"UNAVAILABLE\"} 2"));
   EXPECT_THAT(text, HasSubstr("gpuctld_s3_upload_attempts_total{result=\"ok\"} 1"));
-  EXPECT_THAT(text, HasSubstr("gpuctld_s3_uploaded_bytes_total 2048"));
 }
 
 TEST(DaemonMetricsTest, LabelsFollowTheIpcRefusalReasonsAndGrpcCodeNames) {

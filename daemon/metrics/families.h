@@ -30,8 +30,7 @@ inline prometheus::MetricFamily GaugeFamily(std::string name, std::string help, 
 }
 
 inline prometheus::MetricFamily CounterFamily(std::string name, std::string help, double value) {
-  return Family(std::move(name), std::move(help), prometheus::MetricType::Counter,
-                {Sample(value)});
+  return Family(std::move(name), std::move(help), prometheus::MetricType::Counter, {Sample(value)});
 }
 
 }  // namespace gpuctl::daemon::metrics

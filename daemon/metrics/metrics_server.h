@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "daemon/metrics/metrics_options.h"
 #include "prometheus/collectable.h"
 
 namespace prometheus {
@@ -14,21 +15,6 @@ class Exposer;
 }  // namespace prometheus
 
 namespace gpuctl::daemon::metrics {
-
-// metrics.listen / --metrics-listen and metrics.allow_insecure /
-// --metrics-allow-insecure.
-struct MetricsOptions {
-  // "127.0.0.1:9464"; empty: no metrics listener (the default).
-  std::string listen;
-  // Serve a non-loopback address over plain HTTP.
-  bool allow_insecure = false;
-};
-
-// Checks a metrics listen address: IPv4 HOST:PORT (the embedded web
-// server, civetweb as Debian builds it, has no IPv6), the port 0-65535,
-// and a loopback host (127.x, localhost) unless `allow_insecure`, since
-// /metrics is plain HTTP without authentication.
-absl::Status ValidateMetricsListen(const std::string& address, bool allow_insecure);
 
 // Serves GET /metrics in the Prometheus text format on its own listener
 // (prometheus-cpp's Exposer: civetweb, two threads), from the collectables

@@ -22,8 +22,7 @@ struct ProcessStats {
 
 // Reads `<proc_root>/self/stat`, `self/status`, `self/fd` and
 // `<proc_root>/stat` (boot time). `ticks_per_second`: sysconf(_SC_CLK_TCK).
-absl::StatusOr<ProcessStats> ReadProcessStats(const std::string& proc_root,
-                                              long ticks_per_second);
+absl::StatusOr<ProcessStats> ReadProcessStats(const std::string& proc_root, long ticks_per_second);
 
 // The daemon's own CPU and memory under the names Prometheus's client
 // libraries use (process_cpu_seconds_total, process_resident_memory_bytes,

@@ -41,13 +41,13 @@ void AppendCore(const CoreSnapshot& core, std::vector<MetricFamily>& out) {
   out.push_back(GaugeFamily("gpuctld_captures_in_flight",
                             "Processes asked to capture whose result has not arrived yet",
                             static_cast<double>(core.captures_in_flight)));
-  out.push_back(Family(
-      "gpuctld_ingest_bytes",
-      "Trace data held for validation and conversion: converting now, or waiting for room "
-      "under trace.max_ingest_bytes",
-      MetricType::Gauge,
-      {Sample(static_cast<double>(core.ingest_running_bytes), {{"state", "converting"}}),
-       Sample(static_cast<double>(core.ingest_waiting_bytes), {{"state", "waiting"}})}));
+  out.push_back(
+      Family("gpuctld_ingest_bytes",
+             "Trace data held for validation and conversion: converting now, or waiting for room "
+             "under trace.max_ingest_bytes",
+             MetricType::Gauge,
+             {Sample(static_cast<double>(core.ingest_running_bytes), {{"state", "converting"}}),
+              Sample(static_cast<double>(core.ingest_waiting_bytes), {{"state", "waiting"}})}));
   out.push_back(GaugeFamily("gpuctld_ingest_waiting_results",
                             "Process results waiting for room under trace.max_ingest_bytes",
                             static_cast<double>(core.ingest_waiting_results)));
@@ -69,6 +69,9 @@ void AppendStorage(const StorageState& storage, std::vector<MetricFamily>& out) 
   out.push_back(GaugeFamily("gpuctld_s3_oldest_pending_upload_age_seconds",
                             "How long the oldest trace waiting for upload has waited (0: none)",
                             absl::ToDoubleSeconds(storage.s3->oldest_pending_age)));
+  out.push_back(CounterFamily("gpuctld_s3_uploaded_bytes_total",
+                              "Bytes of trace files uploaded to S3",
+                              static_cast<double>(storage.s3->uploaded_bytes)));
 }
 
 }  // namespace
@@ -87,8 +90,7 @@ std::optional<CoreSnapshot> StateCollector::ReadCore() const {
     pending->snapshot = std::move(snapshot);
     pending->cv.SignalAll();
   });
-  const auto deadline =
-      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline_);
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(deadline_);
   MutexLock lock(&pending->mu);
   while (!pending->snapshot.has_value()) {
     if (!pending->cv.WaitUntil(&pending->mu, deadline)) break;

@@ -26,9 +26,10 @@ struct StorageState {
   struct Uploads {
     uint64_t pending = 0;
     // How long the oldest trace still to upload has waited; zero when none.
-    absl::Duration oldest_pending_age;
+    absl::Duration oldest_pending_age{};
+    uint64_t uploaded_bytes = 0;
   };
-  std::optional<Uploads> s3;
+  std::optional<Uploads> s3{};
 };
 
 // Gauges of what is true at scrape time: the core's snapshot (attached
@@ -42,9 +43,9 @@ class StateCollector final : public prometheus::Collectable {
   struct Deps {
     TaskRunner* loop;
     // Runs on the loop.
-    std::function<CoreSnapshot()> core;
+    std::function<CoreSnapshot()> core{};
     // Runs on the scraping thread; may be empty.
-    std::function<StorageState()> storage;
+    std::function<StorageState()> storage{};
     absl::Duration deadline = absl::Seconds(1);
   };
   explicit StateCollector(Deps deps);

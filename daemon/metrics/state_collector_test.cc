@@ -41,20 +41,20 @@ TEST_F(StateCollectorTest, ServesTheCoreSnapshotTakenOnTheLoopAndTheStore) {
   snapshot.captures_in_flight = 2;
   snapshot.ingest_running_bytes = 4096;
   snapshot.ingest_waiting_results = 1;
-  StateCollector collector({.loop = loop_.get(),
-                            .core =
-                                [&] {
-                                  snapshot_thread = std::this_thread::get_id();
-                                  return snapshot;
-                                },
-                            .storage =
-                                [] {
-                                  StorageState s{.traces = 5, .bytes = 1000,
-                                                 .retention_deletions = 2};
-                                  s.s3 = StorageState::Uploads{
-                                      .pending = 1, .oldest_pending_age = absl::Seconds(90)};
-                                  return s;
-                                }});
+  StateCollector collector(
+      {.loop = loop_.get(),
+       .core =
+           [&] {
+             snapshot_thread = std::this_thread::get_id();
+             return snapshot;
+           },
+       .storage =
+           [] {
+             StorageState s{.traces = 5, .bytes = 1000, .retention_deletions = 2};
+             s.s3 = StorageState::Uploads{
+                 .pending = 1, .oldest_pending_age = absl::Seconds(90), .uploaded_bytes = 77};
+             return s;
+           }});
   const std::string text = Scrape(collector);
   EXPECT_EQ(snapshot_thread, thread_.get_id());
   EXPECT_THAT(text, HasSubstr("gpuctld_attached_processes{kind=\"library\",role=\"worker\"} 3"));
@@ -66,6 +66,7 @@ TEST_F(StateCollectorTest, ServesTheCoreSnapshotTakenOnTheLoopAndTheStore) {
   EXPECT_THAT(text, HasSubstr("gpuctld_store_retention_deletions_total 2"));
   EXPECT_THAT(text, HasSubstr("gpuctld_s3_uploads_pending 1"));
   EXPECT_THAT(text, HasSubstr("gpuctld_s3_oldest_pending_upload_age_seconds 90"));
+  EXPECT_THAT(text, HasSubstr("gpuctld_s3_uploaded_bytes_total 77"));
   EXPECT_THAT(text, HasSubstr("gpuctld_metrics_stale_scrapes_total 0"));
 }
 
