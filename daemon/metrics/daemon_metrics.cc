@@ -44,6 +44,12 @@ std::string CaptureStatusLabel(v1::CaptureStatus status) {
 
 Histogram::BucketBoundaries Seconds(std::initializer_list<double> bounds) { return bounds; }
 
+prometheus::Family<prometheus::Counter>& Counters(prometheus::Registry& registry,
+                                                  const std::string& name,
+                                                  const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+
 Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
                         const std::string& help, Histogram::BucketBoundaries bounds) {
   return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, bounds);
@@ -74,47 +80,50 @@ absl::string_view RefusalReasonLabel(absl::StatusCode code) {
 
 DaemonMetrics::DaemonMetrics(absl::string_view version, std::vector<std::string> grpc_methods)
     : grpc_methods_(grpc_methods.begin(), grpc_methods.end()) {
-  prometheus::Registry& r = *registry_;
   prometheus::BuildGauge()
       .Name("gpuctld_build_info")
       .Help("Always 1; the daemon's version as a label")
-      .Register(r)
+      .Register(*registry_)
       .Add({{"version", std::string(version)}})
       .Set(1);
-  registrations_ = &prometheus::BuildCounter()
-                        .Name("gpuctld_registrations_total")
-                        .Help("Processes whose Hello was accepted (attachments)")
-                        .Register(r)
-                        .Add({});
-  refusals_ = &prometheus::BuildCounter()
-                   .Name("gpuctld_registration_refusals_total")
-                   .Help("Hellos refused, by reason")
-                   .Register(r);
-  for (absl::string_view reason : kRefusalReasons)
+  RegisterCounters();
+  RegisterHistograms();
+}
+
+void DaemonMetrics::RegisterCounters() {
+  prometheus::Registry& r = *registry_;
+  registrations_ =
+      &Counters(r, "gpuctld_registrations_total", "Processes whose Hello was accepted").Add({});
+  refusals_ = &Counters(r, "gpuctld_registration_refusals_total", "Hellos refused, by reason");
+  traces_started_ = &Counters(r, "gpuctld_traces_started_total", "Traces started, by trigger");
+  traces_ = &Counters(r, "gpuctld_traces_total",
+                      "Traces ended (or refused at the start), by trigger and outcome");
+  results_ = &Counters(r, "gpuctld_process_results_total",
+                       "Final per-process results of traces, by status");
+  rpcs_ = &Counters(r, "grpc_server_handled_total",
+                    "gRPC calls completed on the server, by service, method and code");
+  upload_attempts_ = &Counters(r, "gpuctld_s3_upload_attempts_total",
+                               "Attempts to upload a trace to S3, by result");
+  // The fixed series exist from the start, at 0, so rates and increases
+  // see their first event.
+  for (absl::string_view reason : kRefusalReasons) {
     refusals_->Add({{"reason", std::string(reason)}});
-  traces_started_ = &prometheus::BuildCounter()
-                         .Name("gpuctld_traces_started_total")
-                         .Help("Traces started, by trigger")
-                         .Register(r);
-  traces_ = &prometheus::BuildCounter()
-                 .Name("gpuctld_traces_total")
-                 .Help("Traces ended (or refused at the start), by trigger and outcome")
-                 .Register(r);
+  }
   for (absl::string_view trigger : kTriggers) {
     traces_started_->Add({{"trigger", std::string(trigger)}});
     for (absl::string_view outcome : kOutcomes) {
       traces_->Add({{"trigger", std::string(trigger)}, {"outcome", std::string(outcome)}});
     }
   }
-  results_ = &prometheus::BuildCounter()
-                  .Name("gpuctld_process_results_total")
-                  .Help("Final per-process results of traces, by status")
-                  .Register(r);
   for (int s = v1::CaptureStatus_MIN + 1; s <= v1::CaptureStatus_MAX; ++s) {
     if (v1::CaptureStatus_IsValid(s)) {
       results_->Add({{"status", CaptureStatusLabel(static_cast<v1::CaptureStatus>(s))}});
     }
   }
+}
+
+void DaemonMetrics::RegisterHistograms() {
+  prometheus::Registry& r = *registry_;
   trigger_latency_ = AddHistogram(
       r, "gpuctld_trigger_latency_seconds",
       "From a trace request's arrival to each process's window opening (includes the start "
@@ -131,14 +140,6 @@ DaemonMetrics::DaemonMetrics(absl::string_view version, std::vector<std::string>
       r, "gpuctld_conversion_seconds",
       "From a payload's admission to its stored file: validation, conversion, gzip, write",
       Seconds({0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}));
-  rpcs_ = &prometheus::BuildCounter()
-               .Name("grpc_server_handled_total")
-               .Help("gRPC calls completed on the server, by service, method and code")
-               .Register(r);
-  upload_attempts_ = &prometheus::BuildCounter()
-                          .Name("gpuctld_s3_upload_attempts_total")
-                          .Help("Attempts to upload a trace to S3, by result")
-                          .Register(r);
 }
 
 void DaemonMetrics::OnHelloAccepted() { registrations_->Increment(); }

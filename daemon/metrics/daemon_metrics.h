@@ -53,6 +53,8 @@ class DaemonMetrics final : public CoreMetrics {
   void OnUploadAttempt(const absl::Status& status);
 
  private:
+  void RegisterCounters();
+  void RegisterHistograms();
   prometheus::Counter& RpcCounter(absl::string_view service, absl::string_view method,
                                   absl::StatusCode code);
 
