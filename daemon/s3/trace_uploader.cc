@@ -222,7 +222,11 @@ absl::Status TraceUploader::Upload(const std::string& trace_id, uint32_t* attemp
   if (absl::Status st = client_->PutObject(*key, *json, put); !st.ok()) return st;
   if (absl::Status st = spool_->PutManifest(final_manifest); !st.ok()) return st;
   if (absl::Status st = spool_->SetAwaitingUpload(trace_id, false); !st.ok()) return st;
-  uploaded_bytes_.fetch_add(trace->total_bytes);
+  uint64_t uploaded = json->size();
+  for (const auto& [name, bytes] : trace->files) {
+    if (!layout::IsManifestName(name)) uploaded += bytes;
+  }
+  uploaded_bytes_.fetch_add(uploaded);
   LogInfo("trace uploaded", {{"trace_id", trace_id},
                              {"location", remote},
                              {"endpoint", endpoint()},

@@ -94,7 +94,8 @@ class TraceUploader {
   // When the trace waiting longest was queued (by this run);
   // InfiniteFuture when none waits.
   absl::Time oldest_pending_since() const;
-  // Bytes of trace files uploaded by this run.
+  // Bytes of the traces this run uploaded (data files and the manifest as
+  // sent), counted once a trace's upload completes.
   uint64_t uploaded_bytes() const { return uploaded_bytes_.load(); }
 
  private:
