@@ -1,9 +1,10 @@
 // What the core reports to its CoreMetrics, and its snapshot for gauges.
+#include "daemon/core/core_metrics.h"
+
 #include <optional>
 #include <utility>
 #include <vector>
 
-#include "daemon/core/core_metrics.h"
 #include "daemon/core/testing/core_test_fixture.h"
 #include "gtest/gtest.h"
 
@@ -63,9 +64,9 @@ TEST_F(CoreMetricsTest, RegistrationsAndRefusalsFromTheCoreAndTheIpcServer) {
   core_->OnHelloRefused({102, 1000, 1000}, MakeHello(102, "42"),
                         absl::ResourceExhaustedError("too many Hellos"));
   EXPECT_EQ(recorded_.accepted, 1);
-  EXPECT_EQ(recorded_.refused, (std::vector<absl::StatusCode>{
-                                   absl::StatusCode::kFailedPrecondition,
-                                   absl::StatusCode::kResourceExhausted}));
+  EXPECT_EQ(recorded_.refused,
+            (std::vector<absl::StatusCode>{absl::StatusCode::kFailedPrecondition,
+                                           absl::StatusCode::kResourceExhausted}));
   EXPECT_EQ(AttachedWorkers(), 1u);
 }
 
@@ -127,7 +128,8 @@ TEST_F(CoreMetricsTest, CancelledTraces) {
   core_->CancelTrace(*id, v1::TraceCancellation());
   RunAll();
   ASSERT_TRUE(observer->done);
-  EXPECT_EQ(recorded_.done.back(), std::make_pair(TraceTrigger::kOnDemand, TraceOutcome::kCancelled));
+  EXPECT_EQ(recorded_.done.back(),
+            std::make_pair(TraceTrigger::kOnDemand, TraceOutcome::kCancelled));
 }
 
 TEST_F(CoreMetricsTest, TheSnapshotCountsIngestConvertingAndWaitingUnderTheCap) {

@@ -1,5 +1,6 @@
 #include "daemon/runtime/metrics_wiring.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
