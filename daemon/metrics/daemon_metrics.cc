@@ -51,7 +51,7 @@ prometheus::Family<prometheus::Counter>& Counters(prometheus::Registry& registry
 }
 
 Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
-                        const std::string& help, Histogram::BucketBoundaries bounds) {
+                        const std::string& help, const Histogram::BucketBoundaries& bounds) {
   return &prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add({}, bounds);
 }
 

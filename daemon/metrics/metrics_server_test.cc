@@ -32,7 +32,9 @@ std::string Get(int port, const std::string& path) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API
+  auto* sa = reinterpret_cast<sockaddr*>(&addr);
+  if (connect(fd, sa, sizeof(addr)) != 0) {
     close(fd);
     return "connect failed";
   }

@@ -52,7 +52,8 @@ absl::StatusOr<std::vector<absl::string_view>> StatFields(absl::string_view stat
 
 }  // namespace
 
-absl::StatusOr<ProcessStats> ReadProcessStats(const std::string& proc_root, long ticks_per_second) {
+absl::StatusOr<ProcessStats> ReadProcessStats(const std::string& proc_root,
+                                              int64_t ticks_per_second) {
   if (ticks_per_second <= 0) return absl::InvalidArgumentError("no clock tick rate");
   absl::StatusOr<std::string> stat = ReadSmallFile(proc_root + "/self/stat");
   if (!stat.ok()) return stat.status();

@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_METRICS_PROCESS_COLLECTOR_H_
 #define GPUCTL_DAEMON_METRICS_PROCESS_COLLECTOR_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ struct ProcessStats {
 
 // Reads `<proc_root>/self/stat`, `self/status`, `self/fd` and
 // `<proc_root>/stat` (boot time). `ticks_per_second`: sysconf(_SC_CLK_TCK).
-absl::StatusOr<ProcessStats> ReadProcessStats(const std::string& proc_root, long ticks_per_second);
+absl::StatusOr<ProcessStats> ReadProcessStats(const std::string& proc_root,
+                                              int64_t ticks_per_second);
 
 // The daemon's own CPU and memory under the names Prometheus's client
 // libraries use (process_cpu_seconds_total, process_resident_memory_bytes,
@@ -36,7 +38,7 @@ class ProcessCollector final : public prometheus::Collectable {
 
  private:
   const std::string proc_root_;
-  const long ticks_per_second_;
+  const int64_t ticks_per_second_;
 };
 
 }  // namespace gpuctl::daemon::metrics
