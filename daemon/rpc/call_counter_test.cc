@@ -51,11 +51,10 @@ class CallCounterTest : public ::testing::Test {
     grpc::ByteBuffer request(&empty, 1), response;
     absl::Notification done;
     grpc::Status status;
-    stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
-                   [&](grpc::Status s) {
-                     status = std::move(s);
-                     done.Notify();
-                   });
+    stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+      status = std::move(s);
+      done.Notify();
+    });
     done.WaitForNotification();
     return status;
   }
