@@ -65,6 +65,9 @@ absl::Status ReadGroupName(const ConfigValue& value, std::string* group);
 // The keys of the kineto section (kineto_config_keys.cc).
 absl::Span<const ConfigKey> KinetoConfigKeys();
 
+// The keys of the metrics section (metrics_config_keys.cc).
+absl::Span<const ConfigKey> MetricsConfigKeys();
+
 // The keys of the tls and auth sections (security_config_keys.cc).
 absl::Span<const ConfigKey> TlsConfigKeys();
 absl::Span<const ConfigKey> AuthConfigKeys();

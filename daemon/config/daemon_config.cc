@@ -174,6 +174,7 @@ absl::Span<const ConfigKey> TopLevelKeys() {
       {.name = "ipc", .keys = IpcConfigKeys},
       {.name = "tls", .keys = TlsConfigKeys},
       {.name = "auth", .keys = AuthConfigKeys},
+      {.name = "metrics", .keys = MetricsConfigKeys},
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},
       {.name = "store", .keys = StoreKeys},
       {.name = "schedule", .keys = ScheduleConfigKeys, .check = CheckScheduleSection},

@@ -122,6 +122,9 @@ std::vector<KeyCase> EveryKey() {
                           {.scope = {.name = "ops", .namespaces = {"ops"}},
                            .token_file = "/etc/gpuctl/ops.token"}};
        }},
+      {"metrics.listen", "127.0.0.1:9464",
+       [](DaemonOptions& o) { o.metrics.listen = "127.0.0.1:9464"; }},
+      {"metrics.allow_insecure", "true", [](DaemonOptions& o) { o.metrics.allow_insecure = true; }},
       {"trace.max_duration", "2h", [](DaemonOptions& o) { o.max_duration = absl::Hours(2); }},
       {"trace.start_delay", "0", [](DaemonOptions& o) { o.start_delay = absl::ZeroDuration(); }},
       {"trace.result_grace", "45s", [](DaemonOptions& o) { o.result_grace = absl::Seconds(45); }},
@@ -404,8 +407,8 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
             "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, listen_mode, "
             "listen_group, host_name, "
-            "insecure, socket, log_level, ready_file, ipc, tls, auth, trace, store, schedule, "
-            "kineto)");
+            "insecure, socket, log_level, ready_file, ipc, tls, auth, metrics, trace, store, "
+            "schedule, kineto)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -512,11 +515,12 @@ TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
       {"- listen\n- socket\n",
        "gpuctl.yaml:1: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, log_level, "
-       "ready_file, ipc, tls, auth, trace, store, schedule, kineto), found a list"},
+       "ready_file, ipc, tls, auth, metrics, trace, store, schedule, kineto), found a list"},
       {"\n\nhello\n",
        "gpuctl.yaml:3: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, "
-       "log_level, ready_file, ipc, tls, auth, trace, store, schedule, kineto), found a scalar"},
+       "log_level, ready_file, ipc, tls, auth, metrics, trace, store, schedule, kineto), found a "
+       "scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
       {",\n", "gpuctl.yaml:1:1: invalid YAML: unexpected \",\""},
@@ -569,7 +573,8 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "listen", "listen_mode", "listen_group", "host_name", "insecure", "socket", "log_level",
           "ready_file", "ipc.socket_mode", "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate",
           "ipc.hello_burst", "tls.cert", "tls.key", "tls.client_ca", "auth.token_file",
-          "auth.tokens", "trace.max_duration", "trace.start_delay", "trace.result_grace",
+          "auth.tokens", "metrics.listen", "metrics.allow_insecure", "trace.max_duration",
+          "trace.start_delay", "trace.result_grace",
           "trace.max_payload_bytes", "trace.max_buffer_bytes", "trace.max_ingest_bytes",
           "store.path", "store.retention.max_bytes", "store.retention.max_age",
           "store.retention.max_count", "store.s3.endpoint", "store.s3.region", "store.s3.bucket",

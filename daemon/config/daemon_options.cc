@@ -163,6 +163,8 @@ struct CommandLine {
   std::string listen_mode, listen_group;
   std::string hello_rate, hello_burst;
   std::string tls_cert, tls_key, tls_client_ca, auth_token_file;
+  std::string metrics_listen;
+  bool metrics_allow_insecure = false;
   bool insecure = false;
   bool version = false;
 };
@@ -228,6 +230,11 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
                  "holds the token");
   app.add_flag("--insecure", cl.insecure,
                "allow a non-loopback --listen without transport security");
+  app.add_option("--metrics-listen", cl.metrics_listen,
+                 "serve Prometheus metrics at http://HOST:PORT/metrics (IPv4; port 0: any; "
+                 "default: off)");
+  app.add_flag("--metrics-allow-insecure", cl.metrics_allow_insecure,
+               "allow a non-loopback --metrics-listen (plain HTTP, no authentication)");
   app.add_flag("--version", cl.version, "print the version and exit");
 }
 
@@ -239,6 +246,8 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
   if (given("--store")) o->store_dir = cl.store;
   if (given("--ready-file")) o->ready_file = cl.ready_file;
   if (given("--insecure")) o->insecure = cl.insecure;
+  if (given("--metrics-listen")) o->metrics.listen = cl.metrics_listen;
+  if (given("--metrics-allow-insecure")) o->metrics.allow_insecure = cl.metrics_allow_insecure;
   absl::Status s;
   for (auto [flag, value, out] :
        {std::tuple{"--tls-cert", &cl.tls_cert, &o->tls_cert},
@@ -346,6 +355,19 @@ absl::Status ResolveAccessIds(const CLI::App& app, const ConfigLocations& file, 
   return absl::OkStatus();
 }
 
+// The metrics listener once the flags are merged: an address from the file
+// is reported at its line.
+absl::Status ValidateMetrics(const CLI::App& app, const DaemonOptions& o,
+                             const ConfigLocations& file) {
+  if (app.count("--metrics-listen") > 0 && o.metrics.listen.empty()) {
+    return absl::InvalidArgumentError("--metrics-listen is empty");
+  }
+  if (o.metrics.listen.empty()) return absl::OkStatus();
+  absl::Status s = metrics::ValidateMetricsListen(o.metrics.listen, o.metrics.allow_insecure);
+  if (s.ok() || app.count("--metrics-listen") > 0 || file.Line("metrics.listen") == 0) return s;
+  return file.Error("metrics.listen", s.message());
+}
+
 // Checks the merged options (resolving names); a value from the file is
 // reported at its line.
 absl::Status ValidateMerged(const CLI::App& app, DaemonOptions& o, const ConfigLocations& file) {
@@ -379,6 +401,7 @@ absl::Status ValidateMerged(const CLI::App& app, DaemonOptions& o, const ConfigL
         absl::StrCat("the gRPC socket (--listen ", o.listen_address,
                      ") and the IPC socket (--socket) must be different files"));
   }
+  if (absl::Status s = ValidateMetrics(app, o, file); !s.ok()) return s;
   if (absl::Status s = ResolveAccessIds(app, file, o); !s.ok()) return s;
   if (o.store_dir.empty()) return absl::InvalidArgumentError("--store must not be empty");
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/token_scope.h"
 #include "daemon/ipc/ipc_server.h"
+#include "daemon/metrics/metrics_options.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_store_options.h"
 #include "daemon/scheduler/schedule_options.h"
@@ -97,6 +98,10 @@ struct DaemonOptions {
   std::optional<uint32_t> socket_gid;
   std::optional<uint32_t> listen_gid;
   std::vector<uint32_t> allowed_uids;
+  // The metrics section (metrics.listen, --metrics-listen ...): gpuctld's
+  // Prometheus listener, off unless listen is set; validated
+  // (metrics::ValidateMetricsListen).
+  metrics::MetricsOptions metrics;
   // The schedule section: scheduled sampling rules and their budgets;
   // validated (scheduler::ValidateSchedule). No rules: no scheduled traces.
   scheduler::ScheduleOptions schedule;

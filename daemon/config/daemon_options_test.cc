@@ -193,6 +193,44 @@ TEST(DaemonOptionsTest, SocketAccessFlagsAndNamesResolvedAtStartup) {
   std::filesystem::remove_all(tmpl);
 }
 
+TEST(DaemonOptionsTest, MetricsAreOffUnlessAListenAddressIsGiven) {
+  EXPECT_EQ(Parse({}).flags.options->metrics.listen, "");
+  Parsed p = Parse({"--metrics-listen", "127.0.0.1:9464"});
+  ASSERT_TRUE(p.flags.options.has_value()) << p.err;
+  EXPECT_EQ(p.flags.options->metrics.listen, "127.0.0.1:9464");
+  EXPECT_FALSE(p.flags.options->metrics.allow_insecure);
+  Parsed open = Parse({"--metrics-listen", "0.0.0.0:9464", "--metrics-allow-insecure"});
+  ASSERT_TRUE(open.flags.options.has_value()) << open.err;
+  EXPECT_TRUE(open.flags.options->metrics.allow_insecure);
+  Parsed refused = Parse({"--metrics-listen", "0.0.0.0:9464"});
+  EXPECT_EQ(refused.flags.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("refusing to serve metrics on 0.0.0.0:9464"));
+  EXPECT_THAT(Parse({"--metrics-listen", ""}).err, HasSubstr("--metrics-listen is empty"));
+  EXPECT_THAT(Parse({"--metrics-listen", "[::1]:9464"}).err, HasSubstr("IPv6"));
+}
+
+TEST(DaemonOptionsTest, MetricsFromTheFileAreCheckedAtTheirLineOnceFlagsAreMerged) {
+  char tmpl[] = "/tmp/gpuctld-metrics-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string config = std::string(tmpl) + "/gpuctld.yaml";
+  std::ofstream(config) << "metrics:\n  listen: 0.0.0.0:9464\n";
+  Parsed refused = Parse({"--config", config});
+  EXPECT_EQ(refused.flags.exit_code, 2);
+  EXPECT_THAT(refused.err,
+              HasSubstr(config + ":2: metrics.listen: refusing to serve metrics on 0.0.0.0:9464"));
+  // The flag lifts the rule for the file's address.
+  Parsed lifted = Parse({"--config", config, "--metrics-allow-insecure"});
+  ASSERT_TRUE(lifted.flags.options.has_value()) << lifted.err;
+  EXPECT_EQ(lifted.flags.options->metrics.listen, "0.0.0.0:9464");
+  std::ofstream(config) << "metrics:\n  listen: 0.0.0.0:9464\n  allow_insecure: true\n";
+  EXPECT_TRUE(Parse({"--config", config}).flags.options.has_value());
+  std::ofstream(config) << "metrics:\n  listen: \"metrics.example:9464\"\n";
+  EXPECT_THAT(Parse({"--config", config}).err,
+              HasSubstr(config + ":2: metrics.listen: \"metrics.example:9464\": the host must be "
+                                 "an IPv4 address or localhost"));
+  std::filesystem::remove_all(tmpl);
+}
+
 TEST(DaemonOptionsTest, HostNameFlag) {
   // Empty: the daemon takes the system's name when it starts.
   EXPECT_EQ(Parse({}).flags.options->host_name, "");

@@ -137,6 +137,9 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   // dynolog's RPC is off by default; the example shows its usual port.
   EXPECT_EQ(options.dyno_rpc_listen, "127.0.0.1:1778");
   options.dyno_rpc_listen.clear();
+  // Metrics are off by default; the example shows the loopback address.
+  EXPECT_EQ(options.metrics.listen, "127.0.0.1:9464");
+  options.metrics.listen.clear();
   ExpectSameOptions(options, DaemonOptions{});
 }
 
@@ -153,11 +156,27 @@ TEST(ExampleConfigTest, TheDocsDescribeEveryKeyAndFlag) {
     EXPECT_NE(docs.find(absl::StrCat("| `", key, "` |")), std::string::npos)
         << key << " has no row in docs/configuration.md";
   }
-  for (const char* flag :
-       {"--config", "--listen", "--host-name", "--insecure", "--socket", "--log-level",
-        "--ready-file", "--max-duration", "--start-delay", "--result-grace", "--store",
-        "--store-max-bytes", "--store-max-age", "--store-max-count", "--socket-mode",
-        "--socket-group", "--max-ingest-bytes", "--hello-rate", "--hello-burst"}) {
+  for (const char* flag : {"--config",
+                           "--listen",
+                           "--host-name",
+                           "--insecure",
+                           "--socket",
+                           "--log-level",
+                           "--ready-file",
+                           "--max-duration",
+                           "--start-delay",
+                           "--result-grace",
+                           "--store",
+                           "--store-max-bytes",
+                           "--store-max-age",
+                           "--store-max-count",
+                           "--socket-mode",
+                           "--socket-group",
+                           "--max-ingest-bytes",
+                           "--hello-rate",
+                           "--hello-burst",
+                           "--metrics-listen",
+                           "--metrics-allow-insecure"}) {
     EXPECT_NE(docs.find(absl::StrCat("`", flag)), std::string::npos) << flag;
   }
 }

@@ -30,8 +30,10 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
   if (!status.ok()) {
     LogWarning("refused process",
                {{"peer", peer}, {"pid", creds.pid}, {"error", status.ToString()}});
+    if (deps_.metrics != nullptr) deps_.metrics->OnHelloRefused(status);
     return status;
   }
+  if (deps_.metrics != nullptr) deps_.metrics->OnHelloAccepted();
   AttachLog::Process logged{.pid = creds.pid,
                             .job_id = hello.job_id(),
                             .rank = hello.rank(),
@@ -55,6 +57,7 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
 void DaemonCoreImpl::OnHelloRefused(const PeerCredentials& creds, const v1::ipc::Hello& hello,
                                     const absl::Status& status) {
   registry_.RememberRejection(creds, hello, deps_.clock->Now(), status);
+  if (deps_.metrics != nullptr) deps_.metrics->OnHelloRefused(status);
 }
 
 TraceSession* DaemonCoreImpl::FindSession(absl::string_view id) {
@@ -83,6 +86,14 @@ void DaemonCoreImpl::OnCaptureStarted(PeerId peer, const v1::ipc::CaptureStarted
     return;
   }
   registry_.Find(peer)->info.set_capture_state(v1::CAPTURE_STATE_CAPTURING);
+  if (deps_.metrics != nullptr && started.opened_at_unix_ns() > 0) {
+    const absl::Time opened = absl::FromUnixNanos(started.opened_at_unix_ns());
+    std::optional<absl::Duration> skew;
+    if (!session->iteration_window())
+      skew = std::max(absl::ZeroDuration(), opened - session->start);
+    deps_.metrics->OnWindowOpened(std::max(absl::ZeroDuration(), opened - session->created_at),
+                                  skew);
+  }
   std::string message;
   if (session->iteration_window()) {
     message = absl::StrCat("opened at step ", started.first_step());
@@ -260,27 +271,29 @@ void DaemonCoreImpl::RunCapture(IngestAdmission::Id ingest_id, CaptureJob job,
   // by the time it finishes. `this` is used on the loop once `weak` says it
   // is still alive (both live on the loop thread).
   Executor* job_executor = WorkerFor(job.trace_id);
+  const absl::Time admitted = deps_.clock->Now();
   job_executor->Run([this, store = deps_.store, loop = deps_.loop, job = std::move(job),
-                     window = std::move(window), peer, ingest_id,
+                     window = std::move(window), peer, ingest_id, admitted,
                      weak = std::weak_ptr<bool>(alive_)]() mutable {
     std::string trace_id = job.trace_id;
     v1::ProcessResult processed = ProcessCapture(std::move(job), store);
     processed.MergeFrom(window);
     loop->Post([this, weak = std::move(weak), trace_id = std::move(trace_id), peer, ingest_id,
-                processed = std::move(processed)]() mutable {
+                admitted, processed = std::move(processed)]() mutable {
       if (weak.expired()) return;
       admission_.Release(ingest_id);
-      OnProcessed(trace_id, peer, std::move(processed));
+      OnProcessed(trace_id, peer, std::move(processed), deps_.clock->Now() - admitted);
     });
   });
 }
 
-void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer,
-                                 v1::ProcessResult result) {
+void DaemonCoreImpl::OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result,
+                                 absl::Duration conversion) {
   TraceSession* session = FindSession(trace_id);
   TraceSlot* slot = session == nullptr ? nullptr : session->FindSlot(peer);
   if (slot == nullptr || slot->done) return;  // cancelled meanwhile
   slot->processing = false;
+  slot->conversion = conversion;
   if (result.status() == v1::CAPTURE_STATUS_OK) {
     if (std::string note = WindowNote(*session, result); !note.empty()) {
       result.set_message(result.message().empty() ? note
@@ -343,6 +356,7 @@ void DaemonCoreImpl::FinishSlot(TraceSession& session, TraceSlot& slot, v1::Proc
   slot.processing = false;
   slot.result = std::move(result);
   --session.pending;
+  if (deps_.metrics != nullptr) deps_.metrics->OnProcessResult(slot.result, slot.conversion);
   v1::TraceEvent event;
   *event.mutable_result() = slot.result;
   session.Emit(event);

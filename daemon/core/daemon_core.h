@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
+#include "daemon/core/core_metrics.h"
 #include "daemon/core/ingest_admission.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/core/steps.h"
@@ -97,6 +98,8 @@ class DaemonCore {
     // Converts scheduled and anomaly traces' results (a low-priority
     // pool), so that on-demand ones never queue behind them; null: `worker`.
     Executor* background_worker = nullptr;
+    // Optional: told of registrations, traces and results as they happen.
+    CoreMetrics* metrics = nullptr;
   };
   static std::unique_ptr<DaemonCore> Create(const CoreOptions& options, const Deps& deps);
   virtual ~DaemonCore() = default;
@@ -162,6 +165,8 @@ class DaemonCore {
   virtual absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
       const v1::ListProcessesRequest& request) = 0;
   virtual v1::GetStatusResponse GetStatus() = 0;
+  // Counts of what is attached and in progress now, for gauges.
+  virtual CoreSnapshot Snapshot() = 0;
 };
 
 }  // namespace gpuctl::daemon

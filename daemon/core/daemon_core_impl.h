@@ -51,8 +51,13 @@ class DaemonCoreImpl final : public DaemonCore {
   absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
       const v1::ListProcessesRequest& request) override;
   v1::GetStatusResponse GetStatus() override;
+  CoreSnapshot Snapshot() override;
 
  private:
+  // StartTrace without the metrics.
+  absl::StatusOr<std::string> StartSession(const v1::TraceRequest& request,
+                                           const v1::TraceTrigger& trigger,
+                                           std::shared_ptr<TraceObserver> observer);
   absl::StatusOr<std::string> ChooseTraceId(const v1::TraceRequest& request);
   // The NOT_FOUND status of a request that selected nothing.
   absl::Status NothingMatched(const v1::TraceRequest& request, const Selection& selection);
@@ -85,7 +90,8 @@ class DaemonCoreImpl final : public DaemonCore {
   Executor* WorkerFor(const std::string& trace_id);
   void RunCapture(IngestAdmission::Id ingest_id, CaptureJob job, v1::ProcessResult window,
                   PeerId peer);
-  void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result);
+  void OnProcessed(const std::string& trace_id, PeerId peer, v1::ProcessResult result,
+                   absl::Duration conversion);
   // Arms the session's ingest progress timer unless it is armed.
   void ArmIngestProgress(TraceSession& session);
   // Repeats PROCESSING for each slot still processing; re-arms while any is.

@@ -49,6 +49,14 @@ std::optional<v1::ProcessResult> Refusal(const TraceSession& session,
 // daemon reports, so reported differences add up exactly.
 absl::Time NowNanos(Clock* clock) { return absl::FromUnixNanos(absl::ToUnixNanos(clock->Now())); }
 
+// The metrics' coarse label of a trigger: scheduled and anomaly traces are
+// the daemon's own; everything else was asked for.
+TraceTrigger MetricsTrigger(const v1::TraceTrigger& trigger) {
+  return trigger.kind() == v1::TRIGGER_KIND_SCHEDULED || trigger.kind() == v1::TRIGGER_KIND_ANOMALY
+             ? TraceTrigger::kScheduled
+             : TraceTrigger::kOnDemand;
+}
+
 }  // namespace
 
 v1::TraceTrigger OnDemandTrigger(absl::string_view requested_by) {
@@ -109,6 +117,20 @@ uint64_t DaemonCoreImpl::PickSessionStartStep(const v1::TraceRequest& request,
 absl::StatusOr<std::string> DaemonCoreImpl::StartTrace(const v1::TraceRequest& request,
                                                        const v1::TraceTrigger& trigger,
                                                        std::shared_ptr<TraceObserver> observer) {
+  absl::StatusOr<std::string> id = StartSession(request, trigger, std::move(observer));
+  if (deps_.metrics != nullptr) {
+    if (id.ok()) {
+      deps_.metrics->OnTraceStarted(MetricsTrigger(trigger));
+    } else {
+      deps_.metrics->OnTraceDone(MetricsTrigger(trigger), TraceOutcome::kRefused);
+    }
+  }
+  return id;
+}
+
+absl::StatusOr<std::string> DaemonCoreImpl::StartSession(const v1::TraceRequest& request,
+                                                         const v1::TraceTrigger& trigger,
+                                                         std::shared_ptr<TraceObserver> observer) {
   if (observer == nullptr) return absl::InvalidArgumentError("StartTrace needs an observer");
   if (trigger.kind() == v1::TRIGGER_KIND_UNSPECIFIED) {
     return absl::InvalidArgumentError("StartTrace needs a trigger kind");
@@ -404,6 +426,11 @@ void DaemonCoreImpl::OnManifestWritten(const std::string& trace_id, absl::Status
              {{"trace_id", trace_id}, {"error", status.ToString()}});
     status = absl::Status(status.code(), absl::StrCat("storing the manifest: ", status.message()));
   }
+  if (deps_.metrics != nullptr) {
+    deps_.metrics->OnTraceDone(MetricsTrigger(session->trigger), session->cancelled ? TraceOutcome::kCancelled
+                                                 : status.ok()      ? TraceOutcome::kCompleted
+                                                                    : TraceOutcome::kFailed);
+  }
   session->Emit(event);
   if (session->cancelled) {
     session->observer->OnDone(absl::CancelledError(absl::StrCat("trace ", trace_id, " cancelled")));
@@ -467,6 +494,27 @@ v1::GetStatusResponse DaemonCoreImpl::GetStatus() {
   response.set_ipc_protocol_minor(kIpcProtocolMinor);
   *response.mutable_max_duration() = ToProtoDuration(options_.max_duration);
   return response;
+}
+
+CoreSnapshot DaemonCoreImpl::Snapshot() {
+  CoreSnapshot snapshot;
+  absl::flat_hash_map<v1::ProcessRole, uint64_t> by_role;
+  for (const auto& [peer, role] : registry_.Roles()) ++by_role[role];
+  for (v1::ProcessRole role :
+       {v1::PROCESS_ROLE_WORKER, v1::PROCESS_ROLE_LAUNCHER, v1::PROCESS_ROLE_HELPER}) {
+    snapshot.attached.push_back({.role = role, .kind = "library", .count = by_role[role]});
+  }
+  snapshot.active_traces = sessions_.size();
+  for (const auto& [id, session] : sessions_) {
+    for (const TraceSlot& slot : session->slots) {
+      snapshot.captures_in_flight += !slot.done && !slot.processing;
+    }
+  }
+  snapshot.ingest_running_bytes = admission_.running_bytes();
+  snapshot.ingest_waiting_bytes = admission_.waiting_bytes();
+  snapshot.ingest_waiting_results = admission_.waiting_count();
+  snapshot.ingest_max_bytes = admission_.max_bytes();
+  return snapshot;
 }
 
 }  // namespace gpuctl::daemon

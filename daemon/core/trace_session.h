@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/common/task_runner.h"
+#include "daemon/core/core_metrics.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/peer_channel.h"
 #include "gpuctl/v1/ipc.pb.h"
@@ -34,6 +35,8 @@ struct TraceSlot {
   uint64_t bytes_received = 0;
   uint64_t bytes_total = 0;
   bool receive_unreported = false;
+  // Set once the payload is converted: from admission to the stored file.
+  std::optional<absl::Duration> conversion{};
   v1::ProcessResult result{};
 };
 

@@ -19,6 +19,7 @@
 #include "daemon/ipc/socket_access.h"
 #include "daemon/rpc/transport_security.h"
 #include "daemon/runtime/listen_probe.h"
+#include "daemon/runtime/metrics_wiring.h"
 #include "daemon/runtime/protobuf_log.h"
 #include "daemon/store/local_store.h"
 
@@ -126,6 +127,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   loop_ = std::move(*loop);
+  metrics_ = MakeDaemonMetrics(options.metrics);
   host_name_ = options.host_name.empty() ? SystemHostName() : options.host_name;
   if (absl::Status s = OpenStore(options); !s.ok()) return s;
   worker_ = std::make_unique<ThreadPoolExecutor>(kWorkerThreads);
@@ -168,7 +170,8 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                                               .worker = worker_.get(),
                                               .store = store_.get(),
                                               .peers = ipc_.get(),
-                                              .background_worker = background_worker_.get()});
+                                              .background_worker = background_worker_.get(),
+                                              .metrics = metrics_.get()});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
@@ -191,6 +194,12 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   // Calls that arrived since the gRPC server started waited in the loop's
   // queue; they run from here on, with the core in place.
   loop_thread_ = std::thread([this] { loop_->Run(); });
+  if (metrics_ != nullptr) {
+    absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> server = StartMetricsServer(
+        options.metrics, *metrics_, {loop_.get(), core_.get(), local_store_, s3_store_, &clock_});
+    if (!server.ok()) return server.status();
+    metrics_server_ = *std::move(server);
+  }
 
   if (!options.ready_file.empty()) {
     if (absl::Status s = WriteReadyFile(options.ready_file, grpc_address_); !s.ok()) return s;
@@ -204,6 +213,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                                                    : "mutual"},
            {"auth", AuthSummary(options)},
            {"socket", options.socket_path},
+           {"metrics", metrics_address().empty() ? "off" : metrics_address()},
            {"store", s3_store_ != nullptr ? s3_store_->Location("") : options.store_dir},
            {"version", GPUCTL_VERSION}});
   return absl::OkStatus();
@@ -220,6 +230,7 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
   absl::StatusOr<std::unique_ptr<LocalTraceStore>> store =
       LocalTraceStore::Create(options.store_dir, store_options);
   if (!store.ok()) return store.status();
+  local_store_ = store->get();
   if (!options.s3.has_value()) {
     store_ = std::move(*store);
     return absl::OkStatus();
@@ -242,6 +253,7 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
            {"upload_retry_max", absl::FormatDuration(options.s3_store.upload_retry_max)}});
   s3::TraceUploaderDeps deps;
   deps.clock = &clock_;
+  CountUploads(deps, metrics_.get());
   s3::S3StoreOptions s3_options = options.s3_store;
   // The name the trace files carry, so the sweep of orphaned uploads at
   // start picks exactly this host's.
@@ -317,6 +329,7 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
   int port = 0;
   builder.AddListeningPort(options.listen_address, *credentials, &port);
   builder.RegisterService(service_.get());
+  AddCallCounter(builder, metrics_.get());
   reflection_v1_ = std::make_unique<ReflectionV1Service>(std::vector<std::string>{
       kGpuctlServiceName,
       "grpc.health.v1.Health",
@@ -367,6 +380,8 @@ void Daemon::SetServing(bool serving) {
 void Daemon::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
+  // Scrapes read the core through the loop: the listener goes first.
+  metrics_server_.reset();
   // gRPC calls complete through the loop, so it must run while the gRPC
   // server shuts down, even when Init failed before starting it.
   if (!loop_thread_.joinable() && loop_ != nullptr && core_ != nullptr) {
@@ -406,9 +421,11 @@ void Daemon::Shutdown() {
   ipc_.reset();
   s3_store_ = nullptr;
   store_.reset();
+  local_store_ = nullptr;
   worker_.reset();
   background_worker_.reset();
   loop_.reset();
+  metrics_.reset();
   LogInfo("gpuctld stopped");
 }
 

@@ -14,6 +14,8 @@
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/kineto/dyno_rpc.h"
 #include "daemon/kineto/dyno_rpc_handler.h"
+#include "daemon/metrics/daemon_metrics.h"
+#include "daemon/metrics/metrics_server.h"
 #include "daemon/rpc/grpc_service.h"
 #include "daemon/rpc/reflection_v1_service.h"
 #include "daemon/s3/s3_trace_store.h"
@@ -44,6 +46,10 @@ class Daemon {
 
   // "127.0.0.1:41234": the address the gRPC server is bound to.
   const std::string& grpc_address() const { return grpc_address_; }
+  // "127.0.0.1:9464": where /metrics is served; empty when metrics are off.
+  std::string metrics_address() const {
+    return metrics_server_ == nullptr ? "" : metrics_server_->address();
+  }
 
  private:
   Daemon() = default;
@@ -57,6 +63,8 @@ class Daemon {
   void SetServing(bool serving);
 
   RealClock clock_;
+  // With metrics.listen: outlives every component that counts into it.
+  std::unique_ptr<metrics::DaemonMetrics> metrics_;
   // options.host_name, else the system's: the one name the core and the
   // store are given.
   std::string host_name_;
@@ -66,6 +74,8 @@ class Daemon {
   // Scheduled traces' conversion, at low priority; only with a schedule.
   std::unique_ptr<ThreadPoolExecutor> background_worker_;
   std::unique_ptr<TraceStore> store_;
+  // The local store inside store_ (store_ itself, or the S3 store's spool).
+  LocalTraceStore* local_store_ = nullptr;
   // store_ when it is an S3 store: its uploader stops before the workers.
   s3::S3TraceStore* s3_store_ = nullptr;
   std::unique_ptr<IpcServer> ipc_;
@@ -81,6 +91,7 @@ class Daemon {
   // Set with --auth-token-file; outlives grpc_server_.
   std::unique_ptr<BearerTokenAuth> auth_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<metrics::MetricsServer> metrics_server_;
   std::string grpc_address_;
   // With --listen unix:PATH: the socket to remove at shutdown.
   std::string unix_listen_path_;

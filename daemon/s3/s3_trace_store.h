@@ -74,6 +74,8 @@ class S3TraceStore final : public daemon::TraceStore {
   daemon::LocalTraceStore& spool() const { return *spool_; }
   // Traces queued for upload, in flight included.
   size_t pending_uploads() const { return uploader_->pending(); }
+  absl::Time oldest_pending_upload_since() const { return uploader_->oldest_pending_since(); }
+  uint64_t uploaded_bytes() const { return uploader_->uploaded_bytes(); }
 
  private:
   S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool, std::shared_ptr<S3Client> client,

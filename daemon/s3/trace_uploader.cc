@@ -63,6 +63,7 @@ std::shared_ptr<absl::Notification> TraceUploader::Enqueue(absl::string_view tra
     return done;
   }
   Pending& pending = pending_[trace_id];
+  if (pending.queued_at == absl::InfiniteFuture()) pending.queued_at = clock_->Now();
   if (!pending.in_flight) pending.due = absl::InfinitePast();
   pending.waiters.push_back(done);
   wake_.Signal();
@@ -93,6 +94,13 @@ void TraceUploader::Stop(absl::Duration grace) {
 size_t TraceUploader::pending() const {
   absl::MutexLock lock(&mu_);
   return pending_.size();
+}
+
+absl::Time TraceUploader::oldest_pending_since() const {
+  absl::MutexLock lock(&mu_);
+  absl::Time oldest = absl::InfiniteFuture();
+  for (const auto& [id, pending] : pending_) oldest = std::min(oldest, pending.queued_at);
+  return oldest;
 }
 
 std::string TraceUploader::RemoteRoot() const {
@@ -214,6 +222,11 @@ absl::Status TraceUploader::Upload(const std::string& trace_id, uint32_t* attemp
   if (absl::Status st = client_->PutObject(*key, *json, put); !st.ok()) return st;
   if (absl::Status st = spool_->PutManifest(final_manifest); !st.ok()) return st;
   if (absl::Status st = spool_->SetAwaitingUpload(trace_id, false); !st.ok()) return st;
+  uint64_t uploaded = json->size();
+  for (const auto& [name, bytes] : trace->files) {
+    if (!layout::IsManifestName(name)) uploaded += bytes;
+  }
+  uploaded_bytes_.fetch_add(uploaded);
   LogInfo("trace uploaded", {{"trace_id", trace_id},
                              {"location", remote},
                              {"endpoint", endpoint()},

@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_S3_TRACE_UPLOADER_H_
 #define GPUCTL_DAEMON_S3_TRACE_UPLOADER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,10 +91,17 @@ class TraceUploader {
   std::string RemoteRoot() const;
   const std::string& endpoint() const { return client_->config().endpoint; }
   size_t pending() const;
+  // When the trace waiting longest was queued (by this run);
+  // InfiniteFuture when none waits.
+  absl::Time oldest_pending_since() const;
+  // Bytes of the traces this run uploaded (data files and the manifest as
+  // sent), counted once a trace's upload completes.
+  uint64_t uploaded_bytes() const { return uploaded_bytes_.load(); }
 
  private:
   struct Pending {
     absl::Time due = absl::InfinitePast();
+    absl::Time queued_at = absl::InfiniteFuture();
     // Failures since this run queued it: the backoff's exponent.
     int failures = 0;
     bool in_flight = false;
@@ -128,6 +136,7 @@ class TraceUploader {
   absl::CondVar wake_;
   DeadlineWaiter waiter_;
   absl::btree_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> uploaded_bytes_{0};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
   absl::Notification exited_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/testing/observed_task_runner.h"
 #include "daemon/common/trace_id.h"
@@ -188,6 +189,31 @@ TEST_F(TraceUploaderTest, CompletingThePendingTraceAgainIsAttemptedWithoutWaitin
   EXPECT_EQ(runner_.fake().pending_timers(), 0u);
   EXPECT_EQ(attempts_.outcomes().size(), 2u);
   EXPECT_EQ(store_->pending_uploads(), 0u);
+}
+
+TEST_F(TraceUploaderTest, ThePendingTraceAgesFromItsQueueingAndItsBytesCountOnceUploaded) {
+  fail_with_ = 500;
+  Open();
+  EXPECT_EQ(store_->oldest_pending_upload_since(), absl::InfiniteFuture());
+  const absl::Time queued = clock_.Now();
+  PutTrace();
+  ExpectRetryIn(options_.upload_retry_initial);
+  EXPECT_EQ(store_->oldest_pending_upload_since(), queued);
+  EXPECT_EQ(store_->uploaded_bytes(), 0u);
+  fail_with_ = 0;
+  runner_.fake().AdvanceBy(options_.upload_retry_initial);
+  ASSERT_TRUE(attempts_.WaitForCount(2));
+  ASSERT_TRUE(attempts_.outcomes()[1].ok()) << attempts_.outcomes()[1];
+  EXPECT_EQ(store_->oldest_pending_upload_since(), absl::InfiniteFuture());
+  // The data file, and this host's manifest as it went up.
+  uint64_t sent = 0;
+  for (const RecordedRequest& req : server_.requests()) {
+    if (req.method == "PUT" && absl::EndsWith(req.path, "/_gpuctl/h1.json")) {
+      sent = req.body.size();
+    }
+  }
+  ASSERT_GT(sent, 0u);
+  EXPECT_EQ(store_->uploaded_bytes(), std::string("rank zero").size() + sent);
 }
 
 }  // namespace

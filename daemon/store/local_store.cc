@@ -517,6 +517,7 @@ size_t LocalTraceStore::EvictOnce() {
     }
     index_->FinishDelete(eviction.trace_id);
     ++evicted;
+    retention_deletions_.fetch_add(1);
     LogInfo("trace evicted",
             {{"trace_id", eviction.trace_id},
              {"reason", EvictionReasonName(eviction.reason)},

@@ -98,6 +98,8 @@ class LocalTraceStore final : public TraceStore {
   // What the index holds for one trace; nullopt when unknown.
   std::optional<StoredTrace> Find(absl::string_view trace_id) const;
   StoreTotals Totals() const;
+  // Traces retention deleted since the store was opened.
+  uint64_t retention_deletions() const { return retention_deletions_.load(); }
   // Traces marked awaiting upload, oldest first (after a restart too).
   std::vector<std::string> AwaitingUpload() const;
 
@@ -132,6 +134,7 @@ class LocalTraceStore final : public TraceStore {
   // Held by the one retention pass running; see EnforceRetention.
   std::mutex enforce_mu_;
   std::atomic<bool> enforce_requested_{false};
+  std::atomic<uint64_t> retention_deletions_{0};
 };
 
 // True for names a store accepts: [A-Za-z0-9._-]{1,255}, no leading dot.

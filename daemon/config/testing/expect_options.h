@@ -41,6 +41,8 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.ready_file, b.ready_file);
   EXPECT_EQ(a.log_level, b.log_level);
   EXPECT_EQ(a.insecure, b.insecure);
+  EXPECT_EQ(a.metrics.listen, b.metrics.listen);
+  EXPECT_EQ(a.metrics.allow_insecure, b.metrics.allow_insecure);
   EXPECT_EQ(a.max_payload_bytes, b.max_payload_bytes);
   EXPECT_EQ(a.max_buffer_bytes, b.max_buffer_bytes);
   EXPECT_EQ(a.retention.max_bytes, b.retention.max_bytes);

@@ -89,7 +89,8 @@ class DaemonCoreTest : public ::testing::Test {
     fs::remove_all(tmp_);
   }
   void MakeCore() {
-    core_ = DaemonCore::Create(options_, {&clock_, &loop_, &worker_, store_.get(), &peers_});
+    core_ =
+        DaemonCore::Create(options_, {&clock_, &loop_, &worker_, store_.get(), &peers_, metrics_});
   }
 
   static v1::ipc::Hello MakeHello(int pid, const std::string& job, int rank = -1) {
@@ -192,6 +193,8 @@ class DaemonCoreTest : public ::testing::Test {
   FakePeerChannel peers_;
   std::unique_ptr<LocalTraceStore> store_;
   CoreOptions options_;
+  // Set before MakeCore to observe what the core reports.
+  CoreMetrics* metrics_ = nullptr;
   std::unique_ptr<DaemonCore> core_;
 };
 

@@ -40,6 +40,7 @@ class MockDaemonCore : public DaemonCore {
   MOCK_METHOD(absl::StatusOr<v1::ListProcessesResponse>, ListProcesses,
               (const v1::ListProcessesRequest& request), (override));
   MOCK_METHOD(v1::GetStatusResponse, GetStatus, (), (override));
+  MOCK_METHOD(CoreSnapshot, Snapshot, (), (override));
 
   // A real budget, since its accounting is what adapter tests check; no
   // cap unless one is set (before the IPC server starts).
