@@ -172,6 +172,7 @@ absl::Span<const ConfigKey> TopLevelKeys() {
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return StoreTo(v.String(), &o->ready_file); }},
       {.name = "ipc", .keys = IpcConfigKeys},
+      {.name = "kineto", .keys = KinetoConfigKeys},
       {.name = "tls", .keys = TlsConfigKeys},
       {.name = "auth", .keys = AuthConfigKeys},
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},

@@ -12,6 +12,8 @@
 #include "daemon/common/log.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/ipc/ipc_server.h"
+#include "daemon/kineto/kineto_bridge.h"
+#include "daemon/kineto/kineto_server.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_store_options.h"
 #include "daemon/scheduler/schedule_options.h"
@@ -90,6 +92,15 @@ struct DaemonOptions {
   // The schedule section: scheduled sampling rules and their budgets;
   // validated (scheduler::ValidateSchedule). No rules: no scheduled traces.
   scheduler::ScheduleOptions schedule;
+  // The kineto section: libkineto's daemon protocol (kineto.mode,
+  // kineto.socket_dir) and its processes' limits; the bridge's hostname
+  // and /proc come from the daemon's.
+  kineto::KinetoServerOptions kineto_server;
+  kineto::KinetoBridgeOptions kineto;
+  // kineto.socket_dir; unset: "kineto" beside the IPC socket (so
+  // /run/gpuctl/kineto, in the directory a DaemonSet shares with its pods);
+  // "": no path socket.
+  std::optional<std::string> kineto_socket_dir;
 };
 
 // The outcome of parsing: options to run with, or an exit code (0 after

@@ -36,6 +36,7 @@ void FillInfo(const PeerCredentials& creds, const v1::ipc::Hello& hello, absl::T
   info.set_library_version(hello.library_version());
   *info.mutable_attached_at() = ToProtoTimestamp(now);
   info.set_capture_state(v1::CAPTURE_STATE_IDLE);
+  info.set_kind(v1::PROCESS_KIND_LIBRARY);
   info.mutable_labels()->insert(labels.begin(), labels.end());
 }
 
