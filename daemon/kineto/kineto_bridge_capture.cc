@@ -19,6 +19,11 @@ constexpr absl::Duration kStartMargin = absl::Milliseconds(300);
 constexpr absl::Duration kControllerTick = absl::Seconds(1);
 // At delivery, the least time left before the start beyond tick and warm-up.
 constexpr absl::Duration kDeliveryMargin = absl::Milliseconds(150);
+// The time window an iteration request falls back to in a process whose
+// kineto has counted no iteration (PyTorch counts optimizer.step() for
+// kineto only once its profiler is initialized, which an on-demand request
+// itself does).
+constexpr absl::Duration kIterationFallback = absl::Seconds(2);
 
 // The trace's bytes as the core stores them: already a finished file.
 class PreparedPayload final : public Payload {
@@ -71,6 +76,8 @@ absl::Status KinetoBridge::Send(PeerId peer, const v1::ipc::DaemonMessage& messa
   if (start.iterations() > 0) {
     capture.config.iterations = start.iterations();
     capture.config.start_roundup = 1;
+    capture.config.start = start_time;
+    capture.config.duration = std::min(kIterationFallback, duration);
   } else {
     capture.config.start = start_time;
     capture.config.duration = duration;
@@ -115,16 +122,14 @@ absl::Time KinetoBridge::EarliestStart(PeerId peer, absl::Time now) {
 std::string KinetoBridge::Deliver(Process& process) {
   Capture& capture = *process.capture;
   const absl::Time now = deps_.clock->Now();
-  if (capture.config.iterations == 0) {
-    // A start kineto cannot warm up for would be dropped without a word:
-    // open late instead, for the full window, and say so.
-    const absl::Time earliest =
-        now + kControllerTick + absl::Seconds(capture.config.warmup_secs) + kDeliveryMargin;
-    if (capture.config.start < earliest) {
-      capture.late = true;
-      capture.config.start = earliest;
-      capture.end = earliest + capture.config.duration;
-    }
+  // A start kineto cannot warm up for would be dropped without a word:
+  // open late instead, for the full window, and say so.
+  const absl::Time earliest =
+      now + kControllerTick + absl::Seconds(capture.config.warmup_secs) + kDeliveryMargin;
+  if (capture.config.start < earliest) {
+    capture.late = capture.config.iterations == 0;
+    capture.config.start = earliest;
+    if (capture.config.iterations == 0) capture.end = earliest + capture.config.duration;
   }
   absl::StatusOr<std::string> text = BuildConfigText(capture.config);
   if (!text.ok()) {

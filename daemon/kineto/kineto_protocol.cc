@@ -127,7 +127,8 @@ absl::Status CheckWindow(const KinetoCaptureConfig& config) {
           absl::StrCat("kineto iterations ", config.iterations, " and roundup ",
                        config.start_roundup, " must be 1 to ", kMaxIterations));
     }
-    return absl::OkStatus();
+    // The time window is optional here: kineto's fallback.
+    if (config.duration == absl::ZeroDuration()) return absl::OkStatus();
   }
   if (config.duration < absl::Milliseconds(1) || config.duration > kMaxDuration) {
     return absl::InvalidArgumentError(
@@ -218,7 +219,8 @@ absl::StatusOr<std::string> BuildConfigText(const KinetoCaptureConfig& config) {
   if (config.iterations > 0) {
     absl::StrAppend(&text, "ACTIVITIES_ITERATIONS=", config.iterations, "\n");
     absl::StrAppend(&text, "PROFILE_START_ITERATION_ROUNDUP=", config.start_roundup, "\n");
-  } else {
+  }
+  if (config.duration > absl::ZeroDuration()) {
     absl::StrAppend(&text, "ACTIVITIES_DURATION_MSECS=", absl::ToInt64Milliseconds(config.duration),
                     "\n");
     absl::StrAppend(&text, "PROFILE_START_TIME=", absl::ToUnixMillis(config.start), "\n");

@@ -92,7 +92,9 @@ struct KinetoCaptureConfig {
   absl::Time start = absl::UnixEpoch();
   absl::Duration duration = absl::ZeroDuration();
   // Iteration window (iterations > 0): kineto counts optimizer.step()
-  // calls; the window starts at the next multiple of start_roundup.
+  // calls; the window starts at the next multiple of start_roundup. With a
+  // duration too, the time window is what kineto falls back to when it
+  // has counted no iteration yet (it then ignores the iteration keys).
   uint32_t iterations = 0;
   uint32_t start_roundup = 1;
   // Whole seconds of profiler warm-up before the start.
@@ -106,8 +108,9 @@ struct KinetoCaptureConfig {
 
 // The KEY=VALUE lines for `config`, from an allow-list of keys:
 // ACTIVITIES_LOG_FILE, REQUEST_TRACE_ID, ACTIVITIES_WARMUP_PERIOD_SECS,
-// ACTIVITIES_DURATION_MSECS and PROFILE_START_TIME (ms since the epoch),
-// or ACTIVITIES_ITERATIONS and PROFILE_START_ITERATION_ROUNDUP, and the
+// ACTIVITIES_ITERATIONS and PROFILE_START_ITERATION_ROUNDUP (an iteration
+// window), ACTIVITIES_DURATION_MSECS and PROFILE_START_TIME (ms since the
+// epoch; a time window, or an iteration window's fallback), and the
 // PROFILE_* flags that are set. INVALID_ARGUMENT naming the field for a
 // value outside its rules.
 absl::StatusOr<std::string> BuildConfigText(const KinetoCaptureConfig& config);

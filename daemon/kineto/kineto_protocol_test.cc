@@ -141,6 +141,10 @@ TEST(KinetoProtocolTest, BuildsIterationConfig) {
   auto text = BuildConfigText(config);
   ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_THAT(*text, HasSubstr("ACTIVITIES_ITERATIONS=3\nPROFILE_START_ITERATION_ROUNDUP=10\n"));
+  EXPECT_THAT(*text, HasSubstr("PROFILE_START_TIME=1700000000123\n"));
+  config.duration = absl::ZeroDuration();
+  text = BuildConfigText(config);
+  ASSERT_TRUE(text.ok()) << text.status();
   EXPECT_THAT(*text, ::testing::Not(HasSubstr("PROFILE_START_TIME")));
 }
 
