@@ -103,6 +103,9 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   options.allowed_users.clear();
   EXPECT_EQ(options.host_name, "gpu-node-1");
   options.host_name.clear();
+  // The kineto socket's directory is derived from `socket` when absent.
+  EXPECT_EQ(options.kineto_socket_dir, "/run/gpuctl/kineto");
+  options.kineto_socket_dir.reset();
   ExpectSameOptions(options, DaemonOptions{});
 }
 
