@@ -36,7 +36,6 @@ void FillInfo(const PeerCredentials& creds, const v1::ipc::Hello& hello, absl::T
   info.set_library_version(hello.library_version());
   *info.mutable_attached_at() = ToProtoTimestamp(now);
   info.set_capture_state(v1::CAPTURE_STATE_IDLE);
-  info.set_kind(v1::PROCESS_KIND_LIBRARY);
   info.mutable_labels()->insert(labels.begin(), labels.end());
 }
 
@@ -99,6 +98,8 @@ absl::Status Registry::CheckAndAdd(PeerId peer, const PeerCredentials& creds,
     process.ancestors.push_back(hello.ppid());
   }
   FillInfo(creds, hello, now, *labels, &process);
+  // The peer id says which adapter the process came through.
+  process.info.set_kind(IsKinetoPeer(peer) ? v1::PROCESS_KIND_KINETO : v1::PROCESS_KIND_LIBRARY);
   processes_.emplace(peer, std::move(process));
   return absl::OkStatus();
 }

@@ -120,6 +120,12 @@ KinetoBridge::Process* KinetoBridge::Register(const PeerCredentials& creds, cons
   if (auto it = by_pid_.find(creds.pid); it != by_pid_.end()) {
     Forget(it->second, /*clean=*/true, "the process exited (its pid now names another)");
   }
+  if (HasLibrary(creds.pid)) {
+    // CUPTI takes one subscriber: the library traces this process.
+    if (refused_until_.size() >= kMaxRefusals) refused_until_.clear();
+    refused_until_[key] = now + kRefusalHold;
+    return nullptr;
+  }
   if (processes_.size() >= options_.max_processes) {
     if (CountRefusal()) {
       LogWarning("kineto process not registered: kineto.max_processes reached",
@@ -226,6 +232,18 @@ void KinetoBridge::Sweep() {
     const bool gone = !id.has_value() || id->start_time != process->start_time;
     Forget(peer, gone, gone ? "the process exited" : std::move(reason));
   }
+}
+
+bool KinetoBridge::HasLibrary(int32_t host_pid) {
+  v1::ListProcessesRequest request;
+  request.mutable_selector()->add_pids(host_pid);
+  request.mutable_selector()->set_include_helpers(true);
+  absl::StatusOr<v1::ListProcessesResponse> listed = deps_.core->ListProcesses(request);
+  if (!listed.ok()) return false;
+  for (const v1::ProcessInfo& info : listed->processes()) {
+    if (info.pid() == host_pid && info.kind() == v1::PROCESS_KIND_LIBRARY) return true;
+  }
+  return false;
 }
 
 bool KinetoBridge::CountRefusal() {

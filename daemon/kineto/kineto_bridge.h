@@ -138,6 +138,8 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
   void ReportFailure(Process& process, v1::CaptureStatus status, std::string message);
   void ReportDone(Process& process, PickupResult result);
   Process* Find(PeerId peer);
+  // Whether the process is attached through libgpuctl.so already.
+  bool HasLibrary(int32_t host_pid);
   // Counts a refused heartbeat; true when it is worth a log line (powers
   // of two, so a flood logs a few lines).
   bool CountRefusal();

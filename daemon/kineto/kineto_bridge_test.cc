@@ -14,6 +14,7 @@
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/testing/fake_task_runner.h"
 #include "daemon/convert/gzip.h"
+#include "daemon/core/hello_validation.h"
 #include "daemon/core/peer_router.h"
 #include "daemon/kineto/testing/fake_kineto_proc.h"
 #include "daemon/store/local_store.h"
@@ -359,6 +360,22 @@ TEST_F(KinetoBridgeTest, ReusedPidIsANewProcess) {
   ASSERT_EQ(List().processes_size(), 1);
   EXPECT_EQ(List().processes(0).capture_state(), v1::CAPTURE_STATE_IDLE);
   EXPECT_EQ(bridge_->size(), 1u);
+}
+
+TEST_F(KinetoBridgeTest, ProcessWithTheLibraryIsLeftToTheLibrary) {
+  AddProcess(kPid);
+  v1::ipc::Hello hello;
+  hello.set_protocol_major(kIpcProtocolMajor);
+  hello.set_pid(kPid);
+  hello.set_job_id("J");
+  hello.set_rank(-1);
+  hello.set_local_rank(-1);
+  hello.set_world_size(-1);
+  ASSERT_TRUE(core_->OnPeerHello(7, {.pid = kPid, .uid = getuid()}, hello, nullptr).ok());
+  Beat(kPid);
+  EXPECT_EQ(bridge_->size(), 0u);
+  ASSERT_EQ(List().processes_size(), 1);
+  EXPECT_EQ(List().processes(0).kind(), v1::PROCESS_KIND_LIBRARY);
 }
 
 TEST_F(KinetoBridgeTest, RegistryIsBounded) {
