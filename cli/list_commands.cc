@@ -69,7 +69,6 @@ std::string CancellationText(const v1::TraceCancellation& c, absl::TimeZone zone
   return text;
 }
 
-
 // "auto, serving: \0dynolog\0 and /run/gpuctl/kineto/dynolog, 3 processes".
 std::string KinetoText(const v1::KinetoBridgeStatus& k) {
   std::vector<std::string> sockets;

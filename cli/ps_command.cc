@@ -50,9 +50,8 @@ std::string StepText(const v1::ProcessInfo& p) {
 }
 
 void PrintTable(const std::vector<HostProcesses>& answers, bool wide, std::ostream& out) {
-  Table table(
-      {"HOST", "PID", "RANK", "ROLE", "STEP", "JOB", "STATE", "LABELS", "KIND", "COMMAND"},
-      {false, true, true, false, true, false, false, false, false, false});
+  Table table({"HOST", "PID", "RANK", "ROLE", "STEP", "JOB", "STATE", "LABELS", "KIND", "COMMAND"},
+              {false, true, true, false, true, false, false, false, false, false});
   for (const HostProcesses& answer : answers) {
     std::vector<const v1::ProcessInfo*> rows;
     for (const v1::ProcessInfo& p : answer.response.processes()) rows.push_back(&p);
@@ -63,8 +62,8 @@ void PrintTable(const std::vector<HostProcesses>& answers, bool wide, std::ostre
     for (const v1::ProcessInfo* p : rows) {
       // The host as contacted: daemons on one machine share a host name.
       table.AddRow({answer.target, absl::StrCat(p->pid()), RankText(p->rank()), RoleWord(p->role()),
-                    StepText(*p), p->job_id().empty() ? "-" : Printable(p->job_id()),
-                    StateText(*p), LabelsText(p->labels()), KindText(*p),
+                    StepText(*p), p->job_id().empty() ? "-" : Printable(p->job_id()), StateText(*p),
+                    LabelsText(p->labels()), KindText(*p),
                     CommandText(p->cmdline(), wide ? 0 : kCommandColumnChars)});
     }
   }

@@ -381,10 +381,11 @@ TEST(DaemonConfigTest, BadHelloRateValuesAreErrors) {
 }
 
 TEST(DaemonConfigTest, UnknownKeysAreErrors) {
-  EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
-            "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, listen_mode, "
-            "listen_group, host_name, "
-            "insecure, socket, log_level, ready_file, ipc, kineto, tls, auth, trace, store, schedule)");
+  EXPECT_EQ(
+      ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
+      "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, listen_mode, "
+      "listen_group, host_name, "
+      "insecure, socket, log_level, ready_file, ipc, kineto, tls, auth, trace, store, schedule)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -548,20 +549,20 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "listen", "listen_mode", "listen_group", "host_name", "insecure", "socket", "log_level",
           "ready_file", "ipc.socket_mode", "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate",
           "ipc.hello_burst", "kineto.mode", "kineto.socket_dir", "kineto.max_processes",
-          "kineto.max_trace_bytes", "kineto.max_total_bytes", "kineto.poll_period",
-          "kineto.warmup", "tls.cert", "tls.key", "tls.client_ca", "auth.token_file",
-          "trace.max_duration", "trace.start_delay", "trace.result_grace",
-          "trace.max_payload_bytes", "trace.max_buffer_bytes", "trace.max_ingest_bytes",
-          "store.path", "store.retention.max_bytes", "store.retention.max_age",
-          "store.retention.max_count", "store.s3.endpoint", "store.s3.region", "store.s3.bucket",
-          "store.s3.prefix", "store.s3.path_style", "store.s3.access_key_id",
-          "store.s3.secret_access_key", "store.s3.session_token", "store.s3.credentials_file",
-          "store.s3.profile", "store.s3.ca_file", "store.s3.multipart_threshold",
-          "store.s3.part_size", "store.s3.connect_timeout", "store.s3.request_timeout",
-          "store.s3.idle_timeout", "store.s3.max_attempts", "store.s3.initial_backoff",
-          "store.s3.max_backoff", "store.s3.upload_wait", "store.s3.keep_local",
-          "store.s3.upload_retry_max", "schedule.seed", "schedule.max_duty_cycle",
-          "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules"));
+          "kineto.max_trace_bytes", "kineto.max_total_bytes", "kineto.poll_period", "kineto.warmup",
+          "tls.cert", "tls.key", "tls.client_ca", "auth.token_file", "trace.max_duration",
+          "trace.start_delay", "trace.result_grace", "trace.max_payload_bytes",
+          "trace.max_buffer_bytes", "trace.max_ingest_bytes", "store.path",
+          "store.retention.max_bytes", "store.retention.max_age", "store.retention.max_count",
+          "store.s3.endpoint", "store.s3.region", "store.s3.bucket", "store.s3.prefix",
+          "store.s3.path_style", "store.s3.access_key_id", "store.s3.secret_access_key",
+          "store.s3.session_token", "store.s3.credentials_file", "store.s3.profile",
+          "store.s3.ca_file", "store.s3.multipart_threshold", "store.s3.part_size",
+          "store.s3.connect_timeout", "store.s3.request_timeout", "store.s3.idle_timeout",
+          "store.s3.max_attempts", "store.s3.initial_backoff", "store.s3.max_backoff",
+          "store.s3.upload_wait", "store.s3.keep_local", "store.s3.upload_retry_max",
+          "schedule.seed", "schedule.max_duty_cycle", "schedule.capture_time_per_day",
+          "schedule.min_free_store_bytes", "schedule.rules"));
 }
 
 class ConfigFileTest : public ::testing::Test {

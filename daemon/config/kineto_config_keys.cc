@@ -30,8 +30,8 @@ absl::Status ReadMode(const ConfigValue& v, DaemonOptions* o) {
 absl::Status ReadSocketDir(const ConfigValue& v, DaemonOptions* o) {
   absl::StatusOr<std::string> dir = v.String();
   if (!dir.ok()) return dir.status();
-  if (!dir->empty() && (dir->front() != '/' || dir->size() > kMaxSocketDirBytes ||
-                        dir->back() == '/')) {
+  if (!dir->empty() &&
+      (dir->front() != '/' || dir->size() > kMaxSocketDirBytes || dir->back() == '/')) {
     return v.Error(absl::StrCat("must be an absolute directory of at most ", kMaxSocketDirBytes,
                                 " bytes without a trailing slash (kineto's socket names follow "
                                 "it in a 108-byte address), or \"\" for no path socket"));

@@ -180,13 +180,14 @@ void DaemonCoreImpl::MoveStartForPollingPeers(
   absl::Time earliest = session.start;
   for (size_t i = 0; i < session.slots.size(); ++i) {
     if (refusals[i].has_value()) continue;
-    earliest = std::max(earliest, deps_.peers->EarliestStart(session.slots[i].peer,
-                                                             session.created_at));
+    earliest =
+        std::max(earliest, deps_.peers->EarliestStart(session.slots[i].peer, session.created_at));
   }
   // A caller's own instant is kept (other hosts open at it too): a process
   // that cannot make it opens late and says so.
   if (earliest <= session.start || session.request.has_start_time()) return;
-  const absl::Duration moved = absl::Nanoseconds(absl::ToInt64Nanoseconds(earliest - session.start));
+  const absl::Duration moved =
+      absl::Nanoseconds(absl::ToInt64Nanoseconds(earliest - session.start));
   session.start += moved;
   session.end += moved;
   LogInfo("start instant moved to what polling processes can make",

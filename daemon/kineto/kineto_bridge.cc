@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
 #include "daemon/core/hello_validation.h"
-#include "daemon/core/selector.h"
 #include "daemon/core/proto_time.h"
+#include "daemon/core/selector.h"
 
 namespace gpuctl::daemon::kineto {
 namespace {
@@ -22,8 +22,7 @@ constexpr size_t kMaxRefusals = 4096;
 constexpr absl::Duration kMinPeriod = absl::Milliseconds(100);
 constexpr absl::Duration kMaxPeriod = absl::Minutes(10);
 
-int32_t RankVariable(const absl::flat_hash_map<std::string, std::string>& env,
-                     const char* name) {
+int32_t RankVariable(const absl::flat_hash_map<std::string, std::string>& env, const char* name) {
   auto it = env.find(name);
   int32_t value = -1;
   if (it == env.end() || !absl::SimpleAtoi(it->second, &value) || value < 0) return -1;
@@ -154,10 +153,8 @@ KinetoBridge::Process* KinetoBridge::Register(const PeerCredentials& creds, cons
   process.period = options_.poll_period;
   by_key_[key] = peer;
   by_pid_[creds.pid] = peer;
-  LogInfo("kineto process registered", {{"pid", creds.pid},
-                                        {"job_id", hello.job_id()},
-                                        {"rank", hello.rank()},
-                                        {"peer", peer}});
+  LogInfo("kineto process registered",
+          {{"pid", creds.pid}, {"job_id", hello.job_id()}, {"rank", hello.rank()}, {"peer", peer}});
   ArmSweep();
   return &process;
 }
@@ -200,13 +197,13 @@ void KinetoBridge::Forget(PeerId peer, bool clean, std::string reason) {
 
 void KinetoBridge::ArmSweep() {
   if (sweep_timer_ != 0 || processes_.empty()) return;
-  sweep_timer_ = deps_.loop->PostDelayed(options_.sweep_period,
-                                         [this, weak = std::weak_ptr<bool>(alive_)] {
-                                           if (weak.expired()) return;
-                                           sweep_timer_ = 0;
-                                           Sweep();
-                                           ArmSweep();
-                                         });
+  sweep_timer_ =
+      deps_.loop->PostDelayed(options_.sweep_period, [this, weak = std::weak_ptr<bool>(alive_)] {
+        if (weak.expired()) return;
+        sweep_timer_ = 0;
+        Sweep();
+        ArmSweep();
+      });
 }
 
 void KinetoBridge::Sweep() {
@@ -216,9 +213,9 @@ void KinetoBridge::Sweep() {
     const absl::Duration limit =
         std::clamp(3 * process.period, options_.min_expiry, options_.max_expiry);
     if (now - process.last_seen > limit) {
-      silent.emplace_back(peer, absl::StrCat("no heartbeat for ",
-                                             absl::FormatDuration(now - process.last_seen),
-                                             " (3 poll periods)"));
+      silent.emplace_back(
+          peer, absl::StrCat("no heartbeat for ", absl::FormatDuration(now - process.last_seen),
+                             " (3 poll periods)"));
       continue;
     }
     if (process.capture.has_value() && process.capture->delivered &&

@@ -80,8 +80,7 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
   KinetoBridge(const KinetoBridgeOptions& options, const Deps& deps);
   ~KinetoBridge() override;
 
-  std::optional<std::string> OnDatagram(const PeerCredentials& creds,
-                                        const KinetoMessage& message,
+  std::optional<std::string> OnDatagram(const PeerCredentials& creds, const KinetoMessage& message,
                                         KinetoSocket socket) override;
 
   absl::Status Send(PeerId peer, const v1::ipc::DaemonMessage& message) override;

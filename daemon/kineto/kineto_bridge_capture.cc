@@ -28,8 +28,7 @@ constexpr absl::Duration kIterationFallback = absl::Seconds(2);
 // The trace's bytes as the core stores them: already a finished file.
 class PreparedPayload final : public Payload {
  public:
-  PreparedPayload(std::string gzip, PreparedTrace info)
-      : gzip_(std::move(gzip)), info_(info) {}
+  PreparedPayload(std::string gzip, PreparedTrace info) : gzip_(std::move(gzip)), info_(info) {}
   absl::Span<const uint8_t> bytes() const override {
     return {reinterpret_cast<const uint8_t*>(gzip_.data()), gzip_.size()};  // NOLINT
   }
@@ -212,8 +211,7 @@ void KinetoBridge::OnPickedUp(PeerId peer, const std::string& trace_id, PickupRe
   }
 }
 
-void KinetoBridge::ReportFailure(Process& process, v1::CaptureStatus status,
-                                 std::string message) {
+void KinetoBridge::ReportFailure(Process& process, v1::CaptureStatus status, std::string message) {
   v1::ipc::CaptureResult result;
   result.set_trace_id(process.capture->trace_id);
   result.set_status(status);
@@ -227,8 +225,8 @@ void KinetoBridge::ReportDone(Process& process, PickupResult picked) {
   const KinetoTraceSummary& summary = picked.converted.summary;
   if (!summary.trace_id_in_file.empty() && summary.trace_id_in_file != capture.trace_id) {
     ReportFailure(process, v1::CAPTURE_STATUS_REJECTED,
-                  absl::StrCat("the trace file carries trace id ", summary.trace_id_in_file.substr(0, 64),
-                               ", not ", capture.trace_id));
+                  absl::StrCat("the trace file carries trace id ",
+                               summary.trace_id_in_file.substr(0, 64), ", not ", capture.trace_id));
     return;
   }
   if (!capture.started_reported) ReportStarted(process);

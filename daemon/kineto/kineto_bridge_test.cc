@@ -66,8 +66,7 @@ class KinetoBridgeTest : public ::testing::Test {
     core_options.hostname = "h1";
     core_options.proc_root = proc_->root();
     core_options.result_grace = absl::Seconds(10);
-    core_ = DaemonCore::Create(core_options,
-                               {&clock_, &loop_, &worker_, store_.get(), &router_});
+    core_ = DaemonCore::Create(core_options, {&clock_, &loop_, &worker_, store_.get(), &router_});
     options_.hostname = "h1";
     options_.proc_root = proc_->root();
     MakeBridge();
@@ -82,9 +81,9 @@ class KinetoBridgeTest : public ::testing::Test {
         options_, KinetoBridge::Deps{&clock_, &loop_, &worker_, core_.get(), reader_.get()});
     router_.set_kineto(bridge_.get());
   }
-  void AddProcess(int pid, uint64_t start = 1000, std::map<std::string, std::string> env = {
-                                                      {"GPUCTL_JOB_ID", "J"}, {"RANK", "1"},
-                                                      {"WORLD_SIZE", "2"}}) {
+  void AddProcess(int pid, uint64_t start = 1000,
+                  std::map<std::string, std::string> env = {
+                      {"GPUCTL_JOB_ID", "J"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}}) {
     testing::FakeKinetoProc::Process p;
     p.pid = pid;
     p.start_time = start;
@@ -206,8 +205,8 @@ TEST_F(KinetoBridgeTest, TraceDeliversConfigAtNextPollAndStoresTheFile) {
 
   loop_.AdvanceBy(absl::Seconds(5));
   const std::string config = Beat(kPid);
-  EXPECT_THAT(config, HasSubstr(absl::StrCat("ACTIVITIES_LOG_FILE=/tmp/gpuctl-kineto-", *id,
-                                             ".json\n")));
+  EXPECT_THAT(config,
+              HasSubstr(absl::StrCat("ACTIVITIES_LOG_FILE=/tmp/gpuctl-kineto-", *id, ".json\n")));
   EXPECT_THAT(config, HasSubstr(absl::StrCat("REQUEST_TRACE_ID=", *id, "\n")));
   EXPECT_THAT(config, HasSubstr("ACTIVITIES_DURATION_MSECS=2000\n"));
   EXPECT_THAT(config, HasSubstr(absl::StrCat("PROFILE_START_TIME=", absl::ToUnixMillis(start))));

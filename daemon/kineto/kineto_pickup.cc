@@ -85,8 +85,8 @@ PickupResult PickUpKinetoTrace(const PickupRequest& request) {
   if (file.get() < 0) {
     if (errno == ENOENT) return With(Outcome::kNotYet, "");
     if (errno == ENOSYS) return With(Outcome::kFailed, "this kernel has no openat2 (Linux 5.6+)");
-    return With(Outcome::kRefused, absl::StrCat("cannot open ", request.path, " in the process: ",
-                                                std::strerror(errno)));
+    return With(Outcome::kRefused, absl::StrCat("cannot open ", request.path,
+                                                " in the process: ", std::strerror(errno)));
   }
   struct stat st = {};
   if (fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -58,12 +58,12 @@ std::optional<ProcIdentity> ProcfsKinetoReader::Identity(int32_t pid) const {
   bool have_pid = false, have_uid = false;
   for (absl::string_view line : absl::StrSplit(*status, '\n')) {
     if (absl::ConsumePrefix(&line, "NSpid:")) {
-      std::vector<absl::string_view> pids = absl::StrSplit(line, absl::ByAnyChar(" \t"),
-                                                           absl::SkipEmpty());
+      std::vector<absl::string_view> pids =
+          absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
       have_pid = !pids.empty() && absl::SimpleAtoi(pids.back(), &id.innermost_pid);
     } else if (absl::ConsumePrefix(&line, "Uid:")) {
-      std::vector<absl::string_view> uids = absl::StrSplit(line, absl::ByAnyChar(" \t"),
-                                                           absl::SkipEmpty());
+      std::vector<absl::string_view> uids =
+          absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
       uint32_t uid = 0;
       have_uid = !uids.empty() && absl::SimpleAtoi(uids.front(), &uid);
       id.uid = uid;

@@ -45,9 +45,9 @@ absl::StatusOr<absl::string_view> TypeName(absl::Span<const uint8_t> datagram) {
 
 absl::StatusOr<KinetoMessage> DecodeRequest(absl::Span<const uint8_t> payload) {
   if (payload.size() < kRequestHeaderBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("kineto request of ", payload.size(), " bytes, fewer than its header's ",
-                     kRequestHeaderBytes));
+    return absl::InvalidArgumentError(absl::StrCat("kineto request of ", payload.size(),
+                                                   " bytes, fewer than its header's ",
+                                                   kRequestHeaderBytes));
   }
   KinetoRequest request;
   request.type = Load<int32_t>(payload, 0);
@@ -59,9 +59,8 @@ absl::StatusOr<KinetoMessage> DecodeRequest(absl::Span<const uint8_t> payload) {
   }
   const size_t expected = kRequestHeaderBytes + sizeof(int32_t) * static_cast<size_t>(n);
   if (payload.size() != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("kineto request of ", payload.size(),
-                                                   " bytes for ", n, " pids (", expected,
-                                                   " expected)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kineto request of ", payload.size(), " bytes for ", n, " pids (", expected, " expected)"));
   }
   request.pids.reserve(n);
   for (int32_t i = 0; i < n; ++i) {
@@ -77,8 +76,8 @@ absl::StatusOr<KinetoMessage> DecodeRequest(absl::Span<const uint8_t> payload) {
 
 absl::StatusOr<KinetoMessage> DecodeContext(absl::Span<const uint8_t> payload) {
   if (payload.size() != kContextBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("kineto context of ", payload.size(),
-                                                   " bytes (", kContextBytes, " expected)"));
+    return absl::InvalidArgumentError(absl::StrCat("kineto context of ", payload.size(), " bytes (",
+                                                   kContextBytes, " expected)"));
   }
   KinetoContext context;
   context.gpu = Load<int32_t>(payload, 0);
@@ -123,17 +122,17 @@ absl::Status CheckWindow(const KinetoCaptureConfig& config) {
   if (config.iterations > 0) {
     if (config.iterations > kMaxIterations || config.start_roundup == 0 ||
         config.start_roundup > kMaxIterations) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("kineto iterations ", config.iterations, " and roundup ",
-                       config.start_roundup, " must be 1 to ", kMaxIterations));
+      return absl::InvalidArgumentError(absl::StrCat("kineto iterations ", config.iterations,
+                                                     " and roundup ", config.start_roundup,
+                                                     " must be 1 to ", kMaxIterations));
     }
     // The time window is optional here: kineto's fallback.
     if (config.duration == absl::ZeroDuration()) return absl::OkStatus();
   }
   if (config.duration < absl::Milliseconds(1) || config.duration > kMaxDuration) {
     return absl::InvalidArgumentError(
-        absl::StrCat("kineto window of ", absl::FormatDuration(config.duration),
-                     " is not 1ms to ", absl::FormatDuration(kMaxDuration)));
+        absl::StrCat("kineto window of ", absl::FormatDuration(config.duration), " is not 1ms to ",
+                     absl::FormatDuration(kMaxDuration)));
   }
   if (config.start <= absl::UnixEpoch()) {
     return absl::InvalidArgumentError("kineto start instant is not after the epoch");

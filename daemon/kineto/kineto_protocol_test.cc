@@ -77,8 +77,7 @@ TEST(KinetoProtocolTest, RefusesMalformedDatagrams) {
   // "reqX" is not "req": dynolog's prefix compare would take it.
   EXPECT_FALSE(DecodeDatagram(Bytes(EncodeRaw("reqX", good.substr(40)))).ok());
   std::string truncated_pids = EncodeRaw("req", good.substr(40, 20));
-  EXPECT_THAT(DecodeDatagram(Bytes(truncated_pids)).status().message(),
-              HasSubstr("for 2 pids"));
+  EXPECT_THAT(DecodeDatagram(Bytes(truncated_pids)).status().message(), HasSubstr("for 2 pids"));
   EXPECT_THAT(DecodeDatagram(Bytes(HandMadeRequest(2, 0, {}))).status().message(),
               HasSubstr("names 0 pids"));
   EXPECT_THAT(DecodeDatagram(Bytes(HandMadeRequest(2, 0, {0}))).status().message(),
@@ -149,9 +148,9 @@ TEST(KinetoProtocolTest, BuildsIterationConfig) {
 }
 
 TEST(KinetoProtocolTest, RefusesValuesThatCouldInjectLines) {
-  for (const char* path : {"/tmp/a.json\nACTIVITIES_LOG_FILE=/etc/x.json", "/etc/passwd.json",
-                           "/tmp/../etc/a.json", "/tmp/sub/a.json", "/tmp/.json", "/tmp/a.txt",
-                           "relative.json"}) {
+  for (const char* path :
+       {"/tmp/a.json\nACTIVITIES_LOG_FILE=/etc/x.json", "/etc/passwd.json", "/tmp/../etc/a.json",
+        "/tmp/sub/a.json", "/tmp/.json", "/tmp/a.txt", "relative.json"}) {
     KinetoCaptureConfig config = TimeWindow();
     config.log_file = path;
     EXPECT_FALSE(BuildConfigText(config).ok()) << path;

@@ -74,9 +74,8 @@ absl::Status PrepareDir(const std::string& dir) {
           absl::StrCat("kineto.socket_dir ", dir, " exists and is not a directory"));
     }
     if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("kineto.socket_dir ", dir,
-                       " is writable by anyone without the sticky bit: chmod +t it"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "kineto.socket_dir ", dir, " is writable by anyone without the sticky bit: chmod +t it"));
     }
     return absl::OkStatus();
   }
@@ -193,9 +192,8 @@ absl::Status KinetoServer::Start(KinetoDatagramHandler* handler) {
   for (auto [fd, socket] : {std::pair{abstract_fd_.get(), KinetoSocket::kAbstract},
                             std::pair{path_fd_.get(), KinetoSocket::kPath}}) {
     if (fd < 0) continue;
-    absl::Status s = loop_->AddFd(fd, EPOLLIN, [this, socket = socket](uint32_t) {
-      OnReadable(socket);
-    });
+    absl::Status s =
+        loop_->AddFd(fd, EPOLLIN, [this, socket = socket](uint32_t) { OnReadable(socket); });
     if (!s.ok()) return s;
   }
   started_ = true;

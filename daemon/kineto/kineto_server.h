@@ -100,7 +100,7 @@ class KinetoServer {
   KinetoDatagramHandler* handler_ = nullptr;
   ::gpuctl::UniqueFd abstract_fd_;
   ::gpuctl::UniqueFd path_fd_;
-  std::string path_;  // the bound path socket, empty when none
+  std::string path_;         // the bound path socket, empty when none
   std::string unavailable_;  // why a socket is not served
   uint64_t malformed_ = 0;
   bool started_ = false;

@@ -69,14 +69,15 @@ class KinetoServerTest : public ::testing::Test {
     fs::remove_all(tmp_);
   }
   absl::Status Start() {
-    absl::StatusOr<std::unique_ptr<KinetoServer>> server = KinetoServer::Create(options_, loop_.get());
+    absl::StatusOr<std::unique_ptr<KinetoServer>> server =
+        KinetoServer::Create(options_, loop_.get());
     if (!server.ok()) return server.status();
     server_ = *std::move(server);
     store_ = *LocalTraceStore::Create(tmp_ + "/traces");
     CoreOptions core_options;
     core_options.hostname = "h1";
-    core_ = DaemonCore::Create(core_options,
-                               {&clock_, loop_.get(), &worker_, store_.get(), &router_});
+    core_ =
+        DaemonCore::Create(core_options, {&clock_, loop_.get(), &worker_, store_.get(), &router_});
     KinetoBridgeOptions bridge_options;
     bridge_options.hostname = "h1";
     bridge_ = std::make_unique<KinetoBridge>(
@@ -189,8 +190,7 @@ TEST_F(KinetoServerTest, MalformedAndSpoofedFloodsDoNotDisturbAGoodClient) {
     spoof.type = 3;
     spoof.pids = {1};  // init's pid, not the sender's
     const std::string garbage[] = {std::string(3, 'x'), EncodeRaw("evil", "1234"),
-                                   EncodeRaw("req", std::string(17, '\0')),
-                                   EncodeRequest(spoof)};
+                                   EncodeRaw("req", std::string(17, '\0')), EncodeRequest(spoof)};
     for (int i = 0; i < 4000; ++i) {
       bad.Send(garbage[i % 4]);
       sent.fetch_add(1);

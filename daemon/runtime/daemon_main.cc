@@ -121,8 +121,8 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   // The listen address is reported by GetStatus, so bind before the core.
   if (absl::Status s = StartGrpc(options); !s.ok()) return s;
   core_options.listen_address = grpc_address_;
-  core_ = DaemonCore::Create(core_options, DaemonCore::Deps{&clock_, loop_.get(), worker_.get(),
-                                                            store_.get(), &peers_});
+  core_ = DaemonCore::Create(
+      core_options, DaemonCore::Deps{&clock_, loop_.get(), worker_.get(), store_.get(), &peers_});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   if (absl::Status s = StartKineto(options); !s.ok()) return s;

@@ -48,9 +48,8 @@ class FakeKinetoProc {
     Write(dir + "/stat", stat);
     const int own = p.own_pid == 0 ? p.pid : p.own_pid;
     std::string nspid = own == p.pid ? absl::StrCat(p.pid) : absl::StrCat(p.pid, "\t", own);
-    Write(dir + "/status",
-          absl::StrCat("Name:\tpython\nUid:\t", p.uid, "\t", p.uid, "\t", p.uid, "\t", p.uid,
-                       "\nNSpid:\t", nspid, "\n"));
+    Write(dir + "/status", absl::StrCat("Name:\tpython\nUid:\t", p.uid, "\t", p.uid, "\t", p.uid,
+                                        "\t", p.uid, "\nNSpid:\t", nspid, "\n"));
     std::string environ;
     for (const auto& [k, v] : p.env) absl::StrAppend(&environ, k, "=", v, std::string(1, '\0'));
     Write(dir + "/environ", environ);
