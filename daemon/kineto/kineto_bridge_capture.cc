@@ -24,6 +24,8 @@ constexpr absl::Duration kDeliveryMargin = absl::Milliseconds(150);
 // kineto only once its profiler is initialized, which an on-demand request
 // itself does).
 constexpr absl::Duration kIterationFallback = absl::Seconds(2);
+// Traces whose kineto byte totals are remembered (kineto.max_total_bytes).
+constexpr size_t kMaxTraceTotals = 1024;
 
 // The trace's bytes as the core stores them: already a finished file.
 class PreparedPayload final : public Payload {
@@ -164,7 +166,8 @@ void KinetoBridge::SchedulePickup(Process& process) {
   request.start_time = process.start_time;
   request.uid = process.uid;
   request.path = WrittenFile(capture.config.log_file, process.own_pid);
-  const uint64_t used = trace_bytes_[capture.trace_id];
+  auto total = trace_bytes_.find(capture.trace_id);
+  const uint64_t used = total == trace_bytes_.end() ? 0 : total->second;
   request.max_bytes =
       std::min(options_.max_trace_bytes,
                options_.max_total_bytes > used ? options_.max_total_bytes - used : 0);
@@ -230,6 +233,8 @@ void KinetoBridge::ReportDone(Process& process, PickupResult picked) {
     return;
   }
   if (!capture.started_reported) ReportStarted(process);
+  // Traces are short-lived: forgetting old totals only forgets finished ones.
+  if (trace_bytes_.size() >= kMaxTraceTotals) trace_bytes_.clear();
   trace_bytes_[capture.trace_id] += picked.source_bytes;
   v1::ipc::CaptureResult result;
   result.set_trace_id(capture.trace_id);
@@ -251,6 +256,9 @@ void KinetoBridge::ReportDone(Process& process, PickupResult picked) {
       PreparedTrace{.event_count = summary.event_count, .source_bytes = picked.source_bytes});
   const PeerId peer = process.peer;
   process.capture.reset();
+  // The file is kineto's last step: its profiler is free again, though the
+  // last heartbeat, sent during the window, said busy.
+  process.idle = true;
   deps_.core->OnCaptureResult(peer, result, std::move(payload));
 }
 

@@ -230,6 +230,12 @@ TEST_F(KinetoBridgeTest, TraceDeliversConfigAtNextPollAndStoresTheFile) {
   EXPECT_FALSE(result.late_start());
   EXPECT_FALSE(fs::exists(WrittenFile(*id, kPid)));
   EXPECT_TRUE(observer->done);
+  // Free for the next trace at once, though the last heartbeat said busy.
+  EXPECT_FALSE(List().processes(0).profiler_busy());
+  auto next = std::make_shared<Observer>();
+  ASSERT_TRUE(Trace(next, absl::Seconds(2)).ok());
+  RunAll();
+  EXPECT_EQ(next->Result(), nullptr);
   auto reader = store_->Open(*id, result.file());
   ASSERT_TRUE(reader.ok()) << reader.status();
   std::string gz, chunk;
