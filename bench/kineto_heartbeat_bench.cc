@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
     if (n % processes == 0) clock.Advance(absl::Milliseconds(5));
   }
   const double spent = CpuSeconds() - start;
-  std::printf("%zu processes registered, %d heartbeats: %.2f us CPU per heartbeat\n",
-              bridge.size(), heartbeats, spent / heartbeats * 1e6);
+  std::printf("%zu processes registered, %d heartbeats: %.2f us CPU per heartbeat\n", bridge.size(),
+              heartbeats, spent / heartbeats * 1e6);
   std::printf("at a 5s poll period: %.4f%% of one core\n",
               spent / heartbeats * processes / 5.0 * 100.0);
   std::filesystem::remove_all(dir);
