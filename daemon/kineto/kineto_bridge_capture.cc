@@ -20,9 +20,8 @@ constexpr absl::Duration kControllerTick = absl::Seconds(1);
 // At delivery, the least time left before the start beyond tick and warm-up.
 constexpr absl::Duration kDeliveryMargin = absl::Milliseconds(150);
 // The time window an iteration request falls back to in a process whose
-// kineto has counted no iteration (PyTorch counts optimizer.step() for
-// kineto only once its profiler is initialized, which an on-demand request
-// itself does).
+// kineto has counted no iteration yet (no optimizer step reported to it),
+// which then ignores ACTIVITIES_ITERATIONS.
 constexpr absl::Duration kIterationFallback = absl::Seconds(2);
 // Traces whose kineto byte totals are remembered (kineto.max_total_bytes).
 constexpr size_t kMaxTraceTotals = 1024;
