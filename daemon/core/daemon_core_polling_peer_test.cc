@@ -49,6 +49,38 @@ TEST_F(PollingPeerTest, MixedSelectionStartsWhenThePollingPeerCan) {
   EXPECT_EQ(started.processes(1).kind(), v1::PROCESS_KIND_KINETO);
 }
 
+TEST_F(PollingPeerTest, KinetoOptionsReachOnlyKinetoPeers) {
+  Attach(kLibrary, 100, "J", 0);
+  Attach(kKineto, 200, "J", 1);
+  v1::TraceRequest request;
+  request.mutable_selector()->set_job_id("J");
+  request.mutable_duration()->set_seconds(2);
+  request.add_activities("kernel");
+  request.add_kineto_options("with_stack");
+  request.add_kineto_options("record_shapes");
+  ASSERT_TRUE(core_->StartTrace(request, std::make_shared<RecordingObserver>()).ok());
+  ASSERT_EQ(StartsTo(kLibrary).size(), 1u);
+  EXPECT_THAT(StartsTo(kLibrary)[0].activities(), ::testing::ElementsAre("kernel"));
+  ASSERT_EQ(StartsTo(kKineto).size(), 1u);
+  EXPECT_THAT(StartsTo(kKineto)[0].activities(),
+              ::testing::ElementsAre("kernel", "kineto.with_stack", "kineto.record_shapes"));
+}
+
+TEST_F(PollingPeerTest, UnknownOrRepeatedKinetoOptionFailsTheRequest) {
+  Attach(kKineto, 200, "J", 1);
+  for (const std::vector<std::string>& options :
+       {std::vector<std::string>{"with_stacks"}, {"with_flops", "with_flops"}}) {
+    v1::TraceRequest request;
+    request.mutable_selector()->set_job_id("J");
+    request.mutable_duration()->set_seconds(2);
+    for (const std::string& o : options) request.add_kineto_options(o);
+    absl::StatusOr<std::string> id =
+        core_->StartTrace(request, std::make_shared<RecordingObserver>());
+    EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument) << options[0];
+  }
+  EXPECT_TRUE(StartsTo(kKineto).empty());
+}
+
 TEST_F(PollingPeerTest, CallersOwnStartInstantIsKept) {
   Attach(kKineto, 200, "J", 1);
   peers_.SetStartDelay(kKineto, absl::Seconds(7));

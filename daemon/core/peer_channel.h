@@ -21,6 +21,13 @@ using PeerId = uint64_t;
 // server's count up from 1 and never reach it, so the two never collide.
 inline constexpr PeerId kKinetoPeerBit = PeerId{1} << 62;
 inline bool IsKinetoPeer(PeerId peer) { return (peer & kKinetoPeerBit) != 0; }
+// A kineto peer's StartCapture.activities also carry the request's
+// kineto_options, each as this prefix and its name; they never reach a
+// library process.
+inline constexpr char kKinetoOptionPrefix[] = "kineto.";
+// TraceRequest.kineto_options's names.
+inline constexpr const char* kKinetoOptionNames[] = {
+    "with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules"};
 
 // What the kernel says about the peer (SO_PEERCRED); never what it claims.
 struct PeerCredentials {

@@ -229,6 +229,11 @@ absl::Status DaemonCoreImpl::SendStartRequest(const TraceSession& session, const
   start->set_duration_ns(absl::ToInt64Nanoseconds(session.duration()));
   start->set_max_buffer_bytes(options_.max_buffer_bytes);
   *start->mutable_activities() = session.request.activities();
+  if (IsKinetoPeer(slot.peer)) {
+    for (const std::string& option : session.request.kineto_options()) {
+      start->add_activities(absl::StrCat(kKinetoOptionPrefix, option));
+    }
+  }
   if (session.iteration_window()) {
     start->set_start_step(session.start_step);
     start->set_iterations(session.iterations);

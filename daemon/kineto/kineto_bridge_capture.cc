@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "daemon/common/log.h"
 #include "daemon/kineto/kineto_bridge.h"
 
@@ -50,6 +51,20 @@ std::string WrittenFile(absl::string_view log_file, int32_t own_pid) {
   return absl::StrCat(base, "_", own_pid, ".json");
 }
 
+// The request's kineto_options, which the core adds to a kineto peer's
+// activities (kKinetoOptionPrefix); the activity names themselves are
+// CUPTI's and mean nothing to kineto.
+void SetProfileOptions(const v1::ipc::StartCapture& start, KinetoCaptureConfig* config) {
+  for (absl::string_view activity : start.activities()) {
+    if (!absl::ConsumePrefix(&activity, kKinetoOptionPrefix)) continue;
+    config->with_stack |= activity == "with_stack";
+    config->record_shapes |= activity == "record_shapes";
+    config->profile_memory |= activity == "profile_memory";
+    config->with_flops |= activity == "with_flops";
+    config->with_modules |= activity == "with_modules";
+  }
+}
+
 }  // namespace
 
 absl::Status KinetoBridge::Send(PeerId peer, const v1::ipc::DaemonMessage& message) {
@@ -83,6 +98,7 @@ absl::Status KinetoBridge::Send(PeerId peer, const v1::ipc::DaemonMessage& messa
     capture.config.duration = duration;
   }
   capture.end = start_time + duration;
+  SetProfileOptions(start, &capture.config);
   // Checked now, so that a value out of bounds fails the request at once.
   if (absl::StatusOr<std::string> text = BuildConfigText(capture.config); !text.ok()) {
     return text.status();

@@ -409,6 +409,22 @@ TEST_F(KinetoBridgeTest, IterationWindowAsksForIterationsWithATimeFallback) {
   EXPECT_THAT(config, HasSubstr("ACTIVITIES_DURATION_MSECS=2000\n"));
 }
 
+TEST_F(KinetoBridgeTest, RequestedProfileOptionsAreSent) {
+  AddProcess(kPid);
+  Beat(kPid);
+  v1::TraceRequest request;
+  request.mutable_selector()->set_job_id("J");
+  request.mutable_duration()->set_seconds(1);
+  request.add_kineto_options("with_stack");
+  request.add_kineto_options("profile_memory");
+  ASSERT_TRUE(core_->StartTrace(request, std::make_shared<Observer>()).ok());
+  loop_.AdvanceBy(absl::Seconds(5));
+  const std::string config = Beat(kPid);
+  EXPECT_THAT(config, HasSubstr("PROFILE_WITH_STACK=true\n"));
+  EXPECT_THAT(config, HasSubstr("PROFILE_PROFILE_MEMORY=true\n"));
+  EXPECT_THAT(config, ::testing::Not(HasSubstr("PROFILE_WITH_FLOPS")));
+}
+
 TEST_F(KinetoBridgeTest, OldContextMessageIsAnswered) {
   std::optional<std::string> reply = bridge_->OnDatagram(
       {.pid = kPid, .uid = getuid()}, KinetoContext{.gpu = 0, .pid = kPid}, KinetoSocket::kPath);
