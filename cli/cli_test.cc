@@ -226,6 +226,17 @@ TEST_F(CliTraceCommandTest, PassesActivities) {
   EXPECT_TRUE(requests[1].activities().empty());
 }
 
+TEST_F(CliTraceCommandTest, PassesKinetoOptions) {
+  server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
+  ASSERT_EQ(Run(TraceArgs({"--kineto", "with_stack,record_shapes", "--no-download"})), kExitOk)
+      << console_.err.str();
+  std::vector<v1::TraceRequest> requests = server_.service().trace_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_THAT(requests[0].kineto_options(), ElementsAre("with_stack", "record_shapes"));
+  EXPECT_NE(Run(TraceArgs({"--kineto", "stack", "--no-download"})), kExitOk);
+  EXPECT_THAT(console_.err.str(), HasSubstr("--kineto: unknown option \"stack\""));
+}
+
 TEST_F(CliTraceCommandTest, HostFromEnvironment) {
   server_.service().trace = Script({Process(7, 0)}, {Result(7, 0, v1::CAPTURE_STATUS_OK)});
   CliEnv env = console_.env();

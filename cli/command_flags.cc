@@ -1,6 +1,7 @@
 #include "cli/command_flags.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 
 #include "absl/status/status.h"
@@ -13,6 +14,13 @@
 #include "daemon/common/trace_id.h"
 
 namespace gpuctl::cli {
+namespace {
+
+// TraceRequest.kineto_options (docs/pytorch.md).
+constexpr std::array<const char*, 5> kKinetoOptionNames = {
+    "with_stack", "record_shapes", "profile_memory", "with_flops", "with_modules"};
+
+}  // namespace
 namespace {
 
 absl::Status Usage(absl::string_view flag, absl::string_view message) {
@@ -183,6 +191,11 @@ void AddTraceFlags(CLI::App* command, TraceFlags& f) {
                    "GPU activity to record, comma-separated: kernel,memcpy,memset,runtime,"
                    "driver,sync,nvtx,overhead (default: all but driver)")
       ->delimiter(',');
+  command
+      ->add_option("--kineto", f.kineto_options,
+                   "What PyTorch processes under the kineto bridge also record, comma-separated: "
+                   "with_stack,record_shapes,profile_memory,with_flops,with_modules")
+      ->delimiter(',');
   command->add_flag("--no-download", f.no_download, "Leave the trace on the daemons' hosts");
   command->add_flag("--json", f.json, "Print one machine-readable JSON document");
   f.start_delay_option = command->add_option(
@@ -237,6 +250,14 @@ absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& f, const Fleet
     }
   }
   options.activities = f.activities;
+  for (const std::string& option : f.kineto_options) {
+    if (std::find(std::begin(kKinetoOptionNames), std::end(kKinetoOptionNames), option) ==
+        std::end(kKinetoOptionNames)) {
+      return Usage("--kineto", absl::StrCat("unknown option \"", Printable(option),
+                                            "\"; valid: ", absl::StrJoin(kKinetoOptionNames, ",")));
+    }
+  }
+  options.kineto_options = f.kineto_options;
   if (f.output_root.empty()) return Usage("-o", "empty directory");
   options.output_root = f.output_root;
   options.download = !f.no_download;

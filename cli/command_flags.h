@@ -31,6 +31,7 @@ struct TraceFlags {
   std::string duration;
   std::string trace_id;
   std::vector<std::string> activities;
+  std::vector<std::string> kineto_options;
   std::string output_root = kDefaultOutputRoot;
   bool no_download = false;
   bool json = false;

@@ -50,6 +50,10 @@ class CliFleetPsTest : public ::testing::Test {
     b_.service().processes.set_host("node2");
     *b_.service().processes.add_processes() =
         Info(200, 2, "node2", v1::PROCESS_ROLE_WORKER, {"python", "train.py"});
+    v1::ProcessInfo kineto = Info(300, 3, "node2", v1::PROCESS_ROLE_WORKER, {"python", "t.py"});
+    kineto.set_kind(v1::PROCESS_KIND_KINETO);
+    kineto.set_profiler_busy(true);
+    *b_.service().processes.add_processes() = kineto;
   }
   int Run(std::vector<std::string> args) { return RunCli(args, console_.env()); }
 
@@ -72,6 +76,11 @@ TEST_F(CliFleetPsTest, TableAcrossHosts) {
                        a, "  100     1  worker    1187  42   idle   k8s.pod=train-0,team=nlp")));
   EXPECT_THAT(out, HasSubstr(absl::StrCat(a, "   90     -  launcher     -")));
   EXPECT_THAT(out, HasSubstr(absl::StrCat(b_.target(), "  200     2  worker")));
+  // A kineto process whose own profiler runs is busy; the kind column says
+  // how each process is attached.
+  EXPECT_THAT(out, HasSubstr(absl::StrCat(b_.target(), "  300     3  worker       -  42   busy")));
+  EXPECT_THAT(out, HasSubstr("  kineto  python t.py\n"));
+  EXPECT_THAT(out, HasSubstr("  KIND    COMMAND"));
   EXPECT_THAT(out, HasSubstr("torchrun ?[31mred"));  // no escape reaches the terminal
   // Hosts in the order given, ranks ascending, unknown rank last.
   EXPECT_LT(out.find(" 101 "), out.find(" 100 "));

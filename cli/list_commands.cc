@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/cancel_group.h"
 #include "cli/connection.h"
@@ -82,6 +83,18 @@ std::string CancellationText(const v1::TraceCancellation& c, absl::TimeZone zone
   if (c.has_cancelled_at()) absl::StrAppend(&text, " at ", TimestampText(c.cancelled_at(), zone));
   if (!c.cancelled_by().empty()) absl::StrAppend(&text, " by ", Printable(c.cancelled_by()));
   if (!c.reason().empty()) absl::StrAppend(&text, ": ", Printable(c.reason()));
+  return text;
+}
+
+// "auto, serving: \0dynolog\0 and /run/gpuctl/kineto/dynolog, 3 processes".
+std::string KinetoText(const v1::KinetoBridgeStatus& k) {
+  std::vector<std::string> sockets;
+  if (k.abstract_socket()) sockets.push_back("\\0dynolog\\0");
+  if (!k.socket_path().empty()) sockets.push_back(k.socket_path());
+  std::string text = absl::StrCat(k.mode(), ", ", k.state());
+  if (!sockets.empty()) absl::StrAppend(&text, ": ", absl::StrJoin(sockets, " and "));
+  absl::StrAppend(&text, ", ", k.processes(), k.processes() == 1 ? " process" : " processes");
+  if (!k.message().empty()) absl::StrAppend(&text, " (", k.message(), ")");
   return text;
 }
 
@@ -201,6 +214,7 @@ int RunStatus(const std::string& target, bool json, const CliEnv& env) {
   row("active traces", absl::StrCat(s.active_traces()));
   row("ipc protocol", absl::StrCat(s.ipc_protocol_major(), ".", s.ipc_protocol_minor()));
   row("max duration", s.has_max_duration() ? DurationText(s.max_duration()) : "");
+  if (s.has_kineto()) row("kineto bridge", KinetoText(s.kineto()));
   // A key/value listing reads better without the header row.
   std::ostringstream rendered;
   table.Render(rendered);

@@ -208,6 +208,19 @@ TEST_F(CliListCommandsTest, TracesRepeatedTokenStops) {
   EXPECT_THAT(console_.err.str(), HasSubstr("repeated a page token"));
 }
 
+TEST_F(CliListCommandsTest, StatusShowsTheKinetoBridge) {
+  v1::KinetoBridgeStatus* k = server_.service().status.mutable_kineto();
+  k->set_mode("auto");
+  k->set_state("partial");
+  k->set_socket_path("/run/gpuctl/kineto/dynolog");
+  k->set_processes(3);
+  k->set_message("another daemon (dynolog?) holds the abstract name");
+  ASSERT_EQ(Run({"status"}), kExitOk);
+  EXPECT_THAT(console_.out.str(),
+              HasSubstr("kineto bridge       auto, partial: /run/gpuctl/kineto/dynolog, 3 "
+                        "processes (another daemon (dynolog?) holds the abstract name)\n"));
+}
+
 TEST_F(CliListCommandsTest, Status) {
   v1::GetStatusResponse& s = server_.service().status;
   s.set_host("node1");
@@ -225,6 +238,7 @@ TEST_F(CliListCommandsTest, Status) {
   EXPECT_THAT(out, HasSubstr("ipc protocol        1.0\n"));
   EXPECT_THAT(out, HasSubstr("max duration        10m\n"));
   EXPECT_THAT(out, HasSubstr("store               -\n"));
+  EXPECT_THAT(out, Not(HasSubstr("kineto")));
 
   TestConsole json_console;
   EXPECT_EQ(RunCli({"status", "--json", "--host", server_.target()}, json_console.env()), kExitOk);

@@ -26,13 +26,32 @@ std::string LabelsText(const google::protobuf::Map<std::string, std::string>& la
                  kLabelsColumnChars);
 }
 
+// How the process is attached.
+std::string KindText(const v1::ProcessInfo& p) {
+  switch (p.kind()) {
+    case v1::PROCESS_KIND_LIBRARY:
+      return "library";
+    case v1::PROCESS_KIND_KINETO:
+      return "kineto";
+    default:
+      return "-";
+  }
+}
+
+// A kineto process whose own profiler runs (the job's torch.profiler) is
+// busy though gpuctl asked it for nothing.
+std::string StateText(const v1::ProcessInfo& p) {
+  if (p.capture_state() == v1::CAPTURE_STATE_IDLE && p.profiler_busy()) return "busy";
+  return CaptureStateWord(p.capture_state());
+}
+
 std::string StepText(const v1::ProcessInfo& p) {
   return p.has_current_step() ? absl::StrCat(p.current_step()) : "-";
 }
 
 void PrintTable(const std::vector<HostProcesses>& answers, bool wide, std::ostream& out) {
-  Table table({"HOST", "PID", "RANK", "ROLE", "STEP", "JOB", "STATE", "LABELS", "COMMAND"},
-              {false, true, true, false, true, false, false, false, false});
+  Table table({"HOST", "PID", "RANK", "ROLE", "STEP", "JOB", "STATE", "LABELS", "KIND", "COMMAND"},
+              {false, true, true, false, true, false, false, false, false, false});
   for (const HostProcesses& answer : answers) {
     std::vector<const v1::ProcessInfo*> rows;
     for (const v1::ProcessInfo& p : answer.response.processes()) rows.push_back(&p);
@@ -43,8 +62,8 @@ void PrintTable(const std::vector<HostProcesses>& answers, bool wide, std::ostre
     for (const v1::ProcessInfo* p : rows) {
       // The host as contacted: daemons on one machine share a host name.
       table.AddRow({answer.target, absl::StrCat(p->pid()), RankText(p->rank()), RoleWord(p->role()),
-                    StepText(*p), p->job_id().empty() ? "-" : Printable(p->job_id()),
-                    CaptureStateWord(p->capture_state()), LabelsText(p->labels()),
+                    StepText(*p), p->job_id().empty() ? "-" : Printable(p->job_id()), StateText(*p),
+                    LabelsText(p->labels()), KindText(*p),
                     CommandText(p->cmdline(), wide ? 0 : kCommandColumnChars)});
     }
   }

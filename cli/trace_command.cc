@@ -285,6 +285,7 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   if (options.duration) ToProtoDuration(*options.duration, request.mutable_duration());
   request.set_trace_id(report.trace_id);
   for (const std::string& activity : options.activities) request.add_activities(activity);
+  for (const std::string& option : options.kineto_options) request.add_kineto_options(option);
 
   // Hosts left out of the trace (no answer in the gather phase), by index.
   std::vector<std::optional<HostTrace>> left_out(hosts->size());

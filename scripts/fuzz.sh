@@ -40,11 +40,12 @@ declare -A targets=(
   [wire]="wire_decode_fuzz wire"
   [ipc_daemon]="gpuctl_ipc_message_fuzzer ipc_daemon"
   [step_page]="gpuctl_step_page_fuzzer step_page"
+  [kineto]="gpuctl_kineto_protocol_fuzzer kineto"
   [trace_names]="gpuctl_trace_names_fuzzer trace_names"
   [download_paths]="gpuctl_download_paths_fuzzer download_paths"
   [kineto_trace]="gpuctl_kineto_trace_fuzzer kineto"
 )
-read -r -a names <<<"${GPUCTL_FUZZ_ONLY:-config records wire ipc_daemon step_page trace_names download_paths kineto_trace}"
+read -r -a names <<<"${GPUCTL_FUZZ_ONLY:-config records wire ipc_daemon step_page kineto trace_names download_paths kineto_trace}"
 binaries=()
 for n in "${names[@]}"; do
   [[ -n "${targets[$n]:-}" ]] || { echo "fuzz: unknown target '$n'" >&2; exit 2; }

@@ -56,6 +56,9 @@ absl::Status CheckScheduleSection(const ConfigLocations& where, DaemonOptions* o
 // The keys of the ipc section (ipc_config_keys.cc).
 absl::Span<const ConfigKey> IpcConfigKeys();
 
+// The keys of the kineto section (kineto_config_keys.cc).
+absl::Span<const ConfigKey> KinetoConfigKeys();
+
 // A socket file's permission bits ("0660") and a group name or gid, as
 // ipc.socket_mode / ipc.socket_group and listen_mode / listen_group take
 // them (ipc_config_keys.cc).

@@ -172,13 +172,13 @@ absl::Span<const ConfigKey> TopLevelKeys() {
        .read = [](const ConfigValue& v,
                   DaemonOptions* o) { return StoreTo(v.String(), &o->ready_file); }},
       {.name = "ipc", .keys = IpcConfigKeys},
+      {.name = "kineto", .keys = KinetoConfigKeys},
       {.name = "tls", .keys = TlsConfigKeys},
       {.name = "auth", .keys = AuthConfigKeys},
       {.name = "metrics", .keys = MetricsConfigKeys},
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},
       {.name = "store", .keys = StoreKeys},
       {.name = "schedule", .keys = ScheduleConfigKeys, .check = CheckScheduleSection},
-      {.name = "kineto", .keys = KinetoConfigKeys},
   };
   return kKeys;
 }

@@ -103,6 +103,17 @@ std::vector<KeyCase> EveryKey() {
        }},
       {"ipc.hello_rate", "0", [](DaemonOptions& o) { o.hello_rate = 0; }},
       {"ipc.hello_burst", "64", [](DaemonOptions& o) { o.hello_burst = 64; }},
+      {"kineto.mode", "\"off\"",
+       [](DaemonOptions& o) { o.kineto_server.mode = kineto::KinetoMode::kOff; }},
+      {"kineto.socket_dir", "/run/k", [](DaemonOptions& o) { o.kineto_socket_dir = "/run/k"; }},
+      {"kineto.max_processes", "10", [](DaemonOptions& o) { o.kineto.max_processes = 10; }},
+      {"kineto.max_trace_bytes", "8MiB",
+       [](DaemonOptions& o) { o.kineto.max_trace_bytes = uint64_t{8} << 20; }},
+      {"kineto.max_total_bytes", "16MiB",
+       [](DaemonOptions& o) { o.kineto.max_total_bytes = uint64_t{16} << 20; }},
+      {"kineto.poll_period", "1s",
+       [](DaemonOptions& o) { o.kineto.poll_period = absl::Seconds(1); }},
+      {"kineto.warmup", "3s", [](DaemonOptions& o) { o.kineto.warmup_secs = 3; }},
       {"tls.cert", "/etc/gpuctl/s.pem", [](DaemonOptions& o) { o.tls_cert = "/etc/gpuctl/s.pem"; }},
       {"tls.key", "/etc/gpuctl/s.key", [](DaemonOptions& o) { o.tls_key = "/etc/gpuctl/s.key"; }},
       {"tls.client_ca", "/etc/gpuctl/ca.pem",
@@ -357,6 +368,24 @@ TEST(DaemonConfigTest, BadScopedTokensAreErrors) {
               HasSubstr("label"));
 }
 
+TEST(DaemonConfigTest, BadKinetoValuesAreErrors) {
+  EXPECT_EQ(ParseError("kineto:\n  mode: maybe\n"),
+            "gpuctl.yaml:2: kineto.mode: kineto.mode must be auto, on or off, not \"maybe\"");
+  EXPECT_THAT(ParseError("kineto:\n  socket_dir: relative\n"),
+              HasSubstr("kineto.socket_dir: must be an absolute directory"));
+  EXPECT_THAT(ParseError(absl::StrCat("kineto:\n  socket_dir: /", std::string(60, 'd'), "\n")),
+              HasSubstr("at most 53 bytes"));
+  EXPECT_THAT(ParseError("kineto:\n  max_processes: 0\n"), HasSubstr("out of range"));
+  EXPECT_THAT(ParseError("kineto:\n  max_trace_bytes: 1KiB\n"), HasSubstr("1MiB to 64GiB"));
+  EXPECT_THAT(ParseError("kineto:\n  poll_period: 10ms\n"), HasSubstr("100ms to 10m"));
+  EXPECT_THAT(ParseError("kineto:\n  warmup: 1500ms\n"), HasSubstr("whole seconds"));
+  EXPECT_THAT(ParseError("kineto:\n  port: 1778\n"), HasSubstr("kineto.port"));
+  // "" turns the path socket off.
+  absl::StatusOr<DaemonOptions> none = ParseOptions("kineto:\n  socket_dir: \"\"\n");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->kineto_socket_dir, "");
+}
+
 TEST(DaemonConfigTest, AStartDelayAboveAnHourIsAnError) {
   EXPECT_EQ(ParseError("trace:\n  start_delay: 2h\n"),
             "gpuctl.yaml:2: trace.start_delay: 2h is more than 1h");
@@ -407,8 +436,8 @@ TEST(DaemonConfigTest, UnknownKeysAreErrors) {
   EXPECT_EQ(ParseError("listen: 127.0.0.1:7070\nlisten_address: x\n"),
             "gpuctl.yaml:2: listen_address: unknown key (the file takes listen, listen_mode, "
             "listen_group, host_name, "
-            "insecure, socket, log_level, ready_file, ipc, tls, auth, metrics, trace, store, "
-            "schedule, kineto)");
+            "insecure, socket, log_level, ready_file, ipc, kineto, tls, auth, metrics, trace, "
+            "store, schedule)");
   EXPECT_EQ(ParseError("store:\n  retention:\n    max_size: 1GiB\n"),
             "gpuctl.yaml:3: store.retention.max_size: unknown key (store.retention takes "
             "max_bytes, max_age, max_count)");
@@ -515,11 +544,11 @@ TEST(DaemonConfigTest, AFileThatIsNotOneMappingIsAnError) {
       {"- listen\n- socket\n",
        "gpuctl.yaml:1: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, log_level, "
-       "ready_file, ipc, tls, auth, metrics, trace, store, schedule, kineto), found a list"},
+       "ready_file, ipc, kineto, tls, auth, metrics, trace, store, schedule), found a list"},
       {"\n\nhello\n",
        "gpuctl.yaml:3: expected a mapping of keys (listen, listen_mode, listen_group, host_name, "
        "insecure, socket, "
-       "log_level, ready_file, ipc, tls, auth, metrics, trace, store, schedule, kineto), found a "
+       "log_level, ready_file, ipc, kineto, tls, auth, metrics, trace, store, schedule), found a "
        "scalar"},
       {"listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n",
        "gpuctl.yaml:2: a second YAML document; the configuration is a single one"},
@@ -572,9 +601,11 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
       ::testing::ElementsAre(
           "listen", "listen_mode", "listen_group", "host_name", "insecure", "socket", "log_level",
           "ready_file", "ipc.socket_mode", "ipc.socket_group", "ipc.allowed_uids", "ipc.hello_rate",
-          "ipc.hello_burst", "tls.cert", "tls.key", "tls.client_ca", "auth.token_file",
-          "auth.tokens", "metrics.listen", "metrics.allow_insecure", "trace.max_duration",
-          "trace.start_delay", "trace.result_grace",
+          "ipc.hello_burst", "kineto.mode", "kineto.dyno_rpc_listen", "kineto.socket_dir",
+          "kineto.max_processes", "kineto.max_trace_bytes", "kineto.max_total_bytes",
+          "kineto.poll_period", "kineto.warmup", "tls.cert", "tls.key", "tls.client_ca",
+          "auth.token_file", "auth.tokens", "metrics.listen", "metrics.allow_insecure",
+          "trace.max_duration", "trace.start_delay", "trace.result_grace",
           "trace.max_payload_bytes", "trace.max_buffer_bytes", "trace.max_ingest_bytes",
           "store.path", "store.retention.max_bytes", "store.retention.max_age",
           "store.retention.max_count", "store.s3.endpoint", "store.s3.region", "store.s3.bucket",
@@ -586,7 +617,7 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "store.s3.max_backoff", "store.s3.upload_wait", "store.s3.keep_local",
           "store.s3.upload_retry_max", "schedule.seed", "schedule.max_duty_cycle",
           "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules",
-          "schedule.worker_threads", "schedule.worker_nice", "kineto.dyno_rpc_listen"));
+          "schedule.worker_threads", "schedule.worker_nice"));
 }
 
 class ConfigFileTest : public ::testing::Test {

@@ -14,6 +14,8 @@
 #include "daemon/core/token_scope.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/metrics/metrics_options.h"
+#include "daemon/kineto/kineto_bridge.h"
+#include "daemon/kineto/kineto_server.h"
 #include "daemon/s3/s3_config.h"
 #include "daemon/s3/s3_store_options.h"
 #include "daemon/scheduler/schedule_options.h"
@@ -108,6 +110,15 @@ struct DaemonOptions {
   // kineto.dyno_rpc_listen: where gpuctld answers dynolog's RPC (`dyno
   // gputrace`, `dyno status`), a loopback HOST:PORT; empty: not served.
   std::string dyno_rpc_listen;
+  // The kineto section: libkineto's daemon protocol (kineto.mode,
+  // kineto.socket_dir) and its processes' limits; the bridge's hostname
+  // and /proc come from the daemon's.
+  kineto::KinetoServerOptions kineto_server;
+  kineto::KinetoBridgeOptions kineto;
+  // kineto.socket_dir; unset: "kineto" beside the IPC socket (so
+  // /run/gpuctl/kineto, in the directory a DaemonSet shares with its pods);
+  // "": no path socket.
+  std::optional<std::string> kineto_socket_dir;
 };
 
 // The outcome of parsing: options to run with, or an exit code (0 after

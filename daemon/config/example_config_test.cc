@@ -140,6 +140,9 @@ TEST(ExampleConfigTest, TheExampleShowsEveryKeyAndTheS3Defaults) {
   // Metrics are off by default; the example shows the loopback address.
   EXPECT_EQ(options.metrics.listen, "127.0.0.1:9464");
   options.metrics.listen.clear();
+  // The kineto socket's directory is derived from `socket` when absent.
+  EXPECT_EQ(options.kineto_socket_dir, "/run/gpuctl/kineto");
+  options.kineto_socket_dir.reset();
   ExpectSameOptions(options, DaemonOptions{});
 }
 

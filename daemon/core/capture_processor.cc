@@ -47,9 +47,29 @@ void SetCaptureInfo(const DecodedRecords& decoded, const CaptureJob& job,
   }
 }
 
+// A trace the adapter already validated and compressed: stored as it is.
+v1::ProcessResult StorePrepared(const CaptureJob& job, TraceStore* store) {
+  const PreparedTrace& prepared = *job.payload->prepared();
+  absl::Span<const uint8_t> bytes = job.payload->bytes();
+  absl::Status st = store->PutFile(
+      job.trace_id, job.file_name,
+      absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));  // NOLINT
+  if (!st.ok()) {
+    return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("storing the trace: ", st.message()));
+  }
+  v1::ProcessResult result;
+  result.set_status(v1::CAPTURE_STATUS_OK);
+  result.set_event_count(prepared.event_count);
+  result.set_payload_bytes(prepared.source_bytes);
+  result.set_stored_bytes(bytes.size());
+  result.set_file(job.file_name);
+  return result;
+}
+
 }  // namespace
 
 v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
+  if (job.payload->prepared() != nullptr) return StorePrepared(job, store);
   absl::Span<const uint8_t> bytes = job.payload->bytes();
   const uint64_t payload_bytes = bytes.size();
   RecordReaderOptions reader_options;

@@ -3,8 +3,10 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -63,6 +65,10 @@ class DaemonCoreImpl final : public DaemonCore {
   absl::Status NothingMatched(const v1::TraceRequest& request, const Selection& selection);
   // The start step for an iteration window whose request names none.
   uint64_t PickSessionStartStep(const v1::TraceRequest& request, const Selection& selection);
+  // Moves a time window's start (and end) to the latest EarliestStart of
+  // the processes taking part, unless the request named its instant.
+  void MoveStartForPollingPeers(TraceSession& session,
+                                const std::vector<std::optional<v1::ProcessResult>>& refusals);
   void EmitStarted(TraceSession& session);
   // (Re)arms the session's deadline timer for `deadline`.
   void ArmDeadline(TraceSession& session, absl::Time deadline);

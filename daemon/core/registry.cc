@@ -98,6 +98,8 @@ absl::Status Registry::CheckAndAdd(PeerId peer, const PeerCredentials& creds,
     process.ancestors.push_back(hello.ppid());
   }
   FillInfo(creds, hello, now, *labels, &process);
+  // The peer id says which adapter the process came through.
+  process.info.set_kind(IsKinetoPeer(peer) ? v1::PROCESS_KIND_KINETO : v1::PROCESS_KIND_LIBRARY);
   processes_.emplace(peer, std::move(process));
   return absl::OkStatus();
 }

@@ -171,9 +171,11 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartSession(const v1::TraceRequest&
     const AttachedProcess* process = selected.process;
     session.slots.push_back(
         {process->peer, Registry::Info(*process, selected.role), process->own_pid});
+    deps_.peers->DescribePeer(process->peer, &session.slots.back().info);
     attach_log_.Noteworthy(process->peer);
     refusals.push_back(Refusal(session, *process));
   }
+  if (!session.iteration_window()) MoveStartForPollingPeers(session, refusals);
   sessions_.emplace(session.id, std::move(owned));
   // The requests go out first, before any bookkeeping, logging or progress
   // events: the last process on a busy host learns of the trace that much
@@ -205,6 +207,25 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartSession(const v1::TraceRequest&
     }
   }
   return session.id;
+}
+
+void DaemonCoreImpl::MoveStartForPollingPeers(
+    TraceSession& session, const std::vector<std::optional<v1::ProcessResult>>& refusals) {
+  absl::Time earliest = session.start;
+  for (size_t i = 0; i < session.slots.size(); ++i) {
+    if (refusals[i].has_value()) continue;
+    earliest =
+        std::max(earliest, deps_.peers->EarliestStart(session.slots[i].peer, session.created_at));
+  }
+  // A caller's own instant is kept (other hosts open at it too): a process
+  // that cannot make it opens late and says so.
+  if (earliest <= session.start || session.request.has_start_time()) return;
+  const absl::Duration moved =
+      absl::Nanoseconds(absl::ToInt64Nanoseconds(earliest - session.start));
+  session.start += moved;
+  session.end += moved;
+  LogInfo("start instant moved to what polling processes can make",
+          {{"trace_id", session.id}, {"moved", absl::FormatDuration(moved)}});
 }
 
 void DaemonCoreImpl::EmitStarted(TraceSession& session) {
@@ -242,6 +263,11 @@ absl::Status DaemonCoreImpl::SendStartRequest(const TraceSession& session, const
   start->set_duration_ns(absl::ToInt64Nanoseconds(session.duration()));
   start->set_max_buffer_bytes(options_.max_buffer_bytes);
   *start->mutable_activities() = session.request.activities();
+  if (IsKinetoPeer(slot.peer)) {
+    for (const std::string& option : session.request.kineto_options()) {
+      start->add_activities(absl::StrCat(kKinetoOptionPrefix, option));
+    }
+  }
   if (session.iteration_window()) {
     start->set_start_step(session.start_step);
     start->set_iterations(session.iterations);
@@ -291,6 +317,7 @@ void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
                            [peer](const SelectedProcess& s) { return s.process->peer == peer; });
     if (it == selection.processes.end() || Refusal(*session, *it->process).has_value()) continue;
     session->slots.push_back({peer, Registry::Info(*it->process, it->role), it->process->own_pid});
+    deps_.peers->DescribePeer(peer, &session->slots.back().info);
     attach_log_.Noteworthy(peer);
     TraceSlot& slot = session->slots.back();
     slot.joined = true;
@@ -462,6 +489,7 @@ absl::StatusOr<v1::ListProcessesResponse> DaemonCoreImpl::ListProcesses(
   for (const SelectedProcess& selected : selection.processes) {
     v1::ProcessInfo* info = response.add_processes();
     *info = Registry::Info(*selected.process, selected.role);
+    deps_.peers->DescribePeer(selected.process->peer, info);
     // A process past its window without a result yet is collecting.
     TraceSession* session = FindSession(info->current_trace_id());
     if (session != nullptr && now >= session->end &&
@@ -493,6 +521,7 @@ v1::GetStatusResponse DaemonCoreImpl::GetStatus() {
   response.set_ipc_protocol_major(kIpcProtocolMajor);
   response.set_ipc_protocol_minor(kIpcProtocolMinor);
   *response.mutable_max_duration() = ToProtoDuration(options_.max_duration);
+  deps_.peers->DescribeStatus(&response);
   return response;
 }
 

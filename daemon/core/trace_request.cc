@@ -1,7 +1,13 @@
 #include "daemon/core/trace_request.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "daemon/common/excerpt.h"
 #include "daemon/convert/cupti_names.h"
+#include "daemon/core/peer_channel.h"
 #include "daemon/core/proto_time.h"
 #include "daemon/core/selector.h"
 #include "daemon/core/steps.h"
@@ -68,6 +74,25 @@ absl::Status ValidateActivities(const v1::TraceRequest& request) {
   return ValidateActivityNames({request.activities().begin(), request.activities().end()});
 }
 
+absl::Status ValidateKinetoOptions(const v1::TraceRequest& request) {
+  std::vector<std::string> seen;
+  for (const std::string& option : request.kineto_options()) {
+    bool known = false;
+    for (const char* name : kKinetoOptionNames) known = known || option == name;
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown kineto option \"", Excerpt(option),
+                       "\"; valid: with_stack, record_shapes, profile_memory, with_flops, "
+                       "with_modules"));
+    }
+    if (std::find(seen.begin(), seen.end(), option) != seen.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("kineto option ", option, " given twice"));
+    }
+    seen.push_back(option);
+  }
+  return absl::OkStatus();
+}
+
 // `max_start_skew` also bounds how far in the past the instant may be: past
 // it, no process could open on time.
 absl::StatusOr<absl::Time> RequestStart(const v1::TraceRequest& request, absl::Time now,
@@ -104,6 +129,7 @@ absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time 
   }
   if (auto st = ValidateSelector(request.selector()); !st.ok()) return st;
   if (auto st = ValidateActivities(request); !st.ok()) return st;
+  if (auto st = ValidateKinetoOptions(request); !st.ok()) return st;
   absl::StatusOr<absl::Duration> skew = RequestStartSkew(request);
   if (!skew.ok()) return skew.status();
   absl::StatusOr<absl::Time> start = RequestStart(request, received_at, limits.start_delay, *skew);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -129,7 +130,14 @@ v1::TraceRequest DynoTraceRequest(const DynoTraceConfig& config) {
   if (config.start_time.has_value() && config.iterations == 0) {
     *request.mutable_start_time() = ToProtoTimestamp(*config.start_time);
   }
-  *request.mutable_kineto() = config.options;
+  // The bridge's names for the PROFILE_* flags (TraceRequest.kineto_options).
+  const v1::KinetoTraceOptions& o = config.options;
+  for (const auto& [on, name] :
+       {std::pair{o.with_stack(), "with_stack"}, std::pair{o.record_shapes(), "record_shapes"},
+        std::pair{o.profile_memory(), "profile_memory"}, std::pair{o.with_flops(), "with_flops"},
+        std::pair{o.with_modules(), "with_modules"}}) {
+    if (on) request.add_kineto_options(name);
+  }
   return request;
 }
 

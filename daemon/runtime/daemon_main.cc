@@ -156,6 +156,9 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   if (!ipc.ok()) return ipc.status();
   ipc_ = std::move(*ipc);
 
+  peers_.set_library(ipc_.get());
+  if (absl::Status s = CreateKinetoServer(options); !s.ok()) return s;
+
   // The listen address is reported by GetStatus, so bind before the core.
   if (absl::Status s = StartGrpc(options); !s.ok()) return s;
   core_options.listen_address = grpc_address_;
@@ -169,11 +172,12 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                                               .loop = loop_.get(),
                                               .worker = worker_.get(),
                                               .store = store_.get(),
-                                              .peers = ipc_.get(),
+                                              .peers = &peers_,
                                               .background_worker = background_worker_.get(),
                                               .metrics = metrics_.get()});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
+  if (absl::Status s = StartKineto(options); !s.ok()) return s;
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
   StartDynoRpc(options);
   if (options.schedule.enabled()) {
@@ -217,6 +221,40 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
            {"store", s3_store_ != nullptr ? s3_store_->Location("") : options.store_dir},
            {"version", GPUCTL_VERSION}});
   return absl::OkStatus();
+}
+
+absl::Status Daemon::CreateKinetoServer(const DaemonOptions& options) {
+  kineto::KinetoServerOptions server_options = options.kineto_server;
+  server_options.socket_dir = options.kineto_socket_dir.has_value()
+                                  ? *options.kineto_socket_dir
+                                  : absl::StrCat(ParentDir(options.socket_path), "/kineto");
+  absl::StatusOr<std::unique_ptr<kineto::KinetoServer>> server =
+      kineto::KinetoServer::Create(server_options, loop_.get());
+  if (!server.ok()) return server.status();
+  kineto_server_ = *std::move(server);
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartKineto(const DaemonOptions& options) {
+  kineto::KinetoBridgeOptions bridge_options = options.kineto;
+  bridge_options.hostname = host_name_;
+  kineto_proc_ = std::make_unique<kineto::ProcfsKinetoReader>(bridge_options.proc_root);
+  kineto_ = std::make_unique<kineto::KinetoBridge>(
+      bridge_options, kineto::KinetoBridge::Deps{.clock = &clock_,
+                                                 .loop = loop_.get(),
+                                                 .worker = worker_.get(),
+                                                 .core = core_.get(),
+                                                 .proc = kineto_proc_.get(),
+                                                 .server = kineto_server_.get()});
+  peers_.set_kineto(kineto_.get());
+  const v1::KinetoBridgeStatus status = kineto_server_->Status();
+  LogInfo("kineto bridge", {{"mode", status.mode()},
+                            {"state", status.state()},
+                            {"abstract_socket", status.abstract_socket() ? "true" : "false"},
+                            {"socket", status.socket_path()},
+                            {"reason", status.message()}});
+  if (!kineto_server_->serving()) return absl::OkStatus();
+  return kineto_server_->Start(kineto_.get());
 }
 
 absl::Status Daemon::OpenStore(const DaemonOptions& options) {
@@ -399,6 +437,7 @@ void Daemon::Shutdown() {
       schedule_.reset();
       dyno_rpc_.reset();
       if (ipc_ != nullptr) ipc_->Stop();
+      if (kineto_server_ != nullptr) kineto_server_->Stop();
       loop_->Quit();
     });
     loop_thread_.join();
@@ -417,7 +456,11 @@ void Daemon::Shutdown() {
   schedule_.reset();
   dyno_rpc_.reset();
   dyno_handler_.reset();
+  kineto_.reset();
   core_.reset();
+  peers_.set_library(nullptr);
+  peers_.set_kineto(nullptr);
+  kineto_server_.reset();
   ipc_.reset();
   s3_store_ = nullptr;
   store_.reset();

@@ -11,11 +11,15 @@
 #include "daemon/common/thread_pool_executor.h"
 #include "daemon/config/daemon_options.h"
 #include "daemon/core/daemon_core.h"
+#include "daemon/core/peer_router.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/kineto/dyno_rpc.h"
 #include "daemon/kineto/dyno_rpc_handler.h"
 #include "daemon/metrics/daemon_metrics.h"
 #include "daemon/metrics/metrics_server.h"
+#include "daemon/kineto/kineto_bridge.h"
+#include "daemon/kineto/kineto_procfs.h"
+#include "daemon/kineto/kineto_server.h"
 #include "daemon/rpc/grpc_service.h"
 #include "daemon/rpc/reflection_v1_service.h"
 #include "daemon/s3/s3_trace_store.h"
@@ -59,6 +63,10 @@ class Daemon {
   absl::Status OpenStore(const DaemonOptions& options);
   // dynolog's RPC, when configured; a port already taken is a warning.
   void StartDynoRpc(const DaemonOptions& options);
+  // Binds libkineto's sockets as kineto.mode says (before the core exists);
+  // StartKineto then puts the bridge in front of the core.
+  absl::Status CreateKinetoServer(const DaemonOptions& options);
+  absl::Status StartKineto(const DaemonOptions& options);
   // grpc.health.v1 status of the server and of gpuctl.v1.Gpuctl.
   void SetServing(bool serving);
 
@@ -79,6 +87,11 @@ class Daemon {
   // store_ when it is an S3 store: its uploader stops before the workers.
   s3::S3TraceStore* s3_store_ = nullptr;
   std::unique_ptr<IpcServer> ipc_;
+  // The core's channel: the IPC server and the kineto bridge behind it.
+  PeerRouter peers_;
+  std::unique_ptr<kineto::KinetoServer> kineto_server_;
+  std::unique_ptr<kineto::ProcfsKinetoReader> kineto_proc_;
+  std::unique_ptr<kineto::KinetoBridge> kineto_;
   std::unique_ptr<DaemonCore> core_;
   // Set with kineto.dyno_rpc_listen; the server lives on the loop thread,
   // the handler outlives it.

@@ -219,7 +219,11 @@ def test_the_training_pod_of_daemonset_mode_meets_baseline_but_for_host_path():
 
 def test_the_daemonset_namespace_is_privileged_for_host_pid_and_host_path():
     ds, spec = pod_named("daemonset", "DaemonSet")
-    assert set(pod_security.check(spec, "baseline")) == {"hostNamespaces", "hostPathVolumes"}
+    # SYS_PTRACE: the kineto bridge reads other users' processes.
+    assert set(pod_security.check(spec, "baseline")) == {
+        "hostNamespaces", "hostPathVolumes", "capabilities"}
+    gpuctld = next(c for c in spec["containers"] if c["name"] == "gpuctld")
+    assert gpuctld["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
     assert namespace_level("daemonset", ds["metadata"]["namespace"]) == "privileged"
     assert spec["priorityClassName"] == "system-node-critical"
 

@@ -54,6 +54,13 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.hello_rate, b.hello_rate);
   EXPECT_EQ(a.hello_burst, b.hello_burst);
   EXPECT_EQ(a.dyno_rpc_listen, b.dyno_rpc_listen);
+  EXPECT_EQ(a.kineto_server.mode, b.kineto_server.mode);
+  EXPECT_EQ(a.kineto_socket_dir, b.kineto_socket_dir);
+  EXPECT_EQ(a.kineto.max_processes, b.kineto.max_processes);
+  EXPECT_EQ(a.kineto.max_trace_bytes, b.kineto.max_trace_bytes);
+  EXPECT_EQ(a.kineto.max_total_bytes, b.kineto.max_total_bytes);
+  EXPECT_EQ(a.kineto.poll_period, b.kineto.poll_period);
+  EXPECT_EQ(a.kineto.warmup_secs, b.kineto.warmup_secs);
   EXPECT_EQ(a.s3_store.upload_wait, b.s3_store.upload_wait);
   EXPECT_EQ(a.s3_store.keep_local, b.s3_store.keep_local);
   EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);

@@ -89,8 +89,12 @@ class DaemonCoreTest : public ::testing::Test {
     fs::remove_all(tmp_);
   }
   void MakeCore() {
-    core_ =
-        DaemonCore::Create(options_, {&clock_, &loop_, &worker_, store_.get(), &peers_, metrics_});
+    core_ = DaemonCore::Create(options_, {.clock = &clock_,
+                                          .loop = &loop_,
+                                          .worker = &worker_,
+                                          .store = store_.get(),
+                                          .peers = &peers_,
+                                          .metrics = metrics_});
   }
 
   static v1::ipc::Hello MakeHello(int pid, const std::string& job, int rank = -1) {

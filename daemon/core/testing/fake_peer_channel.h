@@ -26,6 +26,16 @@ class FakePeerChannel final : public daemon::PeerChannel {
   void Disconnect(daemon::PeerId peer, absl::string_view reason) override {
     disconnected_.emplace_back(peer, std::string(reason));
   }
+  absl::Time EarliestStart(daemon::PeerId peer, absl::Time now) override {
+    auto it = earliest_.find(peer);
+    return it == earliest_.end() ? now : now + it->second;
+  }
+  void DescribePeer(daemon::PeerId peer, v1::ProcessInfo* info) override {
+    if (daemon::IsKinetoPeer(peer)) info->set_kind(v1::PROCESS_KIND_KINETO);
+  }
+
+  // `peer` can open a window no sooner than `delay` after it is asked.
+  void SetStartDelay(daemon::PeerId peer, absl::Duration delay) { earliest_[peer] = delay; }
 
   // Makes every later Send to `peer` fail with `status`.
   void FailSendsTo(daemon::PeerId peer, absl::Status status) {
@@ -49,6 +59,7 @@ class FakePeerChannel final : public daemon::PeerChannel {
   std::vector<Sent> sent_;
   std::vector<std::pair<daemon::PeerId, std::string>> disconnected_;
   absl::flat_hash_map<daemon::PeerId, absl::Status> send_errors_;
+  absl::flat_hash_map<daemon::PeerId, absl::Duration> earliest_;
 };
 
 }  // namespace gpuctl::testing
