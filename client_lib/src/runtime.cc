@@ -16,6 +16,9 @@ cupti::CuptiSource::Deps CuptiDeps(const EnvLookup& env) {
   deps.probe_devices = [](bool may_initialize) {
     return cupti::ProbeCudaDevices(cupti::ProcessLoaderEnvironment(), may_initialize);
   };
+  deps.load_driver = [](std::string* error) {
+    return cupti::LoadCudaDriver(cupti::ProcessLoaderEnvironment(), error);
+  };
   // An explicit CUPTI is loaded even before the process has loaded CUDA.
   deps.force_load = !env("GPUCTL_CUPTI_PATH").value_or("").empty();
   return deps;

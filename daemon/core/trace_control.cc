@@ -454,9 +454,10 @@ void DaemonCoreImpl::OnManifestWritten(const std::string& trace_id, absl::Status
     status = absl::Status(status.code(), absl::StrCat("storing the manifest: ", status.message()));
   }
   if (deps_.metrics != nullptr) {
-    deps_.metrics->OnTraceDone(MetricsTrigger(session->trigger), session->cancelled ? TraceOutcome::kCancelled
-                                                 : status.ok()      ? TraceOutcome::kCompleted
-                                                                    : TraceOutcome::kFailed);
+    deps_.metrics->OnTraceDone(MetricsTrigger(session->trigger),
+                               session->cancelled ? TraceOutcome::kCancelled
+                               : status.ok()      ? TraceOutcome::kCompleted
+                                                  : TraceOutcome::kFailed);
   }
   session->Emit(event);
   if (session->cancelled) {

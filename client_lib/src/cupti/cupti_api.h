@@ -98,6 +98,11 @@ struct DeviceProbe {
 // not initialized yet; otherwise such a driver gives kNotInitialized.
 DeviceProbe ProbeCudaDevices(const LoaderEnvironment& env, bool may_initialize);
 
+// Loads libcuda.so.1 (RTLD_LAZY | RTLD_LOCAL; never unloaded: CUPTI would
+// load it the same way). False, with `error` naming it, when the host has
+// no driver to load.
+bool LoadCudaDriver(const LoaderEnvironment& env, std::string* error);
+
 // Loads the first candidate that opens and has every required symbol. On
 // failure returns nullopt and sets `error` to a message naming each path
 // tried and why it was not used.

@@ -219,6 +219,12 @@ DeviceProbe ProbeCudaDevices(const LoaderEnvironment& env, bool may_initialize) 
   return probe;
 }
 
+bool LoadCudaDriver(const LoaderEnvironment& env, std::string* error) {
+  if (env.open("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr) return true;
+  *error = "libcuda.so.1 cannot be loaded";
+  return false;
+}
+
 std::vector<Candidate> CuptiCandidates(const LoaderEnvironment& env) {
   std::vector<Candidate> out;
   for (const char* name : kCuptiNames) out.push_back({name, true});

@@ -51,6 +51,18 @@ std::vector<std::string> Paths(const std::vector<Candidate>& candidates) {
   return out;
 }
 
+TEST(CuptiLoaderTest, TheDriverIsLoadedByItsSonameAndKept) {
+  FakeProcess without;
+  std::string error;
+  EXPECT_FALSE(LoadCudaDriver(without.Env(), &error));
+  EXPECT_EQ(error, "libcuda.so.1 cannot be loaded");
+  EXPECT_EQ(without.opened, std::vector<std::string>{"libcuda.so.1"});
+  FakeProcess with;
+  with.files = {"libcuda.so.1"};
+  EXPECT_TRUE(LoadCudaDriver(with.Env(), &error));
+  EXPECT_EQ(with.closes, 0);
+}
+
 TEST(CuptiLoaderTest, SearchOrderWithNothingSet) {
   FakeProcess p;
   EXPECT_EQ(

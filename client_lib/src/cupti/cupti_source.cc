@@ -146,9 +146,18 @@ bool CuptiSource::Prepare(const CaptureRequest& request, PrepareError* error) {
   }
   // A driver already loaded and initialized that has no device: no need to
   // load CUPTI at all. An uninitialized driver is left alone.
-  if (DeviceProbe probe = ProbeDevices(/*may_initialize=*/false);
-      probe.state == DeviceProbe::State::kNoDevice) {
+  const DeviceProbe probe = ProbeDevices(/*may_initialize=*/false);
+  if (probe.state == DeviceProbe::State::kNoDevice) {
     return PrepareHostOnly("no usable CUDA device (" + probe.detail + ")");
+  }
+  // No driver in the process: CUPTI would load it; without one on the host,
+  // CUPTI must not be touched at all.
+  if (probe.state == DeviceProbe::State::kDriverNotLoaded && deps_.load_driver) {
+    std::string why;
+    if (!deps_.load_driver(&why)) {
+      return PrepareHostOnly("no CUDA driver on this host (" + why +
+                             "); CUPTI needs one and was not loaded");
+    }
   }
   if (!api_) {
     std::string load_error;

@@ -72,6 +72,12 @@ class CuptiSource final : public ActivitySource, public RangeListener {
     // Asks the loaded CUDA driver for its devices (ProbeCudaDevices); the
     // argument says whether it may call cuInit. Unset: nothing is known.
     std::function<DeviceProbe(bool may_initialize)> probe_devices;
+    // Loads the CUDA driver (libcuda.so.1) when the process has not: CUPTI
+    // needs one, and some CUPTI builds (PyTorch's 13.2 wheel among them)
+    // crash on their first call on a host without it. False with the
+    // reason when it cannot be loaded; CUPTI is then never loaded. Unset:
+    // assumed loadable.
+    std::function<bool(std::string* error)> load_driver;
   };
 
   explicit CuptiSource(Deps deps);

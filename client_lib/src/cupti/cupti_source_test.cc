@@ -430,6 +430,37 @@ TEST_F(CuptiSourceTest, DriverWithoutDeviceGivesHostOnlyWithoutLoadingCupti) {
   EXPECT_EQ(Count("ext_push"), 0);
 }
 
+TEST_F(CuptiSourceTest, NoDriverOnTheHostGivesHostOnlyWithoutTouchingCupti) {
+  // PyTorch's own CUPTI (13.2 wheel) crashes on its first call on a host
+  // without libcuda: it must never be loaded there.
+  probe_ =
+      probe_after_cupti_ = {DeviceProbe::State::kDriverNotLoaded, 0, "libcuda.so.1 is not loaded"};
+  CuptiSource::Deps deps = Deps();
+  int driver_loads = 0;
+  deps.load_driver = [&driver_loads](std::string* error) {
+    ++driver_loads;
+    *error = "libcuda.so.1 cannot be loaded";
+    return false;
+  };
+  AnnotationState state;
+  HostSource host(&state, &clock_);
+  CuptiSource source(std::move(deps));
+  host.set_range_listener(&source);
+  PrepareError error;
+  ASSERT_TRUE(host.Prepare(Request(), &error));
+  ASSERT_TRUE(source.Prepare(Request(), &error)) << error.message;
+  EXPECT_EQ(driver_loads, 1);
+  EXPECT_EQ(loads_, 0);
+  EXPECT_EQ(Count("subscribe") + Count("subscribe_failed"), 0);
+  CollectStats stats;
+  DecodedPayload p = HostAndGpuWindow(host, source, clock_, &stats);
+  EXPECT_TRUE(stats.host_only);
+  EXPECT_EQ(stats.message,
+            "host-only trace: no CUDA driver on this host (libcuda.so.1 cannot be loaded); CUPTI "
+            "needs one and was not loaded");
+  EXPECT_EQ(p.Ranges("forward").size(), 1u);
+}
+
 TEST_F(CuptiSourceTest, SubscribeFailureWithoutADriverKeepsTheHostRanges) {
   // This machine's case: CUDA libraries loaded, no libcuda anywhere; the
   // real CUPTI answers CUPTI_ERROR_UNKNOWN.
