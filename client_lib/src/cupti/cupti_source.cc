@@ -151,8 +151,10 @@ bool CuptiSource::Prepare(const CaptureRequest& request, PrepareError* error) {
     return PrepareHostOnly("no usable CUDA device (" + probe.detail + ")");
   }
   // No driver in the process: CUPTI would load it; without one on the host,
-  // CUPTI must not be touched at all.
-  if (probe.state == DeviceProbe::State::kDriverNotLoaded && deps_.load_driver) {
+  // CUPTI must not be touched at all. An explicit GPUCTL_CUPTI_PATH is the
+  // user's choice and is loaded regardless.
+  if (probe.state == DeviceProbe::State::kDriverNotLoaded && !deps_.force_load &&
+      deps_.load_driver) {
     std::string why;
     if (!deps_.load_driver(&why)) {
       return PrepareHostOnly("no CUDA driver on this host (" + why +

@@ -75,8 +75,8 @@ class CuptiSource final : public ActivitySource, public RangeListener {
     // Loads the CUDA driver (libcuda.so.1) when the process has not: CUPTI
     // needs one, and some CUPTI builds (PyTorch's 13.2 wheel among them)
     // crash on their first call on a host without it. False with the
-    // reason when it cannot be loaded; CUPTI is then never loaded. Unset:
-    // assumed loadable.
+    // reason when it cannot be loaded; CUPTI is then never loaded (unless
+    // `force_load`). Unset: assumed loadable.
     std::function<bool(std::string* error)> load_driver;
   };
 
