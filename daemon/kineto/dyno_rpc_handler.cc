@@ -169,7 +169,9 @@ std::string StartDynoTrace(DaemonCore* core, const TraceArgs& args, const DynoTr
     request.mutable_selector()->set_limit(static_cast<uint32_t>(args.process_limit));
   }
   auto observer = std::make_shared<DynoTraceObserver>();
-  absl::StatusOr<std::string> id = core->StartTrace(request, observer);
+  // On demand, asked for through dynolog's RPC (loopback only, no identity).
+  absl::StatusOr<std::string> id =
+      core->StartTrace(request, OnDemandTrigger("dynolog RPC (loopback)"), observer);
   observer->StartReturned();
   if (!id.ok()) return Failed(TraceReply(matched, {}, 0), id.status().message());
   DynoJson reply = TraceReply(matched, observer->Triggered(), observer->busy());

@@ -163,16 +163,18 @@ TEST(DynoRpcHandlerRequestTest, TheTraceRequestCarriesTheWindowAndTheProfilerFla
   }
   EXPECT_CALL(core, ListProcesses(::testing::_)).WillOnce(::testing::Return(listed));
   v1::TraceRequest seen;
-  EXPECT_CALL(core, StartTrace(::testing::_, ::testing::_))
-      .WillOnce(
-          [&](const v1::TraceRequest& request, const std::shared_ptr<TraceObserver>& observer) {
-            seen = request;
-            v1::TraceEvent started;
-            started.mutable_started()->set_trace_id("018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
-            started.mutable_started()->add_processes()->set_pid(101);
-            observer->OnEvent(started);
-            return absl::StatusOr<std::string>("018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
-          });
+  EXPECT_CALL(core, StartTrace(::testing::_, ::testing::_, ::testing::_))
+      .WillOnce([&](const v1::TraceRequest& request, const v1::TraceTrigger& trigger,
+                    const std::shared_ptr<TraceObserver>& observer) {
+        seen = request;
+        EXPECT_EQ(trigger.kind(), v1::TRIGGER_KIND_ON_DEMAND);
+        EXPECT_EQ(trigger.requested_by(), "dynolog RPC (loopback)");
+        v1::TraceEvent started;
+        started.mutable_started()->set_trace_id("018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
+        started.mutable_started()->add_processes()->set_pid(101);
+        observer->OnEvent(started);
+        return absl::StatusOr<std::string>("018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b");
+      });
   DynoRpcHandler handler(&core, "1.2.3");
   DynoJson reply = DynoJson::parse(handler.Handle(GputraceRequest(
       "42", "0", 1,
