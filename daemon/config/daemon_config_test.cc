@@ -105,6 +105,8 @@ std::vector<KeyCase> EveryKey() {
       {"ipc.hello_burst", "64", [](DaemonOptions& o) { o.hello_burst = 64; }},
       {"kineto.mode", "\"off\"",
        [](DaemonOptions& o) { o.kineto_server.mode = kineto::KinetoMode::kOff; }},
+      {"kineto.dyno_rpc_listen", "\"[::1]:1778\"",
+       [](DaemonOptions& o) { o.dyno_rpc_listen = "[::1]:1778"; }},
       {"kineto.socket_dir", "/run/k", [](DaemonOptions& o) { o.kineto_socket_dir = "/run/k"; }},
       {"kineto.max_processes", "10", [](DaemonOptions& o) { o.kineto.max_processes = 10; }},
       {"kineto.max_trace_bytes", "8MiB",
@@ -206,8 +208,6 @@ std::vector<KeyCase> EveryKey() {
          rule.probability = 0.5;
          o.schedule.rules = {rule};
        }},
-      {"kineto.dyno_rpc_listen", "\"[::1]:1778\"",
-       [](DaemonOptions& o) { o.dyno_rpc_listen = "[::1]:1778"; }},
   };
 }
 

@@ -27,7 +27,7 @@ std::string HandMadeRequest(int32_t type, int64_t job, std::vector<int32_t> pids
   std::memcpy(d.data() + 40, &type, 4);
   std::memcpy(d.data() + 44, &n, 4);
   std::memcpy(d.data() + 48, &job, 8);
-  std::memcpy(d.data() + 56, pids.data(), 4 * pids.size());
+  if (!pids.empty()) std::memcpy(d.data() + 56, pids.data(), 4 * pids.size());
   return d;
 }
 
