@@ -59,7 +59,8 @@ class CoreMetrics {
 struct CoreSnapshot {
   struct AttachedGroup {
     v1::ProcessRole role = v1::PROCESS_ROLE_UNSPECIFIED;
-    // How the process is attached: "library" (libgpuctl).
+    // How the process is attached: "library" (libgpuctl) or "kineto"
+    // (libkineto's daemon protocol).
     std::string kind;
     uint64_t count = 0;
   };

@@ -528,11 +528,19 @@ v1::GetStatusResponse DaemonCoreImpl::GetStatus() {
 
 CoreSnapshot DaemonCoreImpl::Snapshot() {
   CoreSnapshot snapshot;
-  absl::flat_hash_map<v1::ProcessRole, uint64_t> by_role;
-  for (const auto& [peer, role] : registry_.Roles()) ++by_role[role];
-  for (v1::ProcessRole role :
-       {v1::PROCESS_ROLE_WORKER, v1::PROCESS_ROLE_LAUNCHER, v1::PROCESS_ROLE_HELPER}) {
-    snapshot.attached.push_back({.role = role, .kind = "library", .count = by_role[role]});
+  // Every (role, kind) pair, zeros included, so the gauges never vanish.
+  absl::flat_hash_map<std::pair<v1::ProcessRole, bool>, uint64_t> counts;
+  for (const auto& [peer, role] : registry_.Roles()) {
+    const AttachedProcess* process = registry_.Find(peer);
+    const bool kineto = process != nullptr && process->info.kind() == v1::PROCESS_KIND_KINETO;
+    ++counts[{role, kineto}];
+  }
+  for (bool kineto : {false, true}) {
+    for (v1::ProcessRole role :
+         {v1::PROCESS_ROLE_WORKER, v1::PROCESS_ROLE_LAUNCHER, v1::PROCESS_ROLE_HELPER}) {
+      snapshot.attached.push_back(
+          {.role = role, .kind = kineto ? "kineto" : "library", .count = counts[{role, kineto}]});
+    }
   }
   snapshot.active_traces = sessions_.size();
   for (const auto& [id, session] : sessions_) {
