@@ -225,14 +225,13 @@ def test_a_scoped_token_reaches_only_its_jobs(start_daemon, cli_for, start_workl
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert f"{mine.pid}" in ok.stdout and f"{stray.pid}" not in ok.stdout, ok.stdout
     # The daemon logged who asked, by token name.
-    wait_until(lambda: 'with token \\"team-a\\"' in daemon.output()
-               or 'with token "team-a"' in daemon.output(),
+    wait_until(lambda: 'msg="trace requested"' in daemon.log()
+               and 'with token \\"team-a\\"' in daemon.log(),
                what="the trace request logged with the token's name")
 
     # The scoped token lists and fetches the trace it took, and not one it
     # did not (the unscoped token's trace of job-b).
-    trace_id = next(line.split()[-1] for line in ok.stdout.splitlines() if "trace" in line.lower()
-                    and len(line.split()[-1]) == 36)
+    trace_id = next(p.name for p in out.iterdir() if p.is_dir())
     theirs = cli.run("trace", "--job", "job-b", "--duration", "200ms", "--token-file", admin,
                      "-o", str(workdir / "admin-dl"), timeout=120)
     assert theirs.returncode == 0, theirs.stdout + theirs.stderr
