@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 from e2e_util import load_trace, manifest_paths, timestamp_ns, trace_results, wait_until
-from torch_fixtures import (KINETO_DEADLINE_S, kineto_daemon, kineto_socket_dir,  # noqa: F401
+from torch_fixtures import (KINETO_DEADLINE_S, TRAIN_LOOP, kineto_daemon, kineto_socket_dir,  # noqa: F401
                             start_torch, steps_printed, torch_python)
 
 JOB = "kineto-e2e"
@@ -124,6 +124,11 @@ def test_an_iteration_window_holds_that_many_steps(kineto_daemon, cli_for, start
     cli = cli_for(kineto_daemon)
     loop = start_torch(job=JOB, rank=0, step_ms=50)
     wait_kineto_attached(cli, [loop.pid])
+    # kineto honours iteration keys only once it has counted steps of its
+    # own; a process seconds old takes the time window gpuctld sends beside
+    # them (docs/pytorch.md, "Iteration windows").
+    wait_until(lambda: steps_printed(loop) >= 60, timeout=KINETO_DEADLINE_S,
+               what="the loop running for a while")
     trace = trace_ok(cli, "--job", JOB, "--iterations", "3", expect_pids=[loop.pid])
     result, doc = kineto_events(trace, loop.pid)
     steps = check_loop_operators(result, doc, step_ms=50, max_steps=4)
@@ -192,11 +197,15 @@ def test_a_process_with_a_private_tmp_in_its_own_mount_namespace(kineto_daemon, 
     cli = cli_for(kineto_daemon)
     # Its /tmp is a tmpfs no other process sees: kineto writes the trace
     # there. The test's directory (kineto's config, the socket directory)
-    # is mounted back into it.
+    # and the loop's script (the checkout may itself be under /tmp) are
+    # mounted back into it.
     private_tmp = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
-                   'keep=$(mktemp -d /run/gpuctl-keep-XXXXXX) && mount --bind "$0" "$keep" && '
-                   'mount -t tmpfs tmpfs /tmp && mkdir -p "$0" && mount --move "$keep" "$0" && '
-                   'rmdir "$keep" && exec "$@"', str(workdir)]
+                   'k0=$(mktemp -d /run/gpuctl-keep-XXXXXX) && '
+                   'k1=$(mktemp -d /run/gpuctl-keep-XXXXXX) && '
+                   'mount --bind "$0" "$k0" && mount --bind "$1" "$k1" && '
+                   'mount -t tmpfs tmpfs /tmp && mkdir -p "$0" "$1" && '
+                   'mount --move "$k0" "$0" && mount --move "$k1" "$1" && rmdir "$k0" "$k1" && '
+                   'shift && exec "$@"', str(workdir), str(TRAIN_LOOP.parent)]
     loop = start_torch(job=JOB, rank=0, wrapper=private_tmp)
     wait_until(lambda: any(line.startswith("pid ") for line in loop.lines()),
                timeout=KINETO_DEADLINE_S, what="the loop's first line")
