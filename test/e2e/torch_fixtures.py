@@ -26,7 +26,9 @@ KINETO_DEADLINE_S = 90.0
 
 @pytest.fixture(scope="session")
 def torch_python():
-    python = REPO / ".venv-torch" / "bin" / "python"
+    # The environment itself, not the clone's link to it: a process in a
+    # mount namespace of its own may not see the clone.
+    python = (REPO / ".venv-torch").resolve() / "bin" / "python"
     if not python.exists():
         pytest.fail(f"{python} not found: run scripts/install_torch.sh (PyTorch from PyPI, "
                     "about 5 GB, once per machine)")
