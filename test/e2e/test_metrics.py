@@ -181,7 +181,10 @@ def test_promtool_passes_and_a_real_prometheus_sees_the_trace_and_the_refusal(
 def test_metrics_are_off_unless_asked_and_non_loopback_needs_the_opt_in(
         build_dir, start_daemon, workdir):
     quiet = start_daemon(name="quiet")
-    assert re.search(r'msg="gpuctld ready".* metrics=off', quiet.log()), quiet.log()
+    # The ready file can be written before the "gpuctld ready" line is.
+    ready = wait_until(lambda: re.search(r'msg="gpuctld ready".*', quiet.log()),
+                       what='the "gpuctld ready" line')
+    assert " metrics=off" in ready.group(0), quiet.log()
 
     gpuctld = str(build_dir / "bin/gpuctld")
     base = ["--listen", "127.0.0.1:0", "--socket", str(workdir / "refused.sock"),
