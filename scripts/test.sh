@@ -135,7 +135,9 @@ normal_start=$(date +%s)
 # The unit tests ran in the sanitizer pass; without that pass they run here.
 unit_tests=OFF
 [ "${GPUCTL_SKIP_ASAN:-0}" != 1 ] || unit_tests=ON
-configure_and_build build -DGPUCTL_BUILD_UNIT_TESTS="$unit_tests"
+# The PyTorch tests (label torch) run here only: PyTorch has no sanitizer
+# builds.
+configure_and_build build -DGPUCTL_BUILD_UNIT_TESTS="$unit_tests" -DGPUCTL_TORCH_TESTS=ON
 start_ceph
 step "Tests"
 normal_rc=0
