@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +53,12 @@ absl::Status ReadConfigMapping(const ConfigValue& value, absl::Span<const Config
 // (schedule_config_keys.cc).
 absl::Span<const ConfigKey> ScheduleConfigKeys();
 absl::Status CheckScheduleSection(const ConfigLocations& where, DaemonOptions* options);
+
+// A mapping of labels (team: ml), each pair valid as selectors take them
+// (ValidateLabel), at most kMaxLabels; for schedule rules' selectors and
+// auth.tokens' scopes (schedule_config_keys.cc).
+absl::Status ReadLabelPairs(const ConfigValue& value,
+                            std::vector<std::pair<std::string, std::string>>* out);
 
 // The keys of the ipc section (ipc_config_keys.cc).
 absl::Span<const ConfigKey> IpcConfigKeys();

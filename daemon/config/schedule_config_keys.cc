@@ -86,25 +86,11 @@ absl::Status ReadRanks(const ConfigValue& v, DaemonOptions* o) {
 }
 
 absl::Status ReadLabels(const ConfigValue& v, DaemonOptions* o) {
-  const YAML::Node& node = v.node();
-  if (!node.IsMap()) {
-    return v.Error(
-        absl::StrCat("expected a mapping of labels (team: ml), found ", DescribeNodeType(node)));
-  }
-  if (node.size() > kMaxLabels) return v.Error(absl::StrCat("more than ", kMaxLabels, " labels"));
+  std::vector<std::pair<std::string, std::string>> pairs;
+  if (absl::Status s = ReadLabelPairs(v, &pairs); !s.ok()) return s;
   auto* labels = CurrentRule(o).selector.mutable_labels();
   labels->clear();
-  for (const auto& entry : node) {
-    if (!entry.first.IsScalar()) return v.Error("a label key must be a name");
-    ConfigValue value(entry.second, absl::StrCat(v.key(), ".", entry.first.Scalar()),
-                      LineOf(entry.first), v.file(), false);
-    absl::StatusOr<std::string> text = value.String();
-    if (!text.ok()) return text.status();
-    if (absl::Status s = ValidateLabel("label", entry.first.Scalar(), *text); !s.ok()) {
-      return v.Error(s.message());
-    }
-    (*labels)[entry.first.Scalar()] = *text;
-  }
+  for (auto& [key, value] : pairs) (*labels)[key] = std::move(value);
   return absl::OkStatus();
 }
 
@@ -376,6 +362,29 @@ absl::Status CheckScheduleSection(const ConfigLocations& where, DaemonOptions* o
                             : where.Line("schedule.rules") != 0 ? "schedule.rules"
                                                                 : "schedule";
     return where.Error(key, s.message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadLabelPairs(const ConfigValue& v,
+                            std::vector<std::pair<std::string, std::string>>* out) {
+  const YAML::Node& node = v.node();
+  if (!node.IsMap()) {
+    return v.Error(
+        absl::StrCat("expected a mapping of labels (team: ml), found ", DescribeNodeType(node)));
+  }
+  if (node.size() > kMaxLabels) return v.Error(absl::StrCat("more than ", kMaxLabels, " labels"));
+  out->clear();
+  for (const auto& entry : node) {
+    if (!entry.first.IsScalar()) return v.Error("a label key must be a name");
+    ConfigValue value(entry.second, absl::StrCat(v.key(), ".", entry.first.Scalar()),
+                      LineOf(entry.first), v.file(), false);
+    absl::StatusOr<std::string> text = value.String();
+    if (!text.ok()) return text.status();
+    if (absl::Status s = ValidateLabel("label", entry.first.Scalar(), *text); !s.ok()) {
+      return v.Error(s.message());
+    }
+    out->emplace_back(entry.first.Scalar(), *std::move(text));
   }
   return absl::OkStatus();
 }

@@ -53,25 +53,6 @@ absl::Status ReadStringList(const ConfigValue& v, std::vector<std::string>* out)
   return absl::OkStatus();
 }
 
-absl::Status ReadScopeLabels(const ConfigValue& v, DaemonOptions* o) {
-  const YAML::Node& node = v.node();
-  if (!node.IsMap()) {
-    return v.Error(
-        absl::StrCat("expected a mapping of labels (team: ml), found ", DescribeNodeType(node)));
-  }
-  auto& labels = CurrentToken(o).scope.labels;
-  labels.clear();
-  for (const auto& entry : node) {
-    if (!entry.first.IsScalar()) return v.Error("a label key must be a name");
-    ConfigValue value(entry.second, absl::StrCat(v.key(), ".", entry.first.Scalar()),
-                      LineOf(entry.first), v.file(), false);
-    absl::StatusOr<std::string> text = value.String();
-    if (!text.ok()) return text.status();
-    labels.emplace_back(entry.first.Scalar(), *std::move(text));
-  }
-  return absl::OkStatus();
-}
-
 constexpr ConfigKey kTokenKeys[] = {
     {.name = "name",
      .read = [](const ConfigValue& v,
@@ -85,7 +66,9 @@ constexpr ConfigKey kTokenKeys[] = {
     {.name = "namespaces",
      .read = [](const ConfigValue& v,
                 DaemonOptions* o) { return ReadStringList(v, &CurrentToken(o).scope.namespaces); }},
-    {.name = "labels", .read = ReadScopeLabels},
+    {.name = "labels",
+     .read = [](const ConfigValue& v,
+                DaemonOptions* o) { return ReadLabelPairs(v, &CurrentToken(o).scope.labels); }},
 };
 
 // auth.tokens: a list of {name, token_file, jobs, namespaces, labels}.
