@@ -207,7 +207,7 @@ def gzip_members(path):
 
 
 def test_hta_reads_a_trace_stored_as_several_gzip_members(tmp_path):
-    """A trace larger than one gzip member (8 MiB of JSON) is stored as a
+    """A trace larger than one gzip member (1 MiB of JSON) is stored as a
     series of members; HTA (Python's gzip module) reads them as one file."""
     launches = 20000
     ops = [("kernel", f"gemm_{i % 7}", 7, 10 + 3 * i, 12 + 3 * i) for i in range(launches)]
