@@ -83,6 +83,7 @@ struct EventFields {
   bool has_ph = false, metadata = false, has_ts = false, has_dur = false;
   double ts_us = 0, dur_us = 0;
   bool cpu_op = false, kernel = false;
+  bool profiler_span = false;  // `cat` "Trace": kineto's span of its window
 };
 
 // The top-level members the handler reads, not only copies.
@@ -196,6 +197,8 @@ class KinetoSax {
   int64_t base_time_ns_ = 0;
   double first_us_ = std::numeric_limits<double>::infinity();
   double last_us_ = -std::numeric_limits<double>::infinity();
+  double span_first_us_ = std::numeric_limits<double>::infinity();
+  double span_last_us_ = -std::numeric_limits<double>::infinity();
 };
 
 void KinetoSax::BeginValue() {
@@ -265,6 +268,7 @@ bool KinetoSax::StringValue(const std::string& v) {
   } else if (event_key_ == "cat") {
     event_.cpu_op = v == "cpu_op";
     event_.kernel = v == "kernel";
+    event_.profiler_span = v == "Trace";
   } else if (event_key_ == "ts" || event_key_ == "dur") {
     return Fail(
         absl::StrCat("event ", summary_.event_count, ": \"", event_key_, "\" is not a number"));
@@ -370,6 +374,10 @@ bool KinetoSax::EndEvent() {
   }
   summary_.cpu_op_count += event_.cpu_op;
   summary_.kernel_count += event_.kernel;
+  if (event_.profiler_span && event_.has_dur && event_.dur_us >= 0) {
+    span_first_us_ = std::min(span_first_us_, event_.ts_us);
+    span_last_us_ = std::max(span_last_us_, event_.ts_us + event_.dur_us);
+  }
   first_us_ = std::min(first_us_, event_.ts_us);
   last_us_ = std::max(last_us_, event_.ts_us + (event_.has_dur ? std::max(0.0, event_.dur_us) : 0));
   return true;
@@ -416,6 +424,10 @@ absl::Status KinetoSax::Finish(KinetoTraceSummary* summary) {
   if (first_us_ <= last_us_) {
     summary_.first_ts_unix_ns = base_time_ns_ + std::llround(first_us_ * 1000.0);
     summary_.last_ts_unix_ns = base_time_ns_ + std::llround(last_us_ * 1000.0);
+  }
+  if (span_first_us_ <= span_last_us_) {
+    summary_.window_start_unix_ns = base_time_ns_ + std::llround(span_first_us_ * 1000.0);
+    summary_.window_end_unix_ns = base_time_ns_ + std::llround(span_last_us_ * 1000.0);
   }
   *summary = std::move(summary_);
   return absl::OkStatus();

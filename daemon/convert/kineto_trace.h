@@ -24,6 +24,10 @@ struct KinetoTraceSummary {
   // Unix ns (kineto's µs `ts`/`dur` plus `baseTimeNanoseconds`); 0 when the
   // trace has no such event.
   int64_t first_ts_unix_ns = 0, last_ts_unix_ns = 0;
+  // The window kineto really recorded: its profiler spans (`cat` "Trace",
+  // "PyTorch Profiler (N)", one per iteration or one for a time window),
+  // earliest start to latest end; 0 when the file has none.
+  int64_t window_start_unix_ns = 0, window_end_unix_ns = 0;
   std::string trace_id_in_file;  // kineto's REQUEST_TRACE_ID echo, if any
 };
 

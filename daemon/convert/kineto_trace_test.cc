@@ -113,6 +113,39 @@ TEST(KinetoTraceTest, SummaryTimesAreUnixNanoseconds) {
   EXPECT_EQ(small->summary.last_ts_unix_ns, 1'000'003'750);
   EXPECT_EQ(small->summary.event_count, 3u);
   EXPECT_EQ(small->summary.kernel_count, 1u);
+  // No profiler span: the window is unknown.
+  EXPECT_EQ(small->summary.window_start_unix_ns, 0);
+  EXPECT_EQ(small->summary.window_end_unix_ns, 0);
+}
+
+TEST(KinetoTraceTest, TheWindowIsKinetosOwnProfilerSpan) {
+  // libkineto writes one "PyTorch Profiler (N)" span of `cat` "Trace" per
+  // window (per iteration in iteration mode): when it really recorded.
+  const std::string original = ReadFixture("on_demand_cpu.json");
+  auto c = ConvertKinetoTrace(original, Tag(), 1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  Json in = Json::parse(original);
+  const int64_t base = in["baseTimeNanoseconds"].get<int64_t>();
+  const Json* span = nullptr;
+  for (const Json& e : in["traceEvents"]) {
+    if (e.value("cat", "") == "Trace") span = &e;
+  }
+  ASSERT_NE(span, nullptr);
+  const double ts = (*span)["ts"].get<double>(), dur = (*span)["dur"].get<double>();
+  EXPECT_NEAR(c->summary.window_start_unix_ns, base + ts * 1000, 2);
+  EXPECT_NEAR(c->summary.window_end_unix_ns, base + (ts + dur) * 1000, 2);
+  EXPECT_NEAR(static_cast<double>(c->summary.window_end_unix_ns - c->summary.window_start_unix_ns),
+              400e6, 10e6);
+
+  // Two iteration spans: earliest start to latest end, whatever the order.
+  auto two = ConvertKinetoTrace(R"j({"baseTimeNanoseconds": 1000000000, "traceEvents": [
+      {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (1)", "ts": 20, "dur": 5},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 9, "dur": 30},
+      {"ph": "X", "name": "PyTorch Profiler (0)", "ts": 10, "dur": 10, "cat": "Trace"}]})j",
+                                Tag(), 1);
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(two->summary.window_start_unix_ns, 1'000'010'000);
+  EXPECT_EQ(two->summary.window_end_unix_ns, 1'000'025'000);
 }
 
 TEST(KinetoTraceTest, HolisticTraceAnalysisFindsTheRankOnTheFirstLine) {

@@ -48,10 +48,28 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
     logged.program = std::string(program.substr(0, 64));
   }
   attach_log_.Attached(peer, std::move(logged));
+  if (!IsKinetoPeer(peer)) DropKinetoTwin(peer, creds.pid);
   // After this call returns, so that the process hears HelloAck before any
   // StartCapture.
   PostToLoop([this, peer] { JoinActiveTrace(peer); });
   return absl::OkStatus();
+}
+
+void DaemonCoreImpl::DropKinetoTwin(PeerId library_peer, int32_t pid) {
+  // A live pid names one process: a kineto registration of it came from its
+  // heartbeat before the library's Hello. CUPTI takes one subscriber, and
+  // the library's capture is the richer one, so the library traces it.
+  for (const AttachedProcess* process : registry_.All()) {
+    if (process->peer == library_peer || !IsKinetoPeer(process->peer) ||
+        process->info.pid() != pid) {
+      continue;
+    }
+    const PeerId twin = process->peer;
+    LogInfo("kineto registration replaced by the library's",
+            {{"pid", pid}, {"kineto_peer", twin}, {"peer", library_peer}});
+    deps_.peers->Disconnect(twin, "the process attached through libgpuctl.so, which traces it");
+    return;
+  }
 }
 
 void DaemonCoreImpl::OnHelloRefused(const PeerCredentials& creds, const v1::ipc::Hello& hello,

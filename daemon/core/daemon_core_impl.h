@@ -75,6 +75,9 @@ class DaemonCoreImpl final : public DaemonCore {
   // Adds a process that just attached (if still attached) to the oldest
   // active trace whose selector picks it, if any.
   void JoinActiveTrace(PeerId peer);
+  // Disconnects a kineto registration of `pid`, which `library_peer` has
+  // just attached through the library.
+  void DropKinetoTwin(PeerId library_peer, int32_t pid);
   TraceSession* FindSession(absl::string_view id);
   // The session and slot `peer` is capturing for `trace_id`, if it is
   // still waiting for that peer's result.

@@ -129,5 +129,19 @@ TEST_F(PollingPeerTest, RecordsPayloadFromALibraryIsNeverTakenAsPrepared) {
   EXPECT_EQ(observer->ResultFor(100)->status(), v1::CAPTURE_STATUS_REJECTED);
 }
 
+TEST_F(PollingPeerTest, TheLibrarysHelloReplacesAKinetoRegistrationOfTheSameProcess) {
+  // The heartbeat came first (kineto polls from its first profiler call),
+  // then the library's Hello: one process, traced by the library.
+  Attach(kKineto, 200, "J", 1);
+  Attach(kKineto + 1, 300, "J", 2);
+  Attach(kLibrary, 200, "J", 1);
+  ASSERT_EQ(peers_.disconnected().size(), 1u);
+  EXPECT_EQ(peers_.disconnected()[0].first, kKineto);
+  EXPECT_THAT(peers_.disconnected()[0].second, ::testing::HasSubstr("libgpuctl.so"));
+  // Another library process of another pid drops nothing.
+  Attach(kLibrary + 1, 400, "J", 3);
+  EXPECT_EQ(peers_.disconnected().size(), 1u);
+}
+
 }  // namespace
 }  // namespace gpuctl::daemon

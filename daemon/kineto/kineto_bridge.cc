@@ -196,7 +196,7 @@ void KinetoBridge::Forget(PeerId peer, bool clean, std::string reason) {
 }
 
 void KinetoBridge::ArmSweep() {
-  if (sweep_timer_ != 0 || processes_.empty()) return;
+  if (sweep_timer_ != 0 || (processes_.empty() && abandoned_.empty())) return;
   sweep_timer_ =
       deps_.loop->PostDelayed(options_.sweep_period, [this, weak = std::weak_ptr<bool>(alive_)] {
         if (weak.expired()) return;
@@ -223,6 +223,7 @@ void KinetoBridge::Sweep() {
       SchedulePickup(process);
     }
   }
+  SweepAbandoned(now);
   for (auto& [peer, reason] : silent) {
     Process* process = Find(peer);
     std::optional<ProcIdentity> id = deps_.proc->Identity(process->host_pid);

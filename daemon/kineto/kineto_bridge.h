@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
@@ -118,6 +119,15 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
     std::optional<Capture> capture;
   };
   using Key = std::pair<int32_t, uint64_t>;  // host pid, start time
+  // A cancelled capture that kineto had already taken: it cannot be
+  // stopped, so its file is removed from the process's /tmp when it
+  // appears, until `give_up`.
+  struct Abandoned {
+    PeerId peer = 0;
+    PickupRequest pickup;
+    absl::Time give_up;
+    bool in_flight = false;
+  };
 
   std::string OnRequest(const PeerCredentials& creds, const KinetoRequest& request);
   Process* Register(const PeerCredentials& creds, const ProcIdentity& id,
@@ -131,6 +141,10 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
   void ArmSweep();
   void Sweep();
   void SchedulePickup(Process& process);
+  PickupRequest PickupFor(const Process& process) const;
+  void Abandon(Process& process);
+  void SweepAbandoned(absl::Time now);
+  void OnAbandonedPickedUp(int32_t pid, const std::string& path, PickupResult::Outcome outcome);
   void OnPickedUp(PeerId peer, const std::string& trace_id, PickupResult result);
   void ReportStarted(Process& process);
   // Ends the process's capture with `status` and `message` (not OK).
@@ -158,6 +172,7 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
   absl::flat_hash_map<Key, absl::Time> refused_until_;
   // Bytes of kineto files stored per trace id (kineto.max_total_bytes).
   absl::flat_hash_map<std::string, uint64_t> trace_bytes_;
+  std::vector<Abandoned> abandoned_;
   PeerId next_peer_ = 1;
   uint64_t refused_ = 0;
   TaskRunner::TimerId sweep_timer_ = 0;

@@ -26,6 +26,10 @@ constexpr absl::Duration kDeliveryMargin = absl::Milliseconds(150);
 constexpr absl::Duration kIterationFallback = absl::Seconds(2);
 // Traces whose kineto byte totals are remembered (kineto.max_total_bytes).
 constexpr size_t kMaxTraceTotals = 1024;
+// How long after a cancelled window's end its file is waited for, and how
+// many such files at once.
+constexpr absl::Duration kAbandonedWait = absl::Minutes(2);
+constexpr size_t kMaxAbandoned = 256;
 
 // The trace's bytes as the core stores them: already a finished file.
 class PreparedPayload final : public Payload {
@@ -71,10 +75,11 @@ absl::Status KinetoBridge::Send(PeerId peer, const v1::ipc::DaemonMessage& messa
   Process* process = Find(peer);
   if (process == nullptr) return absl::NotFoundError("the kineto process is gone");
   if (message.has_cancel_capture()) {
-    // kineto cannot stop a window; a file that still appears stays in the
-    // process's /tmp.
+    // kineto cannot stop a window it has taken: its file is removed when
+    // it appears.
     if (process->capture.has_value() &&
         process->capture->trace_id == message.cancel_capture().trace_id()) {
+      if (process->capture->delivered) Abandon(*process);
       process->capture.reset();
     }
     return absl::OkStatus();
@@ -171,16 +176,78 @@ void KinetoBridge::ReportStarted(Process& process) {
   deps_.core->OnCaptureStarted(process.peer, started);
 }
 
-void KinetoBridge::SchedulePickup(Process& process) {
-  Capture& capture = *process.capture;
-  if (capture.pickup_in_flight) return;
-  capture.pickup_in_flight = true;
+PickupRequest KinetoBridge::PickupFor(const Process& process) const {
   PickupRequest request;
   request.proc_root = options_.proc_root;
   request.host_pid = process.host_pid;
   request.start_time = process.start_time;
   request.uid = process.uid;
-  request.path = WrittenFile(capture.config.log_file, process.own_pid);
+  request.path = WrittenFile(process.capture->config.log_file, process.own_pid);
+  return request;
+}
+
+void KinetoBridge::Abandon(Process& process) {
+  if (abandoned_.size() >= kMaxAbandoned) {
+    LogWarning("kineto trace file of a cancelled capture left in place",
+               {{"pid", process.host_pid},
+                {"trace_id", process.capture->trace_id},
+                {"reason", "too many cancelled captures waiting for their files"}});
+    return;
+  }
+  Abandoned entry;
+  entry.peer = process.peer;
+  entry.pickup = PickupFor(process);
+  entry.pickup.discard = true;
+  entry.give_up = std::max(process.capture->end, deps_.clock->Now()) + kAbandonedWait;
+  abandoned_.push_back(std::move(entry));
+  ArmSweep();
+}
+
+void KinetoBridge::SweepAbandoned(absl::Time now) {
+  for (size_t i = 0; i < abandoned_.size();) {
+    Abandoned& entry = abandoned_[i];
+    if (!entry.in_flight && (now >= entry.give_up || Find(entry.peer) == nullptr)) {
+      if (now >= entry.give_up) {
+        LogWarning("kineto trace file of a cancelled capture never appeared",
+                   {{"pid", entry.pickup.host_pid}, {"path", entry.pickup.path}});
+      }
+      abandoned_.erase(abandoned_.begin() + static_cast<ptrdiff_t>(i));
+      continue;
+    }
+    if (!entry.in_flight) {
+      entry.in_flight = true;
+      deps_.worker->Run([this, loop = deps_.loop, weak = std::weak_ptr<bool>(alive_),
+                         request = entry.pickup]() mutable {
+        const PickupResult result = PickUpKinetoTrace(request);
+        loop->Post([this, weak = std::move(weak), path = request.path, pid = request.host_pid,
+                    outcome = result.outcome] {
+          if (!weak.expired()) OnAbandonedPickedUp(pid, path, outcome);
+        });
+      });
+    }
+    ++i;
+  }
+}
+
+void KinetoBridge::OnAbandonedPickedUp(int32_t pid, const std::string& path,
+                                       PickupResult::Outcome outcome) {
+  auto it = std::find_if(abandoned_.begin(), abandoned_.end(), [&](const Abandoned& a) {
+    return a.pickup.host_pid == pid && a.pickup.path == path;
+  });
+  if (it == abandoned_.end()) return;
+  it->in_flight = false;
+  if (outcome == PickupResult::Outcome::kNotYet) return;
+  if (outcome == PickupResult::Outcome::kDone) {
+    LogInfo("kineto trace file of a cancelled capture removed", {{"pid", pid}, {"path", path}});
+  }
+  abandoned_.erase(it);
+}
+
+void KinetoBridge::SchedulePickup(Process& process) {
+  Capture& capture = *process.capture;
+  if (capture.pickup_in_flight) return;
+  capture.pickup_in_flight = true;
+  PickupRequest request = PickupFor(process);
   auto total = trace_bytes_.find(capture.trace_id);
   const uint64_t used = total == trace_bytes_.end() ? 0 : total->second;
   request.max_bytes =
@@ -257,15 +324,20 @@ void KinetoBridge::ReportDone(Process& process, PickupResult picked) {
   result.set_event_count(summary.event_count);
   result.set_payload_size(picked.converted.gzip.size());
   result.set_late_start(capture.late);
-  if (capture.config.iterations == 0) {
+  // When kineto really recorded: its profiler span, else what was asked
+  // (a time window) or the span of its events (iterations).
+  if (summary.window_start_unix_ns != 0) {
+    result.set_window_start_unix_ns(summary.window_start_unix_ns);
+    result.set_window_end_unix_ns(summary.window_end_unix_ns);
+  } else if (capture.config.iterations == 0) {
     result.set_window_start_unix_ns(absl::ToUnixNanos(capture.config.start));
     result.set_window_end_unix_ns(
         absl::ToUnixNanos(capture.config.start + capture.config.duration));
   } else {
     result.set_window_start_unix_ns(summary.first_ts_unix_ns);
     result.set_window_end_unix_ns(summary.last_ts_unix_ns);
-    result.set_steps(capture.config.iterations);
   }
+  if (capture.config.iterations > 0) result.set_steps(capture.config.iterations);
   auto payload = std::make_unique<PreparedPayload>(
       std::move(picked.converted.gzip),
       PreparedTrace{.event_count = summary.event_count, .source_bytes = picked.source_bytes});

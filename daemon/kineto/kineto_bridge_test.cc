@@ -243,6 +243,84 @@ TEST_F(KinetoBridgeTest, TraceDeliversConfigAtNextPollAndStoresTheFile) {
   EXPECT_THAT(*GzipDecompress(gz), HasSubstr("aten::addmm"));
 }
 
+TEST_F(KinetoBridgeTest, TheResultSaysWhenKinetoReallyRecorded) {
+  AddProcess(kPid);
+  Beat(kPid);
+  auto observer = std::make_shared<Observer>();
+  absl::StatusOr<std::string> id = Trace(observer, absl::Seconds(2));
+  ASSERT_TRUE(id.ok()) << id.status();
+  loop_.AdvanceBy(absl::Seconds(5));
+  ASSERT_THAT(Beat(kPid), HasSubstr("PROFILE_START_TIME="));
+  BeatFor(kPid, absl::Seconds(5), absl::Seconds(1), /*idle=*/false);
+  // kineto opened 1.5 s after the instant asked for and recorded 2 s: its
+  // profiler span says so.
+  const v1::TraceStarted& started = observer->events.front().started();
+  const int64_t planned_ns =
+      absl::ToUnixNanos(absl::FromUnixSeconds(started.start_time().seconds()) +
+                        absl::Nanoseconds(started.start_time().nanos()));
+  const int64_t base_ns = planned_ns - 1'000'000'000;
+  testing::FakeKinetoProc::Write(
+      WrittenFile(*id, kPid),
+      absl::StrCat(
+          R"({"baseTimeNanoseconds": )", base_ns, R"(, "traceEvents": [)",
+          R"j({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "ts": 2500000, "dur": 2000000},)j",
+          R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 2600000, "dur": 5}]})"));
+  loop_.AdvanceBy(absl::Seconds(1));
+  RunAll();
+  ASSERT_NE(observer->Result(), nullptr);
+  const v1::ProcessResult& result = *observer->Result();
+  ASSERT_EQ(result.status(), v1::CAPTURE_STATUS_OK) << result.message();
+  auto ns = [](const google::protobuf::Timestamp& t) {
+    return t.seconds() * 1'000'000'000 + t.nanos();
+  };
+  EXPECT_EQ(ns(result.window_start()), planned_ns + 1'500'000'000);
+  EXPECT_EQ(ns(result.window_end()), planned_ns + 3'500'000'000);
+}
+
+TEST_F(KinetoBridgeTest, ACancelledCapturesFileIsRemovedWhenItAppears) {
+  AddProcess(kPid);
+  Beat(kPid);
+  auto observer = std::make_shared<Observer>();
+  absl::StatusOr<std::string> id = Trace(observer, absl::Seconds(2));
+  ASSERT_TRUE(id.ok()) << id.status();
+  loop_.AdvanceBy(absl::Seconds(5));
+  ASSERT_THAT(Beat(kPid), HasSubstr("PROFILE_START_TIME="));
+  loop_.AdvanceBy(absl::Seconds(1));
+  Beat(kPid, /*idle=*/false);
+  // kineto has taken the window and cannot be stopped.
+  v1::TraceCancellation why;
+  why.set_reason("the caller cancelled");
+  core_->CancelTrace(*id, why);
+  RunAll();
+  BeatFor(kPid, absl::Seconds(4), absl::Seconds(1), /*idle=*/false);
+  testing::FakeKinetoProc::Write(WrittenFile(*id, kPid), kTraceJson);
+  loop_.AdvanceBy(absl::Seconds(1));
+  RunAll();
+  EXPECT_FALSE(fs::exists(WrittenFile(*id, kPid)));
+  // Nothing stored for it, and the process is free for the next trace.
+  ASSERT_NE(observer->Result(), nullptr);
+  EXPECT_NE(observer->Result()->status(), v1::CAPTURE_STATUS_OK);
+  EXPECT_FALSE(store_->Open(*id, absl::StrCat("h1-rank1-pid", kPid, ".json.gz")).ok());
+  Beat(kPid);
+  EXPECT_TRUE(Trace(std::make_shared<Observer>(), absl::Seconds(2)).ok());
+}
+
+TEST_F(KinetoBridgeTest, ACancelledCapturesFileIsWaitedForABoundedTime) {
+  AddProcess(kPid);
+  Beat(kPid);
+  absl::StatusOr<std::string> id = Trace(std::make_shared<Observer>(), absl::Seconds(2));
+  ASSERT_TRUE(id.ok()) << id.status();
+  loop_.AdvanceBy(absl::Seconds(5));
+  ASSERT_THAT(Beat(kPid), HasSubstr("PROFILE_START_TIME="));
+  core_->CancelTrace(*id, v1::TraceCancellation());
+  RunAll();
+  // Past the wait, a file that appears late is left alone (and logged).
+  BeatFor(kPid, absl::Minutes(3), absl::Seconds(5), /*idle=*/true);
+  testing::FakeKinetoProc::Write(WrittenFile(*id, kPid), kTraceJson);
+  BeatFor(kPid, absl::Seconds(5), absl::Seconds(1), /*idle=*/true);
+  EXPECT_TRUE(fs::exists(WrittenFile(*id, kPid)));
+}
+
 TEST_F(KinetoBridgeTest, BusyProfilerEndsTheCaptureAsBusy) {
   AddProcess(kPid);
   Beat(kPid, /*idle=*/false);

@@ -97,6 +97,13 @@ PickupResult PickUpKinetoTrace(const PickupRequest& request) {
                                                 ", not the process's uid ", request.uid));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (request.discard) {
+    file.Reset();
+    RemoveOriginal(root.get(), request.path);
+    PickupResult result = With(Outcome::kDone, "");
+    result.source_bytes = size;
+    return result;
+  }
   if (size > request.max_bytes) {
     RemoveOriginal(root.get(), request.path);
     PickupResult result = With(

@@ -23,6 +23,9 @@ struct PickupRequest {
   uint64_t max_bytes = 0;
   KinetoTraceTag tag;
   int gzip_level = 6;
+  // The trace was cancelled: a file that appears is checked like any other
+  // (regular, the process's uid) and unlinked unread; kDone says it was.
+  bool discard = false;
 };
 
 struct PickupResult {
@@ -47,7 +50,8 @@ struct PickupResult {
 // must be a regular file owned by `uid` and at most max_bytes; it is then
 // converted (ConvertKinetoTrace) and unlinked through its parent
 // directory. An oversized or invalid file is unlinked too (it was written
-// for this request). Blocking: runs on a worker.
+// for this request). With `discard`, it is unlinked without being read.
+// Blocking: runs on a worker.
 PickupResult PickUpKinetoTrace(const PickupRequest& request);
 
 }  // namespace gpuctl::daemon::kineto
