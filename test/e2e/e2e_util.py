@@ -6,6 +6,7 @@ import json
 import os
 import re
 import time
+import urllib.request
 from pathlib import Path
 
 # Generous: the suite also runs under ASan/UBSan on a loaded 2-core machine.
@@ -268,3 +269,16 @@ def step_marks(path):
         if e.get("cat") == "user_annotation" and name.startswith("ProfilerStep#"):
             steps.append(int(name[len("ProfilerStep#"):]))
     return sorted(steps)
+
+
+def metrics_address(daemon):
+    """The bound metrics address, as the ready line logs it."""
+    found = re.search(r'msg="gpuctld ready".* metrics=(\S+)', daemon.log())
+    assert found, daemon.log()
+    return found.group(1)
+
+
+def scrape(address):
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
+        assert response.status == 200
+        return response.read().decode()

@@ -11,13 +11,15 @@ period.
 import collections
 import json
 import os
+import re
 import signal
 import socket
 import struct
 import subprocess
 import sys
 
-from e2e_util import load_trace, manifest_paths, timestamp_ns, trace_results, wait_until
+from e2e_util import (load_trace, manifest_paths, metrics_address, scrape, timestamp_ns,
+                      trace_results, wait_until)
 from torch_fixtures import (KINETO_DEADLINE_S, TRAIN_LOOP, kineto_daemon, kineto_socket_dir,  # noqa: F401
                             start_torch, steps_printed, torch_python)
 
@@ -183,6 +185,12 @@ def test_a_mixed_job_traces_library_and_kineto_ranks_together(kineto_daemon, cli
     library = start_workload(job=JOB, rank=0, world_size=2)
     kineto = start_torch(job=JOB, rank=1, world_size=2)
     wait_kineto_attached(cli, [library.pid, kineto.pid])
+    # Each kind counted apart in the metrics operators watch.
+    metrics = scrape(metrics_address(kineto_daemon))
+    assert re.search(r'^gpuctld_attached_processes\{[^}]*kind="kineto"[^}]*\} 1$', metrics,
+                     re.M), metrics
+    assert re.search(r'^gpuctld_attached_processes\{[^}]*kind="library"[^}]*\} 1$', metrics,
+                     re.M), metrics
     trace = trace_ok(cli, "--job", JOB, "--duration", "2s", expect_pids=[library.pid, kineto.pid])
     result, doc = kineto_events(trace, kineto.pid)
     check_loop_operators(result, doc, step_ms=10)

@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from e2e_util import encode_hello, wait_until
+from e2e_util import encode_hello, metrics_address, scrape, wait_until
 
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
@@ -30,19 +30,6 @@ def require_prometheus():
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
-
-
-def metrics_address(daemon):
-    """The bound metrics address, as the ready line logs it."""
-    found = re.search(r'msg="gpuctld ready".* metrics=(\S+)', daemon.log())
-    assert found, daemon.log()
-    return found.group(1)
-
-
-def scrape(address):
-    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as response:
-        assert response.status == 200
-        return response.read().decode()
 
 
 def free_port():

@@ -47,12 +47,13 @@ def kineto_socket_dir(workdir):
 
 @pytest.fixture
 def kineto_daemon(start_daemon, workdir, kineto_socket_dir):
-    """A gpuctld with the kineto bridge serving kineto_socket_dir. `auto`,
-    not `on`: tests run side by side and only one daemon can hold the
-    abstract name; the loops reach this one by its path socket."""
+    """A gpuctld with the kineto bridge serving kineto_socket_dir, and its
+    metrics on a loopback port. `auto`, not `on`: tests run side by side and
+    only one daemon can hold the abstract name; the loops reach this one by
+    its path socket."""
     config = workdir / "kineto.yaml"
     config.write_text(f"kineto:\n  mode: auto\n  socket_dir: {kineto_socket_dir}\n")
-    return start_daemon("--config", str(config))
+    return start_daemon("--config", str(config), "--metrics-listen", "127.0.0.1:0")
 
 
 @pytest.fixture
