@@ -34,6 +34,8 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
     case SlotOutcome::kWindowPassed:
       return "window already started when decided (local: a start mid-slot, or a late clock "
              "or wake-up)";
+    case SlotOutcome::kNoStepCounter:
+      return "no step counter (a Kineto process, or a library sharing none; local)";
     case SlotOutcome::kStoreSpace:
       return "store free space below the minimum (local, may split a job)";
   }
@@ -42,7 +44,7 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
 
 bool IsLocalOutcome(SlotOutcome outcome) {
   return outcome == SlotOutcome::kHostCaptureTime || outcome == SlotOutcome::kStoreSpace ||
-         outcome == SlotOutcome::kWindowPassed;
+         outcome == SlotOutcome::kWindowPassed || outcome == SlotOutcome::kNoStepCounter;
 }
 
 bool InBlackout(const ScheduleRule& rule, absl::Time start, absl::Time end) {

@@ -24,6 +24,9 @@ enum class SlotOutcome {
   // local: the window had already started when this host decided the slot
   // (it started mid-slot, or its clock or its wake-up was late)
   kWindowPassed,
+  // local: a step rule's process shares no step counter (a Kineto
+  // process, or a library without one): steps cannot be aligned for it
+  kNoStepCounter,
 };
 
 // "not sampled", "blackout", "daily cap reached", ... for skips and logs.

@@ -54,6 +54,7 @@ ScheduleDriver::ScheduleDriver(ScheduleOptions options, Deps deps)
 
 ScheduleDriver::~ScheduleDriver() {
   if (boundary_timer_ != 0) deps_.loop->Cancel(boundary_timer_);
+  if (step_timer_ != 0) deps_.loop->Cancel(step_timer_);
   for (const auto& [key, id] : capture_timers_) deps_.loop->Cancel(id);
 }
 
@@ -61,11 +62,10 @@ void ScheduleDriver::Start() {
   const absl::Time now = deps_.clock->Now();
   LogInfo("schedule", {{"rules", options_.rules.size()}, {"fingerprint", fingerprint_}});
   for (const ScheduleRule& rule : options_.rules) {
-    LogInfo("schedule rule",
-            {{"rule", rule.name},
-             {"duty_cycle", DutyCycle(rule)},
-             {"probability", rule.probability},
-             {"driven", rule.step_aligned() ? "no (step rules: not yet)" : "yes"}});
+    LogInfo("schedule rule", {{"rule", rule.name},
+                              {"duty_cycle", DutyCycle(rule)},
+                              {"probability", rule.probability},
+                              {"driven", rule.step_aligned() ? "by steps" : "by time"}});
   }
   next_slot_.clear();
   for (const ScheduleRule& rule : options_.rules) {
@@ -78,6 +78,7 @@ void ScheduleDriver::Start() {
     next_slot_.push_back(slot + 1);
   }
   ArmNextBoundary();
+  ArmStepPoll();
 }
 
 void ScheduleDriver::ArmNextBoundary() {

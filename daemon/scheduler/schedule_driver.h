@@ -36,8 +36,19 @@ v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecis
 // slot (DecideJobSlot); a capture is requested kRequestLead before its
 // start instant, with the derived trace id and start, so every host of the
 // job opens the same window under the same id. Processes without a job id
-// are left out: hosts could not agree on them. Step rules are not driven
-// yet.
+// are left out: hosts could not agree on them.
+//
+// Step rules are driven by polling the step counters the libraries share
+// (every kStepPoll while a step rule exists): for each selected job, the
+// largest current step on this host gives the next block k whose first
+// step k*step_period is at least kStepMargin steps ahead; once that step
+// is within the lookahead (kStepMargin, plus the steps of two polls at the
+// job's step period) the block is decided from the hash of (seed, rule,
+// job, k) and a sampled block becomes an iteration window starting at
+// step k*step_period, under the trace id of DecideStepBlock. Ranks agree
+// by step number, whatever their clocks say. Processes sharing no step
+// counter (Kineto processes) are left out of the window, each recorded as
+// a kNoStepCounter skip of the block.
 //
 // Lives on the loop thread: construct, Start and destroy it there, after
 // the core and before the core goes away.
@@ -64,11 +75,21 @@ class ScheduleDriver final : public ScheduleReporter {
     // and the window's planned start.
     absl::Time decided_at;
     absl::Time start;
+    // Step rules: `slot` is the block, the window starts at this step and
+    // `pid` names the process a kNoStepCounter skip is about.
+    uint64_t first_step = 0;
+    int32_t pid = 0;
   };
 
   // How far ahead of a window's start the trace is requested.
   static constexpr absl::Duration kRequestLead = absl::Seconds(1);
   static constexpr size_t kMaxEvents = 256;
+  // Step rules: how often the step counters are read, how many steps ahead
+  // of the largest current step a block's first step must lie to be
+  // requested, and the most passed blocks examined in one poll.
+  static constexpr absl::Duration kStepPoll = absl::Seconds(1);
+  static constexpr uint64_t kStepMargin = 2;
+  static constexpr uint64_t kMaxPassedBlocks = 64;
 
   ScheduleDriver(ScheduleOptions options, Deps deps);
   ~ScheduleDriver() override;
@@ -82,7 +103,7 @@ class ScheduleDriver final : public ScheduleReporter {
   // The last kMaxEvents captures and skips, oldest first (slots the hash
   // did not draw are not listed).
   const std::deque<Event>& events() const { return events_; }
-  // Wake-ups so far: slot boundaries and capture requests.
+  // Wake-ups so far: slot boundaries, capture requests and step polls.
   uint64_t wakeups() const { return wakeups_; }
   const std::string& fingerprint() const { return fingerprint_; }
 
@@ -105,6 +126,14 @@ class ScheduleDriver final : public ScheduleReporter {
   void RequestCapture(const ScheduleRule& rule, const std::string& job_id,
                       const SlotDecision& decision);
   void Record(Event event);
+  // Step rules (schedule_step_driver.cc).
+  void ArmStepPoll();
+  void OnStepPoll();
+  void PollStepRule(size_t rule_index);
+  struct StepJob;
+  void DecideStepJob(size_t rule_index, const std::string& job_id, const StepJob& job);
+  void RequestStepCapture(const ScheduleRule& rule, const std::string& job_id,
+                          const StepBlockDecision& decision, const std::vector<int32_t>& pids);
   HostUsage Usage();
   // GetSchedule's parts.
   void ReportRules(uint32_t next_slots, v1::GetScheduleResponse& response) const;
@@ -120,6 +149,9 @@ class ScheduleDriver final : public ScheduleReporter {
   absl::flat_hash_map<uint64_t, TaskRunner::TimerId> capture_timers_;
   uint64_t next_capture_key_ = 0;
   std::deque<Event> events_;
+  TaskRunner::TimerId step_timer_ = 0;
+  // Step rules: the next block not yet decided, by rule index and job id.
+  absl::flat_hash_map<std::pair<size_t, std::string>, uint64_t> next_block_;
   uint64_t wakeups_ = 0;
   // Local usage: scheduled window time started on `usage_day_`.
   absl::CivilDay usage_day_;

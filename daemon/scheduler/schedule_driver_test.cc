@@ -326,3 +326,66 @@ TEST_F(ScheduleDriverTest, MinStepSkipsWarmUp) {
 
 }  // namespace
 }  // namespace gpuctl::daemon::scheduler
+
+namespace gpuctl::daemon::scheduler {
+namespace {
+
+// Two hosts with one rank each of job 42, on clocks that say nothing about
+// steps: both request the same step blocks under the same trace ids.
+TEST_F(ScheduleDriverTest, StepRulesAgreeByStepNumber) {
+  SecondHost other(tmp_ + "/traces-b", options_, &clock_, &loop_, &worker_);
+  ScheduleRule rule;
+  rule.name = "steps";
+  rule.selector.set_job_id("42");
+  rule.probability = 0.5;
+  rule.step_period = 10;
+  rule.window_steps = 2;
+  const ScheduleOptions options{.seed = "fleet", .rules = {rule}, .max_duty_cycle = 1};
+  auto a_steps = AttachStepping(1, 100, "42", 0, StepsAt(1, clock_.Now(), absl::Seconds(1)));
+  auto b_steps = StepsAt(1, clock_.Now(), absl::Seconds(1));
+  v1::ipc::Hello hello = MakeHello(200, "42", 1);
+  hello.set_protocol_minor(1);
+  hello.set_step_counter(true);
+  hello.set_capabilities(hello.capabilities() | v1::ipc::CAPABILITY_STEP_COUNTER);
+  ASSERT_TRUE(other.core
+                  ->OnPeerHello(1, {200, 1000, 1000}, hello,
+                                std::make_unique<::gpuctl::testing::FakeStepCounter>(b_steps))
+                  .ok());
+  std::unique_ptr<ScheduleDriver> a = MakeDriver(core_.get(), options);
+  std::unique_ptr<ScheduleDriver> b = MakeDriver(other.core.get(), options);
+  a->Start();
+  b->Start();
+  for (int s = 0; s < 400; ++s) {
+    loop_.AdvanceBy(absl::Seconds(1));
+    a_steps->current_step = 1 + s;
+    b_steps->current_step = 1 + s + (s % 2);  // the ranks drift by a step
+    RunAll();
+  }
+  const std::vector<v1::ipc::StartCapture> on_a = Starts(peers_, 1);
+  const std::vector<v1::ipc::StartCapture> on_b = Starts(other.peers, 1);
+  ASSERT_GE(on_a.size(), 1u);
+  ASSERT_EQ(on_a.size(), on_b.size());
+  // Every block both hosts decided came to the same trace id and step.
+  ASSERT_GT(a->events().size(), 5u);
+  ASSERT_EQ(a->events().size(), b->events().size());
+  for (size_t i = 0; i < a->events().size(); ++i) {
+    EXPECT_EQ(a->events()[i].trace_id, b->events()[i].trace_id);
+    EXPECT_EQ(a->events()[i].first_step, b->events()[i].first_step);
+    EXPECT_EQ(a->events()[i].first_step % 10, 0u);
+  }
+  for (size_t i = 0; i < on_a.size(); ++i) {
+    EXPECT_EQ(on_a[i].trace_id(), on_b[i].trace_id());
+    EXPECT_EQ(on_a[i].start_step(), on_b[i].start_step());
+    EXPECT_EQ(on_a[i].start_step() % 10, 0u);
+    EXPECT_EQ(on_a[i].iterations(), 2u);
+    StepBlockDecision d =
+        DecideStepBlock("fleet", rule, "42", on_a[i].start_step() / 10, clock_.Now());
+    EXPECT_TRUE(d.sampled);
+  }
+  a.reset();
+  b.reset();
+  RunAll();
+}
+
+}  // namespace
+}  // namespace gpuctl::daemon::scheduler

@@ -92,6 +92,8 @@ void ScheduleDriver::ReportEvents(v1::GetScheduleResponse& response) const {
     out->set_rule(e.rule);
     out->set_job_id(e.job_id);
     out->set_slot(e.slot);
+    out->set_first_step(e.first_step);
+    out->set_pid(e.pid);
     out->set_outcome(std::string(SlotOutcomeName(e.outcome)));
     out->set_captured(e.outcome == SlotOutcome::kCapture);
     out->set_local(IsLocalOutcome(e.outcome));
