@@ -60,13 +60,19 @@ def start_loop(fleet, python, socket_dir, poll_s, rank, ranks):
     return proc
 
 
-def kineto_attached(fleet, pids):
+def listed(fleet):
+    """gpuctl ps's processes by pid, or None when it failed."""
     result, _ = fleet.gpuctl("ps", "--json", "--host", fleet.address(0))
     if result.returncode != 0:
-        return False
-    listed = {p["pid"]: p for h in snake(json.loads(result.stdout))["hosts"]
-              for p in h.get("processes", [])}
-    return all(pid in listed and "KINETO" in listed[pid].get("kind", "") for pid in pids)
+        return None
+    return {p["pid"]: p for h in snake(json.loads(result.stdout))["hosts"]
+            for p in h.get("processes", [])}
+
+
+def kineto_attached(fleet, pids):
+    procs = listed(fleet)
+    return procs is not None and all(
+        pid in procs and "KINETO" in procs[pid].get("kind", "") for pid in pids)
 
 
 def one_trace(fleet, ranks):
@@ -117,12 +123,9 @@ def measure(args, poll_s):
 
 
 def kineto_idle(fleet, pids):
-    result, _ = fleet.gpuctl("ps", "--json", "--host", fleet.address(0))
-    if result.returncode != 0:
-        return False
-    listed = {p["pid"]: p for h in snake(json.loads(result.stdout))["hosts"]
-              for p in h.get("processes", [])}
-    return all(pid in listed and not listed[pid].get("profiler_busy") for pid in pids)
+    procs = listed(fleet)
+    return procs is not None and all(
+        pid in procs and not procs[pid].get("profiler_busy") for pid in pids)
 
 
 def main():
