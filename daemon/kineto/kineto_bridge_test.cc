@@ -118,6 +118,19 @@ class KinetoBridgeTest : public ::testing::Test {
     request.mutable_duration()->set_seconds(absl::ToInt64Seconds(d));
     return core_->StartTrace(request, std::move(observer));
   }
+  // A 2 s trace of kPid, attached now, whose config went out with its next
+  // poll; fails when the poll carried no config.
+  absl::StatusOr<std::string> DeliveredTrace(std::shared_ptr<Observer> observer) {
+    AddProcess(kPid);
+    Beat(kPid);
+    absl::StatusOr<std::string> id = Trace(std::move(observer), absl::Seconds(2));
+    if (!id.ok()) return id;
+    loop_.AdvanceBy(absl::Seconds(5));
+    if (!absl::StrContains(Beat(kPid), "PROFILE_START_TIME=")) {
+      return absl::InternalError("the next poll carried no config");
+    }
+    return id;
+  }
   std::string WrittenFile(const std::string& trace_id, int pid) {
     return absl::StrCat(proc_->Tmp(pid), "/gpuctl-kineto-", trace_id, "_", pid, ".json");
   }
@@ -244,13 +257,9 @@ TEST_F(KinetoBridgeTest, TraceDeliversConfigAtNextPollAndStoresTheFile) {
 }
 
 TEST_F(KinetoBridgeTest, TheResultSaysWhenKinetoReallyRecorded) {
-  AddProcess(kPid);
-  Beat(kPid);
   auto observer = std::make_shared<Observer>();
-  absl::StatusOr<std::string> id = Trace(observer, absl::Seconds(2));
+  absl::StatusOr<std::string> id = DeliveredTrace(observer);
   ASSERT_TRUE(id.ok()) << id.status();
-  loop_.AdvanceBy(absl::Seconds(5));
-  ASSERT_THAT(Beat(kPid), HasSubstr("PROFILE_START_TIME="));
   BeatFor(kPid, absl::Seconds(5), absl::Seconds(1), /*idle=*/false);
   // kineto opened 1.5 s after the instant asked for and recorded 2 s: its
   // profiler span says so.
@@ -278,13 +287,9 @@ TEST_F(KinetoBridgeTest, TheResultSaysWhenKinetoReallyRecorded) {
 }
 
 TEST_F(KinetoBridgeTest, ACancelledCapturesFileIsRemovedWhenItAppears) {
-  AddProcess(kPid);
-  Beat(kPid);
   auto observer = std::make_shared<Observer>();
-  absl::StatusOr<std::string> id = Trace(observer, absl::Seconds(2));
+  absl::StatusOr<std::string> id = DeliveredTrace(observer);
   ASSERT_TRUE(id.ok()) << id.status();
-  loop_.AdvanceBy(absl::Seconds(5));
-  ASSERT_THAT(Beat(kPid), HasSubstr("PROFILE_START_TIME="));
   loop_.AdvanceBy(absl::Seconds(1));
   Beat(kPid, /*idle=*/false);
   // kineto has taken the window and cannot be stopped.
@@ -306,12 +311,8 @@ TEST_F(KinetoBridgeTest, ACancelledCapturesFileIsRemovedWhenItAppears) {
 }
 
 TEST_F(KinetoBridgeTest, ACancelledCapturesFileIsWaitedForABoundedTime) {
-  AddProcess(kPid);
-  Beat(kPid);
-  absl::StatusOr<std::string> id = Trace(std::make_shared<Observer>(), absl::Seconds(2));
+  absl::StatusOr<std::string> id = DeliveredTrace(std::make_shared<Observer>());
   ASSERT_TRUE(id.ok()) << id.status();
-  loop_.AdvanceBy(absl::Seconds(5));
-  ASSERT_THAT(Beat(kPid), HasSubstr("PROFILE_START_TIME="));
   core_->CancelTrace(*id, v1::TraceCancellation());
   RunAll();
   // Past the wait, a file that appears late is left alone (and logged).

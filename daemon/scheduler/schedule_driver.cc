@@ -12,25 +12,6 @@
 #include "daemon/scheduler/slot_decision.h"
 
 namespace gpuctl::daemon::scheduler {
-namespace {
-
-// Scheduled traces report to nobody but the log; the core keeps the
-// manifest.
-class ScheduledTraceObserver final : public TraceObserver {
- public:
-  explicit ScheduledTraceObserver(std::string trace_id) : trace_id_(std::move(trace_id)) {}
-  void OnEvent(const v1::TraceEvent& /*event*/) override {}
-  void OnDone(const absl::Status& status) override {
-    if (!status.ok()) {
-      LogWarning("scheduled trace ended", {{"trace_id", trace_id_}, {"status", status.ToString()}});
-    }
-  }
-
- private:
-  std::string trace_id_;
-};
-
-}  // namespace
 
 v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecision& decision,
                                        absl::string_view fingerprint) {

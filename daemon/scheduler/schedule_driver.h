@@ -13,6 +13,7 @@
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/log.h"
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/schedule_reporter.h"
@@ -23,6 +24,22 @@
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon::scheduler {
+
+// Scheduled traces (time slots and step blocks alike) report to nobody but
+// the log; the core keeps the manifest.
+class ScheduledTraceObserver final : public TraceObserver {
+ public:
+  explicit ScheduledTraceObserver(std::string trace_id) : trace_id_(std::move(trace_id)) {}
+  void OnEvent(const v1::TraceEvent& /*event*/) override {}
+  void OnDone(const absl::Status& status) override {
+    if (!status.ok()) {
+      LogWarning("scheduled trace ended", {{"trace_id", trace_id_}, {"status", status.ToString()}});
+    }
+  }
+
+ private:
+  std::string trace_id_;
+};
 
 // What a scheduled trace's manifest records of its rule and slot: the
 // probability, the weight 1 / probability, the schedule's fingerprint.

@@ -15,21 +15,6 @@
 namespace gpuctl::daemon::scheduler {
 namespace {
 
-class StepTraceObserver final : public TraceObserver {
- public:
-  explicit StepTraceObserver(std::string trace_id) : trace_id_(std::move(trace_id)) {}
-  void OnEvent(const v1::TraceEvent& /*event*/) override {}
-  void OnDone(const absl::Status& status) override {
-    if (!status.ok()) {
-      LogWarning("scheduled step trace ended",
-                 {{"trace_id", trace_id_}, {"status", status.ToString()}});
-    }
-  }
-
- private:
-  std::string trace_id_;
-};
-
 v1::TraceTrigger StepTraceTrigger(const ScheduleRule& rule, const StepBlockDecision& decision,
                                   absl::string_view fingerprint) {
   v1::TraceTrigger trigger;
@@ -44,6 +29,23 @@ v1::TraceTrigger StepTraceTrigger(const ScheduleRule& rule, const StepBlockDecis
   s->set_weight(1 / rule.probability);
   s->set_schedule_fingerprint(std::string(fingerprint));
   return trigger;
+}
+
+// What a step rule decided for one block (`pid`: the process it concerns,
+// 0 for the whole job).
+ScheduleDriver::Event StepEvent(const ScheduleRule& rule, const std::string& job_id,
+                                const StepBlockDecision& d, SlotOutcome outcome, absl::Time now,
+                                int32_t pid = 0) {
+  return {.rule = rule.name,
+          .job_id = job_id,
+          .slot = static_cast<int64_t>(d.block),
+          .outcome = outcome,
+          .trace_id = d.trace_id,
+          .error = "",
+          .decided_at = now,
+          .start = now,
+          .first_step = d.first_step,
+          .pid = pid};
 }
 
 }  // namespace
@@ -120,16 +122,7 @@ void ScheduleDriver::DecideStepJob(size_t rule_index, const std::string& job_id,
   for (uint64_t k = std::max(it->second, k0 - std::min(k0, kMaxPassedBlocks)); k < k0; ++k) {
     StepBlockDecision d = DecideStepBlock(options_.seed, rule, job_id, k, now);
     if (!d.sampled) continue;
-    Record({.rule = rule.name,
-            .job_id = job_id,
-            .slot = static_cast<int64_t>(k),
-            .outcome = SlotOutcome::kWindowPassed,
-            .trace_id = d.trace_id,
-            .error = "",
-            .decided_at = now,
-            .start = now,
-            .first_step = d.first_step,
-            .pid = 0});
+    Record(StepEvent(rule, job_id, d, SlotOutcome::kWindowPassed, now));
   }
   it->second = std::max(it->second, k0);
   // Decide the block once its first step is within two polls' worth of
@@ -150,29 +143,11 @@ void ScheduleDriver::DecideStepJob(size_t rule_index, const std::string& job_id,
   const absl::Duration estimate = job.step_period * static_cast<int64_t>(rule.window_steps);
   if (outcome == SlotOutcome::kCapture) outcome = LocalSlotOutcome(options_, Usage(), estimate);
   if (outcome != SlotOutcome::kCapture) {
-    Record({.rule = rule.name,
-            .job_id = job_id,
-            .slot = static_cast<int64_t>(block),
-            .outcome = outcome,
-            .trace_id = d.trace_id,
-            .error = "",
-            .decided_at = now,
-            .start = now,
-            .first_step = d.first_step,
-            .pid = 0});
+    Record(StepEvent(rule, job_id, d, outcome, now));
     return;
   }
   for (int32_t pid : job.without) {
-    Record({.rule = rule.name,
-            .job_id = job_id,
-            .slot = static_cast<int64_t>(block),
-            .outcome = SlotOutcome::kNoStepCounter,
-            .trace_id = d.trace_id,
-            .error = "",
-            .decided_at = now,
-            .start = now,
-            .first_step = d.first_step,
-            .pid = pid});
+    Record(StepEvent(rule, job_id, d, SlotOutcome::kNoStepCounter, now, pid));
   }
   capture_time_today_ += estimate;
   RequestStepCapture(rule, job_id, d, job.stepping);
@@ -191,18 +166,9 @@ void ScheduleDriver::RequestStepCapture(const ScheduleRule& rule, const std::str
   for (const std::string& activity : rule.activities) request.add_activities(activity);
   absl::StatusOr<std::string> started =
       deps_.core->StartTrace(request, StepTraceTrigger(rule, decision, fingerprint_),
-                             std::make_shared<StepTraceObserver>(decision.trace_id));
+                             std::make_shared<ScheduledTraceObserver>(decision.trace_id));
   const absl::Time now = deps_.clock->Now();
-  Event event{.rule = rule.name,
-              .job_id = job_id,
-              .slot = static_cast<int64_t>(decision.block),
-              .outcome = SlotOutcome::kCapture,
-              .trace_id = decision.trace_id,
-              .error = "",
-              .decided_at = now,
-              .start = now,
-              .first_step = decision.first_step,
-              .pid = 0};
+  Event event = StepEvent(rule, job_id, decision, SlotOutcome::kCapture, now);
   if (!started.ok()) {
     event.error = std::string(started.status().message());
     LogWarning("scheduled step trace not started", {{"rule", rule.name},
