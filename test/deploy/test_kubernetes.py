@@ -24,7 +24,10 @@ DEPLOY = SOURCE / "deploy" / "kubernetes"
 VENV_BIN = SOURCE / ".venv" / "bin"
 BUILD = pathlib.Path(os.environ.get("GPUCTL_BUILD_DIR", SOURCE / "build"))
 # Kinds whose schemas kubernetes-validate does not bundle (CRDs).
-CRD_GROUPS = ("cert-manager.io/",)
+CRD_GROUPS = ("cert-manager.io/", "monitoring.coreos.com/")
+# The CRD kinds each overlay adds, by the directory's name.
+CRD_KINDS = {"cert-manager": {"Issuer", "Certificate"},
+             "prometheus-operator": {"PodMonitor"}}
 MIN_VERSION = "1.29.0"
 
 
@@ -76,18 +79,15 @@ def newest_bundled_version():
 def test_every_kustomization_renders_and_validates_strictly():
     dirs = kustomizations()
     names = {str(d.relative_to(DEPLOY)) for d in dirs}
-    assert {"daemonset", "daemonset/cert-manager", "daemonset/training-pod",
-            "sidecar"} <= names, names
+    assert {"daemonset", "daemonset/cert-manager", "daemonset/prometheus-operator",
+            "daemonset/training-pod", "sidecar"} <= names, names
     newest = newest_bundled_version()
     for directory in dirs:
         docs = documents(directory)
         assert docs, f"{directory} renders nothing"
         checked = [d for d in docs if not d["apiVersion"].startswith(CRD_GROUPS)]
         skipped = {d["kind"] for d in docs if d["apiVersion"].startswith(CRD_GROUPS)}
-        if "cert-manager" in directory.name:
-            assert skipped == {"Issuer", "Certificate"}
-        else:
-            assert not skipped
+        assert skipped == CRD_KINDS.get(directory.name, set()), (directory, skipped)
         with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
             yaml.safe_dump_all(checked, f)
             f.flush()
@@ -169,7 +169,7 @@ def test_enum_fields_hold_values_the_api_accepts():
 
 
 def test_the_enum_check_fails_on_bad_values():
-    _, job = next((d, doc) for d, doc in all_documents() if doc["kind"] == "Job")
+    job, _ = pod_named("sidecar", "Job")
     assert not enum_errors(job)
     for mutate, expected in [
             (lambda s: s.update(restartPolicy="Sometimes"), "'Sometimes'"),
@@ -271,6 +271,113 @@ def test_every_container_port_is_behind_a_network_policy():
                 for rule in admitted:
                     # A rule without `from` admits everyone.
                     assert rule.get("from"), f"port {port['containerPort']} is open to all"
+
+
+# The fields of a PodMonitor (monitoring.coreos.com/v1) this deployment may
+# use: kubernetes-validate has no schema for it, so a misspelt key would
+# otherwise pass unnoticed (the operator ignores unknown fields).
+POD_MONITOR_SPEC_KEYS = {"selector", "namespaceSelector", "podMetricsEndpoints", "jobLabel",
+                         "podTargetLabels", "sampleLimit", "targetLimit", "attachMetadata"}
+POD_METRICS_ENDPOINT_KEYS = {"port", "portNumber", "path", "scheme", "interval", "scrapeTimeout",
+                             "honorLabels", "honorTimestamps", "relabelings",
+                             "metricRelabelings", "params", "tlsConfig", "bearerTokenSecret",
+                             "basicAuth", "authorization", "followRedirects", "enableHttp2",
+                             "filterRunning", "proxyUrl"}
+RELABEL_KEYS = {"sourceLabels", "separator", "targetLabel", "regex", "modulus", "replacement",
+                "action"}
+
+
+def metrics_port(container):
+    """The port of the container's --metrics-listen, and whether it serves
+    TLS (gpuctld's metrics listener never does: docs/metrics.md)."""
+    for arg in container.get("args") or []:
+        if arg.startswith("--metrics-listen="):
+            return int(arg.rsplit(":", 1)[1]), False
+    return None, False
+
+
+def pod_monitor_errors(docs):
+    """What is wrong with each PodMonitor of one rendered kustomization:
+    fields the operator does not know, a selector matching no pod, an
+    endpoint port that no matched container names, or one that is not
+    where gpuctld serves its metrics, with the scheme it serves."""
+    errors = []
+    pods = []
+    for doc in docs:
+        if doc["kind"] in ("DaemonSet", "Deployment", "StatefulSet", "Job"):
+            template = doc["spec"]["template"]
+            pods.append((doc["metadata"].get("namespace"), template["metadata"].get("labels") or {},
+                         template["spec"]))
+    for monitor in (d for d in docs if d["kind"] == "PodMonitor"):
+        name = monitor["metadata"]["name"]
+        spec = monitor["spec"]
+        errors += [f"{name}: spec.{k}: unknown field" for k in set(spec) - POD_MONITOR_SPEC_KEYS]
+        namespaces = (spec.get("namespaceSelector") or {}).get(
+            "matchNames", [monitor["metadata"]["namespace"]])
+        matched = [pod for ns, labels, pod in pods
+                   if ns in namespaces and selects(spec["selector"], labels)]
+        if not matched:
+            errors.append(f"{name}: its selector matches no pod")
+        for endpoint in spec.get("podMetricsEndpoints") or []:
+            errors += [f"{name}: podMetricsEndpoints.{k}: unknown field"
+                       for k in set(endpoint) - POD_METRICS_ENDPOINT_KEYS]
+            for relabel in endpoint.get("relabelings") or []:
+                errors += [f"{name}: relabelings.{k}: unknown field"
+                           for k in set(relabel) - RELABEL_KEYS]
+            if endpoint.get("path", "/metrics") != "/metrics":
+                errors.append(f"{name}: path {endpoint['path']!r}: gpuctld serves /metrics only")
+            for pod in matched:
+                found = [(c, p) for c in pod_security.containers(pod)
+                         for p in c.get("ports") or [] if p.get("name") == endpoint.get("port")]
+                if not found:
+                    errors.append(f"{name}: no container port named {endpoint.get('port')!r}")
+                    continue
+                container, port = found[0]
+                listen, tls = metrics_port(container)
+                if listen != port["containerPort"]:
+                    errors.append(f"{name}: port {endpoint['port']} ({port['containerPort']}) is "
+                                  f"not {container['name']}'s --metrics-listen ({listen})")
+                if endpoint.get("scheme", "http") != ("https" if tls else "http"):
+                    errors.append(f"{name}: scheme {endpoint.get('scheme')!r}: the metrics "
+                                  f"listener serves {'https' if tls else 'http'}")
+    return errors
+
+
+def test_the_pod_monitor_scrapes_the_daemonsets_metrics_port():
+    docs = documents(DEPLOY / "daemonset" / "prometheus-operator")
+    assert [d["kind"] for d in docs].count("PodMonitor") == 1
+    assert pod_monitor_errors(docs) == []
+    for directory in kustomizations():
+        assert pod_monitor_errors(documents(directory)) == [], directory
+    # The overlay is the base and the PodMonitor, nothing changed.
+    base = documents(DEPLOY / "daemonset")
+    def key(doc):
+        return doc["kind"], doc["metadata"]["name"]
+    assert sorted((d for d in docs if d["kind"] != "PodMonitor"), key=key) == sorted(base, key=key)
+
+
+def test_the_pod_monitor_check_fails_on_a_mismatch():
+    docs = documents(DEPLOY / "daemonset" / "prometheus-operator")
+    index = next(i for i, d in enumerate(docs) if d["kind"] == "PodMonitor")
+
+    def broken(mutate):
+        copied = copy.deepcopy(docs)
+        mutate(copied[index]["spec"])
+        return pod_monitor_errors(copied)
+
+    for mutate, expected in [
+            (lambda s: s["selector"]["matchLabels"].update(
+                {"app.kubernetes.io/name": "gpuctl"}), "matches no pod"),
+            (lambda s: s["podMetricsEndpoints"][0].update(port="grpc"), "not gpuctld's"),
+            (lambda s: s["podMetricsEndpoints"][0].update(port="prometheus"),
+             "no container port named 'prometheus'"),
+            (lambda s: s["podMetricsEndpoints"][0].update(scheme="https"), "serves http"),
+            (lambda s: s["podMetricsEndpoints"][0].update(path="/stats"), "/metrics only"),
+            (lambda s: s["podMetricsEndpoints"][0].update(intervall="1m"), "unknown field"),
+            (lambda s: s.update(namespaceSelector={"matchNames": ["monitoring"]}),
+             "matches no pod")]:
+        errors = broken(mutate)
+        assert any(expected in e for e in errors), (expected, errors)
 
 
 def gpuctld_containers():
