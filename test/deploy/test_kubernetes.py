@@ -380,6 +380,213 @@ def test_the_pod_monitor_check_fails_on_a_mismatch():
         assert any(expected in e for e in errors), (expected, errors)
 
 
+DOCS = SOURCE / "docs" / "kubernetes.md"
+FIXTURES = pathlib.Path(__file__).resolve().parent / "fixtures"
+
+
+def table_cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def privilege_table(text):
+    """The table under "## Privileges": (column headers, rows), each row its
+    cells."""
+    section = text.split("\n## Privileges\n", 1)
+    assert len(section) == 2, "no section \"## Privileges\""
+    lines = section[1].split("\n## ", 1)[0].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(table_cells(line))
+    return table[0], table[2:]
+
+
+def image_user():
+    text = (SOURCE / "deploy/container/Dockerfile").read_text()
+    return re.findall(r"^USER (\d+)", text, re.M)[-1]
+
+
+def yes_no(value):
+    return "yes" if value else "no"
+
+
+def privileges(spec, container):
+    """What one container of a pod holds, as the table writes it."""
+    pod_sc = spec.get("securityContext") or {}
+    sc = container.get("securityContext") or {}
+    caps = sc.get("capabilities") or {}
+    mounted = {m["name"] for m in container.get("volumeMounts") or []}
+    host_paths = sorted(v["hostPath"]["path"] for v in spec.get("volumes") or []
+                        if "hostPath" in v and v["name"] in mounted)
+    groups = pod_sc.get("supplementalGroups") or []
+    return {
+        "hostPID": yes_no(spec.get("hostPID")),
+        "hostNetwork": yes_no(spec.get("hostNetwork")),
+        "hostIPC": yes_no(spec.get("hostIPC")),
+        "shareProcessNamespace": yes_no(spec.get("shareProcessNamespace")),
+        "runAsUser": str(sc.get("runAsUser", pod_sc.get("runAsUser", image_user()))),
+        "supplementalGroups": ", ".join(map(str, groups)) or "none",
+        "hostPath": ", ".join(host_paths) or "none",
+        "privileged": yes_no(sc.get("privileged")),
+        "allowPrivilegeEscalation": yes_no(sc.get("allowPrivilegeEscalation", True)),
+        "readOnlyRootFilesystem": yes_no(sc.get("readOnlyRootFilesystem")),
+        "seccompProfile": (sc.get("seccompProfile") or pod_sc.get("seccompProfile")
+                           or {"type": "unset"})["type"],
+        "added": set(caps.get("add") or []),
+        "dropped": set(caps.get("drop") or []),
+    }
+
+
+# Rows the table must have, by their first cell.
+PRIVILEGE_ROWS = {"hostPID", "shareProcessNamespace", "hostNetwork", "runAsUser",
+                  "supplementalGroups", "hostPath volumes", "SYS_PTRACE", "PERFMON", "SYS_ADMIN",
+                  "every other capability", "privileged", "allowPrivilegeEscalation",
+                  "readOnlyRootFilesystem", "seccompProfile"}
+
+
+def privilege_columns(header, docs_by_pod):
+    """The containers each value column of the table speaks for:
+    "DaemonSet `gpuctld`" or "sidecar `gpuctld`, `prepare`"."""
+    columns = []
+    for title in header[1:-1]:
+        pod = title.split()[0]
+        spec = docs_by_pod[pod]
+        names = re.findall(r"`([^`]+)`", title)
+        found = [c for c in pod_security.containers(spec) if c["name"] in names]
+        assert len(found) == len(names), f"column {title!r}: no container {names} in the {pod}"
+        columns.append((title, spec, found))
+    return columns
+
+
+def privilege_errors(text, docs_by_pod):
+    """Where docs/kubernetes.md's privilege table and the pods disagree."""
+    header, rows = privilege_table(text)
+    columns = privilege_columns(header, docs_by_pod)
+    errors = []
+    named_caps = set()
+    seen = set()
+    for row in rows:
+        first, values = row[0], row[1:len(columns) + 1]
+        fields = re.findall(r"`([^`]+)`", first)
+        if first.startswith("capabilit"):
+            named_caps |= set(fields)
+            seen |= set(fields)
+        else:
+            seen.add(fields[0] if fields else first)
+        for (title, spec, containers), cell in zip(columns, values):
+            for container in containers:
+                held = privileges(spec, container)
+                where = f"{title} ({container['name']}), {first}"
+                if first.startswith("capabilit"):
+                    for cap in fields:
+                        actual = "added" if cap in held["added"] else "no"
+                        if cell != actual:
+                            errors.append(f"{where}: the table says {cell!r}, the pod {actual!r}")
+                elif first == "every other capability":
+                    actual = "dropped" if "ALL" in held["dropped"] else "kept"
+                    if cell != actual:
+                        errors.append(f"{where}: the table says {cell!r}, the pod {actual!r}")
+                elif first == "hostPath volumes":
+                    documented = ", ".join(sorted(re.findall(r"`([^`]+)`", cell))) or cell
+                    if documented != held["hostPath"]:
+                        errors.append(f"{where}: the table says {documented!r}, "
+                                      f"the pod {held['hostPath']!r}")
+                else:
+                    for field in fields:
+                        if field not in held:
+                            errors.append(f"{first}: not a privilege this check knows")
+                            continue
+                        documented = cell.replace("`", "")
+                        if documented != held[field]:
+                            errors.append(f"{where}: the table says {documented!r}, "
+                                          f"the pod {held[field]!r}")
+    for title, spec, containers in columns:
+        for container in containers:
+            for cap in privileges(spec, container)["added"] - named_caps:
+                errors.append(f"{title} ({container['name']}) adds {cap}: not in the table")
+    errors += [f"the table has no row {row!r}" for row in sorted(PRIVILEGE_ROWS - seen)]
+    return errors
+
+
+def privileged_pods():
+    return {"DaemonSet": pod_named("daemonset", "DaemonSet")[1],
+            "sidecar": pod_named("sidecar", "Job")[1]}
+
+
+def test_the_privilege_table_matches_the_manifests():
+    header, rows = privilege_table(DOCS.read_text())
+    assert privilege_errors(DOCS.read_text(), privileged_pods()) == []
+    # Every container of the DaemonSet and every gpuctl container of the
+    # sidecar pod has its column.
+    covered = {(title.split()[0], c["name"])
+               for title, _, containers in privilege_columns(header, privileged_pods())
+               for c in containers}
+    pods = privileged_pods()
+    assert {("DaemonSet", c["name"]) for c in pod_security.containers(pods["DaemonSet"])} | {
+        ("sidecar", c["name"]) for c in pod_security.containers(pods["sidecar"])
+        if c["image"].startswith("gpuctl:")} == covered
+
+
+def test_the_privilege_check_fails_on_drift():
+    text = DOCS.read_text()
+    pods = privileged_pods()
+
+    def row_replaced(row_start, column, value):
+        lines = text.splitlines()
+        i = next(i for i, line in enumerate(lines) if line.startswith(f"| {row_start} |"))
+        cells = table_cells(lines[i])
+        cells[column] = value
+        lines[i] = "| " + " | ".join(cells) + " |"
+        return "\n".join(lines) + "\n"
+
+    def container(spec, name):
+        return next(c for c in pod_security.containers(spec) if c["name"] == name)
+
+    def manifest(mutate):
+        broken = copy.deepcopy(pods)
+        mutate(broken)
+        return privilege_errors(text, broken)
+
+    for errors, expected in [
+            # The documentation drifts.
+            (privilege_errors(row_replaced("capability `SYS_PTRACE`", 1, "no"), pods),
+             "SYS_PTRACE`: the table says 'no', the pod 'added'"),
+            (privilege_errors(row_replaced("`runAsUser`", 1, "`65532`"), pods),
+             "runAsUser`: the table says '65532', the pod '0'"),
+            (privilege_errors(row_replaced("`hostPID`", 3, "yes"), pods),
+             "hostPID`: the table says 'yes', the pod 'no'"),
+            (privilege_errors(row_replaced("hostPath volumes", 1, "`/run/gpuctl`"), pods),
+             "the pod '/run/gpuctl, /var/lib/gpuctl/traces'"),
+            (privilege_errors(text.replace("| capability `PERFMON` |", "| `PERFMON` |"), pods),
+             "not a privilege this check knows"),
+            (privilege_errors("\n".join(line for line in text.splitlines()
+                                        if not line.startswith("| capability `SYS_ADMIN`")),
+                              pods), "no row 'SYS_ADMIN'"),
+            # The manifests drift.
+            (manifest(lambda p: container(p["DaemonSet"], "gpuctld")["securityContext"][
+                "capabilities"]["add"].append("PERFMON")),
+             "PERFMON`: the table says 'no', the pod 'added'"),
+            (manifest(lambda p: container(p["DaemonSet"], "gpuctld")["securityContext"][
+                "capabilities"]["add"].append("NET_ADMIN")), "adds NET_ADMIN: not in the table"),
+            (manifest(lambda p: p["sidecar"].update(hostPID=True)),
+             "hostPID`: the table says 'no', the pod 'yes'"),
+            (manifest(lambda p: container(p["sidecar"], "prepare")["securityContext"].update(
+                runAsUser=0)), "(prepare), `runAsUser`: the table says '65532', the pod '0'"),
+            (manifest(lambda p: container(p["DaemonSet"], "install-library")[
+                "securityContext"]["capabilities"].update(drop=["NET_RAW"])),
+             "every other capability: the table says 'dropped', the pod 'kept'"),
+            (manifest(lambda p: p["DaemonSet"]["securityContext"].pop("seccompProfile")),
+             "(install-library), `seccompProfile`: the table says 'RuntimeDefault'")]:
+        assert any(expected in e for e in errors), (expected, errors)
+    # A table as it stood before the kineto bridge's SYS_PTRACE: that one
+    # claim is refused.
+    stale = privilege_errors((FIXTURES / "kubernetes_privileges_stale.md").read_text(), pods)
+    assert stale == ["DaemonSet `gpuctld` (gpuctld), capability `SYS_PTRACE`: "
+                     "the table says 'no', the pod 'added'"], stale
+
+
 def gpuctld_containers():
     for directory, doc, spec, labels in pod_templates():
         for container in pod_security.containers(spec):
