@@ -79,8 +79,8 @@ def newest_bundled_version():
 def test_every_kustomization_renders_and_validates_strictly():
     dirs = kustomizations()
     names = {str(d.relative_to(DEPLOY)) for d in dirs}
-    assert {"daemonset", "daemonset/cert-manager", "daemonset/prometheus-operator",
-            "daemonset/training-pod", "sidecar"} <= names, names
+    assert {"daemonset", "daemonset/cert-manager", "daemonset/kineto-training",
+            "daemonset/prometheus-operator", "daemonset/training-pod", "sidecar"} <= names, names
     newest = newest_bundled_version()
     for directory in dirs:
         docs = documents(directory)
@@ -206,15 +206,25 @@ def test_the_sidecar_pod_meets_pod_security_restricted():
     assert namespace_level("sidecar", job["metadata"]["namespace"]) == "restricted"
 
 
-def test_the_training_pod_of_daemonset_mode_meets_baseline_but_for_host_path():
+# The training pods of daemonset mode: with the library, and PyTorch
+# through libkineto's daemon protocol.
+TRAINING_PODS = [("daemonset/training-pod", "Pod"), ("daemonset/kineto-training", "Job")]
+
+
+@pytest.mark.parametrize("kustomization,kind", TRAINING_PODS)
+def test_the_training_pod_of_daemonset_mode_meets_baseline_but_for_host_path(kustomization, kind):
     # Baseline refuses hostPath, which this mode needs (docs/kubernetes.md):
     # that is the one control it breaks, and its namespace says so.
-    pod, spec = pod_named("daemonset/training-pod", "Pod")
+    pod, spec = pod_named(kustomization, kind)
     assert set(pod_security.check(spec, "baseline")) == {"hostPathVolumes"}
     without_host_paths = copy.deepcopy(spec)
     without_host_paths["volumes"] = [v for v in spec["volumes"] if "hostPath" not in v]
     assert pod_security.check(without_host_paths, "baseline") == {}
-    assert namespace_level("daemonset/training-pod", pod["metadata"]["namespace"]) == "privileged"
+    assert namespace_level(kustomization, pod["metadata"]["namespace"]) == "privileged"
+    # One namespace for both examples, declared alike in each.
+    namespaces = [d for k, _ in TRAINING_PODS for d in documents(DEPLOY / k)
+                  if d["kind"] == "Namespace"]
+    assert all(n == namespaces[0] for n in namespaces), namespaces
 
 
 def test_the_daemonset_namespace_is_privileged_for_host_pid_and_host_path():
@@ -668,6 +678,67 @@ def test_the_sidecar_socket_is_in_a_directory_gpuctld_creates():
     assert spec["shareProcessNamespace"] is True
     gpuctld = next(c for c in spec["initContainers"] if c["name"] == "gpuctld")
     assert gpuctld["restartPolicy"] == "Always" and "startupProbe" in gpuctld
+
+
+def daemonset_kineto_socket_dir():
+    """(the directory of gpuctld's kineto path socket, as the DaemonSet
+    configures it, and that directory on the node)."""
+    _, spec = pod_named("daemonset", "DaemonSet")
+    gpuctld = next(c for c in spec["containers"] if c["name"] == "gpuctld")
+    config = yaml.safe_load(config_map_of(DEPLOY / "daemonset", spec, gpuctld)["data"][
+        "gpuctld.yaml"])
+    flags = dict(a[2:].split("=", 1) for a in gpuctld["args"] if "=" in a)
+    kineto = config.get("kineto") or {}
+    assert kineto.get("mode", "auto") != "off"
+    socket = flags.get("socket", config.get("socket"))
+    socket_dir = kineto.get("socket_dir", os.path.join(os.path.dirname(socket), "kineto"))
+    host = host_path_of(spec, gpuctld, socket_dir)
+    return socket_dir, host
+
+
+def host_path_of(spec, container, path):
+    """The node's path of `path` in the container, through a hostPath mount."""
+    for mount in container.get("volumeMounts") or []:
+        prefix = mount["mountPath"].rstrip("/")
+        if path == prefix or path.startswith(prefix + "/"):
+            volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+            if "hostPath" in volume:
+                return volume["hostPath"]["path"].rstrip("/") + path[len(prefix):]
+    return None
+
+
+def test_the_kineto_training_job_reaches_the_daemonsets_kineto_socket():
+    socket_dir, host = daemonset_kineto_socket_dir()
+    assert host is not None, f"{socket_dir} is not on the node"
+    _, spec = pod_named("daemonset/kineto-training", "Job")
+    trainer = spec["containers"][0]
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["KINETO_USE_DAEMON"] == "1"
+    # libkineto matches the reply's sender against this text: the same
+    # spelling as gpuctld's, no trailing slash, room for its socket names.
+    assert env["KINETO_IPC_SOCKET_DIR"] == socket_dir
+    assert not socket_dir.endswith("/") and len(socket_dir.encode()) <= 53
+    # The node's directory, mounted where the variable says, and the library
+    # nowhere: kineto alone.
+    assert host_path_of(spec, trainer, socket_dir) == host
+    mount = next(m for m in trainer["volumeMounts"] if m["mountPath"] == socket_dir)
+    assert not mount.get("readOnly"), "each process binds its own socket in the directory"
+    volume = next(v for v in spec["volumes"] if v["name"] == mount["name"])
+    # DirectoryOrCreate would make it 0755 root's before gpuctld makes it
+    # 1777: processes of other users could not bind their sockets there.
+    assert volume["hostPath"]["type"] == "Directory"
+    assert "LD_PRELOAD" not in env and "GPUCTL_SOCKET" not in env
+    # KINETO_CONFIG names a file of a mounted ConfigMap.
+    config_dir, config_file = os.path.split(env["KINETO_CONFIG"])
+    config_mount = next(m for m in trainer["volumeMounts"] if m["mountPath"] == config_dir)
+    config_volume = next(v for v in spec["volumes"] if v["name"] == config_mount["name"])
+    config_map = next(d for d in documents(DEPLOY / "daemonset/kineto-training")
+                      if d["kind"] == "ConfigMap"
+                      and d["metadata"]["name"] == config_volume["configMap"]["name"])
+    assert "ON_DEMAND_CONFIG_UPDATE_INTERVAL_SECS=" in config_map["data"][config_file]
+    # The job id gpuctld reads from the environment.
+    job_id = next(e for e in trainer["env"] if e["name"] == "GPUCTL_JOB_ID")
+    assert job_id["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['gpuctl.dev/job']"
 
 
 def dockerfile_copies():
