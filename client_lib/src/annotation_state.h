@@ -32,12 +32,16 @@ struct StepCounters {
   std::atomic<uint64_t> next_step{0};
   std::atomic<int64_t> last_step_unix_ns{0};
   std::atomic<int64_t> period_ns{0};
+  std::atomic<uint64_t> durations_written{0};
+  std::atomic<int64_t> durations[steps::kStepRingSize]{};
 };
 static_assert(offsetof(StepCounters, magic) == steps::kOffsetMagic);
 static_assert(offsetof(StepCounters, version) == steps::kOffsetVersion);
 static_assert(offsetof(StepCounters, next_step) == steps::kOffsetNextStep);
 static_assert(offsetof(StepCounters, last_step_unix_ns) == steps::kOffsetLastStepNs);
 static_assert(offsetof(StepCounters, period_ns) == steps::kOffsetPeriodNs);
+static_assert(offsetof(StepCounters, durations_written) == steps::kOffsetDurationsWritten);
+static_assert(offsetof(StepCounters, durations) == steps::kOffsetDurations);
 static_assert(sizeof(StepCounters) <= steps::kStepPageBytes);
 static_assert(std::atomic<uint64_t>::is_always_lock_free &&
               std::atomic<int64_t>::is_always_lock_free);
@@ -52,8 +56,8 @@ struct AnnotationState {
   StepCounters private_counters;
 };
 
-// The newest of a mark's time and the moving mean of the time between marks
-// (1/8 weight to the newest interval).
+// The newest of a mark's time, the moving mean of the time between marks
+// (1/8 weight to the newest interval) and the ring of recent intervals.
 inline void UpdateStepTime(StepCounters& c, int64_t now_ns) {
   const int64_t last = c.last_step_unix_ns.load(std::memory_order_relaxed);
   c.last_step_unix_ns.store(now_ns, std::memory_order_relaxed);
@@ -62,6 +66,9 @@ inline void UpdateStepTime(StepCounters& c, int64_t now_ns) {
   const int64_t period = c.period_ns.load(std::memory_order_relaxed);
   c.period_ns.store(period <= 0 ? interval : period + (interval - period) / 8,
                     std::memory_order_relaxed);
+  const uint64_t written = c.durations_written.load(std::memory_order_relaxed);
+  c.durations[written % steps::kStepRingSize].store(interval, std::memory_order_relaxed);
+  c.durations_written.store(written + 1, std::memory_order_release);
 }
 
 // gpuctl_step(): marks the next step at `now_ns` and returns its number.

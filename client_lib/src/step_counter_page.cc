@@ -16,6 +16,12 @@ void CopyStepCounters(const StepCounters& from, StepCounters* to) {
   to->last_step_unix_ns.store(from.last_step_unix_ns.load(std::memory_order_relaxed),
                               std::memory_order_relaxed);
   to->period_ns.store(from.period_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  for (uint32_t i = 0; i < steps::kStepRingSize; ++i) {
+    to->durations[i].store(from.durations[i].load(std::memory_order_relaxed),
+                           std::memory_order_relaxed);
+  }
+  to->durations_written.store(from.durations_written.load(std::memory_order_acquire),
+                              std::memory_order_release);
 }
 
 }  // namespace

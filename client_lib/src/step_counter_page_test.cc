@@ -53,6 +53,26 @@ TEST(StepCountersTest, MarksCountAndTheirPeriodIsAMovingMean) {
   EXPECT_EQ(state.private_counters.period_ns.load(), 800);
 }
 
+TEST(StepCountersTest, EachIntervalGoesToTheRingOfRecentDurations) {
+  AnnotationState state;
+  const StepCounters& c = state.private_counters;
+  MarkStep(state, 1'000);
+  EXPECT_EQ(c.durations_written.load(), 0u);  // one mark: no interval yet
+  MarkStep(state, 1'800);
+  MarkStep(state, 3'400);
+  EXPECT_EQ(c.durations_written.load(), 2u);
+  EXPECT_EQ(c.durations[0].load(), 800);
+  EXPECT_EQ(c.durations[1].load(), 1'600);
+  MarkStep(state, 3'000);  // the clock went back: no interval
+  EXPECT_EQ(c.durations_written.load(), 2u);
+  // The ring wraps: the newest kStepRingSize intervals are kept.
+  int64_t t = 3'000;
+  for (uint32_t i = 0; i < steps::kStepRingSize; ++i) MarkStep(state, t += 10 + i);
+  EXPECT_EQ(c.durations_written.load(), 2u + steps::kStepRingSize);
+  EXPECT_EQ(c.durations[1].load(), 10 + steps::kStepRingSize - 1) << "the newest";
+  EXPECT_EQ(c.durations[2].load(), 10) << "the oldest kept";
+}
+
 TEST(StepCounterPageTest, SharedPageIsASealedMemfdTheDaemonCanMapAndRead) {
   AnnotationState state;
   MarkStepN(state, 41, 5'000);  // counted privately before the page exists
@@ -79,6 +99,8 @@ TEST(StepCounterPageTest, SharedPageIsASealedMemfdTheDaemonCanMapAndRead) {
   EXPECT_EQ(view.At<uint64_t>(steps::kOffsetNextStep), 43u);
   EXPECT_EQ(view.At<int64_t>(steps::kOffsetLastStepNs), 6'000);
   EXPECT_EQ(view.At<int64_t>(steps::kOffsetPeriodNs), 1'000);
+  EXPECT_EQ(view.At<uint64_t>(steps::kOffsetDurationsWritten), 1u);
+  EXPECT_EQ(view.At<int64_t>(steps::kOffsetDurations), 1'000);
 
   page.Uninstall(&state);
   EXPECT_EQ(page.fd(), -1);
@@ -114,6 +136,8 @@ TEST(StepCounterPageTest, ReinstallMakesAFreshPageCarryingTheValues) {
   ASSERT_TRUE(parent.ok() && child.ok());
   EXPECT_EQ(parent.At<uint64_t>(steps::kOffsetNextStep), 10u);
   EXPECT_EQ(child.At<uint64_t>(steps::kOffsetNextStep), 11u);
+  EXPECT_EQ(child.At<uint64_t>(steps::kOffsetDurationsWritten), 1u);
+  EXPECT_EQ(child.At<int64_t>(steps::kOffsetDurations), 100) << "the ring carried over";
   EXPECT_EQ(child.At<uint32_t>(steps::kOffsetMagic), steps::kStepPageMagic);
   close(first);
   page.Uninstall(&state);

@@ -111,7 +111,8 @@ AttachedProcess* Registry::Find(PeerId peer) {
   return it == processes_.end() ? nullptr : &it->second;
 }
 
-v1::ProcessInfo Registry::Info(const AttachedProcess& process, v1::ProcessRole role) {
+v1::ProcessInfo Registry::Info(const AttachedProcess& process, v1::ProcessRole role,
+                               bool with_durations) {
   v1::ProcessInfo info = process.info;
   info.set_role(role);
   if (process.steps == nullptr) return info;
@@ -122,6 +123,11 @@ v1::ProcessInfo Registry::Info(const AttachedProcess& process, v1::ProcessRole r
     *info.mutable_last_step_time() = ToProtoTimestamp(*reading.last_step_time);
   }
   if (reading.period.has_value()) *info.mutable_step_period() = ToProtoDuration(*reading.period);
+  if (!with_durations) return info;
+  info.set_step_durations_total(reading.durations_total);
+  for (absl::Duration d : reading.recent_durations) {
+    info.add_recent_step_ns(absl::ToInt64Nanoseconds(d));
+  }
   return info;
 }
 

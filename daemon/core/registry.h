@@ -107,8 +107,10 @@ class Registry {
   absl::Status CheckAncestorReach(const v1::ProcessSelector& selector,
                                   const Selection& selection) const;
 
-  // The process's info with `role` and its live step counter fields.
-  static v1::ProcessInfo Info(const AttachedProcess& process, v1::ProcessRole role);
+  // The process's info with `role` and its live step counter fields, with
+  // the recent step durations when `with_durations`.
+  static v1::ProcessInfo Info(const AttachedProcess& process, v1::ProcessRole role,
+                              bool with_durations = false);
 
   std::vector<const AttachedProcess*> All() const;
   size_t size() const { return processes_.size(); }

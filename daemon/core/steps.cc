@@ -1,12 +1,31 @@
 #include "daemon/core/steps.h"
 
+#include <algorithm>
+
 #include "gpuctl/v1/step_page.h"
 
 namespace gpuctl::daemon {
+namespace {
+
+// The ring's entries from oldest to newest, plausible ones only.
+void ReadRing(const StepPageFields& fields, StepReading& reading) {
+  reading.durations_total = fields.durations_written;
+  const uint64_t kept = std::min<uint64_t>(fields.durations_written, steps::kStepRingSize);
+  reading.recent_durations.reserve(kept);
+  for (uint64_t i = fields.durations_written - kept; i < fields.durations_written; ++i) {
+    const int64_t ns = fields.durations[i % steps::kStepRingSize];
+    if (ns <= 0 || absl::Nanoseconds(ns) > kMaxPlausibleStepPeriod) continue;
+    reading.recent_durations.push_back(absl::Nanoseconds(ns));
+  }
+}
+
+}  // namespace
 
 StepReading InterpretStepPage(const StepPageFields& fields) {
   StepReading reading;
-  if (fields.magic != steps::kStepPageMagic || fields.version != steps::kStepPageVersion) {
+  if (fields.magic != steps::kStepPageMagic ||
+      fields.version < steps::kStepPageVersionWithoutRing ||
+      fields.version > steps::kStepPageVersion) {
     return reading;
   }
   if (fields.next_step == 0 || fields.next_step - 1 > kMaxPlausibleStep) return reading;
@@ -18,6 +37,7 @@ StepReading InterpretStepPage(const StepPageFields& fields) {
   if (fields.period_ns > 0 && absl::Nanoseconds(fields.period_ns) <= kMaxPlausibleStepPeriod) {
     reading.period = absl::Nanoseconds(fields.period_ns);
   }
+  if (fields.version >= 2) ReadRing(fields, reading);
   return reading;
 }
 

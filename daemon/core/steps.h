@@ -1,10 +1,13 @@
 #ifndef GPUCTL_DAEMON_CORE_STEPS_H_
 #define GPUCTL_DAEMON_CORE_STEPS_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/time/time.h"
+#include "gpuctl/v1/step_page.h"
 
 namespace gpuctl::daemon {
 
@@ -17,6 +20,12 @@ struct StepReading {
   std::optional<absl::Time> last_step_time;
   // Recent mean time between marks.
   std::optional<absl::Duration> period;
+  // Version 2 pages: how many step durations the process ever wrote, and
+  // the most recent of them (at most kStepRingSize, oldest first, each in
+  // (0, kMaxPlausibleStepPeriod]; implausible entries are left out).
+  // durations_total is 0 and recent_durations empty for a version 1 page.
+  uint64_t durations_total = 0;
+  std::vector<absl::Duration> recent_durations;
 };
 
 // The raw fields of a step counter page (proto/gpuctl/v1/step_page.h), as
@@ -27,6 +36,9 @@ struct StepPageFields {
   uint64_t next_step = 0;
   int64_t last_step_unix_ns = 0;
   int64_t period_ns = 0;
+  // Version 2 only.
+  uint64_t durations_written = 0;
+  std::array<int64_t, steps::kStepRingSize> durations{};
 };
 
 // Largest step this daemon believes; a counter past it is treated as no
@@ -35,10 +47,12 @@ inline constexpr uint64_t kMaxPlausibleStep = uint64_t{1} << 62;
 // A mean step period above this (or not positive) is reported as unknown.
 inline constexpr absl::Duration kMaxPlausibleStepPeriod = absl::Hours(24);
 
-// What a page says: nothing when its magic or version is not this daemon's
-// or when next_step is 0 (no mark yet) or absurd; else the step, with no
-// time when the mark time is not positive and no period when it is not in
-// (0, 1 day].
+// What a page says: nothing when its magic is wrong, its version is neither
+// 1 nor 2 (kStepPageVersionWithoutRing .. kStepPageVersion) or when
+// next_step is 0 (no mark yet) or absurd; else the step, with no time when
+// the mark time is not positive and no period when it is not in (0, 1 day].
+// A version 2 page adds its recent durations; a version 1 page's ring
+// fields are not read (they are not part of it).
 StepReading InterpretStepPage(const StepPageFields& fields);
 
 // Read-only, live view of one attached process's step counter. Owned by the

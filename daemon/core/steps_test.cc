@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "gpuctl/v1/step_page.h"
 #include "gtest/gtest.h"
@@ -76,6 +77,8 @@ TEST(InterpretStepPageTest, ForeignMagicOrVersionIsNoCounter) {
   f = Page(10, 5, 5);
   f.version = steps::kStepPageVersion + 1;
   EXPECT_FALSE(InterpretStepPage(f).has_step);
+  f.version = 0;
+  EXPECT_FALSE(InterpretStepPage(f).has_step);
   EXPECT_FALSE(InterpretStepPage(StepPageFields{}).has_step) << "an all-zero page";
 }
 
@@ -94,6 +97,51 @@ TEST(InterpretStepPageTest, AbsurdValuesAreUnknown) {
   EXPECT_FALSE(InterpretStepPage(Page(5, 1, day_ns + 1)).period.has_value()) << "over a day";
   EXPECT_FALSE(
       InterpretStepPage(Page(5, 1, std::numeric_limits<int64_t>::max())).period.has_value());
+}
+
+TEST(InterpretStepPageTest, AVersionTwoPageGivesItsRecentDurationsOldestFirst) {
+  StepPageFields f = Page(10, 5, 5);
+  f.durations_written = 3;
+  f.durations[0] = 100;
+  f.durations[1] = 200;
+  f.durations[2] = 300;
+  StepReading r = InterpretStepPage(f);
+  EXPECT_EQ(r.durations_total, 3u);
+  EXPECT_EQ(r.recent_durations,
+            (std::vector<absl::Duration>{absl::Nanoseconds(100), absl::Nanoseconds(200),
+                                         absl::Nanoseconds(300)}));
+  // Wrapped: the newest kStepRingSize, from index written % size on.
+  f.durations_written = steps::kStepRingSize + 1;
+  for (uint32_t i = 0; i < steps::kStepRingSize; ++i) f.durations[i] = 1000 + i;
+  f.durations[0] = 5;  // entry kStepRingSize, the newest
+  r = InterpretStepPage(f);
+  ASSERT_EQ(r.recent_durations.size(), steps::kStepRingSize);
+  EXPECT_EQ(r.recent_durations.front(), absl::Nanoseconds(1001));
+  EXPECT_EQ(r.recent_durations.back(), absl::Nanoseconds(5));
+}
+
+TEST(InterpretStepPageTest, ImplausibleDurationsAreLeftOut) {
+  StepPageFields f = Page(10, 5, 5);
+  f.durations_written = std::numeric_limits<uint64_t>::max();
+  f.durations.fill(-1);
+  f.durations[3] = 7;
+  f.durations[4] = absl::ToInt64Nanoseconds(absl::Hours(25));
+  StepReading r = InterpretStepPage(f);
+  EXPECT_EQ(r.recent_durations, std::vector<absl::Duration>{absl::Nanoseconds(7)});
+}
+
+TEST(InterpretStepPageTest, AVersionOnePageOfAnOlderLibraryIsReadWithoutDurations) {
+  StepPageFields f = Page(10, 5, 250);
+  f.version = steps::kStepPageVersionWithoutRing;
+  // Whatever follows a version 1 page's fields is not part of it.
+  f.durations_written = 2;
+  f.durations[0] = 100;
+  StepReading r = InterpretStepPage(f);
+  EXPECT_TRUE(r.has_step);
+  EXPECT_EQ(r.current_step, 9u);
+  EXPECT_EQ(r.period, absl::Nanoseconds(250));
+  EXPECT_EQ(r.durations_total, 0u);
+  EXPECT_TRUE(r.recent_durations.empty());
 }
 
 }  // namespace

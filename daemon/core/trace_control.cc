@@ -489,7 +489,7 @@ absl::StatusOr<v1::ListProcessesResponse> DaemonCoreImpl::ListProcesses(
   }
   for (const SelectedProcess& selected : selection.processes) {
     v1::ProcessInfo* info = response.add_processes();
-    *info = Registry::Info(*selected.process, selected.role);
+    *info = Registry::Info(*selected.process, selected.role, request.include_step_durations());
     deps_.peers->DescribePeer(selected.process->peer, info);
     // A process past its window without a result yet is collecting.
     TraceSession* session = FindSession(info->current_trace_id());

@@ -60,6 +60,8 @@ class TestStepPage {
     if (fd_ >= 0) close(fd_);
     munmap(page_, size_);
   }
+  // The descriptor, still owned here (to seal the page once written).
+  int fd() const { return fd_; }
   // The descriptor to send (SendRaw closes it).
   int TakeFd() {
     int fd = fd_;
@@ -271,6 +273,37 @@ TEST(MapStepCounterPageTest, ExplainsEachRefusal) {
   ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
   close(p[1]);
   EXPECT_EQ(reason(p[0]), "step counter fd is not a regular file (memfd expected)");
+}
+
+// The mapping reads both page versions: the ring of a version 2 page, and
+// a version 1 page as older libraries write it.
+TEST(MapStepCounterPageTest, ReadsTheRingOfAVersionTwoPageAndAVersionOnePage) {
+  TestStepPage current("gpuctl-step-v2", steps::kStepPageBytes, kGoodSeals);
+  current.Mark(8, 1'000'000'000, 50);
+  current.Store64(steps::kOffsetDurations, 40);
+  current.Store64(steps::kOffsetDurations + 8, 60);
+  current.Store64(steps::kOffsetDurationsWritten, 2);
+  auto mapped = MapStepCounterPage(UniqueFd(current.TakeFd()));
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  StepReading r = (*mapped)->Read();
+  EXPECT_EQ(r.current_step, 7u);
+  EXPECT_EQ(r.durations_total, 2u);
+  EXPECT_EQ(r.recent_durations,
+            (std::vector<absl::Duration>{absl::Nanoseconds(40), absl::Nanoseconds(60)}));
+
+  TestStepPage old("gpuctl-step-v1", steps::kStepPageBytes, 0);
+  old.Store32(steps::kOffsetVersion, steps::kStepPageVersionWithoutRing);
+  old.Mark(8, 1'000'000'000, 50);
+  old.Store64(steps::kOffsetDurationsWritten, 99);  // not a field of version 1
+  ASSERT_EQ(fcntl(old.fd(), F_ADD_SEALS, kGoodSeals), 0);
+  mapped = MapStepCounterPage(UniqueFd(old.TakeFd()));
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  r = (*mapped)->Read();
+  EXPECT_TRUE(r.has_step);
+  EXPECT_EQ(r.current_step, 7u);
+  EXPECT_EQ(r.period, absl::Nanoseconds(50));
+  EXPECT_EQ(r.durations_total, 0u);
+  EXPECT_TRUE(r.recent_durations.empty());
 }
 
 }  // namespace

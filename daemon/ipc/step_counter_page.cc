@@ -30,6 +30,13 @@ class MappedStepCounterPage final : public StepCounterView {
     fields.next_step = Load<uint64_t>(steps::kOffsetNextStep);
     fields.last_step_unix_ns = Load<int64_t>(steps::kOffsetLastStepNs);
     fields.period_ns = Load<int64_t>(steps::kOffsetPeriodNs);
+    if (fields.version >= 2) {
+      // The count first (acquire): entries it counts were written before.
+      fields.durations_written = Load<uint64_t>(steps::kOffsetDurationsWritten, __ATOMIC_ACQUIRE);
+      for (uint32_t i = 0; i < steps::kStepRingSize; ++i) {
+        fields.durations[i] = Load<int64_t>(steps::kOffsetDurations + 8 * i);
+      }
+    }
     return InterpretStepPage(fields);
   }
 
@@ -38,10 +45,10 @@ class MappedStepCounterPage final : public StepCounterView {
   // read with one relaxed atomic load of its own size; the offsets are
   // naturally aligned within the page-aligned mapping.
   template <typename T>
-  T Load(uint32_t offset) const {
+  T Load(uint32_t offset, int order = __ATOMIC_RELAXED) const {
     static_assert(sizeof(T) == 4 || sizeof(T) == 8);
     const void* at = page_ + offset;
-    return __atomic_load_n(static_cast<const T*>(at), __ATOMIC_RELAXED);
+    return __atomic_load_n(static_cast<const T*>(at), order);
   }
 
   const char* const page_;

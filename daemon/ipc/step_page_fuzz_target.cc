@@ -4,7 +4,8 @@
 // (MapStepCounterPage). Invariants: the mapping of a well-sealed page of the
 // right size is accepted; what it reads equals InterpretStepPage of the
 // fields decoded independently from the bytes; and a reading never carries
-// an implausible step, a non-positive time or a period outside (0, 1 day].
+// an implausible step, a non-positive time or a period or recent step
+// duration outside (0, 1 day]; version 1 and 2 pages are both read.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -42,6 +43,10 @@ void CheckPlausible(const StepReading& r) {
       (*r.period <= absl::ZeroDuration() || *r.period > gpuctl::daemon::kMaxPlausibleStepPeriod)) {
     std::abort();
   }
+  if (r.recent_durations.size() > gpuctl::steps::kStepRingSize) std::abort();
+  for (absl::Duration d : r.recent_durations) {
+    if (d <= absl::ZeroDuration() || d > gpuctl::daemon::kMaxPlausibleStepPeriod) std::abort();
+  }
 }
 
 }  // namespace
@@ -58,6 +63,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fields.next_step = LittleEndianAt<uint64_t>(page, steps::kOffsetNextStep);
   fields.last_step_unix_ns = LittleEndianAt<int64_t>(page, steps::kOffsetLastStepNs);
   fields.period_ns = LittleEndianAt<int64_t>(page, steps::kOffsetPeriodNs);
+  fields.durations_written = LittleEndianAt<uint64_t>(page, steps::kOffsetDurationsWritten);
+  for (uint32_t i = 0; i < steps::kStepRingSize; ++i) {
+    fields.durations[i] = LittleEndianAt<int64_t>(page, steps::kOffsetDurations + 8 * i);
+  }
   const StepReading expected = gpuctl::daemon::InterpretStepPage(fields);
   CheckPlausible(expected);
 
@@ -69,7 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!view.ok()) std::abort();
   const StepReading read = (*view)->Read();
   if (read.has_step != expected.has_step || read.current_step != expected.current_step ||
-      read.last_step_time != expected.last_step_time || read.period != expected.period) {
+      read.last_step_time != expected.last_step_time || read.period != expected.period ||
+      read.durations_total != expected.durations_total ||
+      read.recent_durations != expected.recent_durations) {
     std::abort();
   }
   return 0;
