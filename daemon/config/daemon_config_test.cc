@@ -189,6 +189,8 @@ std::vector<KeyCase> EveryKey() {
       {"store.s3.keep_local", "true", [](DaemonOptions& o) { o.s3_store.keep_local = true; }},
       {"store.s3.upload_retry_max", "1h",
        [](DaemonOptions& o) { o.s3_store.upload_retry_max = absl::Hours(1); }},
+      {"store.s3.shutdown_wait", "90s",
+       [](DaemonOptions& o) { o.s3_store.shutdown_wait = absl::Seconds(90); }},
       {"schedule.seed", "fleet", [](DaemonOptions& o) { o.schedule.seed = "fleet"; }},
       {"schedule.max_duty_cycle", "0.5", [](DaemonOptions& o) { o.schedule.max_duty_cycle = 0.5; }},
       {"schedule.capture_time_per_day", "1h",
@@ -615,9 +617,10 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "store.s3.part_size", "store.s3.connect_timeout", "store.s3.request_timeout",
           "store.s3.idle_timeout", "store.s3.max_attempts", "store.s3.initial_backoff",
           "store.s3.max_backoff", "store.s3.upload_wait", "store.s3.keep_local",
-          "store.s3.upload_retry_max", "schedule.seed", "schedule.max_duty_cycle",
-          "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules",
-          "schedule.worker_threads", "schedule.worker_nice"));
+          "store.s3.upload_retry_max", "store.s3.shutdown_wait", "schedule.seed",
+          "schedule.max_duty_cycle", "schedule.capture_time_per_day",
+          "schedule.min_free_store_bytes", "schedule.rules", "schedule.worker_threads",
+          "schedule.worker_nice"));
 }
 
 class ConfigFileTest : public ::testing::Test {

@@ -57,6 +57,8 @@ absl::Status ReadTimeout(const ConfigValue& v, void (*set)(Config*, Dur), Daemon
 // The retry interval starts at S3StoreOptions::upload_retry_initial (1s).
 constexpr absl::Duration kMaxUploadRetryMax = absl::Hours(24);
 constexpr absl::Duration kMaxUploadWait = absl::Hours(1);
+// Far beyond any sensible terminationGracePeriodSeconds.
+constexpr absl::Duration kMaxShutdownWait = absl::Hours(1);
 
 constexpr ConfigKey kS3Keys[] = {
     {.name = "endpoint",
@@ -213,6 +215,18 @@ constexpr ConfigKey kS3Keys[] = {
                                          absl::FormatDuration(kMaxUploadRetryMax), "]"));
            }
            o->s3_store.upload_retry_max = *d;
+           return absl::OkStatus();
+         }},
+    {.name = "shutdown_wait",
+     .read =
+         [](const ConfigValue& v, DaemonOptions* o) {
+           absl::StatusOr<Dur> d = v.Duration(ZeroDuration::kAllowed);
+           if (!d.ok()) return d.status();
+           if (*d > kMaxShutdownWait) {
+             return v.Error(absl::StrCat("at most ", absl::FormatDuration(kMaxShutdownWait),
+                                         " (0 leaves pending uploads for the next start)"));
+           }
+           o->s3_store.shutdown_wait = *d;
            return absl::OkStatus();
          }},
 };

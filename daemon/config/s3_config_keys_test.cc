@@ -159,13 +159,20 @@ TEST(S3ConfigKeysTest, UploadKeysDefaultAndParse) {
   EXPECT_EQ(defaults->s3_store.upload_wait, absl::Seconds(30));
   EXPECT_FALSE(defaults->s3_store.keep_local);
   EXPECT_EQ(defaults->s3_store.upload_retry_max, absl::Minutes(5));
+  EXPECT_EQ(defaults->s3_store.shutdown_wait, absl::Seconds(30));
 
-  absl::StatusOr<DaemonOptions> set =
-      ParseS3("    upload_wait: 0\n    keep_local: true\n    upload_retry_max: 90s\n");
+  absl::StatusOr<DaemonOptions> set = ParseS3(
+      "    upload_wait: 0\n    keep_local: true\n    upload_retry_max: 90s\n"
+      "    shutdown_wait: 90s\n");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->s3_store.upload_wait, absl::ZeroDuration());
   EXPECT_TRUE(set->s3_store.keep_local);
   EXPECT_EQ(set->s3_store.upload_retry_max, absl::Seconds(90));
+  EXPECT_EQ(set->s3_store.shutdown_wait, absl::Seconds(90));
+
+  absl::StatusOr<DaemonOptions> no_wait = ParseS3("    shutdown_wait: 0\n");
+  ASSERT_TRUE(no_wait.ok()) << no_wait.status();
+  EXPECT_EQ(no_wait->s3_store.shutdown_wait, absl::ZeroDuration());
 }
 
 TEST(S3ConfigKeysTest, UploadKeysAreValidated) {
@@ -181,6 +188,11 @@ TEST(S3ConfigKeysTest, UploadKeysAreValidated) {
        "gpuctl.yaml:6: store.s3.upload_retry_max: must be within [1s, 24h]"},
       {"    upload_retry_max: 25h\n",
        "gpuctl.yaml:6: store.s3.upload_retry_max: must be within [1s, 24h]"},
+      {"    shutdown_wait: 61m\n",
+       "gpuctl.yaml:6: store.s3.shutdown_wait: at most 1h (0 leaves pending uploads for the next "
+       "start)"},
+      {"    shutdown_wait: -1s\n", "gpuctl.yaml:6: store.s3.shutdown_wait: "},
+      {"    shutdown_wait: [30s]\n", "gpuctl.yaml:6: store.s3.shutdown_wait: "},
   };
   for (const auto& [extra, expected] : cases) {
     EXPECT_THAT(S3Error(extra), StartsWith(expected)) << extra;

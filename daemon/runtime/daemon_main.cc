@@ -288,7 +288,8 @@ absl::Status Daemon::OpenStore(const DaemonOptions& options) {
            {"spool", options.store_dir},
            {"upload_wait", absl::FormatDuration(options.s3_store.upload_wait)},
            {"keep_local", options.s3_store.keep_local ? "true" : "false"},
-           {"upload_retry_max", absl::FormatDuration(options.s3_store.upload_retry_max)}});
+           {"upload_retry_max", absl::FormatDuration(options.s3_store.upload_retry_max)},
+           {"shutdown_wait", absl::FormatDuration(options.s3_store.shutdown_wait)}});
   s3::TraceUploaderDeps deps;
   deps.clock = &clock_;
   CountUploads(deps, metrics_.get());
@@ -418,6 +419,8 @@ void Daemon::SetServing(bool serving) {
 void Daemon::Shutdown() {
   if (stopped_) return;
   stopped_ = true;
+  // store.s3.shutdown_wait counts from here: pending uploads go at once.
+  if (s3_store_ != nullptr) s3_store_->BeginShutdown();
   // Scrapes read the core through the loop: the listener goes first.
   metrics_server_.reset();
   // gRPC calls complete through the loop, so it must run while the gRPC
@@ -442,13 +445,13 @@ void Daemon::Shutdown() {
     });
     loop_thread_.join();
   }
-  // Workers waiting for an upload return at once; their traces stay
-  // marked for the next start.
-  if (s3_store_ != nullptr) s3_store_->Shutdown();
   // Workers may still post to the (stopped) loop; the core must outlive
-  // them.
+  // them. Since BeginShutdown none waits for an upload, and the traces
+  // they complete join the flush.
   if (worker_ != nullptr) worker_->Shutdown();
   if (background_worker_ != nullptr) background_worker_->Shutdown();
+  // Uploads what is pending within shutdown_wait; the rest stays marked.
+  if (s3_store_ != nullptr) s3_store_->Shutdown();
   grpc_server_.reset();
   if (!unix_listen_path_.empty()) unlink(unix_listen_path_.c_str());
   service_.reset();

@@ -84,7 +84,8 @@ class Daemon {
   std::unique_ptr<TraceStore> store_;
   // The local store inside store_ (store_ itself, or the S3 store's spool).
   LocalTraceStore* local_store_ = nullptr;
-  // store_ when it is an S3 store: its uploader stops before the workers.
+  // store_ when it is an S3 store: its flush begins with Shutdown and ends
+  // after the workers.
   s3::S3TraceStore* s3_store_ = nullptr;
   std::unique_ptr<IpcServer> ipc_;
   // The core's channel: the IPC server and the kineto bridge behind it.

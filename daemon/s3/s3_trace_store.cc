@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
 #include "daemon/s3/trace_object_key.h"
@@ -72,6 +73,14 @@ class RemoteFileReader final : public daemon::TraceFileReader {
   size_t buffered_ = 0;  // bytes of buffer_ already returned
 };
 
+// The first of the traces a shutdown left, for the log.
+std::string LeftIds(const std::vector<std::string>& left) {
+  constexpr size_t kMaxLogged = 20;
+  if (left.size() <= kMaxLogged) return absl::StrJoin(left, ",");
+  return absl::StrCat(absl::StrJoin(left.begin(), left.begin() + kMaxLogged, ","), ",... (",
+                      left.size() - kMaxLogged, " more)");
+}
+
 }  // namespace
 
 std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::LocalTraceStore> spool,
@@ -111,11 +120,52 @@ S3TraceStore::S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool,
       uploader_(std::move(uploader)),
       sweep_(std::move(sweep)) {}
 
-S3TraceStore::~S3TraceStore() { Shutdown(); }
-
-void S3TraceStore::Shutdown() {
+S3TraceStore::~S3TraceStore() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return;
+    stopped_ = true;
+  }
   sweep_->Stop(kUploadStopGrace);
   uploader_->Stop(kUploadStopGrace);
+}
+
+void S3TraceStore::BeginShutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (flush_begun_) return;
+    flush_begun_ = true;
+  }
+  const size_t pending = uploader_->pending();
+  if (pending > 0 && options_.shutdown_wait > absl::ZeroDuration()) {
+    LogInfo("uploading pending traces before exit",
+            {{"traces", pending}, {"shutdown_wait", absl::FormatDuration(options_.shutdown_wait)}});
+  }
+  uploader_->BeginFlush(options_.shutdown_wait);
+}
+
+FlushReport S3TraceStore::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return {};
+    stopped_ = true;
+  }
+  BeginShutdown();
+  // The sweep is housekeeping: it need not outlast the uploads.
+  sweep_->Stop(kUploadStopGrace);
+  FlushReport report = uploader_->Flush();
+  uploader_->Stop(kUploadStopGrace);
+  if (report.left.empty()) {
+    if (report.uploaded > 0) LogInfo("pending traces uploaded", {{"traces", report.uploaded}});
+    return report;
+  }
+  LogWarning("traces left awaiting upload in the spool; a start with this spool uploads them",
+             {{"uploaded", report.uploaded},
+              {"left", report.left.size()},
+              {"trace_ids", LeftIds(report.left)},
+              {"spool", spool_->root()},
+              {"shutdown_wait", absl::FormatDuration(options_.shutdown_wait)}});
+  return report;
 }
 
 std::string S3TraceStore::Location(absl::string_view trace_id) const {

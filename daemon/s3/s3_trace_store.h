@@ -4,9 +4,11 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_store_options.h"
@@ -25,8 +27,9 @@ namespace gpuctl::s3 {
 // it to the uploader thread (trace_uploader.h) and waits up to
 // upload_wait for the first attempt, so a completed trace usually reports
 // itself uploaded. At creation every trace still marked is queued again:
-// a restart loses nothing. Meanwhile a background thread aborts the
-// multipart uploads an earlier run of this host left open
+// a restart loses nothing; at shutdown the queue is flushed for up to
+// shutdown_wait (BeginShutdown, Shutdown). Meanwhile a background thread
+// aborts the multipart uploads an earlier run of this host left open
 // (orphaned_uploads.h); neither creation nor serving waits for it.
 //
 // Manifests are always read from the spool, which keeps them after the
@@ -46,15 +49,24 @@ class S3TraceStore final : public daemon::TraceStore {
   static std::unique_ptr<S3TraceStore> Create(std::unique_ptr<daemon::LocalTraceStore> spool,
                                               std::unique_ptr<S3Client> client,
                                               S3StoreOptions options, TraceUploaderDeps deps = {});
-  // Shuts down if Shutdown() was not called.
+  // Stops without flushing if Shutdown() was not called.
   ~S3TraceStore() override;
   S3TraceStore(const S3TraceStore&) = delete;
   S3TraceStore& operator=(const S3TraceStore&) = delete;
 
-  // Stops the sweep and the uploader: waits briefly for an upload in flight, then leaves
-  // it. PutManifest calls from then on leave their traces marked for the
-  // next start. Idempotent.
-  void Shutdown();
+  // Shutdown begins: shutdown_wait counts from here, every pending upload
+  // is due at once (TraceUploader::BeginFlush) and PutManifest no longer
+  // waits for an upload; traces completed from now on join the flush.
+  // Idempotent.
+  void BeginShutdown();
+  // BeginShutdown if it was not called; uploads what is queued until the
+  // queue is empty or shutdown_wait has passed since BeginShutdown, logs
+  // what went up and what stays marked in the spool for the next start,
+  // then stops the sweep and the uploader (an upload in flight at the
+  // deadline gets a couple of seconds more, then is left). PutManifest
+  // calls from then on leave their traces marked. Returns what the flush
+  // did; empty when called again.
+  FlushReport Shutdown();
 
   // The s3:// URL of an uploaded trace, else its spool directory. For an
   // empty id, the store: "s3://bucket/prefix (spooled in /var/lib/...)".
@@ -89,6 +101,9 @@ class S3TraceStore final : public daemon::TraceStore {
   const std::string manifest_name_;
   const std::shared_ptr<TraceUploader> uploader_;
   const std::shared_ptr<OrphanedUploadSweep> sweep_;
+  absl::Mutex mu_;
+  bool flush_begun_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpuctl::s3

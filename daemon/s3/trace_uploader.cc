@@ -40,7 +40,8 @@ TraceUploader::TraceUploader(std::shared_ptr<daemon::LocalTraceStore> spool,
       manifest_name_(layout::ManifestPath(daemon::TraceFileHost(options_.hostname))),
       deps_(std::move(deps)),
       clock_(deps_.clock != nullptr ? deps_.clock : &real_clock_),
-      waiter_(clock_, deps_.timers, &mu_, &wake_) {}
+      waiter_(clock_, deps_.timers, &mu_, &wake_),
+      flush_waiter_(clock_, deps_.timers, &mu_, &drained_) {}
 
 TraceUploader::~TraceUploader() {
   // Only reached without Stop when Start was never called, or on the
@@ -65,9 +66,39 @@ std::shared_ptr<absl::Notification> TraceUploader::Enqueue(absl::string_view tra
   Pending& pending = pending_[trace_id];
   if (pending.queued_at == absl::InfiniteFuture()) pending.queued_at = clock_->Now();
   if (!pending.in_flight) pending.due = absl::InfinitePast();
-  pending.waiters.push_back(done);
+  if (flushing_) {
+    done->Notify();
+  } else {
+    pending.waiters.push_back(done);
+  }
   wake_.Signal();
   return done;
+}
+
+void TraceUploader::BeginFlush(absl::Duration wait) {
+  absl::MutexLock lock(&mu_);
+  if (flushing_ || stopping_) return;
+  flushing_ = true;
+  flush_deadline_ = clock_->Now() + wait;
+  for (auto& [id, pending] : pending_) {
+    pending.failures = 0;
+    if (!pending.in_flight) pending.due = absl::InfinitePast();
+    for (auto& waiter : pending.waiters) waiter->Notify();
+    pending.waiters.clear();
+  }
+  wake_.Signal();
+}
+
+FlushReport TraceUploader::Flush() {
+  BeginFlush(absl::ZeroDuration());
+  absl::MutexLock lock(&mu_);
+  while (!pending_.empty() && !stopping_ && clock_->Now() < flush_deadline_) {
+    flush_waiter_.Wait(flush_deadline_);
+  }
+  FlushReport report;
+  report.uploaded = flushed_;
+  for (const auto& [id, pending] : pending_) report.left.push_back(id);
+  return report;
 }
 
 void TraceUploader::Stop(absl::Duration grace) {
@@ -80,6 +111,7 @@ void TraceUploader::Stop(absl::Duration grace) {
       pending.waiters.clear();
     }
     wake_.SignalAll();
+    drained_.SignalAll();
   }
   if (!thread_.joinable()) return;
   if (exited_.WaitForNotificationWithTimeout(grace)) {
@@ -164,7 +196,9 @@ void TraceUploader::Finish(const std::string& trace_id, const absl::Status& stat
   std::vector<std::shared_ptr<absl::Notification>> waiters = std::move(pending.waiters);
   pending.waiters.clear();
   if (status.ok() || gone) {
+    if (status.ok() && flushing_) ++flushed_;
     pending_.erase(it);
+    if (pending_.empty()) drained_.SignalAll();
   } else {
     ++pending.failures;
     pending.due = clock_->Now() + RetryDelay(pending.failures, status);

@@ -46,6 +46,15 @@ struct TraceUploaderDeps {
   std::function<void(const OrphanedUploadsReport& report)> on_orphan_sweep;
 };
 
+// What a flush at shutdown did (TraceUploader::Flush).
+struct FlushReport {
+  // Traces uploaded since the flush began.
+  size_t uploaded = 0;
+  // Traces still queued when it ended, by id; they stay marked in the spool,
+  // so the next start with this spool uploads them.
+  std::vector<std::string> left;
+};
+
 // Copies completed traces from the local spool to the bucket, on its own
 // thread, one trace at a time:
 //
@@ -65,6 +74,11 @@ struct TraceUploaderDeps {
 // jittered); authentication errors wait upload_retry_max at once. It never
 // gives up: the awaiting-upload mark keeps the trace queued across restarts.
 //
+// At shutdown BeginFlush makes every queued trace due at once, its backoff
+// forgotten (a failure from then on waits from upload_retry_initial again),
+// and Flush waits for the queue to empty or a deadline to pass on the
+// injected clock; Stop follows.
+//
 // Shared by the store and its thread: the thread keeps it (and the spool
 // and client) alive when Stop abandons an upload in flight. Thread-safe.
 class TraceUploader {
@@ -80,6 +94,15 @@ class TraceUploader {
   // Queues a trace for an attempt now. The notification is set once that
   // attempt has ended (or at Stop); already set after Stop.
   std::shared_ptr<absl::Notification> Enqueue(absl::string_view trace_id);
+  // Every trace queued, and every one queued from now on, is due at once,
+  // its backoff restarted; every notification Enqueue returned, or will
+  // return, is set, so no caller waits on an upload. The flush ends `wait`
+  // from the first call, on the injected clock. Idempotent.
+  void BeginFlush(absl::Duration wait);
+  // BeginFlush(0) unless begun, then waits until nothing is queued, Stop is
+  // called, or the flush's end passes (with deps.timers, a timer there
+  // marks it). Not on the uploader's thread.
+  FlushReport Flush();
   // Ends the thread: waits up to `grace` for an attempt in flight, then
   // leaves it to finish on its own. Traces not uploaded stay marked.
   // Idempotent.
@@ -138,6 +161,13 @@ class TraceUploader {
   absl::btree_map<std::string, Pending> pending_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> uploaded_bytes_{0};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool flushing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time flush_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Traces uploaded since BeginFlush.
+  size_t flushed_ ABSL_GUARDED_BY(mu_) = 0;
+  // Signalled when the queue empties and at Stop; what Flush waits on.
+  absl::CondVar drained_;
+  DeadlineWaiter flush_waiter_;
   std::thread thread_;
   absl::Notification exited_;
 };

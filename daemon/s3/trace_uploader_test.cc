@@ -1,6 +1,8 @@
 // The uploader's retry timing against a fake clock: a retry comes due on the
 // injected Clock and its wake-up is a timer on an injected TaskRunner, so
-// the test moves time and nothing waits for real delays.
+// the test moves time and nothing waits for real delays. So does the flush
+// at shutdown: what is queued goes up at once, and the flush ends at
+// shutdown_wait on that clock.
 
 #include "daemon/s3/trace_uploader.h"
 
@@ -9,11 +11,13 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/testing/observed_task_runner.h"
 #include "daemon/common/trace_id.h"
@@ -56,6 +60,26 @@ class UploadAttempts {
   std::mutex mu_;
   std::condition_variable changed_;
   std::vector<absl::Status> outcomes_;
+};
+
+// store->Shutdown() on a thread of its own: with the fake clock, the test
+// decides when the flush's deadline passes.
+class ShutdownThread {
+ public:
+  explicit ShutdownThread(S3TraceStore* store)
+      : thread_([this, store] {
+          report_ = store->Shutdown();
+          done_.Notify();
+        }) {}
+  ~ShutdownThread() { thread_.join(); }
+  bool WaitDone() { return done_.WaitForNotificationWithTimeout(kWait); }
+  // Once WaitDone returned true.
+  const FlushReport& report() const { return report_; }
+
+ private:
+  absl::Notification done_;
+  FlushReport report_;
+  std::thread thread_;
 };
 
 class TraceUploaderTest : public ::testing::Test {
@@ -122,6 +146,18 @@ class TraceUploaderTest : public ::testing::Test {
   void ExpectRetryIn(absl::Duration delay) {
     ASSERT_TRUE(runner_.RunUntilTimerArmedAt(clock_.Now() + delay)) << "no retry due in " << delay;
     ASSERT_EQ(runner_.fake().pending_timers(), 1u);
+  }
+
+  // Moves the clock to `deadline` once the flush has armed its wake-up
+  // there: the flush ends.
+  void PassFlushDeadline(absl::Time deadline) {
+    ASSERT_TRUE(runner_.RunUntilTimerArmedAt(deadline)) << "the flush waits for no deadline";
+    runner_.fake().AdvanceBy(deadline - clock_.Now());
+  }
+  v1::StorageState State() {
+    auto manifest = store_->GetManifest(id_);
+    EXPECT_TRUE(manifest.ok()) << manifest.status();
+    return manifest.ok() ? manifest->storage().state() : v1::STORAGE_STATE_UNSPECIFIED;
   }
 
   gpuctl::testing::FakeClock clock_;
@@ -214,6 +250,74 @@ TEST_F(TraceUploaderTest, ThePendingTraceAgesFromItsQueueingAndItsBytesCountOnce
   }
   ASSERT_GT(sent, 0u);
   EXPECT_EQ(store_->uploaded_bytes(), std::string("rank zero").size() + sent);
+}
+
+TEST_F(TraceUploaderTest, ShutdownUploadsAPendingTraceAtOnceInsteadOfWaitingOutItsBackoff) {
+  fail_with_ = 403;  // the retry waits upload_retry_max
+  options_.shutdown_wait = absl::Seconds(30);
+  Open();
+  PutTrace();
+  ExpectRetryIn(options_.upload_retry_max);
+
+  fail_with_ = 0;
+  const absl::Time start = clock_.Now();
+  ShutdownThread shutdown(store_.get());
+  ASSERT_TRUE(attempts_.WaitForCount(2));
+  const bool done = shutdown.WaitDone();
+  if (!done) PassFlushDeadline(start + options_.shutdown_wait);  // lets the thread end
+  ASSERT_TRUE(done) << "the flush waited on the clock";
+  EXPECT_EQ(clock_.Now(), start);
+  EXPECT_TRUE(attempts_.outcomes()[1].ok()) << attempts_.outcomes()[1];
+  EXPECT_EQ(shutdown.report().uploaded, 1u);
+  EXPECT_TRUE(shutdown.report().left.empty());
+  EXPECT_EQ(State(), v1::STORAGE_STATE_UPLOADED);
+  EXPECT_TRUE(store_->spool().AwaitingUpload().empty());
+}
+
+TEST_F(TraceUploaderTest, ShutdownWithTheBucketFailingEndsAtShutdownWaitAndTheNextStartUploads) {
+  fail_with_ = 500;
+  options_.shutdown_wait = absl::Seconds(10);
+  Open();
+  PutTrace();
+  ExpectRetryIn(options_.upload_retry_initial);
+
+  const absl::Time start = clock_.Now();
+  {
+    ShutdownThread shutdown(store_.get());
+    ASSERT_TRUE(attempts_.WaitForCount(2)) << "no attempt at once";
+    EXPECT_EQ(clock_.Now(), start);
+    PassFlushDeadline(start + options_.shutdown_wait);
+    ASSERT_TRUE(shutdown.WaitDone()) << "the flush outlived its deadline";
+    EXPECT_EQ(shutdown.report().uploaded, 0u);
+    EXPECT_EQ(shutdown.report().left, std::vector<std::string>{id_});
+  }
+  for (const absl::Status& outcome : attempts_.outcomes()) EXPECT_FALSE(outcome.ok());
+  EXPECT_EQ(State(), v1::STORAGE_STATE_UPLOAD_PENDING);
+  EXPECT_EQ(store_->spool().AwaitingUpload(), std::vector<std::string>{id_});
+
+  // A start with the same spool takes it up.
+  const size_t before = attempts_.outcomes().size();
+  fail_with_ = 0;
+  Open();
+  ASSERT_TRUE(attempts_.WaitForCount(before + 1));
+  EXPECT_TRUE(attempts_.outcomes()[before].ok()) << attempts_.outcomes()[before];
+  EXPECT_EQ(State(), v1::STORAGE_STATE_UPLOADED);
+}
+
+TEST_F(TraceUploaderTest, ATraceCompletedOnceShutdownBeganJoinsTheFlush) {
+  options_.shutdown_wait = absl::Seconds(30);
+  Open();
+  store_->BeginShutdown();
+  PutTrace();
+  const absl::Time start = clock_.Now();
+  ShutdownThread shutdown(store_.get());
+  const bool done = shutdown.WaitDone();
+  if (!done) PassFlushDeadline(start + options_.shutdown_wait);
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(attempts_.outcomes()[0].ok()) << attempts_.outcomes()[0];
+  EXPECT_EQ(shutdown.report().uploaded, 1u);
+  EXPECT_TRUE(shutdown.report().left.empty());
+  EXPECT_EQ(State(), v1::STORAGE_STATE_UPLOADED);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -177,7 +178,7 @@ def _yaml_scalar(value):
 def start_s3_daemon(start_daemon, workdir, bucket):
     """start_s3_daemon(name="gpuctld", args=(), **store_s3_keys) ->
     Daemon whose config file uploads to the test bucket; keys override the
-    defaults below, args go to start_daemon."""
+    defaults below (None leaves one out), args go to start_daemon."""
 
     def start(name="gpuctld", args=(), **overrides):
         settings = {
@@ -195,9 +196,14 @@ def start_s3_daemon(start_daemon, workdir, bucket):
             "connect_timeout": "2s",
             "upload_wait": "20s",
             "upload_retry_max": "1s",
+            # Under the 10 s a stop is given: a trace left pending at teardown
+            # is tried for this long, then left in the spool.
+            "shutdown_wait": "3s",
         }
         settings.update(overrides)
-        lines = ["store:", "  s3:"] + [f"    {k}: {_yaml_scalar(v)}" for k, v in settings.items()]
+        # None: leave the key out.
+        lines = ["store:", "  s3:"] + [f"    {k}: {_yaml_scalar(v)}"
+                                       for k, v in settings.items() if v is not None]
         config = workdir / f"{name}.yaml"
         config.write_text("\n".join(lines) + "\n")
         return start_daemon("--config", str(config), *args, name=name)
@@ -464,7 +470,12 @@ def test_pending_upload_survives_a_daemon_restart(ceph, start_s3_daemon, cli_for
     files = data_files(local_dir)
     assert files, f"no data file in {local_dir}"
     spooled = {f: (local_dir / f).read_bytes() for f in files}
+    # SIGTERM tries it once more for shutdown_wait (3s), then leaves it marked.
     assert first.stop() == 0, first.log()
+    left = [line for line in first.log().splitlines()
+            if "traces left awaiting upload in the spool" in line]
+    assert len(left) == 1 and trace_id in left[0], first.log()
+    assert (local_dir / ".awaiting-upload").exists()
 
     # Nothing could have gone up before the restart: the gateway was down.
     ceph.rgw("start")
@@ -473,6 +484,58 @@ def test_pending_upload_survives_a_daemon_restart(ceph, start_s3_daemon, cli_for
     wait_uploaded(cli, trace_id)
     check_trace_objects(bucket, trace_id, files, spooled)
     wait_local_data_removed(local_dir)
+
+
+def write_credentials(path, access_key, secret_key):
+    """An AWS shared credentials file, replaced in one rename as a rotation
+    would: gpuctld re-reads it when it changes."""
+    staged = path.with_suffix(".new")
+    staged.write_text(f"[default]\naws_access_key_id = {access_key}\n"
+                      f"aws_secret_access_key = {secret_key}\n")
+    staged.chmod(0o600)
+    staged.replace(path)
+
+
+def test_sigterm_uploads_the_pending_trace_at_once_and_exits(start_s3_daemon, cli_for,
+                                                             start_workload, bucket, workdir):
+    # A rejected key: the retry comes after upload_retry_max, an hour away.
+    credentials = workdir / "s3-credentials"
+    write_credentials(credentials, bucket.access_key, "not-the-secret-" + uuid.uuid4().hex)
+    daemon = start_s3_daemon(access_key_id=None, secret_access_key=None,
+                             credentials_file=str(credentials), upload_retry_max="1h",
+                             upload_wait="5s", shutdown_wait="45s")
+    cli = cli_for(daemon)
+    workload = start_workload(job="s3-flush", rank=0, world_size=1)
+    cli.wait_attached([workload.pid])
+
+    host, trace, _ = run_trace(cli, "--job", "s3-flush", "--duration", "1s")
+    trace_id = trace.trace_id
+    assert host["storage"]["state"] == PENDING, host["storage"]
+    expect_auth_error(host["storage"]["upload_error"])
+    local_dir = workdir / "store" / trace_id
+    files = data_files(local_dir)
+    assert files == [host["results"][0]["file"]], files
+    spooled = {f: (local_dir / f).read_bytes() for f in files}
+
+    # The key is fixed, but nothing retries within the hour: only the flush
+    # at SIGTERM can upload the trace now.
+    write_credentials(credentials, bucket.access_key, bucket.secret_key)
+    assert bucket.objects() == {}
+    started = time.monotonic()
+    assert daemon.stop(timeout=60) == 0, daemon.log()
+    took = time.monotonic() - started
+    assert took < 45, f"gpuctld took {took:.1f}s to stop:\n{daemon.log()}"
+
+    check_trace_objects(bucket, trace_id, files, spooled)
+    log = daemon.log()
+    begun = [line for line in log.splitlines() if "uploading pending traces before exit" in line]
+    assert len(begun) == 1 and "traces=1" in begun[0], log
+    done = [line for line in log.splitlines() if "pending traces uploaded" in line]
+    assert len(done) == 1 and "traces=1" in done[0], log
+    assert "traces left awaiting upload" not in log, log
+    assert not (local_dir / ".awaiting-upload").exists()
+    local_manifest = snake_keys(json.loads(manifest_in(local_dir).read_text()))
+    assert local_manifest["storage"]["state"] == UPLOADED, local_manifest
 
 
 def test_fan_out_trace_keeps_every_hosts_manifest_and_files_in_one_bucket(

@@ -64,6 +64,7 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.s3_store.upload_wait, b.s3_store.upload_wait);
   EXPECT_EQ(a.s3_store.keep_local, b.s3_store.keep_local);
   EXPECT_EQ(a.s3_store.upload_retry_max, b.s3_store.upload_retry_max);
+  EXPECT_EQ(a.s3_store.shutdown_wait, b.s3_store.shutdown_wait);
   EXPECT_EQ(scheduler::CanonicalScheduleText(a.schedule),
             scheduler::CanonicalScheduleText(b.schedule));
   EXPECT_EQ(a.auth_token_file, b.auth_token_file);
