@@ -96,14 +96,19 @@ void PrintRules(const v1::GetScheduleResponse& s, absl::TimeZone zone, std::ostr
               {false, false, true, true, true, true, true, false, false});
   for (const v1::ScheduleRuleInfo& r : s.rules()) {
     const bool steps = r.window_steps() > 0;
+    const bool anomaly = !r.anomaly().empty();
     std::vector<std::string> next;
     for (const auto& t : r.next_slots()) next.push_back(TimestampText(t, zone));
+    std::string period = steps ? absl::StrCat(r.step_period(), " steps") : DurationText(r.period());
+    if (anomaly) period = "anomaly";
     table.AddRow({Printable(r.name()), Printable(r.selector()), absl::StrCat(r.probability()),
-                  steps ? absl::StrCat(r.step_period(), " steps") : DurationText(r.period()),
+                  period,
                   steps ? absl::StrCat(r.window_steps(), " steps") : DurationText(r.window()),
                   Percent(r.duty_cycle()), r.daily_cap() == 0 ? "-" : absl::StrCat(r.daily_cap()),
                   r.blackouts().empty() ? "-" : Printable(absl::StrJoin(r.blackouts(), "; ")),
-                  r.driven() ? absl::StrJoin(next, ", ") : "not driven (step rule)"});
+                  anomaly      ? Printable(r.anomaly())
+                  : r.driven() ? absl::StrJoin(next, ", ")
+                               : "not driven (step rule)"});
   }
   table.Render(out);
 }
@@ -130,6 +135,7 @@ void PrintEvents(const v1::GetScheduleResponse& s, absl::TimeZone zone, std::ost
   for (const v1::ScheduleEvent& e : s.events()) {
     std::string outcome = Printable(e.outcome());
     if (!e.error().empty()) absl::StrAppend(&outcome, ": not started: ", Printable(e.error()));
+    if (!e.anomaly().empty()) absl::StrAppend(&outcome, " (", Printable(e.anomaly()), ")");
     table.AddRow({TimestampText(e.decided_at(), zone), Printable(e.rule()), Printable(e.job_id()),
                   absl::StrCat(e.slot()), TimestampText(e.start_time(), zone), outcome,
                   e.captured() ? Printable(e.trace_id()) : "-"});

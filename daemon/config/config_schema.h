@@ -54,6 +54,11 @@ absl::Status ReadConfigMapping(const ConfigValue& value, absl::Span<const Config
 absl::Span<const ConfigKey> ScheduleConfigKeys();
 absl::Status CheckScheduleSection(const ConfigLocations& where, DaemonOptions* options);
 
+// The keys of a schedule rule's anomaly section, and what opening it does:
+// the rule becomes an anomaly rule (anomaly_config_keys.cc).
+absl::Span<const ConfigKey> AnomalyRuleKeys();
+void OpenAnomalyRule(DaemonOptions* options);
+
 // A mapping of labels (team: ml), each pair valid as selectors take them
 // (ValidateLabel), at most kMaxLabels; for schedule rules' selectors and
 // auth.tokens' scopes (schedule_config_keys.cc).

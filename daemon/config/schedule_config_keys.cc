@@ -274,6 +274,7 @@ absl::Span<const ConfigKey> RuleKeys() {
            [](const ConfigValue& v, DaemonOptions* o) {
              return ReadRuleCount(v, 0, 1000000, &CurrentRule(o).daily_cap);
            }},
+      {.name = "anomaly", .keys = AnomalyRuleKeys, .open = OpenAnomalyRule},
   };
   return kKeys;
 }
@@ -318,6 +319,10 @@ absl::Status ReadRules(const ConfigValue& v, DaemonOptions* o) {
     }
     o->schedule.rules.emplace_back();
     if (absl::Status s = ReadConfigMapping(entry, RuleKeys(), o); !s.ok()) return s;
+    // An anomaly rule captures every anomaly it sees.
+    if (CurrentRule(o).anomaly_triggered() && CurrentRule(o).probability == 0) {
+      CurrentRule(o).probability = 1;
+    }
     if (absl::Status s = scheduler::ValidateRule(CurrentRule(o)); !s.ok()) {
       return entry.Error(s.message());
     }

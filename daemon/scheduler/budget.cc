@@ -38,13 +38,18 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
       return "no step counter (a Kineto process, or a library sharing none; local)";
     case SlotOutcome::kStoreSpace:
       return "store free space below the minimum (local, may split a job)";
+    case SlotOutcome::kCoolDown:
+      return "anomaly within the cool-down of the last capture (local)";
+    case SlotOutcome::kHostDailyCap:
+      return "anomaly captures of the job today reached daily_cap (local)";
   }
   return "unknown";
 }
 
 bool IsLocalOutcome(SlotOutcome outcome) {
   return outcome == SlotOutcome::kHostCaptureTime || outcome == SlotOutcome::kStoreSpace ||
-         outcome == SlotOutcome::kWindowPassed || outcome == SlotOutcome::kNoStepCounter;
+         outcome == SlotOutcome::kWindowPassed || outcome == SlotOutcome::kNoStepCounter ||
+         outcome == SlotOutcome::kCoolDown || outcome == SlotOutcome::kHostDailyCap;
 }
 
 bool InBlackout(const ScheduleRule& rule, absl::Time start, absl::Time end) {

@@ -27,6 +27,12 @@ enum class SlotOutcome {
   // local: a step rule's process shares no step counter (a Kineto
   // process, or a library without one): steps cannot be aligned for it
   kNoStepCounter,
+  // local: an anomaly rule saw an anomaly within the cool-down of its
+  // last one for the job on this host
+  kCoolDown,
+  // local: an anomaly rule's captures of the job today (UTC) on this host
+  // reached daily_cap
+  kHostDailyCap,
 };
 
 // "not sampled", "blackout", "daily cap reached", ... for skips and logs.

@@ -46,11 +46,13 @@ void ScheduleDriver::Start() {
     LogInfo("schedule rule", {{"rule", rule.name},
                               {"duty_cycle", DutyCycle(rule)},
                               {"probability", rule.probability},
-                              {"driven", rule.step_aligned() ? "by steps" : "by time"}});
+                              {"driven", rule.anomaly_triggered() ? "by anomalies"
+                                         : rule.step_aligned()    ? "by steps"
+                                                                  : "by time"}});
   }
   next_slot_.clear();
   for (const ScheduleRule& rule : options_.rules) {
-    if (rule.step_aligned()) {
+    if (!rule.time_driven()) {
       next_slot_.push_back(INT64_MAX);
       continue;
     }

@@ -17,6 +17,7 @@
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/schedule_reporter.h"
+#include "daemon/scheduler/anomaly_detector.h"
 #include "daemon/scheduler/budget.h"
 #include "daemon/scheduler/schedule_options.h"
 #include "daemon/scheduler/slot_decision.h"
@@ -67,6 +68,18 @@ v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecis
 // counter (Kineto processes) are left out of the window, each recorded as
 // a kNoStepCounter skip of the block.
 //
+// Anomaly rules ride on the same poll (it runs only while a step or
+// anomaly rule exists): each selected job's step counters, with their
+// recent durations, go to the job's JobAnomalyDetector. An anomaly is
+// captured, within the same host limits and blackouts, as the rule's
+// window from now or its window_steps from the next step-bucket boundary,
+// under the trace id DecideAnomaly derives from (seed, rule, job, bucket),
+// so hosts that each see the same event land under one id. Every host
+// decides for itself whether it saw an anomaly. Skips are recorded like
+// the others: within the cool-down (kCoolDown), past the rule's daily_cap
+// on this host (kHostDailyCap), or a process of the job without a step
+// counter (kNoStepCounter: it is left out of the capture).
+//
 // Lives on the loop thread: construct, Start and destroy it there, after
 // the core and before the core goes away.
 class ScheduleDriver final : public ScheduleReporter {
@@ -96,6 +109,8 @@ class ScheduleDriver final : public ScheduleReporter {
     // `pid` names the process a kNoStepCounter skip is about.
     uint64_t first_step = 0;
     int32_t pid = 0;
+    // Anomaly rules: what was seen ("slow step 230 of pid 4711 ...").
+    std::string anomaly = {};
   };
 
   // How far ahead of a window's start the trace is requested.
@@ -120,7 +135,8 @@ class ScheduleDriver final : public ScheduleReporter {
   // The last kMaxEvents captures and skips, oldest first (slots the hash
   // did not draw are not listed).
   const std::deque<Event>& events() const { return events_; }
-  // Wake-ups so far: slot boundaries, capture requests and step polls.
+  // Wake-ups so far: slot boundaries, capture requests and step polls
+  // (which also serve anomaly rules).
   uint64_t wakeups() const { return wakeups_; }
   const std::string& fingerprint() const { return fingerprint_; }
 
@@ -151,6 +167,16 @@ class ScheduleDriver final : public ScheduleReporter {
   void DecideStepJob(size_t rule_index, const std::string& job_id, const StepJob& job);
   void RequestStepCapture(const ScheduleRule& rule, const std::string& job_id,
                           const StepBlockDecision& decision, const std::vector<int32_t>& pids);
+  // Anomaly rules (schedule_anomaly_driver.cc).
+  void PollAnomalyRule(size_t rule_index);
+  struct AnomalyJob;
+  void DecideAnomalyJob(size_t rule_index, const std::string& job_id, const AnomalyJob& job,
+                        const Detection& detection);
+  SlotOutcome AnomalyOutcome(size_t rule_index, const std::string& job_id,
+                             const Detection& detection, absl::Duration estimate);
+  void RequestAnomalyCapture(const ScheduleRule& rule, const std::string& job_id,
+                             const AnomalyDecision& decision, const Anomaly& anomaly,
+                             const std::vector<int32_t>& pids);
   HostUsage Usage();
   // GetSchedule's parts.
   void ReportRules(uint32_t next_slots, v1::GetScheduleResponse& response) const;
@@ -169,6 +195,11 @@ class ScheduleDriver final : public ScheduleReporter {
   TaskRunner::TimerId step_timer_ = 0;
   // Step rules: the next block not yet decided, by rule index and job id.
   absl::flat_hash_map<std::pair<size_t, std::string>, uint64_t> next_block_;
+  // Anomaly rules: the detector and today's captures (UTC day, count) by
+  // rule index and job id.
+  absl::flat_hash_map<std::pair<size_t, std::string>, JobAnomalyDetector> detectors_;
+  absl::flat_hash_map<std::pair<size_t, std::string>, std::pair<absl::CivilDay, uint32_t>>
+      anomaly_captures_;
   uint64_t wakeups_ = 0;
   // Local usage: scheduled window time started on `usage_day_`.
   absl::CivilDay usage_day_;

@@ -9,10 +9,10 @@
 
 namespace gpuctl::daemon::scheduler {
 
-// What a schedule hash decides about: a time slot or a block of steps.
-// Part of the hashed input, so a time slot and a step block of the same
-// index never share a decision.
-enum class HashDomain : uint8_t { kTimeSlot = 't', kStepBlock = 's' };
+// What a schedule hash decides about: a time slot, a block of steps or an
+// anomaly rule's step bucket. Part of the hashed input, so a time slot and
+// a step block of the same index never share a decision.
+enum class HashDomain : uint8_t { kTimeSlot = 't', kStepBlock = 's', kAnomalyBucket = 'a' };
 
 using ScheduleDigest = std::array<uint8_t, 32>;
 

@@ -17,6 +17,8 @@
 namespace gpuctl::daemon::scheduler {
 namespace {
 
+std::string FormatProbability(double p) { return absl::StrFormat("%.17g", p); }
+
 bool IsRuleNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
          c == '_' || c == '-';
@@ -79,6 +81,57 @@ absl::Status ValidateRuleWindow(const ScheduleRule& rule) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateAnomalyWindow(const ScheduleRule& rule) {
+  if (rule.period > absl::ZeroDuration() || rule.step_period > 0) {
+    return RuleError(rule,
+                     "an anomaly rule has no period or step_period: it captures when the "
+                     "anomaly happens");
+  }
+  const bool time_window = rule.window > absl::ZeroDuration();
+  if (time_window == (rule.window_steps > 0)) {
+    return RuleError(rule, "an anomaly rule needs either window (a time) or window_steps");
+  }
+  if (time_window && rule.window > kMaxScheduledWindow) {
+    return RuleError(
+        rule, absl::StrCat("window ", absl::FormatDuration(rule.window), " is more than 1h"));
+  }
+  if (rule.window_steps > kMaxIterations) {
+    return RuleError(rule, absl::StrCat("window_steps is more than ", kMaxIterations));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateAnomaly(const ScheduleRule& rule) {
+  const AnomalyTrigger& a = rule.anomaly;
+  if (rule.probability != 1) {
+    return RuleError(rule, "an anomaly rule captures every anomaly: leave probability out");
+  }
+  if (absl::Status s = ValidateAnomalyWindow(rule); !s.ok()) return s;
+  if (a.slow_factor == 0 && a.hang_after == absl::ZeroDuration()) {
+    return RuleError(rule, "anomaly: needs slow_factor, hang_after or both");
+  }
+  if (a.slow_factor != 0 && !(a.slow_factor > 1 && a.slow_factor <= kMaxSlowFactor)) {
+    return RuleError(rule, absl::StrCat("anomaly.slow_factor ", FormatProbability(a.slow_factor),
+                                        " must be more than 1 and at most ", kMaxSlowFactor));
+  }
+  if (a.hang_after != absl::ZeroDuration() &&
+      (a.hang_after < kMinHangAfter || a.hang_after > kMaxHangAfter)) {
+    return RuleError(rule, absl::StrCat("anomaly.hang_after ", absl::FormatDuration(a.hang_after),
+                                        " is out of range (1s to 24h)"));
+  }
+  if (a.cooldown < kMinCooldown || a.cooldown > kMaxCooldown || a.cooldown < rule.window) {
+    return RuleError(rule, absl::StrCat("anomaly.cooldown ", absl::FormatDuration(a.cooldown),
+                                        " must be 1s to 7d and at least the window"));
+  }
+  if (a.min_samples < 1 || a.min_samples > kMaxMinSamples) {
+    return RuleError(rule, absl::StrCat("anomaly.min_samples must be 1 to ", kMaxMinSamples));
+  }
+  if (a.step_bucket < 1 || a.step_bucket > kMaxStepPeriod) {
+    return RuleError(rule, absl::StrCat("anomaly.step_bucket must be 1 to ", kMaxStepPeriod));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateBlackouts(const ScheduleRule& rule) {
   if (rule.blackouts.size() > kMaxBlackouts) {
     return RuleError(rule, absl::StrCat("more than ", kMaxBlackouts, " blackouts"));
@@ -106,11 +159,14 @@ absl::Status ValidateRuleActivities(const ScheduleRule& rule) {
   return absl::OkStatus();
 }
 
-std::string FormatProbability(double p) { return absl::StrFormat("%.17g", p); }
-
 }  // namespace
 
 double DutyCycle(const ScheduleRule& rule) {
+  if (rule.anomaly_triggered()) {
+    return rule.anomaly.cooldown <= absl::ZeroDuration()
+               ? 0
+               : absl::FDivDuration(rule.window, rule.anomaly.cooldown);
+  }
   if (rule.step_aligned()) {
     return rule.step_period == 0 ? 0
                                  : rule.probability * static_cast<double>(rule.window_steps) /
@@ -126,12 +182,16 @@ absl::Status ValidateRule(const ScheduleRule& rule) {
     return RuleError(rule, absl::StrCat("a name is 1 to ", kMaxRuleNameBytes,
                                         " letters, digits, '.', '_' or '-'"));
   }
-  if (!(rule.probability > 0 && rule.probability <= 1)) {
+  if (rule.anomaly_triggered()) {
+    if (absl::Status s = ValidateAnomaly(rule); !s.ok()) return s;
+  } else if (!(rule.probability > 0 && rule.probability <= 1)) {
     return RuleError(rule, absl::StrCat("probability ", FormatProbability(rule.probability),
                                         " must be more than 0 and at most 1"));
   }
   if (absl::Status s = ValidateRuleSelector(rule); !s.ok()) return s;
-  if (absl::Status s = ValidateRuleWindow(rule); !s.ok()) return s;
+  if (!rule.anomaly_triggered()) {
+    if (absl::Status s = ValidateRuleWindow(rule); !s.ok()) return s;
+  }
   if (absl::Status s = ValidateBlackouts(rule); !s.ok()) return s;
   return ValidateRuleActivities(rule);
 }
@@ -187,6 +247,15 @@ std::string CanonicalScheduleText(const ScheduleOptions& options) {
       absl::StrAppend(&text, " blackout=", b.days, ":", b.first_hour, "-", b.end_hour, "\n");
     }
     absl::StrAppend(&text, " min_step=", r.min_step, " daily_cap=", r.daily_cap, "\n");
+    // Only anomaly rules carry this line: other rules' text is unchanged.
+    if (r.anomaly_triggered()) {
+      const AnomalyTrigger& a = r.anomaly;
+      absl::StrAppend(&text, " anomaly slow_factor=", FormatProbability(a.slow_factor),
+                      " hang_after_ms=", absl::ToInt64Milliseconds(a.hang_after),
+                      " min_samples=", a.min_samples,
+                      " cooldown_ms=", absl::ToInt64Milliseconds(a.cooldown),
+                      " step_bucket=", a.step_bucket, "\n");
+    }
   }
   return text;
 }

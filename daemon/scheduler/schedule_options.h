@@ -29,6 +29,35 @@ inline constexpr int kMaxWorkerThreads = 64;
 inline constexpr int kDefaultWorkerNice = 19;
 inline constexpr int kMaxWorkerNice = 19;
 
+// Anomaly rules.
+inline constexpr double kMaxSlowFactor = 1000;
+inline constexpr absl::Duration kMinHangAfter = absl::Seconds(1);
+inline constexpr absl::Duration kMaxHangAfter = absl::Hours(24);
+inline constexpr absl::Duration kMinCooldown = absl::Seconds(1);
+inline constexpr absl::Duration kMaxCooldown = absl::Hours(24 * 7);
+inline constexpr absl::Duration kDefaultCooldown = absl::Minutes(30);
+inline constexpr uint32_t kDefaultMinSamples = 8;
+inline constexpr uint32_t kMaxMinSamples = 1024;
+inline constexpr uint64_t kDefaultStepBucket = 100;
+
+// What makes a rule an anomaly rule: it captures when a job's steps turn
+// slow or stop, not in drawn slots (daemon/scheduler/anomaly_detector.h).
+struct AnomalyTrigger {
+  bool enabled = false;
+  // A step slower than slow_factor x the job's rolling median; 0: off.
+  double slow_factor = 0;
+  // No step mark for this long; zero: off.
+  absl::Duration hang_after = absl::ZeroDuration();
+  // Durations the median needs before slow steps are judged.
+  uint32_t min_samples = kDefaultMinSamples;
+  // At most one capture per job and rule in this time on a host.
+  absl::Duration cooldown = kDefaultCooldown;
+  // The anomaly's step, in buckets of this many steps, names its capture
+  // (trace id, first step), so hosts of the job that see the same event
+  // land under one trace id.
+  uint64_t step_bucket = kDefaultStepBucket;
+};
+
 // UTC hours [first_hour, end_hour) on the given weekdays during which a
 // rule captures nothing. `days` is a bit set in absl::Weekday order, bit 0
 // Monday .. bit 6 Sunday; 0 means every day.
@@ -40,7 +69,10 @@ struct Blackout {
 
 // One sampling rule. Either a time rule (period, window) or a step rule
 // (step_period, window_steps > 0): steps [k*step_period,
-// k*step_period + window_steps) of a sampled block k.
+// k*step_period + window_steps) of a sampled block k. Or an anomaly rule
+// (anomaly.enabled): no period; it captures `window` from the detection,
+// or the `window_steps` steps from the next bucket boundary, of the job
+// whose steps turned slow or stopped; its probability is 1.
 struct ScheduleRule {
   std::string name;
   // job_id, ranks, labels, include_helpers; never pids or a limit, which
@@ -56,10 +88,14 @@ struct ScheduleRule {
   // A job is decided only once one of its processes on the host has a step
   // counter at this step or beyond (warm-up is skipped).
   uint64_t min_step = 0;
-  // Captures per job and UTC day; 0: no cap. Time rules only.
+  // Captures per job and UTC day; 0: no cap. Time rules, and anomaly rules
+  // (counted by each host for itself).
   uint32_t daily_cap = 0;
+  AnomalyTrigger anomaly;
 
-  bool step_aligned() const { return window_steps > 0; }
+  bool anomaly_triggered() const { return anomaly.enabled; }
+  bool step_aligned() const { return !anomaly.enabled && window_steps > 0; }
+  bool time_driven() const { return !anomaly.enabled && window_steps == 0; }
 };
 
 struct ScheduleOptions {
@@ -84,13 +120,17 @@ struct ScheduleOptions {
   bool enabled() const { return !rules.empty(); }
 };
 
-// probability x window / period (steps for a step rule).
+// probability x window / period (steps for a step rule); for an anomaly
+// rule window / cooldown, 0 with window_steps (its steps' time is unknown).
 double DutyCycle(const ScheduleRule& rule);
 
 // Checks one rule alone: a name, a selector with a criterion and valid
 // values but no pids or limit, a probability in (0, 1], exactly one of a
 // time or step window, window within period, known activities, blackout
-// hours, daily_cap only on a time rule. INVALID_ARGUMENT naming the field.
+// hours, daily_cap only on a time rule. An anomaly rule: probability 1, no
+// period or step_period, one of window or window_steps, a slow_factor above
+// 1 or a hang_after, and the anomaly fields in range. INVALID_ARGUMENT
+// naming the field.
 absl::Status ValidateRule(const ScheduleRule& rule);
 
 // Checks the whole schedule: every rule (ValidateRule), unique names, a

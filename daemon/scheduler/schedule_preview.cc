@@ -60,7 +60,7 @@ absl::StatusOr<Preview> PreviewJob(const ScheduleOptions& options, absl::string_
   size_t evaluations = 0;
   for (size_t i = 0; i < options.rules.size(); ++i) {
     const ScheduleRule& rule = options.rules[i];
-    if (rule.step_aligned()) continue;
+    if (!rule.time_driven()) continue;
     if (!rule.selector.job_id().empty() && rule.selector.job_id() != job_id) continue;
     // Windows start at most period - window into their slot: slots from
     // one period before `from` may still start inside the range.

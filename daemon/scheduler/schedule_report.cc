@@ -26,12 +26,29 @@ std::string BlackoutText(const Blackout& b) {
                       absl::Dec(b.end_hour, absl::kZeroPad2), " UTC");
 }
 
+// "steps slower than 3x the median or no step for 1m; cool-down 30m".
+std::string AnomalyText(const AnomalyTrigger& a) {
+  std::vector<std::string> what;
+  if (a.slow_factor > 0) {
+    what.push_back(absl::StrCat("steps slower than ", a.slow_factor, "x the median"));
+  }
+  if (a.hang_after > absl::ZeroDuration()) {
+    what.push_back(absl::StrCat("no step for ", absl::FormatDuration(a.hang_after)));
+  }
+  return absl::StrCat(absl::StrJoin(what, " or "), "; cool-down ",
+                      absl::FormatDuration(a.cooldown));
+}
+
 v1::ScheduleRuleInfo RuleInfo(const ScheduleRule& rule) {
   v1::ScheduleRuleInfo info;
   info.set_name(rule.name);
   info.set_selector(DescribeSelector(rule.selector));
   info.set_probability(rule.probability);
-  if (rule.step_aligned()) {
+  if (rule.anomaly_triggered()) {
+    info.set_window_steps(rule.window_steps);
+    if (rule.window > absl::ZeroDuration()) *info.mutable_window() = ToProtoDuration(rule.window);
+    info.set_anomaly(AnomalyText(rule.anomaly));
+  } else if (rule.step_aligned()) {
     info.set_step_period(rule.step_period);
     info.set_window_steps(rule.window_steps);
   } else {
@@ -76,7 +93,7 @@ void ScheduleDriver::ReportRules(uint32_t next_slots, v1::GetScheduleResponse& r
   for (const ScheduleRule& rule : options_.rules) {
     v1::ScheduleRuleInfo* info = response.add_rules();
     *info = RuleInfo(rule);
-    if (rule.step_aligned()) continue;
+    if (!rule.time_driven()) continue;
     for (uint32_t i = 1; i <= next_slots; ++i) {
       *info->add_next_slots() =
           ToProtoTimestamp(SlotStart(rule.period, SlotOf(rule.period, now) + i));
@@ -94,6 +111,7 @@ void ScheduleDriver::ReportEvents(v1::GetScheduleResponse& response) const {
     out->set_slot(e.slot);
     out->set_first_step(e.first_step);
     out->set_pid(e.pid);
+    out->set_anomaly(e.anomaly);
     out->set_outcome(std::string(SlotOutcomeName(e.outcome)));
     out->set_captured(e.outcome == SlotOutcome::kCapture);
     out->set_local(IsLocalOutcome(e.outcome));

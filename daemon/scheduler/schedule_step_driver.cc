@@ -61,8 +61,9 @@ struct ScheduleDriver::StepJob {
 };
 
 void ScheduleDriver::ArmStepPoll() {
-  const bool any = std::any_of(options_.rules.begin(), options_.rules.end(),
-                               [](const ScheduleRule& r) { return r.step_aligned(); });
+  const bool any =
+      std::any_of(options_.rules.begin(), options_.rules.end(),
+                  [](const ScheduleRule& r) { return r.step_aligned() || r.anomaly_triggered(); });
   if (!any) return;
   step_timer_ = deps_.loop->PostDelayed(kStepPoll, [this] {
     step_timer_ = 0;
@@ -74,6 +75,7 @@ void ScheduleDriver::OnStepPoll() {
   ++wakeups_;
   for (size_t i = 0; i < options_.rules.size(); ++i) {
     if (options_.rules[i].step_aligned()) PollStepRule(i);
+    if (options_.rules[i].anomaly_triggered()) PollAnomalyRule(i);
   }
   ArmStepPoll();
 }

@@ -53,4 +53,19 @@ StepBlockDecision DecideStepBlock(absl::string_view seed, const ScheduleRule& ru
   return d;
 }
 
+AnomalyDecision DecideAnomaly(absl::string_view seed, const ScheduleRule& rule,
+                              absl::string_view job_id, uint64_t step, uint64_t earliest_step,
+                              absl::Time anchor) {
+  const uint64_t b = rule.anomaly.step_bucket == 0 ? 1 : rule.anomaly.step_bucket;
+  AnomalyDecision d;
+  d.bucket = step / b;
+  d.first_step = (d.bucket + 1) * b;
+  if (d.first_step < earliest_step) d.first_step = (earliest_step + b - 1) / b * b;
+  const ScheduleDigest digest = ScheduleHash(HashDomain::kAnomalyBucket, seed, rule.name, job_id,
+                                             static_cast<int64_t>(d.bucket));
+  const absl::Time hour = absl::UnixEpoch() + kStepIdAnchor * SlotOf(kStepIdAnchor, anchor);
+  d.trace_id = FormatTraceId(hour, DigestIdBits(digest));
+  return d;
+}
+
 }  // namespace gpuctl::daemon::scheduler

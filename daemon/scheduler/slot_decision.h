@@ -61,6 +61,25 @@ uint64_t StepBlockOf(const ScheduleRule& rule, uint64_t step);
 StepBlockDecision DecideStepBlock(absl::string_view seed, const ScheduleRule& rule,
                                   absl::string_view job_id, uint64_t block, absl::Time anchor);
 
+struct AnomalyDecision {
+  // floor(step / anomaly.step_bucket) of the anomaly's step.
+  uint64_t bucket = 0;
+  // A step window's first step: the first multiple of step_bucket after
+  // the bucket that is at least `earliest_step` (so hosts deciding within
+  // one bucket agree while it is ahead of them).
+  uint64_t first_step = 0;
+  // A UUIDv7 of the UTC hour of `anchor` (as step blocks, kStepIdAnchor)
+  // whose random bits come from the hash of (seed, rule, job, bucket).
+  std::string trace_id;
+};
+
+// The capture of an anomaly rule's anomaly at `step` for `job_id`. Every
+// host that sees an anomaly in the same bucket in the same hour names its
+// capture alike; each host still decides for itself whether it saw one.
+AnomalyDecision DecideAnomaly(absl::string_view seed, const ScheduleRule& rule,
+                              absl::string_view job_id, uint64_t step, uint64_t earliest_step,
+                              absl::Time anchor);
+
 }  // namespace gpuctl::daemon::scheduler
 
 #endif  // GPUCTL_DAEMON_SCHEDULER_SLOT_DECISION_H_

@@ -167,5 +167,34 @@ TEST(StepBlockTest, RanksAgreeByStepWithinTheHour) {
   EXPECT_NEAR(sampled, 2000, 5 * std::sqrt(4000 * 0.25));
 }
 
+TEST(AnomalyDecisionTest, HostsSeeingTheSameBucketNameTheCaptureAlike) {
+  const ScheduleRule rule = AnomalyRuleForTest();
+  const absl::Time t = UtcForTest(2026, 3, 1, 10, 5);
+  const AnomalyDecision a = DecideAnomaly("fleet", rule, "42", 230, 232, t);
+  const AnomalyDecision b = DecideAnomaly("fleet", rule, "42", 299, 240, t + absl::Minutes(20));
+  EXPECT_EQ(a.bucket, 2u);
+  EXPECT_EQ(a.first_step, 300u);
+  EXPECT_EQ(a.trace_id, b.trace_id);
+  EXPECT_EQ(a.first_step, b.first_step);
+  EXPECT_TRUE(IsValidTraceId(a.trace_id));
+
+  EXPECT_NE(DecideAnomaly("fleet", rule, "42", 300, 302, t).trace_id, a.trace_id)
+      << "another bucket";
+  EXPECT_NE(DecideAnomaly("fleet", rule, "43", 230, 232, t).trace_id, a.trace_id) << "another job";
+  EXPECT_NE(DecideAnomaly("other", rule, "42", 230, 232, t).trace_id, a.trace_id) << "another seed";
+  ScheduleRule step_rule = StepRuleForTest(100, 5);
+  step_rule.name = rule.name;
+  EXPECT_NE(DecideStepBlock("fleet", step_rule, "42", 2, t).trace_id, a.trace_id)
+      << "a step block of the same index is another domain";
+}
+
+TEST(AnomalyDecisionTest, TheFirstStepIsABucketBoundaryAheadOfTheHost) {
+  const ScheduleRule rule = AnomalyRuleForTest();
+  const absl::Time t = UtcForTest(2026, 3, 1, 10, 5);
+  EXPECT_EQ(DecideAnomaly("fleet", rule, "42", 230, 302, t).first_step, 400u);
+  EXPECT_EQ(DecideAnomaly("fleet", rule, "42", 230, 400, t).first_step, 400u);
+  EXPECT_EQ(DecideAnomaly("fleet", rule, "42", 0, 0, t).first_step, 100u);
+}
+
 }  // namespace
 }  // namespace gpuctl::daemon::scheduler
