@@ -4,6 +4,7 @@
 //
 //   gpuctl_sample_workload [--steps N] [--step-ms M] [--fork] [--start-step S]
 //                          [--spawn-workers N] [--helpers N] [--announce]
+//                          [--stall-at-step N --stall-ms M]
 //
 // --steps N          run N steps, then exit (default: forever)
 // --step-ms M        target wall time of one step (default 20)
@@ -19,6 +20,11 @@
 //                    range every few ms until their worker exits
 // --announce         print this process's role line (implied by the two
 //                    options above, and given to spawned workers)
+// --stall-at-step N  the step with loop index N (the N+1-th step, whatever
+// --stall-ms M       --start-step says) waits M ms more, in 50 ms ranges
+//                    named "stall" (a straggler, for anomaly rules); it
+//                    prints "stall step=<step number> pid=<pid>" when it
+//                    begins
 //
 // Every process prints "gpuctl_sample_workload pid=<pid> libgpuctl=<loaded|
 // absent>" first. With a process tree each also prints its role, flushed at
@@ -35,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -60,6 +67,8 @@ struct Options {
   long spawn_workers = 0;
   long helpers = 0;
   bool announce = false;
+  long stall_at = -1;  // loop index of the slow step; -1: none
+  long stall_ms = 0;
   std::vector<std::string> worker_args;  // everything but --spawn-workers N
 };
 
@@ -105,6 +114,24 @@ void Phase(const Api& api, const char* name, int64_t ns) {
   Pop(api);
 }
 
+// The slow step: --stall-ms of waiting in 50 ms ranges named "stall", as a
+// rank polling for a straggler would, announced first.
+void Stall(const Api& api, const Options& o, long index) {
+  const unsigned long long step = o.numbered ? o.start_step + static_cast<unsigned long long>(index)
+                                             : static_cast<unsigned long long>(index);
+  printf("stall step=%llu pid=%d\n", step, static_cast<int>(getpid()));
+  fflush(stdout);
+  const int64_t until = NowNs() + o.stall_ms * 1'000'000;
+  for (int64_t now = NowNs(); now < until; now = NowNs()) {
+    const int64_t ns = std::min<int64_t>(50'000'000, until - now);
+    timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    Push(api, "stall");
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    Pop(api);
+  }
+}
+
 void RunSteps(const Api& api, const Options& o, const char* prefix) {
   const int64_t step_ns = o.step_ms * 1'000'000;
   for (long i = 0; o.steps < 0 || i < o.steps; ++i) {
@@ -114,6 +141,7 @@ void RunSteps(const Api& api, const Options& o, const char* prefix) {
       api.step();
     }
     Push(api, prefix);
+    if (i == o.stall_at && o.stall_ms > 0) Stall(api, o, i);
     Phase(api, "forward", step_ns * 4 / 10);
     Push(api, "backward");
     Phase(api, "backward.grad", step_ns * 3 / 10);
@@ -138,6 +166,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     } else if (strcmp(argv[i], "--start-step") == 0 && has_value) {
       o->numbered = true;
       o->start_step = strtoull(argv[++i], nullptr, 10);
+    } else if (strcmp(argv[i], "--stall-at-step") == 0 && has_value) {
+      o->stall_at = strtol(argv[++i], nullptr, 10);
+    } else if (strcmp(argv[i], "--stall-ms") == 0 && has_value) {
+      o->stall_ms = strtol(argv[++i], nullptr, 10);
     } else if (strcmp(argv[i], "--helpers") == 0 && has_value) {
       o->helpers = strtol(argv[++i], nullptr, 10);
     } else if (strcmp(argv[i], "--fork") == 0) {
@@ -298,7 +330,8 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &o)) {
     fprintf(stderr,
             "usage: %s [--steps N] [--step-ms M] [--fork] [--start-step S] "
-            "[--spawn-workers N] [--helpers N] [--announce]\n",
+            "[--spawn-workers N] [--helpers N] [--announce] "
+            "[--stall-at-step N --stall-ms M]\n",
             argv[0]);
     return 2;
   }
