@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/excerpt.h"
 #include "daemon/convert/gzip.h"
@@ -84,6 +85,9 @@ struct EventFields {
   double ts_us = 0, dur_us = 0;
   bool cpu_op = false, kernel = false;
   bool profiler_span = false;  // `cat` "Trace": kineto's span of its window
+  // PyTorch's range around each optimizer.step(), what kineto counts as an
+  // iteration: `cat` "user_annotation", name "Optimizer.step#<class>.step".
+  bool user_annotation = false, optimizer_step_name = false;
 };
 
 // The top-level members the handler reads, not only copies.
@@ -258,6 +262,11 @@ bool KinetoSax::StringValue(const std::string& v) {
     if (pending_top_ == TopKey::kTraceId) summary_.trace_id_in_file = v;
     return true;
   }
+  if (InEventMember() && skip_depth_ == 0 && event_key_ == "name") {
+    // Read, never required: a name of any type passes as before.
+    event_.optimizer_step_name = absl::StartsWith(v, kOptimizerStepPrefix);
+    return true;
+  }
   if (!IsEventField()) return true;
   if (event_key_ == "ph") {
     if (v.size() != 1) {
@@ -269,6 +278,7 @@ bool KinetoSax::StringValue(const std::string& v) {
     event_.cpu_op = v == "cpu_op";
     event_.kernel = v == "kernel";
     event_.profiler_span = v == "Trace";
+    event_.user_annotation = v == "user_annotation";
   } else if (event_key_ == "ts" || event_key_ == "dur") {
     return Fail(
         absl::StrCat("event ", summary_.event_count, ": \"", event_key_, "\" is not a number"));
@@ -374,6 +384,7 @@ bool KinetoSax::EndEvent() {
   }
   summary_.cpu_op_count += event_.cpu_op;
   summary_.kernel_count += event_.kernel;
+  summary_.optimizer_steps += event_.user_annotation && event_.optimizer_step_name;
   if (event_.profiler_span && event_.has_dur && event_.dur_us >= 0) {
     span_first_us_ = std::min(span_first_us_, event_.ts_us);
     span_last_us_ = std::max(span_last_us_, event_.ts_us + event_.dur_us);

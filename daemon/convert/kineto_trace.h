@@ -18,8 +18,15 @@ struct KinetoTraceTag {
   std::string job_id;
 };
 
+// How PyTorch names the range of each optimizer.step() call
+// ("Optimizer.step#SGD.step"), `cat` "user_annotation".
+inline constexpr char kOptimizerStepPrefix[] = "Optimizer.step#";
+
 struct KinetoTraceSummary {
   uint64_t event_count = 0, cpu_op_count = 0, kernel_count = 0;
+  // PyTorch's optimizer.step() ranges (kOptimizerStepPrefix): the
+  // iterations kineto recorded, as it counts them.
+  uint64_t optimizer_steps = 0;
   // The earliest start and the latest end of the non-metadata events, in
   // Unix ns (kineto's µs `ts`/`dur` plus `baseTimeNanoseconds`); 0 when the
   // trace has no such event.

@@ -148,6 +148,25 @@ TEST(KinetoTraceTest, TheWindowIsKinetosOwnProfilerSpan) {
   EXPECT_EQ(two->summary.window_end_unix_ns, 1'000'025'000);
 }
 
+TEST(KinetoTraceTest, CountsTheOptimizerStepsKinetoRecorded) {
+  // PyTorch's optimizer.step() ranges, in either member order; a cpu_op or
+  // another range of the name is not one.
+  auto c = ConvertKinetoTrace(R"j({"traceEvents": [
+      {"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", "ts": 1, "dur": 1},
+      {"ph": "X", "name": "Optimizer.step#Adam.step", "ts": 3, "dur": 1, "cat": "user_annotation"},
+      {"ph": "X", "cat": "cpu_op", "name": "Optimizer.step#SGD.step", "ts": 5, "dur": 1},
+      {"ph": "X", "cat": "user_annotation", "name": "Optimizer.zero_grad#SGD.zero_grad", "ts": 7},
+      {"ph": "X", "cat": "user_annotation", "name": "train_step", "ts": 0, "dur": 9,
+       "args": {"name": "Optimizer.step#SGD.step"}}]})j",
+                              Tag(), 1);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->summary.optimizer_steps, 2u);
+  // A real PyTorch 2.15 on-demand trace of a loop (four optimizer steps).
+  auto real = ConvertKinetoTrace(ReadFixture("on_demand_cpu.json"), Tag(), 1);
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_EQ(real->summary.optimizer_steps, 4u);
+}
+
 TEST(KinetoTraceTest, HolisticTraceAnalysisFindsTheRankOnTheFirstLine) {
   auto c = ConvertKinetoTrace(ReadFixture(), Tag(5), 1);
   ASSERT_TRUE(c.ok()) << c.status();

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -79,6 +80,11 @@ class PeerChannel {
   virtual void DescribePeer(PeerId peer, v1::ProcessInfo* info) {}
   // Adds the channel's own state to the daemon's status.
   virtual void DescribeStatus(v1::GetStatusResponse* status) {}
+  // Why `peer` has sent no result for `trace_id` by the trace's deadline,
+  // as far as the channel knows (for the timed-out result's message); ""
+  // when it knows nothing more than the core. Called before the capture is
+  // cancelled.
+  virtual std::string ExplainMissingResult(PeerId peer, absl::string_view trace_id) { return ""; }
 };
 
 }  // namespace gpuctl::daemon

@@ -28,6 +28,10 @@ class PeerRouter final : public PeerChannel {
   void DescribePeer(PeerId peer, v1::ProcessInfo* info) override {
     if (PeerChannel* channel = For(peer)) channel->DescribePeer(peer, info);
   }
+  std::string ExplainMissingResult(PeerId peer, absl::string_view trace_id) override {
+    PeerChannel* channel = For(peer);
+    return channel == nullptr ? "" : channel->ExplainMissingResult(peer, trace_id);
+  }
   void DescribeStatus(v1::GetStatusResponse* status) override {
     if (library_ != nullptr) library_->DescribeStatus(status);
     if (kineto_ != nullptr) kineto_->DescribeStatus(status);

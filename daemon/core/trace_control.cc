@@ -364,8 +364,11 @@ void DaemonCoreImpl::OnDeadline(const std::string& trace_id) {
   // A slot whose data is being processed has delivered; it finishes on its own.
   for (TraceSlot& slot : session->slots) {
     if (slot.done || slot.processing) continue;
+    const std::string why = deps_.peers->ExplainMissingResult(slot.peer, session->id);
     SendCancel(*session, slot.peer, "timed out");
-    FinishSlot(*session, slot, ResultWith(v1::CAPTURE_STATUS_TIMED_OUT, message));
+    FinishSlot(*session, slot,
+               ResultWith(v1::CAPTURE_STATUS_TIMED_OUT,
+                          why.empty() ? message : absl::StrCat(message, ": ", why)));
   }
 }
 

@@ -89,6 +89,7 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
   absl::Time EarliestStart(PeerId peer, absl::Time now) override;
   void DescribePeer(PeerId peer, v1::ProcessInfo* info) override;
   void DescribeStatus(v1::GetStatusResponse* status) override;
+  std::string ExplainMissingResult(PeerId peer, absl::string_view trace_id) override;
 
   size_t size() const { return processes_.size(); }
   // Heartbeats refused: a pid claim that is not the sender's, a full
@@ -101,6 +102,7 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
     KinetoCaptureConfig config;
     absl::Time end;  // the window's end, or an iteration window's bound
     bool delivered = false;
+    absl::Time delivered_at;  // the poll that took the config
     bool started_reported = false;
     bool late = false;
     bool pickup_in_flight = false;

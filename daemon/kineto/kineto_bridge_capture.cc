@@ -1,6 +1,7 @@
 // The kineto bridge's capture side: StartCapture to config text, the
 // window's start, the trace file's pickup and the result.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -158,6 +159,7 @@ std::string KinetoBridge::Deliver(Process& process) {
     return "";
   }
   capture.delivered = true;
+  capture.delivered_at = now;
   LogInfo("kineto capture requested", {{"pid", process.host_pid},
                                        {"trace_id", capture.trace_id},
                                        {"late", capture.late ? "true" : "false"}});
@@ -174,6 +176,32 @@ void KinetoBridge::ReportStarted(Process& process) {
   started.set_opened_at_unix_ns(absl::ToUnixNanos(opened));
   started.set_late_start(capture.late);
   deps_.core->OnCaptureStarted(process.peer, started);
+}
+
+std::string KinetoBridge::ExplainMissingResult(PeerId peer, absl::string_view trace_id) {
+  const Process* process = Find(peer);
+  if (process == nullptr || !process->capture.has_value() ||
+      process->capture->trace_id != trace_id) {
+    return "";
+  }
+  const Capture& capture = *process->capture;
+  const absl::Time now = deps_.clock->Now();
+  if (!capture.delivered) {
+    return absl::StrCat("kineto has not polled for its config since the request (last poll ",
+                        absl::FormatDuration(now - process->last_seen), " ago, every ",
+                        absl::FormatDuration(process->period), ")");
+  }
+  const std::string taken = absl::StrCat("kineto took its config at a poll ",
+                                         absl::FormatDuration(now - capture.delivered_at), " ago");
+  if (!capture.started_reported) {
+    return absl::StrCat(taken,
+                        " but never reported its profiler active: it drops a start it cannot "
+                        "warm up for, or its profiler was taken by the job's own torch.profiler");
+  }
+  return absl::StrCat(taken, " and recorded, but wrote no ",
+                      WrittenFile(capture.config.log_file, process->own_pid),
+                      " in the process's /tmp (KINETO_ONDEMAND_TRACE_DIR, or a /tmp it cannot "
+                      "write, sends the file elsewhere)");
 }
 
 PickupRequest KinetoBridge::PickupFor(const Process& process) const {
@@ -314,6 +342,18 @@ void KinetoBridge::ReportDone(Process& process, PickupResult picked) {
                                summary.trace_id_in_file.substr(0, 64), ", not ", capture.trace_id));
     return;
   }
+  // Pickups of one trace run side by side, each bounded by what was left
+  // when it was scheduled; the total is settled here, one file at a time.
+  auto total = trace_bytes_.find(capture.trace_id);
+  const uint64_t used = total == trace_bytes_.end() ? 0 : total->second;
+  if (picked.source_bytes > options_.max_total_bytes - std::min(used, options_.max_total_bytes)) {
+    ReportFailure(
+        process, v1::CAPTURE_STATUS_REJECTED,
+        absl::StrCat("the trace file's ", picked.source_bytes,
+                     " bytes would take this trace's kineto files past ", options_.max_total_bytes,
+                     " bytes (kineto.max_total_bytes); ", used, " bytes are stored already"));
+    return;
+  }
   if (!capture.started_reported) ReportStarted(process);
   // Traces are short-lived: forgetting old totals only forgets finished ones.
   if (trace_bytes_.size() >= kMaxTraceTotals) trace_bytes_.clear();
@@ -337,7 +377,21 @@ void KinetoBridge::ReportDone(Process& process, PickupResult picked) {
     result.set_window_start_unix_ns(summary.first_ts_unix_ns);
     result.set_window_end_unix_ns(summary.last_ts_unix_ns);
   }
-  if (capture.config.iterations > 0) result.set_steps(capture.config.iterations);
+  if (capture.config.iterations > 0) {
+    // What kineto recorded, not what was asked: it stops on its own thread
+    // (a step late on a busy host), and a process that has counted no
+    // optimizer step takes the time fallback instead (none).
+    result.set_steps(
+        static_cast<uint32_t>(std::min<uint64_t>(summary.optimizer_steps, UINT32_MAX)));
+    if (summary.optimizer_steps != static_cast<uint64_t>(capture.config.iterations)) {
+      LogInfo("kineto recorded other than the steps asked",
+              {{"pid", process.host_pid},
+               {"trace_id", capture.trace_id},
+               {"asked", capture.config.iterations},
+               {"recorded", summary.optimizer_steps},
+               {"time_fallback", summary.optimizer_steps == 0 ? "true" : "false"}});
+    }
+  }
   auto payload = std::make_unique<PreparedPayload>(
       std::move(picked.converted.gzip),
       PreparedTrace{.event_count = summary.event_count, .source_bytes = picked.source_bytes});

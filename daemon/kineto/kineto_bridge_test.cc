@@ -362,6 +362,42 @@ TEST_F(KinetoBridgeTest, FileOverTheCapIsRefusedAndRemoved) {
   EXPECT_FALSE(fs::exists(WrittenFile(*id, kPid)));
 }
 
+TEST_F(KinetoBridgeTest, FilesOfOneTracePickedUpTogetherStayUnderTheTraceCap) {
+  // Room for one file of the trace, not two; each alone is under the
+  // per-file cap.
+  options_.max_total_bytes = sizeof(kTraceJson) + 16;
+  MakeBridge();
+  constexpr int kOther = 5000;
+  for (int pid : {kPid, kOther}) {
+    AddProcess(pid);
+    Beat(pid);
+  }
+  auto observer = std::make_shared<Observer>();
+  absl::StatusOr<std::string> id = Trace(observer, absl::Seconds(1));
+  ASSERT_TRUE(id.ok());
+  loop_.AdvanceBy(absl::Seconds(5));
+  for (int pid : {kPid, kOther}) {
+    ASSERT_THAT(Beat(pid), HasSubstr("PROFILE_START_TIME="));
+  }
+  loop_.AdvanceBy(absl::Seconds(5));
+  for (int pid : {kPid, kOther}) testing::FakeKinetoProc::Write(WrittenFile(*id, pid), kTraceJson);
+  // One sweep schedules both pickups before the worker reads either file.
+  loop_.AdvanceBy(absl::Seconds(1));
+  loop_.RunUntilIdle();
+  RunAll();
+  std::vector<v1::CaptureStatus> statuses;
+  for (const auto& e : observer->events) {
+    if (!e.has_result()) continue;
+    statuses.push_back(e.result().status());
+    if (e.result().status() == v1::CAPTURE_STATUS_REJECTED) {
+      EXPECT_THAT(e.result().message(), HasSubstr("kineto.max_total_bytes"));
+    }
+  }
+  EXPECT_THAT(statuses,
+              ::testing::UnorderedElementsAre(v1::CAPTURE_STATUS_OK, v1::CAPTURE_STATUS_REJECTED));
+  for (int pid : {kPid, kOther}) EXPECT_FALSE(fs::exists(WrittenFile(*id, pid)));
+}
+
 TEST_F(KinetoBridgeTest, NotAKinetoTraceIsRejected) {
   AddProcess(kPid);
   Beat(kPid);
@@ -402,6 +438,35 @@ TEST_F(KinetoBridgeTest, NoFileTimesOut) {
   BeatFor(kPid, absl::Seconds(25), absl::Seconds(1), /*idle=*/true);
   ASSERT_NE(observer->Result(), nullptr);
   EXPECT_EQ(observer->Result()->status(), v1::CAPTURE_STATUS_TIMED_OUT);
+  EXPECT_THAT(observer->Result()->message(),
+              HasSubstr("kineto took its config at a poll 17.5s ago but never reported its "
+                        "profiler active"));
+}
+
+TEST_F(KinetoBridgeTest, ARecordedWindowWithoutAFileTimesOutNamingTheFile) {
+  auto observer = std::make_shared<Observer>();
+  absl::StatusOr<std::string> id = DeliveredTrace(observer);
+  ASSERT_TRUE(id.ok()) << id.status();
+  BeatFor(kPid, absl::Seconds(25), absl::Seconds(1), /*idle=*/false);
+  ASSERT_NE(observer->Result(), nullptr);
+  EXPECT_EQ(observer->Result()->status(), v1::CAPTURE_STATUS_TIMED_OUT);
+  EXPECT_THAT(observer->Result()->message(),
+              HasSubstr("and recorded, but wrote no /tmp/gpuctl-kineto-" + *id + "_4242.json"));
+}
+
+TEST_F(KinetoBridgeTest, AProcessThatNeverPollsAgainTimesOutSayingSo) {
+  options_.min_expiry = absl::Minutes(1);
+  MakeBridge();
+  AddProcess(kPid);
+  Beat(kPid);
+  auto observer = std::make_shared<Observer>();
+  ASSERT_TRUE(Trace(observer, absl::Seconds(1)).ok());
+  loop_.AdvanceBy(absl::Seconds(30));
+  RunAll();
+  ASSERT_NE(observer->Result(), nullptr);
+  EXPECT_EQ(observer->Result()->status(), v1::CAPTURE_STATUS_TIMED_OUT);
+  EXPECT_THAT(observer->Result()->message(),
+              HasSubstr("kineto has not polled for its config since the request"));
 }
 
 TEST_F(KinetoBridgeTest, SilentProcessIsLostAndExitedProcessExits) {
@@ -486,6 +551,36 @@ TEST_F(KinetoBridgeTest, IterationWindowAsksForIterationsWithATimeFallback) {
   const std::string config = Beat(kPid);
   EXPECT_THAT(config, HasSubstr("ACTIVITIES_ITERATIONS=3\nPROFILE_START_ITERATION_ROUNDUP=1\n"));
   EXPECT_THAT(config, HasSubstr("ACTIVITIES_DURATION_MSECS=2000\n"));
+}
+
+TEST_F(KinetoBridgeTest, AnIterationResultGivesTheStepsKinetoRecorded) {
+  AddProcess(kPid);
+  Beat(kPid);
+  auto observer = std::make_shared<Observer>();
+  v1::TraceRequest request;
+  request.mutable_selector()->set_job_id("J");
+  request.set_iterations(3);
+  request.mutable_duration()->set_seconds(30);
+  absl::StatusOr<std::string> id = core_->StartTrace(request, observer);
+  ASSERT_TRUE(id.ok());
+  loop_.AdvanceBy(absl::Seconds(5));
+  ASSERT_THAT(Beat(kPid), HasSubstr("ACTIVITIES_ITERATIONS=3"));
+  loop_.AdvanceBy(absl::Seconds(3));
+  Beat(kPid, /*idle=*/false);
+  // kineto stopped a step late: four optimizer.step() ranges.
+  std::string events;
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&events, i == 0 ? "" : ",",
+                    R"({"ph": "X", "cat": "user_annotation", "name": "Optimizer.step#SGD.step", )",
+                    R"("ts": )", 10 * i, R"(, "dur": 2})");
+  }
+  testing::FakeKinetoProc::Write(WrittenFile(*id, kPid),
+                                 absl::StrCat(R"({"traceEvents": [)", events, "]}"));
+  loop_.AdvanceBy(absl::Seconds(1));
+  Beat(kPid, /*idle=*/true);
+  ASSERT_NE(observer->Result(), nullptr);
+  EXPECT_EQ(observer->Result()->status(), v1::CAPTURE_STATUS_OK);
+  EXPECT_EQ(observer->Result()->steps(), 4u);
 }
 
 TEST_F(KinetoBridgeTest, RequestedProfileOptionsAreSent) {
