@@ -77,8 +77,12 @@ def _stop_process(proc, timeout=10.0):
 
 
 class Daemon:
-    def __init__(self, build_dir, workdir, name, extra_args):
+    def __init__(self, build_dir, workdir, name, extra_args, wrapper=(), listen="127.0.0.1:0"):
         self.build_dir = build_dir
+        # A command the daemon runs under (e.g. `unshare --net --`), and its
+        # gRPC address (`unix:PATH` reaches one in another network namespace).
+        self.wrapper = [str(a) for a in wrapper]
+        self.listen = listen
         # Daemons named gpuctld* (one after another, e.g. across a restart)
         # use the paths the workload fixture defaults to; any other name gets
         # its own socket and store.
@@ -103,9 +107,9 @@ class Daemon:
     def start(self, timeout=DEFAULT_DEADLINE_S):
         if self.ready_file.exists():
             self.ready_file.unlink()
-        cmd = [
+        cmd = self.wrapper + [
             str(build_output(self.build_dir, "bin/gpuctld")),
-            "--listen", "127.0.0.1:0",
+            "--listen", self.listen,
             "--socket", str(self.socket),
             "--store", str(self.store),
             "--ready-file", str(self.ready_file),
@@ -215,11 +219,12 @@ def lib_path(build_dir):
 
 @pytest.fixture
 def start_daemon(build_dir, workdir, request):
-    """start_daemon(*extra_args, name="gpuctld") -> Daemon, stopped at teardown."""
+    """start_daemon(*extra_args, name="gpuctld", wrapper=(), listen="127.0.0.1:0") -> Daemon,
+    stopped at teardown."""
     started = []
 
-    def start(*extra_args, name="gpuctld"):
-        daemon = Daemon(build_dir, workdir, name, extra_args).start()
+    def start(*extra_args, name="gpuctld", wrapper=(), listen="127.0.0.1:0"):
+        daemon = Daemon(build_dir, workdir, name, extra_args, wrapper, listen).start()
         started.append(daemon)
         return daemon
 

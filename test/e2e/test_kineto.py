@@ -363,3 +363,24 @@ def test_dyno_gputrace_traces_a_pytorch_job_through_gpuctld(start_daemon, workdi
     result, doc = kineto_events(trace, loop.pid)
     check_loop_operators(result, doc, step_ms=10)
     assert not Path("/tmp/dyno_trace.json").exists()
+
+
+def test_kinetos_default_abstract_name_reaches_gpuctld(start_daemon, workdir, cli_for,
+                                                       start_torch):
+    """No KINETO_IPC_SOCKET_DIR: libkineto sends to `\\0dynolog\\0`, as on a
+    host where nobody configured anything. gpuctld and the loop share a
+    network namespace of their own (abstract names live in one), so no
+    other test's daemon can hold the name; the CLI reaches gpuctld by its
+    Unix socket, which crosses network namespaces."""
+    config = workdir / "abstract.yaml"
+    config.write_text("kineto:\n  mode: on\n  socket_dir: \"\"\n")
+    daemon = start_daemon("--config", str(config), wrapper=["unshare", "--net", "--"],
+                          listen=f"unix:{workdir / 'api.sock'}")
+    cli = cli_for(daemon)
+    status = json.loads(cli.run("status", "--json").stdout)
+    assert status["kineto"]["abstractSocket"] is True, status
+    loop = start_torch(job=JOB, rank=0, socket_dir=None,
+                       wrapper=["nsenter", f"--net=/proc/{daemon.proc.pid}/ns/net", "--"])
+    wait_kineto_attached(cli, [loop.pid])
+    trace = trace_ok(cli, "--job", JOB, "--duration", "1s", expect_pids=[loop.pid])
+    check_loop_operators(*kineto_events(trace, loop.pid), step_ms=10)
