@@ -285,6 +285,26 @@ TEST_F(TraceTest, ListProcessesShowsLabelsAndLiveSteps) {
   EXPECT_EQ(core_->GetStatus().ipc_protocol_minor(), kIpcProtocolMinor);
 }
 
+// Recent step durations are listed only on request (anomaly rules ask;
+// `gpuctl ps` does not).
+TEST_F(TraceTest, StepDurationsAreListedOnRequest) {
+  auto reading = StepsAt(9, clock_.Now(), absl::Milliseconds(150));
+  reading->durations_total = 300;
+  reading->recent_durations = {absl::Milliseconds(100), absl::Milliseconds(200)};
+  AttachStepping(1, 100, "42", 0, reading);
+  auto plain = core_->ListProcesses({});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->processes(0).step_durations_total(), 0u);
+  EXPECT_TRUE(plain->processes(0).recent_step_ns().empty());
+  v1::ListProcessesRequest request;
+  request.set_include_step_durations(true);
+  auto with = core_->ListProcesses(request);
+  ASSERT_TRUE(with.ok());
+  EXPECT_EQ(with->processes(0).step_durations_total(), 300u);
+  EXPECT_THAT(with->processes(0).recent_step_ns(),
+              ElementsAre(100'000'000, 200'000'000));
+}
+
 TEST_F(TraceTest, TheStepCounterViewLivesAsLongAsTheProcessIsAttached) {
   auto reading = StepsAt(1, clock_.Now(), absl::Seconds(1));
   AttachStepping(1, 100, "42", 0, reading);

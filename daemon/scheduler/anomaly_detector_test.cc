@@ -176,6 +176,22 @@ TEST_F(AnomalyDetectorTest, AnomaliesWithinTheCoolDownAreReportedAsCoolingDown) 
   EXPECT_EQ(Observe({&p}).verdict, AnomalyVerdict::kAnomaly) << "the cool-down is over";
 }
 
+// A library whose step page has no durations (version 1) gives no median:
+// its process can hang, never be slow.
+TEST_F(AnomalyDetectorTest, WithoutDurationsOnlyAHangIsSeen) {
+  ProcessSteps old;
+  old.pid = 9;
+  old.current_step = 500;
+  old.last_step_time = now_;
+  std::vector<ProcessSteps> steps{old};
+  EXPECT_EQ(detector_.Observe(steps, now_ += absl::Seconds(10)).verdict, AnomalyVerdict::kNone);
+  Detection d = detector_.Observe(steps, now_ += absl::Seconds(20));
+  ASSERT_EQ(d.verdict, AnomalyVerdict::kAnomaly);
+  EXPECT_EQ(d.anomaly.kind, AnomalyKind::kHang);
+  EXPECT_EQ(d.anomaly.median, absl::ZeroDuration()) << "unknown";
+  EXPECT_EQ(d.anomaly.step_time, absl::Seconds(30));
+}
+
 TEST_F(AnomalyDetectorTest, FewerSamplesThanTheMinimumGiveNoMedian) {
   AnomalyParams params = Params();
   params.min_step = 0;
