@@ -96,7 +96,7 @@ absl::Status GetTraceReactor::ResolveFiles() {
   }
   trace_status_ = manifest->status();
   cancellation_ = manifest->cancellation();
-  std::vector<std::string> stored = {store_->ManifestName()};
+  std::vector<std::string> stored = {store_->ServedManifestName(*manifest)};
   for (const v1::ProcessResult& result : manifest->results()) {
     if (result.file().empty()) continue;
     if (absl::Status s = ValidateTraceFileName(result.file()); !s.ok()) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
+#include "daemon/s3/remote_trace.h"
 #include "daemon/s3/trace_object_key.h"
 #include "daemon/store/trace_file_name.h"
 #include "gpuctl/v1/trace_layout.h"
@@ -209,7 +210,19 @@ absl::Status S3TraceStore::PutManifest(const v1::TraceManifest& manifest) {
 }
 
 absl::StatusOr<v1::TraceManifest> S3TraceStore::GetManifest(absl::string_view trace_id) {
-  return spool_->GetManifest(trace_id);
+  absl::StatusOr<v1::TraceManifest> local = spool_->GetManifest(trace_id);
+  if (!absl::IsNotFound(local.status()) || !OnlyInBucket(trace_id)) return local;
+  return ReadRemoteManifest(*client_, trace_id, manifest_name_);
+}
+
+std::string S3TraceStore::ServedManifestName(const v1::TraceManifest& manifest) const {
+  if (!OnlyInBucket(manifest.trace_id())) return ManifestName();
+  const std::string host = daemon::TraceFileHost(manifest.host());
+  return layout::IsManifestHost(host) ? layout::ManifestPath(host) : ManifestName();
+}
+
+bool S3TraceStore::OnlyInBucket(absl::string_view trace_id) const {
+  return IsValidTraceId(trace_id) && !spool_->Find(trace_id).has_value();
 }
 
 absl::StatusOr<v1::ListTracesResponse> S3TraceStore::List(const v1::ListTracesRequest& request) {
@@ -225,16 +238,28 @@ absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::Open(
   if (!absl::IsNotFound(local.status()) && !(manifest && absl::IsInvalidArgument(local.status()))) {
     return local;
   }
-  // Only an uploaded trace has its files in the bucket.
+  // Only an uploaded trace has its files in the bucket, or one the spool
+  // does not know.
   std::optional<daemon::StoredTrace> trace = spool_->Find(trace_id);
-  if (!trace.has_value() || !trace->complete || trace->awaiting_upload) return local;
+  const bool uploaded = trace.has_value() && trace->complete && !trace->awaiting_upload;
+  const bool only_in_bucket = !trace.has_value() && IsValidTraceId(trace_id);
+  if (!uploaded && !only_in_bucket) return local;
+  return OpenRemote(trace_id, name, only_in_bucket);
+}
+
+absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::OpenRemote(
+    absl::string_view trace_id, absl::string_view name, bool only_in_bucket) {
   absl::StatusOr<daemon::TracePin> pin = spool_->Pin(trace_id);
   if (!pin.ok()) return pin.status();
   // This host's manifest is at its own key, or at the one key of the legacy
   // layout in a bucket written before; asked by either name, either serves.
+  // So does the manifest of a trace found in the bucket only, under the
+  // name ServedManifestName gave it.
   std::vector<std::string> names = {std::string(name)};
-  if (name == manifest_name_) names.emplace_back(layout::kLegacyManifestName);
   if (name == layout::kLegacyManifestName) names.push_back(manifest_name_);
+  if (name == manifest_name_ || (only_in_bucket && !layout::ManifestPathHost(name).empty())) {
+    names.emplace_back(layout::kLegacyManifestName);
+  }
   absl::Status missing;
   for (const std::string& file : names) {
     absl::StatusOr<std::string> key = TraceObjectKey(client_->config().prefix, trace_id, file);

@@ -32,8 +32,12 @@ namespace gpuctl::s3 {
 // aborts the multipart uploads an earlier run of this host left open
 // (orphaned_uploads.h); neither creation nor serving waits for it.
 //
-// Manifests are always read from the spool, which keeps them after the
-// upload (listing stays a local index that survives restarts). Open serves
+// Manifests are read from the spool, which keeps them after the upload
+// (listing stays a local index that survives restarts); of a trace the
+// spool does not know, GetManifest reads one host's manifest from the
+// bucket (remote_trace.h: this host's when there, else the first listed)
+// and Open serves that trace's files from the bucket: a trace outlives the
+// spool, and the pod, that uploaded it. Open serves
 // a file from the spool while it is there, else from the bucket, in ranged
 // reads. In the bucket each host's manifest has its own key,
 // <trace prefix>/_gpuctl/<host>.json; one written by the legacy layout,
@@ -72,6 +76,8 @@ class S3TraceStore final : public daemon::TraceStore {
   // empty id, the store: "s3://bucket/prefix (spooled in /var/lib/...)".
   std::string Location(absl::string_view trace_id) const override;
   std::string ManifestName() const override { return spool_->ManifestName(); }
+  // Of a trace the spool does not know: its host's "_gpuctl/<host>.json".
+  std::string ServedManifestName(const v1::TraceManifest& manifest) const override;
   absl::Status PutFile(absl::string_view trace_id, absl::string_view name,
                        absl::string_view data) override;
   absl::Status PutManifest(const v1::TraceManifest& manifest) override;
@@ -90,6 +96,14 @@ class S3TraceStore final : public daemon::TraceStore {
   uint64_t uploaded_bytes() const { return uploader_->uploaded_bytes(); }
 
  private:
+  // A trace id the spool does not know at all: its files, if any, are in
+  // the bucket only.
+  bool OnlyInBucket(absl::string_view trace_id) const;
+  // `name` of the trace from the bucket, in ranged reads.
+  absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> OpenRemote(absl::string_view trace_id,
+                                                                      absl::string_view name,
+                                                                      bool only_in_bucket);
+
   S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool, std::shared_ptr<S3Client> client,
                S3StoreOptions options, std::shared_ptr<TraceUploader> uploader,
                std::shared_ptr<OrphanedUploadSweep> sweep);

@@ -72,6 +72,12 @@ class TraceStore {
   // gpuctl/v1/trace_layout.h): the first file GetTrace sends. Open accepts
   // it, and the old "manifest.json", for the trace's manifest.
   virtual std::string ManifestName() const = 0;
+  // The name GetTrace serves `manifest` (as GetManifest returned it) under:
+  // ManifestName(), unless the store read another host's manifest (a trace
+  // found in a bucket only).
+  virtual std::string ServedManifestName(const v1::TraceManifest& /*manifest*/) const {
+    return ManifestName();
+  }
   virtual absl::Status PutFile(absl::string_view trace_id, absl::string_view name,
                                absl::string_view data) = 0;
   // Writes (or replaces) the trace's manifest, completing the trace,

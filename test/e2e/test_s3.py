@@ -603,6 +603,53 @@ def test_fan_out_trace_keeps_every_hosts_manifest_and_files_in_one_bucket(
     assert downloaded == sorted(files.values()), downloaded
 
 
+def unknown_trace_id():
+    """A well-formed trace id (UUIDv7 of now) that no daemon has made."""
+    ms = f"{int(time.time() * 1000):012x}"
+    return f"{ms[:8]}-{ms[8:]}-7000-8000-{uuid.uuid4().hex[:12]}"
+
+
+def test_any_daemon_of_the_bucket_serves_a_trace_whose_pod_is_gone(
+        start_s3_daemon, cli_for, start_workload, bucket, workdir):
+    # Two pods' sidecars sharing the bucket; pod-a takes the trace.
+    pod_a = start_s3_daemon(name="pod-a")
+    pod_b = start_s3_daemon(name="pod-b")
+    workload = start_workload(job="s3-gone", rank=0, world_size=1, socket=pod_a.socket)
+    cli_a = cli_for(pod_a)
+    cli_a.wait_attached([workload.pid])
+    host, trace, _ = run_trace(cli_a, "--job", "s3-gone", "--duration", "1s")
+    trace_id = trace.trace_id
+    assert host["storage"]["state"] == UPLOADED, host["storage"]
+    files = sorted(r["file"] for r in host["results"])
+    assert files, host["results"]
+    taken = {f: (trace.path / f).read_bytes() for f in files}
+
+    # The pod is gone, and its spool with it.
+    assert pod_a.stop() == 0, pod_a.log()
+    shutil.rmtree(pod_a.store)
+
+    cli_b = cli_for(pod_b)
+    got = cli_b.run("get", trace_id, "-o", str(workdir / "from-b"))
+    assert got.returncode == 0, got.stdout + got.stderr
+    fetched = workdir / "from-b" / trace_id
+    assert {f: (fetched / f).read_bytes() for f in files} == taken
+    # pod-a's own manifest, under its own name.
+    manifest_path = manifest_in(fetched)
+    assert manifest_path.name == f"{pod_a.host_name}.json", manifest_path
+    manifest = snake_keys(json.loads(manifest_path.read_text()))
+    assert manifest["trace_id"] == trace_id and manifest["host"] == pod_a.host_name, manifest
+    assert manifest["storage"]["state"] == UPLOADED, manifest
+    assert manifest_path.read_bytes() == bucket.get(
+        host_manifest_key(trace_key_prefix(bucket, trace_id), pod_a.host_name))
+    # pod-b's spool never held it.
+    assert not (pod_b.store / trace_id).exists()
+
+    unknown = unknown_trace_id()
+    missing = cli_b.run("get", unknown, "-o", str(workdir / "from-b"))
+    assert missing.returncode != 0, missing.stdout
+    assert f"no trace {unknown}" in missing.stderr, missing.stderr
+
+
 # A workload of distinct 4000-character range names (random base64, of
 # which gzip keeps about 3 kB each): at RANGES_PER_S, a 1 s window makes a
 # .json.gz of about 18 MB, above the 5 MiB parts' multipart threshold.
