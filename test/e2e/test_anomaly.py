@@ -117,3 +117,33 @@ def test_a_stall_is_captured_with_the_slow_step_and_what_was_seen(
     assert shown.returncode == 0, shown.stderr
     assert f"slow step {stalled_step} of pid {workload.pid}" in shown.stdout, shown.stdout
     assert "anomaly trace" in daemon.log()
+
+
+def test_hosts_that_each_see_the_stall_store_it_under_one_trace_id(
+        start_daemon, cli_for, start_workload, workdir):
+    config = anomaly_config(workdir / "anomaly.yaml")
+    hosts = [start_daemon("--config", str(config), name=name) for name in ("host-a", "host-b")]
+    workloads = []
+    for rank, daemon in enumerate(hosts):
+        workload = start_workload(job=JOB, rank=rank, world_size=2, step_ms=STEP_MS,
+                                  socket=daemon.socket,
+                                  args=["--stall-at-step", STALL_AT, "--stall-ms", STALL_MS])
+        cli_for(daemon).wait_attached([workload.pid])
+        workloads.append(workload)
+
+    def stored(daemon):
+        if not daemon.store.exists():
+            return None
+        done = [d for d in daemon.store.iterdir() if d.is_dir() and manifest_paths(d)]
+        return done[0] if done else None
+
+    dirs = [wait_until(lambda d=d: stored(d), timeout=60.0,
+                       what=f"an anomaly trace on {d.host_name}") for d in hosts]
+    anomalies = [json.loads(manifest_paths(d)[0].read_text())["trigger"]["anomaly"] for d in dirs]
+    # Each host saw its own rank's stall, in the same bucket.
+    for anomaly, workload in zip(anomalies, workloads):
+        assert anomaly["pid"] == workload.pid, anomaly
+        assert int(anomaly["step"]) == STALL_AT, anomaly
+    hours = {int(parse_time(a["detectedAt"]).timestamp()) // 3600 for a in anomalies}
+    if len(hours) == 1:  # hosts deciding either side of an hour's start differ
+        assert dirs[0].name == dirs[1].name, (dirs[0].name, dirs[1].name)
