@@ -72,7 +72,10 @@ int main(int argc, char** argv) {
     bridge.OnDatagram({.pid = 100000 + i, .uid = getuid()}, request, KinetoSocket::kAbstract);
   };
   for (int i = 0; i < processes; ++i) beat(i);
-  loop.RunUntilIdle();
+  // Registration reads each process on the worker, then registers it on
+  // the loop.
+  while (loop.RunUntilIdle() + worker.RunAll() > 0) {
+  }
   const double start = CpuSeconds();
   for (int n = 0; n < heartbeats; ++n) {
     beat(n % processes);

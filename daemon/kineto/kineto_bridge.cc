@@ -68,18 +68,54 @@ std::string KinetoBridge::OnRequest(const PeerCredentials& creds, const KinetoRe
     }
     return "";
   }
-  Process* process = nullptr;
-  if (auto it = by_key_.find(Key{creds.pid, id->start_time}); it != by_key_.end()) {
-    process = Find(it->second);
-  } else {
-    process = Register(creds, *id, request);
+  auto it = by_key_.find(Key{creds.pid, id->start_time});
+  if (it == by_key_.end()) {
+    // A new process has no capture to be told of yet.
+    BeginRegistration(creds, *id, request);
+    return "";
   }
+  Process* process = Find(it->second);
   return process == nullptr ? "" : Heartbeat(*process, request.activities_idle());
 }
 
-v1::ipc::Hello KinetoBridge::SynthesizeHello(int32_t host_pid, const ProcIdentity& id,
-                                             const KinetoRequest& request) const {
-  const absl::flat_hash_map<std::string, std::string> env = deps_.proc->Environment(host_pid);
+void KinetoBridge::BeginRegistration(const PeerCredentials& creds, const ProcIdentity& id,
+                                     const KinetoRequest& request) {
+  const Key key{creds.pid, id.start_time};
+  if (auto it = refused_until_.find(key);
+      it != refused_until_.end() && deps_.clock->Now() < it->second) {
+    return;
+  }
+  // Bounded like the registry: a flood of new pids queues no more reads.
+  if (registering_.contains(key) || registering_.size() >= options_.max_processes) return;
+  registering_.insert(key);
+  deps_.worker->Run([this, loop = deps_.loop, weak = std::weak_ptr<bool>(alive_),
+                     reader = deps_.proc, creds, id, request] {
+    ProcessFacts facts{.env = reader->Environment(creds.pid),
+                       .cmdline = reader->CommandLine(creds.pid)};
+    loop->Post([this, weak, creds, id, request, facts = std::move(facts)] {
+      if (!weak.expired()) FinishRegistration(creds, id, request, facts);
+    });
+  });
+}
+
+void KinetoBridge::FinishRegistration(const PeerCredentials& creds, const ProcIdentity& id,
+                                      const KinetoRequest& request, const ProcessFacts& facts) {
+  registering_.erase(Key{creds.pid, id.start_time});
+  // Gone or replaced while its facts were read: a later heartbeat of a
+  // process with this pid registers that one.
+  std::optional<ProcIdentity> now = deps_.proc->Identity(creds.pid);
+  if (!now.has_value() || now->start_time != id.start_time ||
+      by_key_.contains(Key{creds.pid, id.start_time})) {
+    return;
+  }
+  if (Process* process = Register(creds, id, request, facts)) {
+    Heartbeat(*process, request.activities_idle());
+  }
+}
+
+v1::ipc::Hello KinetoBridge::SynthesizeHello(const ProcIdentity& id, const KinetoRequest& request,
+                                             const ProcessFacts& facts) const {
+  const absl::flat_hash_map<std::string, std::string>& env = facts.env;
   v1::ipc::Hello hello;
   hello.set_protocol_major(kIpcProtocolMajor);
   hello.set_protocol_minor(kIpcProtocolMinor);
@@ -94,13 +130,13 @@ v1::ipc::Hello KinetoBridge::SynthesizeHello(int32_t host_pid, const ProcIdentit
   }
   hello.set_hostname(options_.hostname.substr(0, kMaxHostnameBytes));
   size_t bytes = 0;
-  for (std::string& arg : deps_.proc->CommandLine(host_pid)) {
+  for (const std::string& arg : facts.cmdline) {
     if (static_cast<size_t>(hello.cmdline_size()) == kMaxCmdlineArgs ||
         bytes + arg.size() > kMaxCmdlineBytes) {
       break;
     }
     bytes += arg.size();
-    hello.add_cmdline(std::move(arg));
+    hello.add_cmdline(arg);
   }
   // kineto counts its own iterations (optimizer.step()).
   hello.set_capabilities(v1::ipc::CAPABILITY_STEP_WINDOWS);
@@ -108,7 +144,8 @@ v1::ipc::Hello KinetoBridge::SynthesizeHello(int32_t host_pid, const ProcIdentit
 }
 
 KinetoBridge::Process* KinetoBridge::Register(const PeerCredentials& creds, const ProcIdentity& id,
-                                              const KinetoRequest& request) {
+                                              const KinetoRequest& request,
+                                              const ProcessFacts& facts) {
   const absl::Time now = deps_.clock->Now();
   const Key key{creds.pid, id.start_time};
   if (auto it = refused_until_.find(key); it != refused_until_.end()) {
@@ -133,7 +170,7 @@ KinetoBridge::Process* KinetoBridge::Register(const PeerCredentials& creds, cons
     return nullptr;
   }
   const PeerId peer = kKinetoPeerBit | next_peer_++;
-  v1::ipc::Hello hello = SynthesizeHello(creds.pid, id, request);
+  v1::ipc::Hello hello = SynthesizeHello(id, request, facts);
   PeerCredentials effective = creds;
   effective.uid = id.uid;
   if (absl::Status st = deps_.core->OnPeerHello(peer, effective, hello, nullptr); !st.ok()) {

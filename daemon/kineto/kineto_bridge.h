@@ -10,6 +10,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
@@ -131,11 +132,25 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
     bool in_flight = false;
   };
 
+  // What a registration reads of a process's memory (/proc/<pid>/environ
+  // and cmdline wait on the process's memory lock, which it may hold for a
+  // long time): read on the worker, never on the loop.
+  struct ProcessFacts {
+    absl::flat_hash_map<std::string, std::string> env;
+    std::vector<std::string> cmdline;
+  };
+
   std::string OnRequest(const PeerCredentials& creds, const KinetoRequest& request);
+  // A new process's first heartbeat: its facts are read on the worker, and
+  // it is registered back on the loop (one read at a time per process).
+  void BeginRegistration(const PeerCredentials& creds, const ProcIdentity& id,
+                         const KinetoRequest& request);
+  void FinishRegistration(const PeerCredentials& creds, const ProcIdentity& id,
+                          const KinetoRequest& request, const ProcessFacts& facts);
   Process* Register(const PeerCredentials& creds, const ProcIdentity& id,
-                    const KinetoRequest& request);
-  v1::ipc::Hello SynthesizeHello(int32_t host_pid, const ProcIdentity& id,
-                                 const KinetoRequest& request) const;
+                    const KinetoRequest& request, const ProcessFacts& facts);
+  v1::ipc::Hello SynthesizeHello(const ProcIdentity& id, const KinetoRequest& request,
+                                 const ProcessFacts& facts) const;
   // The config text to answer this heartbeat with ("" for none).
   std::string Heartbeat(Process& process, bool idle);
   std::string Deliver(Process& process);
@@ -170,6 +185,8 @@ class KinetoBridge final : public PeerChannel, public KinetoDatagramHandler {
   absl::btree_map<PeerId, Process> processes_;
   absl::flat_hash_map<Key, PeerId> by_key_;
   absl::flat_hash_map<int32_t, PeerId> by_pid_;
+  // Processes whose facts are being read for their registration.
+  absl::flat_hash_set<Key> registering_;
   // Processes the core refused, not offered again before the time given.
   absl::flat_hash_map<Key, absl::Time> refused_until_;
   // Bytes of kineto files stored per trace id (kineto.max_total_bytes).

@@ -53,6 +53,26 @@ class Observer : public TraceObserver {
   bool done = false;
 };
 
+// Counts the reads of a process's memory (environ, cmdline) a registration
+// makes, passing every read on to `real`.
+class CountingReader final : public KinetoProcReader {
+ public:
+  explicit CountingReader(const KinetoProcReader* real) : real_(real) {}
+  std::optional<ProcIdentity> Identity(int32_t pid) const override { return real_->Identity(pid); }
+  absl::flat_hash_map<std::string, std::string> Environment(int32_t pid) const override {
+    ++memory_reads;
+    return real_->Environment(pid);
+  }
+  std::vector<std::string> CommandLine(int32_t pid) const override {
+    ++memory_reads;
+    return real_->CommandLine(pid);
+  }
+  mutable int memory_reads = 0;
+
+ private:
+  const KinetoProcReader* real_;
+};
+
 class KinetoBridgeTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -76,9 +96,10 @@ class KinetoBridgeTest : public ::testing::Test {
     core_.reset();
     fs::remove_all(tmp_);
   }
-  void MakeBridge() {
+  void MakeBridge(const KinetoProcReader* reader = nullptr) {
     bridge_ = std::make_unique<KinetoBridge>(
-        options_, KinetoBridge::Deps{&clock_, &loop_, &worker_, core_.get(), reader_.get()});
+        options_, KinetoBridge::Deps{&clock_, &loop_, &worker_, core_.get(),
+                                     reader != nullptr ? reader : reader_.get()});
     router_.set_kineto(bridge_.get());
   }
   void AddProcess(int pid, uint64_t start = 1000,
@@ -169,6 +190,43 @@ TEST_F(KinetoBridgeTest, HeartbeatRegistersAProcessFromItsEnvironment) {
   EXPECT_EQ(info.poll_period().seconds(), 1);
   EXPECT_THAT(info.cmdline(), ::testing::ElementsAre("python", "train.py"));
   EXPECT_EQ(bridge_->size(), 1u);
+}
+
+TEST_F(KinetoBridgeTest, ANewProcessIsReadOnTheWorkerNeverOnTheLoop) {
+  CountingReader counting(reader_.get());
+  MakeBridge(&counting);
+  AddProcess(kPid);
+  KinetoRequest request;
+  request.type = 3;
+  request.pids = {kPid};
+  const PeerCredentials creds{.pid = kPid, .uid = getuid(), .gid = getgid()};
+  // Answered at once, and a second heartbeat while the read is pending
+  // queues no second read.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(bridge_->OnDatagram(creds, request, KinetoSocket::kAbstract).has_value());
+    loop_.RunUntilIdle();
+  }
+  EXPECT_EQ(counting.memory_reads, 0);
+  EXPECT_EQ(bridge_->size(), 0u);
+  EXPECT_EQ(worker_.RunAll(), 1u);
+  EXPECT_EQ(counting.memory_reads, 2);  // environ and cmdline, once
+  loop_.RunUntilIdle();
+  ASSERT_EQ(bridge_->size(), 1u);
+  EXPECT_EQ(List().processes(0).job_id(), "J");
+}
+
+TEST_F(KinetoBridgeTest, AProcessGoneWhileItWasReadIsNotRegistered) {
+  AddProcess(kPid);
+  KinetoRequest request;
+  request.type = 3;
+  request.pids = {kPid};
+  bridge_->OnDatagram({.pid = kPid, .uid = getuid(), .gid = getgid()}, request,
+                      KinetoSocket::kAbstract);
+  worker_.RunAll();
+  proc_->Remove(kPid);
+  RunAll();
+  EXPECT_EQ(bridge_->size(), 0u);
+  EXPECT_EQ(List().processes_size(), 0);
 }
 
 TEST_F(KinetoBridgeTest, KinetoJobIdWhenTheEnvironmentHasNone) {

@@ -28,8 +28,9 @@ struct ProcIdentity {
 inline constexpr const char* kIdentityVariables[] = {
     "GPUCTL_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "RANK", "LOCAL_RANK", "WORLD_SIZE"};
 
-// Reads processes for the bridge. Implementations need not be thread-safe:
-// the bridge calls its reader on the loop only.
+// Reads processes for the bridge: Identity on the loop, Environment and
+// CommandLine (which wait on the process's memory lock) on the worker, so
+// implementations must allow calls from both at once.
 class KinetoProcReader {
  public:
   virtual ~KinetoProcReader() = default;
