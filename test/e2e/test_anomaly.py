@@ -20,6 +20,8 @@ STEP_BUCKET = 100
 
 
 def anomaly_config(path):
+    # Judging starts 20 steps before the stall, so a loaded machine's slow
+    # step elsewhere is unlikely to take the cool-down first.
     path.write_text(
         "schedule:\n"
         f"  seed: {SEED}\n"
@@ -28,7 +30,7 @@ def anomaly_config(path):
         f"    - name: {RULE}\n"
         f"      selector: {{job: \"{JOB}\"}}\n"
         "      window: 3s\n"
-        "      min_step: 20\n"
+        "      min_step: 100\n"
         "      anomaly:\n"
         "        slow_factor: 20\n"
         "        cooldown: 10m\n"
