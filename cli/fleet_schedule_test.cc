@@ -104,6 +104,20 @@ TEST_F(CliFleetScheduleTest, ShowsRulesBudgetAndEventsPerHost) {
   EXPECT_EQ(a_.service().schedule_requests()[0].preview_job(), "");
 }
 
+TEST_F(CliFleetScheduleTest, AStepRuleStartsByStepNumber) {
+  v1::ScheduleRuleInfo* rule = a_.service().schedule.add_rules();
+  rule->set_name("blocks");
+  rule->set_selector("job \"42\"");
+  rule->set_probability(0.5);
+  rule->set_step_period(1000);
+  rule->set_window_steps(20);
+  rule->set_driven(true);
+  ASSERT_EQ(Run({"schedule", "--host", a_.target()}), kExitOk) << console_.err.str();
+  EXPECT_THAT(console_.out.str(), HasSubstr("1000 steps  20 steps"));
+  EXPECT_THAT(console_.out.str(), HasSubstr("by step number"));
+  EXPECT_THAT(console_.out.str(), ::testing::Not(HasSubstr("not driven")));
+}
+
 TEST_F(CliFleetScheduleTest, NamesHostsRunningAnotherSchedule) {
   b_.service().schedule.set_fingerprint(std::string(64, 'e'));
   ASSERT_EQ(Run({"schedule", "--host", a_.target(), "--host", b_.target()}), kExitOk);

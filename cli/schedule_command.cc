@@ -106,9 +106,10 @@ void PrintRules(const v1::GetScheduleResponse& s, absl::TimeZone zone, std::ostr
                   steps ? absl::StrCat(r.window_steps(), " steps") : DurationText(r.window()),
                   Percent(r.duty_cycle()), r.daily_cap() == 0 ? "-" : absl::StrCat(r.daily_cap()),
                   r.blackouts().empty() ? "-" : Printable(absl::StrJoin(r.blackouts(), "; ")),
-                  anomaly      ? Printable(r.anomaly())
-                  : r.driven() ? absl::StrJoin(next, ", ")
-                               : "not driven (step rule)"});
+                  anomaly       ? Printable(r.anomaly())
+                  : !r.driven() ? "not driven (step rule)"
+                  : steps       ? "by step number"
+                                : absl::StrJoin(next, ", ")});
   }
   table.Render(out);
 }

@@ -355,6 +355,11 @@ TEST_F(ScheduleDriverTest, StepRulesAgreeByStepNumber) {
   std::unique_ptr<ScheduleDriver> b = MakeDriver(other.core.get(), options);
   a->Start();
   b->Start();
+  absl::StatusOr<v1::GetScheduleResponse> report = a->GetSchedule({});
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->rules_size(), 1);
+  EXPECT_TRUE(report->rules(0).driven());
+  EXPECT_EQ(report->rules(0).window_steps(), 2u);
   for (int s = 0; s < 400; ++s) {
     loop_.AdvanceBy(absl::Seconds(1));
     a_steps->current_step = 1 + s;

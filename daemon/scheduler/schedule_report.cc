@@ -60,7 +60,8 @@ v1::ScheduleRuleInfo RuleInfo(const ScheduleRule& rule) {
   info.set_min_step(rule.min_step);
   for (const std::string& a : rule.activities) info.add_activities(a);
   for (const Blackout& b : rule.blackouts) info.add_blackouts(BlackoutText(b));
-  info.set_driven(!rule.step_aligned());
+  // Time, step and anomaly rules are all started by this daemon.
+  info.set_driven(true);
   return info;
 }
 
