@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/analysis/diagnoses.h"
+#include "daemon/analysis/event_names.h"
 #include "daemon/analysis/units.h"
 
 namespace gpuctl::analysis {

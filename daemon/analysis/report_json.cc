@@ -9,7 +9,7 @@
 namespace gpuctl::analysis {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = nlohmann::json;  // keys sorted, as every --json document of gpuctl
 
 Json Number(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15) {
