@@ -250,8 +250,9 @@ std::vector<Finding> CopyFindings(const TraceModel& model, const Breakdown& brea
     for (CopyDirection dir : {CopyDirection::kHtoD, CopyDirection::kDtoH}) {
       const CopyDirectionStats& d = copies.directions[static_cast<int>(dir)];
       if (d.bytes == 0 || d.gbps() >= options.copy_bandwidth_share * options.link_gbps) continue;
-      const int64_t at_link = static_cast<int64_t>(U(d.bytes) / options.link_gbps);
-      const int64_t recoverable = d.busy_ns - at_link;
+      // bytes / (GB/s) is ns; never more than the copies took.
+      const double at_link = std::min(U(d.bytes) / options.link_gbps, D(d.busy_ns));
+      const int64_t recoverable = d.busy_ns - static_cast<int64_t>(at_link);
       if (!Significant(recoverable, span, options)) continue;
       Finding f = Make(model, "slow_copies");
       f.recoverable_ns = recoverable;

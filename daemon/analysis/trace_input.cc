@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -32,7 +31,7 @@ struct TraceInput::State {
   uint64_t member_start = 0;
   bool inflate_ready = false;
   z_stream z{};
-  std::vector<char> in;  // raw bytes not yet inflated (gzip) or sniffed
+  std::unique_ptr<char[]> in;  // raw bytes not yet inflated (gzip) or sniffed
   size_t in_pos = 0, in_len = 0;
   absl::Status status;
 
@@ -69,16 +68,16 @@ struct TraceInput::State {
   bool FillIn() {
     if (in_pos < in_len) return true;
     in_pos = 0;
-    in_len = ReadRaw(in.data(), in.size());
+    in_len = ReadRaw(in.get(), kRawBufferBytes);
     return in_len > 0;
   }
 
   void Sniff() {
     sniffed = true;
-    in.resize(kRawBufferBytes);
+    in.reset(new char[kRawBufferBytes]);  // not zeroed: only what is read is used
     // Two bytes decide; a first read shorter than that is topped up.
     while (in_len < 2 && !raw_eof && status.ok()) {
-      in_len += ReadRaw(in.data() + in_len, in.size() - in_len);
+      in_len += ReadRaw(in.get() + in_len, kRawBufferBytes - in_len);
     }
     gzip = in_len >= 2 && static_cast<unsigned char>(in[0]) == 0x1f &&
            static_cast<unsigned char>(in[1]) == 0x8b;
@@ -94,7 +93,7 @@ struct TraceInput::State {
   size_t ReadPlain(char* out, size_t cap) {
     if (in_pos < in_len) {
       size_t n = std::min(cap, in_len - in_pos);
-      std::memcpy(out, in.data() + in_pos, n);
+      std::memcpy(out, in.get() + in_pos, n);
       in_pos += n;
       return n;
     }
@@ -112,7 +111,7 @@ struct TraceInput::State {
         }
         break;
       }
-      z.next_in = reinterpret_cast<Bytef*>(in.data() + in_pos);
+      z.next_in = reinterpret_cast<Bytef*>(in.get() + in_pos);
       z.avail_in = static_cast<uInt>(in_len - in_pos);
       if (!in_member) member_start = CompressedOffset();
       in_member = true;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -26,16 +27,21 @@ using SaxJson = nlohmann::json;
 
 // |ts| and |dur| beyond this many µs (285 years) are rejected: ns fit int64.
 constexpr double kMaxMicros = 9e12;
+// Events longer than this, or further than this from the file's first
+// event, are skipped: a capture spans minutes, and the bound keeps every
+// sum of times over a file's events within int64.
+constexpr int64_t kMaxExtentNs = 10'000'000'000'000;  // 2.8 hours
 
 // The decompressed bytes, buffered, as the parser's character source.
 class CharStream {
  public:
-  explicit CharStream(TraceInput* input) : input_(input), buffer_(kBufferBytes) {}
+  explicit CharStream(TraceInput* input)
+      : input_(input), buffer_(new char[kBufferBytes]) {}  // not zeroed
   bool AtEnd() {
     if (pos_ < len_) return false;
     base_ += len_;
     pos_ = 0;
-    len_ = input_->Read(buffer_.data(), buffer_.size());
+    len_ = input_->Read(buffer_.get(), kBufferBytes);
     return len_ == 0;
   }
   char Peek() const { return buffer_[pos_]; }
@@ -45,7 +51,7 @@ class CharStream {
  private:
   static constexpr size_t kBufferBytes = size_t{256} << 10;
   TraceInput* input_;
-  std::vector<char> buffer_;
+  std::unique_ptr<char[]> buffer_;
   size_t pos_ = 0, len_ = 0;
   uint64_t base_ = 0;
 };
@@ -268,6 +274,8 @@ class TraceSax {
   PendingEvent event_;
   bool gpuctl_window_ = false, gpuctl_window_end_ = false;
   int64_t gpuctl_window_start_abs_ = 0, gpuctl_window_end_abs_ = 0;
+  bool has_anchor_ = false;
+  int64_t anchor_ns_ = 0;  // the first timed event's start
   bool has_span_ = false;
   int64_t span_start_ = 0, span_end_ = 0;
   int64_t distributed_rank_ = -1, distributed_world_ = -1;
@@ -485,7 +493,15 @@ void TraceSax::EndEvent() {
   TraceInfo& info = model_->info;
   ++info.events;
   if (e.ph != 'X') return;  // metadata, instants, flows, counters
-  if (!e.has_ts || e.bad_time || e.dur_ns < 0) {
+  if (!e.has_ts || e.bad_time || e.dur_ns < 0 || e.dur_ns > kMaxExtentNs) {
+    ++info.skipped_events;
+    return;
+  }
+  if (!has_anchor_) {
+    has_anchor_ = true;
+    anchor_ns_ = e.ts_ns;
+  }
+  if (e.ts_ns < anchor_ns_ - kMaxExtentNs || e.ts_ns > anchor_ns_ + kMaxExtentNs) {
     ++info.skipped_events;
     return;
   }

@@ -67,14 +67,14 @@ TEST(TraceReaderTest, TimesAreExactNanoseconds) {
   b.Raw(R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,)"
         R"( "ts": 5370715567574.456, "dur": 1.0005, "args": {"stream": 7}})");
   b.Raw(R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7,)"
-        R"( "ts": 12, "dur": 2e-3, "args": {"stream": 7}})");
+        R"( "ts": 5370715567580, "dur": 2e-3, "args": {"stream": 7}})");
   absl::StatusOr<TraceModel> m = ReadTraceBytes(b.Json(), "t.json");
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ(m->gpu_ops.size(), 2u);
-  EXPECT_EQ(m->gpu_ops[0].start_ns, 12'000);
-  EXPECT_EQ(m->gpu_ops[0].end_ns, 12'002);
-  EXPECT_EQ(m->gpu_ops[1].start_ns, 5370715567574456);
-  EXPECT_EQ(m->gpu_ops[1].end_ns, 5370715567574456 + 1001);
+  EXPECT_EQ(m->gpu_ops[0].start_ns, 5370715567574456);
+  EXPECT_EQ(m->gpu_ops[0].end_ns, 5370715567574456 + 1001);
+  EXPECT_EQ(m->gpu_ops[1].start_ns, 5370715567580000);
+  EXPECT_EQ(m->gpu_ops[1].end_ns, 5370715567580002);
   EXPECT_EQ(m->info.format, TraceFormat::kKineto);
 }
 
@@ -94,11 +94,16 @@ TEST(TraceReaderTest, SkipsEventsWithoutUsableTimes) {
   b.Raw(R"({"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": -1})");
   b.Raw(R"({"ph": "X", "cat": "kernel", "name": "k", "ts": 1e300, "dur": 1})");
   b.Raw(R"({"ph": "i", "cat": "user_annotation", "name": "mark", "ts": 1, "s": "t"})");
+  // Further than 2.8 hours from the first event, or longer.
+  b.Kernel("first", 0, 1, 1);
+  b.Kernel("far", 10'000'000'000'001, 1, 2);
+  b.Kernel("long", 5, 10'000'000'000'001, 3);
   absl::StatusOr<TraceModel> m = ReadTraceBytes(b.Json(), "t.json");
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->info.skipped_events, 4u);
-  EXPECT_EQ(m->info.events, 6u);  // the builder's process_name included
-  EXPECT_TRUE(m->gpu_ops.empty());
+  EXPECT_EQ(m->info.skipped_events, 6u);
+  EXPECT_EQ(m->info.events, 9u);  // the builder's process_name included
+  ASSERT_EQ(m->gpu_ops.size(), 1u);
+  EXPECT_EQ(m->Name(m->gpu_ops[0].name), "first");
 }
 
 TEST(TraceReaderTest, MalformedJsonNamesFileAndOffset) {
