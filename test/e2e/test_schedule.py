@@ -103,16 +103,28 @@ def test_two_hosts_capture_a_job_under_the_same_scheduled_trace_id(
     assert scheduled["probability"] == 1 and scheduled["weight"] == 1
     assert len(scheduled["scheduleFingerprint"]) == 64
 
-    # An on-demand trace records who asked; `gpuctl traces --trigger`
-    # tells the two apart.
+    # An on-demand trace has priority: asked while a scheduled window holds
+    # the process, it starts, and the scheduled trace says it was preempted.
     cli = cli_for(hosts[0])
 
-    def on_demand_trace():
-        # A scheduled window may hold the process (busy): ask again.
-        result, _ = cli.trace("--job", JOB, "--duration", "200ms")
-        return result if result.returncode == 0 else None
+    def held_by_schedule():
+        for p in cli.processes():
+            if p["pid"] == workloads[0].pid and p.get("capture_state") == "CAPTURE_STATE_ARMED":
+                return p.get("current_trace_id")
+        return None
 
-    wait_until(on_demand_trace, timeout=30.0, what="an on-demand trace of the job")
+    held = wait_until(held_by_schedule, timeout=30.0, what="a scheduled window holding the process")
+    result, _ = cli.trace("--job", JOB, "--duration", "200ms")
+    assert result.returncode == 0, result.stderr
+    preempted = json.loads(wait_until(lambda: manifest_paths(hosts[0].store / held), timeout=30.0,
+                                      what="the preempted trace's manifest")[0].read_text())
+    messages = [r.get("message", "") for r in preempted["results"]]
+    assert messages[0].startswith("preempted by on-demand trace "), preempted
+    shown = json.loads(cli.run("schedule", "--json").stdout)
+    assert "preempted by an on-demand trace (local)" in json.dumps(shown), shown
+
+    # An on-demand trace records who asked; `gpuctl traces --trigger`
+    # tells the two apart.
     asked = json.loads(cli.run("traces", "--trigger", "on-demand", "--json").stdout)["traces"]
     assert len(asked) == 1, asked
     assert asked[0]["trigger"]["kind"] == "TRIGGER_KIND_ON_DEMAND"
