@@ -115,9 +115,13 @@ def test_two_hosts_capture_a_job_under_the_same_scheduled_trace_id(
     cli = cli_for(hosts[0])
 
     def held_by_schedule():
+        # Armed, with the window at least 300 ms ahead: the trace asked next
+        # arrives while the scheduled capture still holds the process.
         for p in cli.processes():
             if p["pid"] == workloads[0].pid and p.get("capture_state") == "CAPTURE_STATE_ARMED":
-                return p.get("current_trace_id")
+                held = p.get("current_trace_id")
+                if held and trace_start_ms(held) > time.time() * 1000 + 300:
+                    return held
         return None
 
     held = wait_until(held_by_schedule, timeout=30.0, what="a scheduled window holding the process")
