@@ -363,6 +363,34 @@ TEST_F(ScheduleDriverTest, AnOnDemandTracePreemptsAScheduledCapture) {
   RunAll();
 }
 
+// A job below min_step at the boundary that passes it before its window
+// starts is captured in that slot, under the slot's id.
+TEST_F(ScheduleDriverTest, AJobPassingMinStepMidSlotCapturesTheWindowAhead) {
+  ScheduleOptions options = EveryMinute(1.0);
+  options.rules[0].min_step = 500;
+  const int64_t slot = SlotWithRoomBefore(options.rules[0], absl::Seconds(5));
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  clock_.Set(d.slot_start);
+  std::shared_ptr<StepReading> steps =
+      AttachStepping(1, 100, "42", 0, StepsAt(10, clock_.Now(), absl::Milliseconds(100)));
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  RunAll();
+  loop_.AdvanceBy(absl::Seconds(2));
+  RunAll();
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  steps->current_step = 500;
+  loop_.AdvanceBy(d.start - clock_.Now());
+  RunAll();
+  const std::vector<v1::ipc::StartCapture> starts = Starts(peers_, 1);
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(starts[0].trace_id(), d.trace_id);
+  EXPECT_EQ(starts[0].start_time_unix_ns(), absl::ToUnixNanos(d.start));
+  driver.reset();
+  loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
 // A host that decides a slot after its window started (it started late in
 // the slot, or its clock or wake-up is late) captures nothing of it and
 // says so, as a local skip under the slot's trace id.
