@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+
 namespace gpuctl::hostctx {
 
 absl::string_view OffCpuReasonName(OffCpuReason reason) {
@@ -55,6 +58,37 @@ std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> swit
     i = end;
   }
   return out;
+}
+
+std::vector<OffCpuInterval> OffCpuIntervals(const HostCapture& capture) {
+  std::vector<OffCpuInterval> out =
+      OffCpuIntervals(capture.switches, capture.start_ns, capture.stop_ns);
+  absl::flat_hash_map<uint32_t, uint64_t> opened;
+  for (const SampledThread& thread : capture.threads) {
+    opened[static_cast<uint32_t>(thread.tid)] = thread.opened_ns;
+  }
+  std::vector<OffCpuInterval> clipped;
+  clipped.reserve(out.size());
+  for (OffCpuInterval& interval : out) {
+    if (interval.reason == OffCpuReason::kUnknown) {
+      if (auto it = opened.find(interval.tid); it != opened.end()) {
+        interval.start_ns = std::max(interval.start_ns, it->second);
+      }
+      if (interval.start_ns >= interval.end_ns) continue;
+    }
+    clipped.push_back(interval);
+  }
+  absl::flat_hash_set<uint32_t> active;
+  for (const ContextSwitch& sw : capture.switches) active.insert(sw.tid);
+  for (const CpuSample& sample : capture.samples) active.insert(sample.tid);
+  for (const SampledThread& thread : capture.threads) {
+    const uint64_t start = std::max(thread.opened_ns, capture.start_ns);
+    if (active.contains(static_cast<uint32_t>(thread.tid)) || start >= capture.stop_ns) continue;
+    clipped.push_back(OffCpuInterval{static_cast<uint32_t>(thread.pid),
+                                     static_cast<uint32_t>(thread.tid), start, capture.stop_ns,
+                                     OffCpuReason::kUnknown});
+  }
+  return clipped;
 }
 
 }  // namespace gpuctl::hostctx

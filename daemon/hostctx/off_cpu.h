@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "daemon/hostctx/perf_record.h"
+#include "daemon/hostctx/sampler.h"
 
 namespace gpuctl::hostctx {
 
@@ -33,6 +34,13 @@ struct OffCpuInterval {
 // (kUnknown). Sorted by thread, then time.
 std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> switches,
                                             uint64_t window_start_ns, uint64_t window_end_ns);
+
+// The off-CPU intervals of a capture: those of its switch records, within
+// its window, with a thread's leading `unknown` interval starting when its
+// event opened; and a thread with no record at all (neither a sample nor a
+// switch: off the CPU from its opening to the end) as one `unknown`
+// interval over that span.
+std::vector<OffCpuInterval> OffCpuIntervals(const HostCapture& capture);
 
 }  // namespace gpuctl::hostctx
 

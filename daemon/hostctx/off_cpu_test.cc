@@ -48,5 +48,25 @@ TEST(OffCpuTest, RepeatedRecordsDoNotMakeEmptyOrReversedIntervals) {
   EXPECT_EQ(OffCpuReasonName(OffCpuReason::kPreempted), "preempted");
 }
 
+TEST(OffCpuTest, ACaptureAddsThreadsWithoutRecordsAndClipsToTheirOpening) {
+  HostCapture capture;
+  capture.start_ns = 100;
+  capture.stop_ns = 1000;
+  capture.threads = {{1, 7, 150}, {1, 8, 100}, {1, 9, 400}, {1, 10, 100}};
+  capture.switches = {In(7, 300)};                          // off from its opening
+  capture.samples.push_back(CpuSample{1, 10, 500, {0x1}});  // ran: no interval
+  const auto intervals = OffCpuIntervals(capture);
+  ASSERT_EQ(intervals.size(), 3u);
+  EXPECT_EQ(intervals[0].tid, 7u);
+  EXPECT_EQ(intervals[0].start_ns, 150u);
+  EXPECT_EQ(intervals[0].end_ns, 300u);
+  EXPECT_EQ(intervals[1].tid, 8u);
+  EXPECT_EQ(intervals[1].start_ns, 100u);
+  EXPECT_EQ(intervals[1].end_ns, 1000u);
+  EXPECT_EQ(intervals[1].reason, OffCpuReason::kUnknown);
+  EXPECT_EQ(intervals[2].tid, 9u);
+  EXPECT_EQ(intervals[2].start_ns, 400u);
+}
+
 }  // namespace
 }  // namespace gpuctl::hostctx

@@ -144,12 +144,12 @@ void HostSampler::OpenThreadsOf(const std::vector<pid_t>& pids) {
     for (pid_t tid : ThreadsOf(options_.proc_root, pid)) {
       if (opened_.contains(tid)) continue;
       if (opened_.size() >= options_.max_threads) return;
-      OpenThread(tid);
+      OpenThread(pid, tid);
     }
   }
 }
 
-void HostSampler::OpenThread(pid_t tid) {
+void HostSampler::OpenThread(pid_t pid, pid_t tid) {
   perf_event_attr attr = SamplingAttr(options_.frequency_hz);
   const int fd =
       static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
@@ -169,7 +169,7 @@ void HostSampler::OpenThread(pid_t tid) {
     } else {
       opened_.insert(tid);
       rings_.push_back(std::make_unique<ThreadRing>(tid, fd, base, map_bytes));
-      capture_.threads.push_back(tid);
+      capture_.threads.push_back(SampledThread{pid, tid, NowNs(clock_)});
       return;
     }
   }

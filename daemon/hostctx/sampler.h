@@ -40,6 +40,13 @@ struct ThreadError {
   absl::Status status;
 };
 
+// A thread the capture had an event open on.
+struct SampledThread {
+  pid_t pid = 0;
+  pid_t tid = 0;
+  uint64_t opened_ns = 0;  // when its event opened (CLOCK_REALTIME)
+};
+
 // What one capture recorded, on CLOCK_REALTIME nanoseconds.
 struct HostCapture {
   uint64_t start_ns = 0;
@@ -47,7 +54,7 @@ struct HostCapture {
   std::vector<CpuSample> samples;
   std::vector<ContextSwitch> switches;
   // Threads that had events open (every thread of every process sampled).
-  std::vector<pid_t> threads;
+  std::vector<SampledThread> threads;
   // The kernel's PERF_RECORD_LOST counts: records that did not fit a ring.
   uint64_t lost_records = 0;
   // Records past the capture's caps.
@@ -101,7 +108,7 @@ class HostSampler {
   class ThreadRing;
 
   void OpenThreadsOf(const std::vector<pid_t>& pids);
-  void OpenThread(pid_t tid);
+  void OpenThread(pid_t pid, pid_t tid);
   void OnRecord(absl::Span<const uint8_t> record);
 
   const SamplerOptions options_;

@@ -111,7 +111,10 @@ TEST(HostSamplerTest, SamplesASpinningChildWithItsCallChain) {
   const HostCapture capture = sampler.Stop();
   EXPECT_FALSE(sampler.running());
 
-  EXPECT_EQ(capture.threads, std::vector<pid_t>{child.pid()});
+  ASSERT_EQ(capture.threads.size(), 1u);
+  EXPECT_EQ(capture.threads[0].pid, child.pid());
+  EXPECT_EQ(capture.threads[0].tid, child.pid());
+  EXPECT_GE(capture.threads[0].opened_ns, capture.start_ns);
   EXPECT_EQ(capture.corrupt_records, 0u);
   EXPECT_EQ(capture.error_count, 0u);
   ASSERT_GE(capture.samples.size(), 10u);
@@ -166,6 +169,31 @@ TEST(HostSamplerTest, ASleepingChildIsOffCpuBlocked) {
   EXPECT_GE(blocked_ns * 2, capture.stop_ns - capture.start_ns);
 }
 
+TEST(HostSamplerTest, AThreadBlockedForTheWholeWindowIsOffCpuThroughout) {
+  Pipe ready;
+  Pipe never;
+  Child child([&] {
+    WriteValue(ready.fds[1], 'r');
+    char byte = 0;
+    ReadWithDeadline(never.fds[0], &byte);  // blocks for 10 s
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  HostSampler sampler(TestOptions(), &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  SampleFor(&sampler, std::chrono::milliseconds(300));
+  const HostCapture capture = sampler.Stop();
+
+  const auto intervals = OffCpuIntervals(capture);
+  ASSERT_EQ(intervals.size(), 1u);
+  EXPECT_EQ(intervals[0].tid, static_cast<uint32_t>(child.pid()));
+  EXPECT_EQ(intervals[0].pid, static_cast<uint32_t>(child.pid()));
+  EXPECT_EQ(intervals[0].reason, OffCpuReason::kUnknown);
+  EXPECT_EQ(intervals[0].start_ns, capture.threads[0].opened_ns);
+  EXPECT_EQ(intervals[0].end_ns, capture.stop_ns);
+}
+
 TEST(HostSamplerTest, FollowsForkedWorkersAndSurvivesExitingThreads) {
   Pipe ready;
   Pipe go;
@@ -201,6 +229,10 @@ TEST(HostSamplerTest, FollowsForkedWorkersAndSurvivesExitingThreads) {
   EXPECT_EQ(capture.threads.size(), 3u);  // main, the exited thread, the worker
   EXPECT_EQ(capture.error_count, 0u);
   EXPECT_EQ(capture.corrupt_records, 0u);
+  const auto worker_thread = std::find_if(capture.threads.begin(), capture.threads.end(),
+                                          [&](const SampledThread& t) { return t.tid == worker; });
+  ASSERT_NE(worker_thread, capture.threads.end());
+  EXPECT_EQ(worker_thread->pid, worker);
   const size_t worker_samples =
       std::count_if(capture.samples.begin(), capture.samples.end(),
                     [&](const CpuSample& s) { return s.pid == static_cast<uint32_t>(worker); });
