@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "cli/analyze_command.h"
 #include "cli/channel_security.h"
 #include "cli/command_flags.h"
 #include "cli/connection.h"
@@ -58,6 +59,8 @@ struct Flags {
   std::string doctor_socket;
   // `help COMMAND`.
   std::string help_command;
+  // `analyze`.
+  AnalyzeFlags analyze;
 };
 
 void AddHostFlags(CLI::App* cmd, Flags& flags, bool with_json) {
@@ -203,6 +206,14 @@ void DefineCommands(Parser& p, const CliEnv& env) {
     AddSecurityFlags(cmd, f.security);
   }
 
+  CLI::App* analyze = p.app.add_subcommand(
+      "analyze", "Diagnose trace files or trace directories: where the GPU time goes");
+  AddAnalyzeFlags(analyze, f.analyze);
+  analyze->callback([&p, &env] {
+    AnalyzeCommandOptions options = OrUsageError(ValidateAnalyzeFlags(p.flags.analyze));
+    p.run = [options, &env] { return RunAnalyze(options, env); };
+  });
+
   CLI::App* help =
       p.app.add_subcommand("help", "Show this help, or a command's: gpuctl help COMMAND");
   help->add_option("command", f.help_command, "The command to describe");
@@ -271,7 +282,10 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& given_env) {
     return kExitUsage;
   }
   if (!parser.run) return kExitUsage;
-  if (parser.app.got_subcommand("help")) return parser.run();
+  // Neither talks to gpuctld.
+  if (parser.app.got_subcommand("help") || parser.app.got_subcommand("analyze")) {
+    return parser.run();
+  }
   absl::StatusOr<ChannelSecurity> security =
       ResolveChannelSecurity(parser.flags.security, env.env_security);
   if (!security.ok()) {

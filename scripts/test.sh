@@ -44,7 +44,7 @@ elapsed() { local s=$(( $(date +%s) - $1 )); printf '%dm%02ds' $((s / 60)) $((s 
 # where its minutes went.
 step() { printf '\n==> [%s] %s\n' "$(elapsed "$started")" "$*"; }
 
-# The S3 tests (test/e2e/test_s3.py, s3_client_radosgw_test) share one
+# The S3 tests (test/e2e/test_s3*.py, s3_client_radosgw_test) share one
 # single-node Ceph cluster with an S3 gateway, started once before the first
 # test pass; they read its DIR/env through GPUCTL_TEST_CEPH_DIR.
 start_ceph() {

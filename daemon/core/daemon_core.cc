@@ -51,8 +51,17 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
   if (!IsKinetoPeer(peer)) DropKinetoTwin(peer, creds.pid);
   // After this call returns, so that the process hears HelloAck before any
   // StartCapture.
-  PostToLoop([this, peer] { JoinActiveTrace(peer); });
+  PostToLoop([this, peer] {
+    JoinActiveTrace(peer);
+    NotifyAttached(peer);
+  });
   return absl::OkStatus();
+}
+
+void DaemonCoreImpl::NotifyAttached(PeerId peer) {
+  if (!attach_listener_) return;
+  const AttachedProcess* process = registry_.Find(peer);
+  if (process != nullptr) attach_listener_(process->info);
 }
 
 void DaemonCoreImpl::DropKinetoTwin(PeerId library_peer, int32_t pid) {

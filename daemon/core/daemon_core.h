@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -165,6 +166,13 @@ class DaemonCore {
   virtual absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
       const v1::ListProcessesRequest& request) = 0;
   virtual v1::GetStatusResponse GetStatus() = 0;
+  // Tells `listener` of each process that attaches (its job id, rank,
+  // labels), on the loop, after the process had its chance to join an
+  // active trace: the scheduler decides the slot under way for a job whose
+  // processes arrive after its boundary. One listener; an empty one stops
+  // the calls (its owner sets that before it goes away).
+  using AttachListener = absl::AnyInvocable<void(const v1::ProcessInfo&)>;
+  virtual void SetAttachListener(AttachListener listener) = 0;
   // Counts of what is attached and in progress now, for gauges.
   virtual CoreSnapshot Snapshot() = 0;
 };

@@ -53,6 +53,9 @@ class DaemonCoreImpl final : public DaemonCore {
   absl::StatusOr<v1::ListProcessesResponse> ListProcesses(
       const v1::ListProcessesRequest& request) override;
   v1::GetStatusResponse GetStatus() override;
+  void SetAttachListener(AttachListener listener) override {
+    attach_listener_ = std::move(listener);
+  }
   CoreSnapshot Snapshot() override;
 
  private:
@@ -75,6 +78,8 @@ class DaemonCoreImpl final : public DaemonCore {
   // Adds a process that just attached (if still attached) to the oldest
   // active trace whose selector picks it, if any.
   void JoinActiveTrace(PeerId peer);
+  // Tells the attach listener of `peer`, if still attached.
+  void NotifyAttached(PeerId peer);
   // Disconnects a kineto registration of `pid`, which `library_peer` has
   // just attached through the library.
   void DropKinetoTwin(PeerId library_peer, int32_t pid);
@@ -133,6 +138,7 @@ class DaemonCoreImpl final : public DaemonCore {
   std::deque<std::string> recent_ids_;
   absl::flat_hash_set<std::string> recent_set_;
   absl::BitGen random_;
+  AttachListener attach_listener_;
   // Tasks coming back from the worker check this before touching `this`.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

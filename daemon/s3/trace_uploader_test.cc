@@ -262,9 +262,10 @@ TEST_F(TraceUploaderTest, ShutdownUploadsAPendingTraceAtOnceInsteadOfWaitingOutI
   fail_with_ = 0;
   const absl::Time start = clock_.Now();
   ShutdownThread shutdown(store_.get());
-  ASSERT_TRUE(attempts_.WaitForCount(2));
-  const bool done = shutdown.WaitDone();
+  const bool attempted = attempts_.WaitForCount(2);
+  const bool done = attempted && shutdown.WaitDone();
   if (!done) PassFlushDeadline(start + options_.shutdown_wait);  // lets the thread end
+  ASSERT_TRUE(attempted) << "no attempt at once";
   ASSERT_TRUE(done) << "the flush waited on the clock";
   EXPECT_EQ(clock_.Now(), start);
   EXPECT_TRUE(attempts_.outcomes()[1].ok()) << attempts_.outcomes()[1];
@@ -284,9 +285,10 @@ TEST_F(TraceUploaderTest, ShutdownWithTheBucketFailingEndsAtShutdownWaitAndTheNe
   const absl::Time start = clock_.Now();
   {
     ShutdownThread shutdown(store_.get());
-    ASSERT_TRUE(attempts_.WaitForCount(2)) << "no attempt at once";
+    const bool attempted = attempts_.WaitForCount(2);
     EXPECT_EQ(clock_.Now(), start);
     PassFlushDeadline(start + options_.shutdown_wait);
+    ASSERT_TRUE(attempted) << "no attempt at once";
     ASSERT_TRUE(shutdown.WaitDone()) << "the flush outlived its deadline";
     EXPECT_EQ(shutdown.report().uploaded, 0u);
     EXPECT_EQ(shutdown.report().left, std::vector<std::string>{id_});

@@ -34,6 +34,8 @@ ScheduleDriver::ScheduleDriver(ScheduleOptions options, Deps deps)
       fingerprint_(ScheduleFingerprint(options_)) {}
 
 ScheduleDriver::~ScheduleDriver() {
+  if (listening_) deps_.core->SetAttachListener(nullptr);
+  if (attach_timer_ != 0) deps_.loop->Cancel(attach_timer_);
   if (boundary_timer_ != 0) deps_.loop->Cancel(boundary_timer_);
   if (step_timer_ != 0) deps_.loop->Cancel(step_timer_);
   for (const auto& [key, id] : capture_timers_) deps_.loop->Cancel(id);
@@ -50,18 +52,46 @@ void ScheduleDriver::Start() {
                                          : rule.step_aligned()    ? "by steps"
                                                                   : "by time"}});
   }
-  next_slot_.clear();
-  for (const ScheduleRule& rule : options_.rules) {
-    if (!rule.time_driven()) {
-      next_slot_.push_back(INT64_MAX);
-      continue;
-    }
+  next_slot_.assign(options_.rules.size(), INT64_MAX);
+  decided_.assign(options_.rules.size(), DecidedSlot{});
+  for (size_t i = 0; i < options_.rules.size(); ++i) {
+    const ScheduleRule& rule = options_.rules[i];
+    if (!rule.time_driven()) continue;
     const int64_t slot = SlotOf(rule.period, now);
-    DecideRule(next_slot_.size(), slot);
-    next_slot_.push_back(slot + 1);
+    next_slot_[i] = slot + 1;
+    DecideRule(i, slot);
+  }
+  if (std::any_of(options_.rules.begin(), options_.rules.end(),
+                  [](const ScheduleRule& r) { return r.time_driven(); })) {
+    deps_.core->SetAttachListener(
+        [this](const v1::ProcessInfo& process) { OnProcessAttached(process); });
+    listening_ = true;
   }
   ArmNextBoundary();
   ArmStepPoll();
+}
+
+void ScheduleDriver::OnProcessAttached(const v1::ProcessInfo& process) {
+  if (process.job_id().empty()) return;
+  attached_jobs_.insert(process.job_id());
+  if (attach_timer_ != 0) return;
+  attach_timer_ = deps_.loop->PostDelayed(absl::ZeroDuration(), [this] {
+    attach_timer_ = 0;
+    DecideAttachedJobs();
+  });
+}
+
+void ScheduleDriver::DecideAttachedJobs() {
+  const absl::flat_hash_set<std::string> jobs = std::move(attached_jobs_);
+  attached_jobs_.clear();
+  const absl::Time now = deps_.clock->Now();
+  for (size_t i = 0; i < options_.rules.size(); ++i) {
+    if (next_slot_[i] == INT64_MAX) continue;
+    // Past a boundary whose wake-up has not run yet, that wake-up decides.
+    const int64_t slot = next_slot_[i] - 1;
+    if (SlotOf(options_.rules[i].period, now) != slot) continue;
+    DecideRule(i, slot, &jobs);
+  }
 }
 
 void ScheduleDriver::ArmNextBoundary() {
@@ -107,8 +137,11 @@ HostUsage ScheduleDriver::Usage() {
   return usage;
 }
 
-void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot) {
+void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot,
+                                const absl::flat_hash_set<std::string>* only_jobs) {
   const ScheduleRule& rule = options_.rules[rule_index];
+  DecidedSlot& decided = decided_[rule_index];
+  if (decided.slot != slot) decided = DecidedSlot{.slot = slot, .jobs = {}, .warming = {}};
   v1::ListProcessesRequest request;
   *request.mutable_selector() = rule.selector;
   absl::StatusOr<v1::ListProcessesResponse> listed = deps_.core->ListProcesses(request);
@@ -126,7 +159,13 @@ void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot) {
   }
   const absl::Time now = deps_.clock->Now();
   for (const auto& [job_id, warm] : jobs) {
-    if (!warm) continue;
+    if (only_jobs != nullptr && !only_jobs->contains(job_id)) continue;
+    if (decided.jobs.contains(job_id)) continue;
+    if (!warm) {
+      ArmWarmUpCheck(rule_index, job_id, slot);
+      continue;
+    }
+    decided.jobs.insert(job_id);
     SlotVerdict verdict = DecideJobSlot(options_, rule, job_id, slot, Usage());
     if (verdict.outcome == SlotOutcome::kNotSampled) {
       if (deps_.on_decision) deps_.on_decision(rule.name, SlotOutcome::kNotSampled);
@@ -159,6 +198,25 @@ void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot) {
           RequestCapture(options_.rules[rule_index], job, decision);
         });
   }
+}
+
+void ScheduleDriver::ArmWarmUpCheck(size_t rule_index, const std::string& job_id, int64_t slot) {
+  DecidedSlot& decided = decided_[rule_index];
+  if (decided.warming.contains(job_id)) return;
+  const SlotDecision d = DecideSlot(options_.seed, options_.rules[rule_index], job_id, slot);
+  const absl::Time check = d.start - kRequestLead;
+  const absl::Time now = deps_.clock->Now();
+  if (!d.sampled || check <= now) return;
+  decided.warming.insert(job_id);
+  const uint64_t key = next_capture_key_++;
+  capture_timers_[key] =
+      deps_.loop->PostDelayed(check - now, [this, key, rule_index, job_id, slot] {
+        capture_timers_.erase(key);
+        ++wakeups_;
+        if (decided_[rule_index].slot != slot) return;
+        const absl::flat_hash_set<std::string> only = {job_id};
+        DecideRule(rule_index, slot, &only);
+      });
 }
 
 void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string& job_id,

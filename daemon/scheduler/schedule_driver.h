@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -55,6 +56,18 @@ v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecis
 // start instant, with the derived trace id and start, so every host of the
 // job opens the same window under the same id. Processes without a job id
 // are left out: hosts could not agree on them.
+//
+// A job none of whose processes were attached (or past min_step) at the
+// boundary is decided later in the slot: when one of its processes
+// attaches (after a daemon restart, the libraries re-attaching; or a job
+// starting mid-slot) the slot under way is decided for that job with the
+// same pure decision, so the host captures the window other hosts capture,
+// under the same id and start, if that start is still ahead. A window
+// already started is not joined late (the capture would be shorter than
+// the other hosts' and open at another instant): it is recorded as a
+// kWindowPassed skip. A job whose processes are all below min_step is
+// checked again kRequestLead before a sampled window's start, and captured
+// then if one has passed it; warm-up itself is not recorded as a skip.
 //
 // Step rules are driven by polling the step counters the libraries share
 // (every kStepPoll while a step rule exists): for each selected job, the
@@ -132,7 +145,8 @@ class ScheduleDriver final : public ScheduleReporter {
   ScheduleDriver& operator=(const ScheduleDriver&) = delete;
 
   // Decides the current slot of every time rule (a restart mid-slot
-  // captures what is still ahead) and arms the next wake-up.
+  // captures what is still ahead), arms the next wake-up and listens to
+  // the core's attaches (until destroyed).
   void Start();
 
   // The last kMaxEvents captures and skips, oldest first (slots the hash
@@ -158,7 +172,15 @@ class ScheduleDriver final : public ScheduleReporter {
  private:
   void ArmNextBoundary();
   void OnBoundary();
-  void DecideRule(size_t rule_index, int64_t slot);
+  // Decides the jobs of `slot` not decided yet (only those in `only_jobs`
+  // when given).
+  void DecideRule(size_t rule_index, int64_t slot,
+                  const absl::flat_hash_set<std::string>* only_jobs = nullptr);
+  // A job with no process past min_step: checks it again shortly before
+  // its window if the slot is drawn and the window is still ahead.
+  void ArmWarmUpCheck(size_t rule_index, const std::string& job_id, int64_t slot);
+  void OnProcessAttached(const v1::ProcessInfo& process);
+  void DecideAttachedJobs();
   void RequestCapture(const ScheduleRule& rule, const std::string& job_id,
                       const SlotDecision& decision);
   void Record(Event event);
@@ -190,6 +212,19 @@ class ScheduleDriver final : public ScheduleReporter {
   std::string fingerprint_;
   // The next slot each time rule decides (by index into options_.rules).
   std::vector<int64_t> next_slot_;
+  // By rule index: the slot under way, its jobs decided so far, and its
+  // jobs in warm-up whose check is armed.
+  struct DecidedSlot {
+    int64_t slot = INT64_MIN;
+    absl::flat_hash_set<std::string> jobs;
+    absl::flat_hash_set<std::string> warming;
+  };
+  std::vector<DecidedSlot> decided_;
+  // Jobs whose processes attached since the last DecideAttachedJobs, and
+  // its pending task (attaches in a burst are decided together).
+  absl::flat_hash_set<std::string> attached_jobs_;
+  TaskRunner::TimerId attach_timer_ = 0;
+  bool listening_ = false;
   TaskRunner::TimerId boundary_timer_ = 0;
   // Capture requests armed and not yet run, by a key of their own.
   absl::flat_hash_map<uint64_t, TaskRunner::TimerId> capture_timers_;

@@ -83,6 +83,16 @@ class ScheduleDriverTest : public DaemonCoreTest {
     return out;
   }
 
+  // A slot, 10 or more after the clock's, whose window for job 42 starts
+  // at least `room` after the slot's start.
+  int64_t SlotWithRoomBefore(const ScheduleRule& rule, absl::Duration room) {
+    int64_t slot = SlotOf(rule.period, clock_.Now()) + 10;
+    while (DecideSlot("fleet", rule, "42", slot).start - SlotStart(rule.period, slot) < room) {
+      ++slot;
+    }
+    return slot;
+  }
+
   std::map<std::pair<DaemonCore*, PeerId>, size_t> answered_;
 };
 
@@ -231,17 +241,20 @@ TEST_F(ScheduleDriverTest, PreviewListsWhatIsThenCaptured) {
   RunAll();
 }
 
-// A daemon that starts in the middle of a slot captures that slot's window
-// when it is still ahead, under the id the others use.
+// A daemon restarted in the middle of a slot captures that slot's window
+// when it is still ahead, under the id the others use, though its
+// libraries re-attach only after it started.
 TEST_F(ScheduleDriverTest, StartingMidSlotCapturesWhatIsStillAhead) {
   const ScheduleOptions options = EveryMinute(1.0);
-  const int64_t slot = SlotOf(absl::Minutes(1), clock_.Now()) + 10;
+  const int64_t slot = SlotWithRoomBefore(options.rules[0], absl::Seconds(5));
   const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
-  ASSERT_GT(d.start - d.slot_start, absl::Seconds(2)) << "pick another slot";
   clock_.Set(d.slot_start + absl::Seconds(1));
-  Attach(1, 100, "42", 0);
   std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
   driver->Start();
+  RunAll();
+  loop_.AdvanceBy(absl::Seconds(1));
+  Attach(1, 100, "42", 0);
+  RunAll();
   loop_.AdvanceBy(d.start - clock_.Now());
   RunAll();
   const std::vector<v1::ipc::StartCapture> starts = Starts(peers_, 1);
@@ -250,6 +263,68 @@ TEST_F(ScheduleDriverTest, StartingMidSlotCapturesWhatIsStillAhead) {
   EXPECT_EQ(starts[0].start_time_unix_ns(), absl::ToUnixNanos(d.start));
   driver.reset();
   loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
+// A job whose process attaches mid-slot, after its host decided the
+// boundary, gets the same trace id and start as a host that decided it at
+// the boundary.
+TEST_F(ScheduleDriverTest, AJobAttachingMidSlotJoinsTheWindowOfTheOtherHosts) {
+  SecondHost other(tmp_ + "/traces-b", options_, &clock_, &loop_, &worker_);
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotWithRoomBefore(options.rules[0], absl::Seconds(5));
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  clock_.Set(d.slot_start - absl::Seconds(5));
+  Attach(1, 100, "42", 0);
+  std::unique_ptr<ScheduleDriver> a = MakeDriver(core_.get(), options);
+  std::unique_ptr<ScheduleDriver> b = MakeDriver(other.core.get(), options);
+  a->Start();
+  b->Start();
+  loop_.AdvanceBy(absl::Seconds(5) + absl::Seconds(2));
+  RunAll();
+  ASSERT_TRUE(other.core->OnPeerHello(1, {200, 1000, 1000}, MakeHello(200, "42", 1), nullptr).ok());
+  RunAll();
+  loop_.AdvanceBy(d.start - clock_.Now());
+  RunAll();
+  const std::vector<v1::ipc::StartCapture> on_a = Starts(peers_, 1);
+  const std::vector<v1::ipc::StartCapture> on_b = Starts(other.peers, 1);
+  ASSERT_EQ(on_a.size(), 1u);
+  ASSERT_EQ(on_b.size(), 1u);
+  EXPECT_EQ(on_a[0].trace_id(), d.trace_id);
+  EXPECT_EQ(on_b[0].trace_id(), d.trace_id);
+  EXPECT_EQ(on_a[0].start_time_unix_ns(), absl::ToUnixNanos(d.start));
+  EXPECT_EQ(on_b[0].start_time_unix_ns(), absl::ToUnixNanos(d.start));
+  // A second process of the job, attaching later, adds no second capture.
+  ASSERT_TRUE(other.core->OnPeerHello(2, {201, 1000, 1000}, MakeHello(201, "42", 2), nullptr).ok());
+  RunAll();
+  EXPECT_EQ(b->events().size(), 1u);
+  a.reset();
+  b.reset();
+  loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+}
+
+// A job whose process attaches after its slot's window started captures
+// nothing of it and records why, under the slot's trace id.
+TEST_F(ScheduleDriverTest, AJobAttachingAfterTheWindowStartRecordsASkip) {
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotOf(absl::Minutes(1), clock_.Now()) + 10;
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  ASSERT_LT(d.start + absl::Seconds(1), SlotStart(absl::Minutes(1), slot + 1));
+  clock_.Set(d.slot_start);
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  loop_.AdvanceBy(d.start - clock_.Now() + absl::Milliseconds(500));
+  RunAll();
+  EXPECT_TRUE(driver->events().empty());
+  Attach(1, 100, "42", 0);
+  RunAll();
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  ASSERT_EQ(driver->events().size(), 1u);
+  EXPECT_EQ(driver->events()[0].outcome, SlotOutcome::kWindowPassed);
+  EXPECT_EQ(driver->events()[0].slot, slot);
+  EXPECT_EQ(driver->events()[0].trace_id, d.trace_id);
+  driver.reset();
   RunAll();
 }
 

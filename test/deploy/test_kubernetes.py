@@ -680,6 +680,24 @@ def test_the_sidecar_socket_is_in_a_directory_gpuctld_creates():
     assert gpuctld["restartPolicy"] == "Always" and "startupProbe" in gpuctld
 
 
+def duration_seconds(text):
+    """A gpuctld duration of one unit ("90s", "2m", "1h"), in seconds."""
+    match = re.fullmatch(r"(\d+)(s|m|h)", str(text))
+    assert match, f"not a duration of one unit: {text!r}"
+    return int(match.group(1)) * {"s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def test_the_sidecar_uploads_what_is_pending_within_the_grace_period():
+    # On SIGTERM gpuctld uploads what is pending for up to shutdown_wait; the
+    # kubelet kills the pod at terminationGracePeriodSeconds, which the
+    # trainer's own stop shares: a quarter of it is left to the trainer.
+    _, spec = pod_named("sidecar", "Job")
+    s3 = yaml.safe_load(sidecar_config())["store"]["s3"]
+    wait = duration_seconds(s3["shutdown_wait"])
+    grace = spec["terminationGracePeriodSeconds"]
+    assert 0 < wait <= grace * 3 // 4, f"shutdown_wait {wait}s, grace period {grace}s"
+
+
 def daemonset_kineto_socket_dir():
     """(the directory of gpuctld's kineto path socket, as the DaemonSet
     configures it, and that directory on the node)."""

@@ -6,7 +6,8 @@ source tree, so it sees what is linked, not what is included.
     check_link_graph.py SOURCE_DIR SCRATCH_DIR [cmake args...]
 
 Rules (what each target must never reach, directly or transitively):
-  gpuctl_daemon_core, gpuctl_convert, gpuctl_store, gpuctl_scheduler: gRPC (gRPC::*)
+  gpuctl_daemon_core, gpuctl_convert, gpuctl_store, gpuctl_scheduler, gpuctl_analysis:
+    gRPC (gRPC::*)
   libgpuctl: gRPC, protobuf, abseil, libcuda
 """
 import re
@@ -17,6 +18,7 @@ from collections import defaultdict
 FORBIDDEN = {
     "gpuctl_daemon_core": ["gRPC::"],
     "gpuctl_convert": ["gRPC::"],
+    "gpuctl_analysis": ["gRPC::"],
     "gpuctl_store": ["gRPC::"],
     "gpuctl_scheduler": ["gRPC::"],
     "gpuctl_proto_messages": ["gRPC::"],

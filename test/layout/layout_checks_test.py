@@ -71,6 +71,7 @@ DOT = """digraph "g" {
 "node7" [ label = "gpuctl_wire", shape = octagon ];
 "node8" [ label = "ipc_codegen", shape = egg ];
 "node9" [ label = "gpuctl_scheduler", shape = octagon ];
+"node10" [ label = "gpuctl_analysis", shape = octagon ];
 "node6" -> "node7";
 "node7" -> "node8";
 "node8" -> "node2" [ style = dotted ];
@@ -79,6 +80,7 @@ DOT = """digraph "g" {
 "node0" -> "node4";
 "node0" -> "node5";
 "node9" -> "node0";
+"node0" -> "node10";
 }
 """
 
@@ -94,6 +96,13 @@ class LinkGraphCheckTest(unittest.TestCase):
         found = check_link_graph.violations(nodes, graph)
         self.assertTrue(any("gpuctl_daemon_core reaches gRPC::grpc++: gpuctl_daemon_core -> gpuctl_store"
                             in p for p in found), found)
+
+    def test_analysis_reaching_grpc_is_flagged(self):
+        dot = DOT.replace("}\n", '"node10" -> "node3";\n}\n')
+        nodes, graph = check_link_graph.parse_dot(dot)
+        found = check_link_graph.violations(nodes, graph)
+        self.assertTrue(any(p.startswith("gpuctl_analysis reaches gRPC::grpc++") for p in found),
+                        found)
 
     def test_a_generator_the_build_runs_is_not_linked(self):
         nodes, graph = check_link_graph.parse_dot(DOT)

@@ -41,6 +41,7 @@ class MockDaemonCore : public DaemonCore {
               (const v1::ListProcessesRequest& request), (override));
   MOCK_METHOD(v1::GetStatusResponse, GetStatus, (), (override));
   MOCK_METHOD(CoreSnapshot, Snapshot, (), (override));
+  void SetAttachListener(AttachListener /*listener*/) override {}
 
   // A real budget, since its accounting is what adapter tests check; no
   // cap unless one is set (before the IPC server starts).

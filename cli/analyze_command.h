@@ -1,0 +1,50 @@
+#ifndef GPUCTL_CLI_ANALYZE_COMMAND_H_
+#define GPUCTL_CLI_ANALYZE_COMMAND_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cli/command_env.h"
+#include "daemon/analysis/finding.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace gpuctl::cli {
+
+// `gpuctl analyze` flags as typed.
+struct AnalyzeFlags {
+  std::vector<std::string> paths;
+  bool json = false;
+  std::string small_kernel_us, small_kernel_pct, min_kernels, launch_gap_us, min_pct,
+      exposed_comm_pct, link_gbps, copy_bandwidth_pct;
+};
+
+struct AnalyzeCommandOptions {
+  std::vector<std::string> paths;  // files and trace directories, as given
+  bool json = false;
+  analysis::AnalyzeOptions thresholds;
+};
+
+void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& flags);
+// INVALID_ARGUMENT naming the flag for a value out of range.
+absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& flags);
+
+// The trace files `paths` name: a file as is; a directory (a downloaded or
+// stored trace, docs/trace-format.md) as its top-level *.json and *.json.gz
+// files in name order, without the manifests (`_gpuctl/`, `manifest.json`).
+// NOT_FOUND for a path that does not exist or a directory without traces.
+absl::StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths);
+
+// `gpuctl analyze FILE...|DIR`: reads every trace as a stream, runs the
+// diagnoses (docs/analyze.md) and prints the summary and ranked findings,
+// or --json. Nothing is sent to a daemon. Exit codes: 0 every trace was
+// analysed; 1 some could not be read (each error is printed, the others are
+// analysed); 3 a path does not exist or a directory holds no trace.
+int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env);
+
+}  // namespace gpuctl::cli
+
+#endif  // GPUCTL_CLI_ANALYZE_COMMAND_H_

@@ -1,0 +1,144 @@
+// `gpuctl analyze`: its flags and paths in process, and the real binary on
+// the fixture trace directory (test/fixtures/analyze).
+#include "cli/analyze_command.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuctl::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::string kTraceDir =
+    std::string(GPUCTL_ANALYZE_FIXTURE_DIR) + "/0190c0de-0000-7000-8000-000000000001";
+const std::string kRank0 = kTraceDir + "/node1-rank0-pid4242.json.gz";
+const std::string kRank1 = kTraceDir + "/node1-rank1-pid4243.json.gz";
+
+struct Ran {
+  int rc = -1;
+  std::string out;
+};
+
+// Runs the gpuctl binary with `args` (shell words), stdout and stderr
+// together.
+Ran RunGpuctl(const std::string& args) {
+  Ran run;
+  const std::string command = std::string(GPUCTL_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return run;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) run.out.append(buf, n);
+  const int status = pclose(pipe);
+  run.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/gpuctl-analyze-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(AnalyzeFlagsTest, ThresholdsConvertAndValidate) {
+  AnalyzeFlags flags;
+  flags.paths = {"x.json"};
+  flags.small_kernel_us = "2.5";
+  flags.min_pct = "5";
+  flags.min_kernels = "10";
+  absl::StatusOr<AnalyzeCommandOptions> options = ValidateAnalyzeFlags(flags);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->thresholds.small_kernel_ns, 2500);
+  EXPECT_DOUBLE_EQ(options->thresholds.min_share, 0.05);
+  EXPECT_EQ(options->thresholds.min_kernels, 10u);
+
+  flags.min_pct = "200";
+  absl::StatusOr<AnalyzeCommandOptions> bad = ValidateAnalyzeFlags(flags);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("--min-pct: expected a percentage from 0 to 100, got \"200\""));
+  flags.min_pct = "-1";
+  EXPECT_FALSE(ValidateAnalyzeFlags(flags).ok());
+}
+
+TEST(AnalyzeFlagsTest, DirectoryExpandsToItsTracesWithoutManifests) {
+  absl::StatusOr<std::vector<std::string>> files = ExpandTracePaths({kTraceDir});
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_THAT(*files, ElementsAre(kRank0, kRank1));
+
+  TempDir empty;
+  std::ofstream(empty.path() + "/manifest.json") << "{}";
+  absl::StatusOr<std::vector<std::string>> none = ExpandTracePaths({empty.path()});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ExpandTracePaths({"/nonexistent"}).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(AnalyzeBinaryTest, AnalyzesATraceDirectory) {
+  Ran run = RunGpuctl("analyze " + kTraceDir);
+  EXPECT_EQ(run.rc, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("node1-rank0-pid4242.json.gz"));
+  EXPECT_THAT(run.out, HasSubstr("node1-rank1-pid4243.json.gz"));
+  EXPECT_THAT(run.out, HasSubstr("host_bound_idle [rank 0] recoverable ~200 us"));
+  EXPECT_THAT(run.out, HasSubstr("'DataLoader.__next__'"));
+  EXPECT_THAT(run.out, ::testing::Not(HasSubstr("[rank 1]")));
+}
+
+TEST(AnalyzeBinaryTest, JsonOutput) {
+  Ran run = RunGpuctl("analyze --json --min-pct 2 " + kRank0 + " " + kRank1);
+  ASSERT_EQ(run.rc, 0) << run.out;
+  nlohmann::json doc = nlohmann::json::parse(run.out);
+  EXPECT_EQ(doc["schema"], "gpuctl.analyze/1");
+  EXPECT_EQ(doc["options"]["min_share"], 0.02);
+  ASSERT_EQ(doc["traces"].size(), 2u);
+  EXPECT_EQ(doc["traces"][0]["gzip"], true);
+  EXPECT_EQ(doc["traces"][0]["idle_gaps"]["host_bound"]["gpu_idle_ns"], 200000);
+  EXPECT_EQ(doc["traces"][1]["gpu"]["idle_ns"], 0);
+  EXPECT_EQ(doc["findings"][1]["id"], "host_bound_idle");
+  EXPECT_EQ(doc["findings"][1]["recoverable_ns"], 200000);
+  EXPECT_TRUE(doc["errors"].empty());
+}
+
+TEST(AnalyzeBinaryTest, TruncatedFileIsReportedOthersStillAnalysed) {
+  TempDir dir;
+  std::ifstream in(kRank0, std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = dir.path() + "/cut.json.gz";
+  std::ofstream(cut, std::ios::binary) << gz.substr(0, gz.size() / 2);
+  Ran run = RunGpuctl("analyze " + cut + " " + kRank1);
+  EXPECT_EQ(run.rc, 1) << run.out;
+  EXPECT_THAT(run.out, HasSubstr(cut + ": "));
+  EXPECT_THAT(run.out, HasSubstr("node1-rank1-pid4243.json.gz"));
+}
+
+TEST(AnalyzeBinaryTest, UsageErrors) {
+  EXPECT_EQ(RunGpuctl("analyze").rc, 2);
+  EXPECT_EQ(RunGpuctl("analyze --small-kernel-pct x " + kRank0).rc, 2);
+  Ran missing = RunGpuctl("analyze /nonexistent/trace.json.gz");
+  EXPECT_EQ(missing.rc, 3);
+  EXPECT_THAT(missing.out, HasSubstr("/nonexistent/trace.json.gz: no such file"));
+}
+
+}  // namespace
+}  // namespace gpuctl::cli

@@ -1,0 +1,54 @@
+#ifndef GPUCTL_DAEMON_ANALYSIS_FINDING_H_
+#define GPUCTL_DAEMON_ANALYSIS_FINDING_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpuctl::analysis {
+
+// The thresholds of the diagnoses (docs/analyze.md defines each; the CLI
+// has one flag per field). Shares are fractions, 0-1.
+struct AnalyzeOptions {
+  // A kernel shorter than this is small (launch-bound diagnosis).
+  int64_t small_kernel_ns = 10'000;
+  // The launch-bound finding needs this share of kernels to be small ...
+  double small_kernel_share = 0.5;
+  // ... and at least this many kernels in the trace.
+  uint64_t min_kernels = 100;
+  // An idle gap whose next op was launched before the gap began is launch
+  // overhead when it is at most this long, else "other".
+  int64_t launch_gap_ns = 20'000;
+  // No finding is reported whose recoverable time is under this share of
+  // its process's GPU span (first to last GPU activity).
+  double min_share = 0.01;
+  // Exposed communication (not overlapped by compute) above this share of
+  // the GPU span is a finding.
+  double exposed_comm_share = 0.2;
+  // A copy direction whose bandwidth is under this share of the link's is
+  // a finding; link_gbps 0 (unknown) turns the check off.
+  double link_gbps = 0;
+  double copy_bandwidth_share = 0.5;
+};
+
+// One diagnosis's conclusion about one process.
+struct Finding {
+  std::string id;     // stable, e.g. "host_bound_idle"; docs/analyze.md lists them
+  std::string trace;  // the file it is about
+  int64_t rank = -1;
+  bool data_quality = false;    // about the input itself, listed first
+  bool low_confidence = false;  // the input is incomplete (data-quality findings)
+  // What fixing it could give back, ns of GPU (or, for host stalls, host)
+  // time; the ranking key. 0 for data-quality findings.
+  int64_t recoverable_ns = 0;
+  std::string title;   // one line: what was found
+  std::string advice;  // one line: what to do, with the numbers
+  // The evidence: name (its unit as a suffix: _ns, _pct, _gbps, _bytes, or a
+  // count) and value, in the order written.
+  std::vector<std::pair<std::string, double>> numbers;
+};
+
+}  // namespace gpuctl::analysis
+
+#endif  // GPUCTL_DAEMON_ANALYSIS_FINDING_H_

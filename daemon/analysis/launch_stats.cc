@@ -1,0 +1,132 @@
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/analysis/diagnoses.h"
+
+namespace gpuctl::analysis {
+
+Percentiles ComputePercentiles(std::vector<int64_t> values) {
+  Percentiles out;
+  out.count = values.size();
+  if (values.empty()) return out;
+  std::sort(values.begin(), values.end());
+  // Nearest rank: the smallest value with at least p of the values at or
+  // below it.
+  auto at = [&](int permille) {
+    size_t rank = (values.size() * static_cast<size_t>(permille) + 999) / 1000;
+    return values[std::max<size_t>(rank, 1) - 1];
+  };
+  out.p50 = at(500);
+  out.p90 = at(900);
+  out.p99 = at(990);
+  out.max = values.back();
+  return out;
+}
+
+LaunchStats ComputeLaunchStats(const TraceModel& model, const ModelIndex& index,
+                               const Breakdown& breakdown, const AnalyzeOptions& options) {
+  LaunchStats out;
+  for (const ApiCall& call : model.api_calls) {
+    out.kernel_launch_calls += call.kind == ApiKind::kKernelLaunch;
+    out.graph_launch_calls += call.kind == ApiKind::kGraphLaunch;
+  }
+  std::vector<const StepTimes*> steps;
+  for (const StepTimes& s : breakdown.steps) {
+    if (!s.clipped) steps.push_back(&s);
+  }
+  std::vector<int64_t> per_step(steps.size(), 0);
+  std::vector<int64_t> delays;
+  // A graph launch's kernels share its correlation: its delay is to the
+  // first of them.
+  absl::flat_hash_map<uint64_t, std::pair<int64_t, int64_t>>
+      graph_first;  // corr -> (start, call end)
+  for (const GpuOp& op : model.gpu_ops) {
+    if (op.kind != GpuOpKind::kKernel && op.kind != GpuOpKind::kCommKernel) continue;
+    const int64_t dur = op.end_ns - op.start_ns;
+    ++out.kernels;
+    out.kernel_ns += dur;
+    if (dur < options.small_kernel_ns) {
+      ++out.small_kernels;
+      out.small_kernel_ns += dur;
+    }
+    out.graph_kernels += op.graph;
+    const ApiCall* call = index.CallOf(op.correlation);
+    if (call != nullptr && call->kind == ApiKind::kKernelLaunch) {
+      delays.push_back(op.start_ns - call->end_ns);
+    } else if (call != nullptr && call->kind == ApiKind::kGraphLaunch) {
+      auto [it, inserted] = graph_first.try_emplace(op.correlation, op.start_ns, call->end_ns);
+      if (!inserted) it->second.first = std::min(it->second.first, op.start_ns);
+    }
+    // The step a kernel belongs to is the one its launch was issued in.
+    const int64_t t = call != nullptr ? call->start_ns : op.start_ns;
+    auto it = std::partition_point(steps.begin(), steps.end(),
+                                   [t](const StepTimes* s) { return s->start_ns <= t; });
+    if (it != steps.begin() && t < (*(it - 1))->end_ns) ++per_step[(it - 1) - steps.begin()];
+  }
+  for (const auto& [correlation, first] : graph_first) delays.push_back(first.first - first.second);
+  out.launch_delay_ns = ComputePercentiles(std::move(delays));
+  out.kernels_per_step = ComputePercentiles(std::move(per_step));
+  return out;
+}
+
+CopyStats ComputeCopyStats(const TraceModel& model, const ModelIndex& index) {
+  CopyStats out;
+  for (const GpuOp& op : model.gpu_ops) {
+    if (op.kind != GpuOpKind::kMemcpy && op.kind != GpuOpKind::kMemset) continue;
+    const ApiCall* call = index.CallOf(op.correlation);
+    if (call != nullptr && call->kind == ApiKind::kMemcpySync) {
+      ++out.sync_copies;
+      out.sync_copy_host_ns += call->end_ns - call->start_ns;
+    }
+    if (op.kind == GpuOpKind::kMemset) {
+      ++out.memsets;
+      continue;
+    }
+    CopyDirectionStats& d = out.directions[static_cast<int>(op.direction)];
+    ++d.count;
+    d.bytes += op.bytes;
+    d.busy_ns += op.end_ns - op.start_ns;
+    if (op.pageable && call != nullptr && call->kind == ApiKind::kMemcpyAsync) {
+      ++out.pageable_async_copies;
+      out.pageable_async_bytes += op.bytes;
+      out.pageable_async_ns += op.end_ns - op.start_ns;
+    }
+  }
+  return out;
+}
+
+SyncStats ComputeSyncStats(const TraceModel& model, const ModelIndex& index,
+                           const Breakdown& breakdown) {
+  SyncStats out;
+  out.per_step_ns.assign(breakdown.steps.size(), 0);
+  absl::flat_hash_map<int64_t, NamedTime> sites;  // range name index or -1
+  for (const ApiCall& call : model.api_calls) {
+    if (call.kind != ApiKind::kSynchronize) continue;
+    const int64_t ns = call.end_ns - call.start_ns;
+    ++out.calls;
+    out.host_ns += ns;
+    const std::vector<StepTimes>& steps = breakdown.steps;
+    auto step = std::partition_point(steps.begin(), steps.end(), [&](const StepTimes& s) {
+      return s.start_ns <= call.start_ns;
+    });
+    if (step != steps.begin() && call.start_ns < (step - 1)->end_ns) {
+      out.per_step_ns[static_cast<size_t>(step - 1 - steps.begin())] += ns;
+    }
+    const HostRange* range = index.Innermost(call.pid, call.tid, call.start_ns, call.end_ns);
+    NamedTime& site = sites[range == nullptr ? -1 : int64_t{range->name}];
+    if (site.name.empty()) site.name = range == nullptr ? "(no range)" : model.Name(range->name);
+    site.ns += ns;
+    ++site.count;
+  }
+  for (auto& [key, site] : sites) out.call_sites.push_back(std::move(site));
+  std::sort(out.call_sites.begin(), out.call_sites.end(),
+            [](const NamedTime& x, const NamedTime& y) {
+              return x.ns != y.ns ? x.ns > y.ns : x.name < y.name;
+            });
+  if (out.call_sites.size() > 5) out.call_sites.resize(5);
+  return out;
+}
+
+}  // namespace gpuctl::analysis

@@ -1,0 +1,121 @@
+#ifndef GPUCTL_DAEMON_ANALYSIS_TRACE_MODEL_H_
+#define GPUCTL_DAEMON_ANALYSIS_TRACE_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpuctl::analysis {
+
+// The normalised event model every diagnosis reads: one process's trace,
+// gpuctl's own Chrome-trace JSON or a kineto (PyTorch profiler) trace,
+// reduced to the events the diagnoses use. Times are nanoseconds on the
+// trace's own `ts` axis (`ts` µs * 1000, exact for the three decimals both
+// writers use); names are indices into TraceModel::names. A few dozen bytes
+// per event: no JSON, no strings per event.
+
+enum class GpuOpKind : uint8_t { kKernel, kCommKernel, kMemcpy, kMemset };
+enum class CopyDirection : uint8_t { kHtoD, kDtoH, kDtoD, kHtoH, kPtoP, kOther };
+inline constexpr int kCopyDirections = 6;
+
+// What a CUDA runtime or driver call is for the diagnoses.
+enum class ApiKind : uint8_t {
+  kOther,
+  kKernelLaunch,  // cudaLaunchKernel*, cuLaunchKernel*, cooperative launches
+  kGraphLaunch,   // cudaGraphLaunch, cuGraphLaunch
+  kSynchronize,   // device, context, stream and event synchronize calls
+  kMemcpySync,    // a copy or memset call that returns when the GPU is done
+  kMemcpyAsync,   // *Async copies and memsets
+};
+
+struct GpuOp {
+  int64_t start_ns = 0, end_ns = 0;
+  uint64_t bytes = 0;        // copies and memsets
+  uint64_t correlation = 0;  // 0: none
+  uint32_t name = 0;
+  int32_t device = 0;
+  int64_t stream = 0;
+  GpuOpKind kind = GpuOpKind::kKernel;
+  CopyDirection direction = CopyDirection::kOther;
+  bool pageable = false;  // a copy from or to pageable host memory
+  bool graph = false;     // launched from a CUDA graph
+};
+
+struct ApiCall {
+  int64_t start_ns = 0, end_ns = 0;
+  uint64_t correlation = 0;
+  int64_t pid = 0, tid = 0;
+  uint32_t name = 0;
+  ApiKind kind = ApiKind::kOther;
+};
+
+// A host-blocking synchronization record (`cat` "cuda_sync"): time the host
+// waited, never GPU work.
+struct SyncRecord {
+  int64_t start_ns = 0, end_ns = 0;
+  uint64_t correlation = 0;
+  uint32_t name = 0;
+  int32_t device = -1;
+  int64_t stream = -1;
+};
+
+// A host range: gpuctl ranges, NVTX ranges and kineto's user annotations
+// (`cat` "user_annotation"), and kineto's operators (`cpu_op`).
+struct HostRange {
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t pid = 0, tid = 0;
+  uint32_t name = 0;
+  bool cpu_op = false;
+};
+
+// A step mark: a "ProfilerStep#N" range.
+struct Step {
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t number = 0;
+  int64_t pid = 0, tid = 0;
+};
+
+enum class TraceFormat : uint8_t { kGpuctl, kKineto };
+
+// What the trace says about itself: gpuctl's `gpuctl` member, kineto's
+// `distributedInfo` and profiler span, and what the reader saw.
+struct TraceInfo {
+  std::string path;
+  TraceFormat format = TraceFormat::kKineto;
+  bool gzip = false;
+  std::string host, trace_id;
+  int64_t pid = -1, rank = -1, world_size = -1;
+  int64_t base_time_ns = 0;
+  // gpuctl's metadata (has_gpuctl_meta false for kineto's files).
+  bool has_gpuctl_meta = false;
+  uint64_t dropped_events = 0, cupti_dropped_records = 0, dropped_at_cap = 0;
+  bool host_only = false;
+  std::string host_only_reason;
+  bool cupti_failed = false;
+  std::string cupti_message;
+  bool has_activities = false;
+  std::vector<std::string> activities;
+  // The capture window on the `ts` axis; has_window false when unknown.
+  bool has_window = false;
+  int64_t window_start_ns = 0, window_end_ns = 0;
+  uint32_t device_count = 0;  // deviceProperties entries
+  // Events read, and those skipped: no usable `ts`, a negative `dur`, or a
+  // shape the reader does not know.
+  uint64_t events = 0, skipped_events = 0;
+};
+
+struct TraceModel {
+  TraceInfo info;
+  std::vector<std::string> names;
+  std::vector<GpuOp> gpu_ops;      // sorted by (device, stream, start)
+  std::vector<ApiCall> api_calls;  // sorted by start
+  std::vector<SyncRecord> syncs;   // sorted by start
+  std::vector<HostRange> ranges;   // sorted by (pid, tid, start)
+  std::vector<Step> steps;         // sorted by start
+
+  const std::string& Name(uint32_t index) const { return names[index]; }
+};
+
+}  // namespace gpuctl::analysis
+
+#endif  // GPUCTL_DAEMON_ANALYSIS_TRACE_MODEL_H_
