@@ -4,13 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <system_error>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/bounded_parallel.h"
 #include "cli/exit_codes.h"
 #include "cli/flag_number.h"
 #include "daemon/analysis/analyze.h"
@@ -65,6 +68,8 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
                   "Host-device link bandwidth in GB/s, to judge copies (default: not judged)");
   cmd->add_option("--copy-bandwidth-pct", f.copy_bandwidth_pct,
                   "With --link-gbps: copies under this % of the link are slow (default 50)");
+  cmd->add_option("--jobs", f.jobs,
+                  "Files read at once (default: the CPUs, at most 8); memory grows with it");
 }
 
 absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f) {
@@ -99,6 +104,12 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
   }
   t.small_kernel_ns = std::llround(small_us * 1000);
   t.launch_gap_ns = std::llround(gap_us * 1000);
+  out.jobs = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
+  if (!f.jobs.empty()) {
+    absl::StatusOr<uint64_t> n = ParseFlagNumber("--jobs", f.jobs, "a number of files", 1, 256);
+    if (!n.ok()) return n.status();
+    out.jobs = static_cast<size_t>(*n);
+  }
   if (!f.min_kernels.empty()) {
     absl::StatusOr<uint64_t> n =
         ParseFlagNumber("--min-kernels", f.min_kernels, "a number of kernels", 0, 1'000'000'000);
@@ -142,17 +153,26 @@ int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env) {
     *env.err << "gpuctl analyze: " << files.status().message() << "\n";
     return kExitNothingMatched;
   }
+  // One model per worker at a time; each is dropped once analysed.
+  std::vector<std::optional<absl::StatusOr<analysis::TraceReport>>> results(files->size());
+  RunBounded(files->size(), options.jobs, [&](size_t i) {
+    absl::StatusOr<analysis::TraceModel> model = analysis::ReadTraceFile((*files)[i]);
+    if (!model.ok()) {
+      results[i] = model.status();
+      return;
+    }
+    results[i] = analysis::AnalyzeModel(*model, options.thresholds);
+  });
   std::vector<analysis::TraceReport> reports;
   std::vector<analysis::TraceError> errors;
-  // One model at a time: memory is bounded by the largest trace, not all.
-  for (const std::string& file : *files) {
-    absl::StatusOr<analysis::TraceModel> model = analysis::ReadTraceFile(file);
-    if (!model.ok()) {
-      errors.push_back({file, std::string(model.status().message())});
-      *env.err << "gpuctl analyze: " << model.status().message() << "\n";
+  for (size_t i = 0; i < files->size(); ++i) {
+    absl::StatusOr<analysis::TraceReport>& result = *results[i];
+    if (!result.ok()) {
+      errors.push_back({(*files)[i], std::string(result.status().message())});
+      *env.err << "gpuctl analyze: " << result.status().message() << "\n";
       continue;
     }
-    reports.push_back(analysis::AnalyzeModel(*model, options.thresholds));
+    reports.push_back(*std::move(result));
   }
   const std::vector<analysis::Finding> ranked = analysis::RankFindings(reports);
   if (options.json) {

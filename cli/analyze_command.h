@@ -19,12 +19,15 @@ struct AnalyzeFlags {
   std::vector<std::string> paths;
   bool json = false;
   std::string small_kernel_us, small_kernel_pct, min_kernels, launch_gap_us, min_pct,
-      exposed_comm_pct, link_gbps, copy_bandwidth_pct;
+      exposed_comm_pct, link_gbps, copy_bandwidth_pct, jobs;
 };
 
 struct AnalyzeCommandOptions {
   std::vector<std::string> paths;  // files and trace directories, as given
   bool json = false;
+  // Files read at once; each holds one model, so memory grows with this,
+  // not with the number of files.
+  size_t jobs = 1;
   analysis::AnalyzeOptions thresholds;
 };
 
@@ -38,7 +41,8 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
 // NOT_FOUND for a path that does not exist or a directory without traces.
 absl::StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std::string>& paths);
 
-// `gpuctl analyze FILE...|DIR`: reads every trace as a stream, runs the
+// `gpuctl analyze FILE...|DIR`: reads every trace as a stream (options.jobs
+// at a time), runs the
 // diagnoses (docs/analyze.md) and prints the summary and ranked findings,
 // or --json. Nothing is sent to a daemon. Exit codes: 0 every trace was
 // analysed; 1 some could not be read (each error is printed, the others are

@@ -126,7 +126,7 @@ TEST(AnalyzeBinaryTest, TruncatedFileIsReportedOthersStillAnalysed) {
   std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string cut = dir.path() + "/cut.json.gz";
   std::ofstream(cut, std::ios::binary) << gz.substr(0, gz.size() / 2);
-  Ran run = RunGpuctl("analyze " + cut + " " + kRank1);
+  Ran run = RunGpuctl("analyze --jobs 2 " + cut + " " + kRank1);
   EXPECT_EQ(run.rc, 1) << run.out;
   EXPECT_THAT(run.out, HasSubstr(cut + ": "));
   EXPECT_THAT(run.out, HasSubstr("node1-rank1-pid4243.json.gz"));
@@ -135,6 +135,7 @@ TEST(AnalyzeBinaryTest, TruncatedFileIsReportedOthersStillAnalysed) {
 TEST(AnalyzeBinaryTest, UsageErrors) {
   EXPECT_EQ(RunGpuctl("analyze").rc, 2);
   EXPECT_EQ(RunGpuctl("analyze --small-kernel-pct x " + kRank0).rc, 2);
+  EXPECT_EQ(RunGpuctl("analyze --jobs 0 " + kRank0).rc, 2);
   Ran missing = RunGpuctl("analyze /nonexistent/trace.json.gz");
   EXPECT_EQ(missing.rc, 3);
   EXPECT_THAT(missing.out, HasSubstr("/nonexistent/trace.json.gz: no such file"));

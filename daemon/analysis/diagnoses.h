@@ -136,6 +136,8 @@ CopyStats ComputeCopyStats(const TraceModel& model, const ModelIndex& index);
 
 // ---- Synchronization stalls ---------------------------------------------------
 
+// Host time in synchronize calls; in a trace without runtime calls, in the
+// host-blocking synchronization records instead (not "Stream Wait Event").
 struct SyncStats {
   uint64_t calls = 0;
   int64_t host_ns = 0;

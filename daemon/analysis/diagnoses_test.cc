@@ -284,6 +284,20 @@ TEST(DiagnosesTest, DataQualityComesFirstAndLowersConfidence) {
   EXPECT_EQ(Find(r, "other_idle")->recoverable_ns, 200 * kUs);
 }
 
+TEST(DiagnosesTest, SyncRecordsStandInForMissingRuntimeCalls) {
+  TraceBuilder b;
+  b.Kernel("conv", 0, 100 * kUs, 0);
+  b.Sync("Stream Sync", 10 * kUs, 80 * kUs, 0);
+  b.Sync("Stream Wait Event", 20 * kUs, 50 * kUs, 0);  // the stream waits, not the host
+  b.Kernel("conv", 100 * kUs, 100 * kUs, 0);
+  TraceReport r = Analyze(b.Json());
+  EXPECT_EQ(r.sync.calls, 1u);
+  EXPECT_EQ(r.sync.host_ns, 80 * kUs);
+  EXPECT_EQ(r.breakdown.process.compute_ns, 200 * kUs);
+  ASSERT_NE(Find(r, "sync_stalls"), nullptr);
+  EXPECT_EQ(Find(r, "sync_stalls")->recoverable_ns, 80 * kUs);
+}
+
 TEST(DiagnosesTest, HostOnlyTraceSaysSo) {
   TraceBuilder b;
   b.Gpuctl({.host_only = true, .host_only_reason = "no CUDA library loaded", .activities = {}});

@@ -97,24 +97,55 @@ CopyStats ComputeCopyStats(const TraceModel& model, const ModelIndex& index) {
   return out;
 }
 
+namespace {
+
+// A stall: host time in a synchronize call, on thread (pid, tid) when known.
+struct Stall {
+  int64_t start_ns = 0, end_ns = 0;
+  bool has_thread = false;
+  int64_t pid = 0, tid = 0;
+};
+
+// The synchronize calls; without runtime calls in the trace, the
+// host-blocking synchronization records (all but "Stream Wait Event", which
+// makes a stream wait, not the host).
+std::vector<Stall> Stalls(const TraceModel& model) {
+  std::vector<Stall> stalls;
+  for (const ApiCall& call : model.api_calls) {
+    if (call.kind == ApiKind::kSynchronize) {
+      stalls.push_back(Stall{call.start_ns, call.end_ns, true, call.pid, call.tid});
+    }
+  }
+  if (!stalls.empty() || !model.api_calls.empty()) return stalls;
+  for (const SyncRecord& sync : model.syncs) {
+    if (model.Name(sync.name) != "Stream Wait Event") {
+      stalls.push_back(Stall{sync.start_ns, sync.end_ns});
+    }
+  }
+  return stalls;
+}
+
+}  // namespace
+
 SyncStats ComputeSyncStats(const TraceModel& model, const ModelIndex& index,
                            const Breakdown& breakdown) {
   SyncStats out;
   out.per_step_ns.assign(breakdown.steps.size(), 0);
   absl::flat_hash_map<int64_t, NamedTime> sites;  // range name index or -1
-  for (const ApiCall& call : model.api_calls) {
-    if (call.kind != ApiKind::kSynchronize) continue;
-    const int64_t ns = call.end_ns - call.start_ns;
+  const std::vector<StepTimes>& steps = breakdown.steps;
+  for (const Stall& stall : Stalls(model)) {
+    const int64_t ns = stall.end_ns - stall.start_ns;
     ++out.calls;
     out.host_ns += ns;
-    const std::vector<StepTimes>& steps = breakdown.steps;
     auto step = std::partition_point(steps.begin(), steps.end(), [&](const StepTimes& s) {
-      return s.start_ns <= call.start_ns;
+      return s.start_ns <= stall.start_ns;
     });
-    if (step != steps.begin() && call.start_ns < (step - 1)->end_ns) {
+    if (step != steps.begin() && stall.start_ns < (step - 1)->end_ns) {
       out.per_step_ns[static_cast<size_t>(step - 1 - steps.begin())] += ns;
     }
-    const HostRange* range = index.Innermost(call.pid, call.tid, call.start_ns, call.end_ns);
+    const HostRange* range =
+        stall.has_thread ? index.Innermost(stall.pid, stall.tid, stall.start_ns, stall.end_ns)
+                         : nullptr;
     NamedTime& site = sites[range == nullptr ? -1 : int64_t{range->name}];
     if (site.name.empty()) site.name = range == nullptr ? "(no range)" : model.Name(range->name);
     site.ns += ns;

@@ -74,6 +74,11 @@ struct CoreOptions {
 // empty when unknown).
 v1::TraceTrigger OnDemandTrigger(absl::string_view requested_by);
 
+// How a scheduled or anomaly trace's result for a process starts when an
+// on-demand trace took the process over (status FAILED); the on-demand
+// trace's id follows.
+inline constexpr absl::string_view kPreemptedByOnDemand = "preempted by on-demand trace ";
+
 // Receives a trace's progress. Called on the event-loop thread. After
 // OnDone no further call is made. A caller that goes away first calls
 // DaemonCore::CancelTrace; the core then still calls OnDone (with
@@ -144,7 +149,10 @@ class DaemonCore {
   // --- RPC side ---
   // Validates the request (INVALID_ARGUMENT with the reason), selects
   // processes (NOT_FOUND naming the host and what is attached when nothing
-  // matches), sends StartCapture to each and returns the trace id. Progress
+  // matches), sends StartCapture to each and returns the trace id. An
+  // on-demand trace has priority: a selected process held by a scheduled
+  // or anomaly trace is cancelled there first (that trace's result for it
+  // starts with kPreemptedByOnDemand) and captures the on-demand one. Progress
   // and results then flow to `observer`. `trigger` (who or what asked) goes
   // into the manifest as given; INVALID_ARGUMENT without a kind.
   virtual absl::StatusOr<std::string> StartTrace(const v1::TraceRequest& request,

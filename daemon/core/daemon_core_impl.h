@@ -64,6 +64,10 @@ class DaemonCoreImpl final : public DaemonCore {
                                            const v1::TraceTrigger& trigger,
                                            std::shared_ptr<TraceObserver> observer);
   absl::StatusOr<std::string> ChooseTraceId(const v1::TraceRequest& request);
+  // Takes the selected processes that a scheduled or anomaly trace holds
+  // (and has not had a result from) away from it, for on-demand trace
+  // `by_trace_id`.
+  void PreemptScheduledCaptures(const Selection& selection, const std::string& by_trace_id);
   // The NOT_FOUND status of a request that selected nothing.
   absl::Status NothingMatched(const v1::TraceRequest& request, const Selection& selection);
   // The start step for an iteration window whose request names none.

@@ -150,6 +150,7 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartSession(const v1::TraceRequest&
     return reach;
   }
 
+  if (trigger.kind() == v1::TRIGGER_KIND_ON_DEMAND) PreemptScheduledCaptures(selection, *id);
   session.id = *id;
   session.request = request;
   session.trigger = trigger;
@@ -207,6 +208,27 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartSession(const v1::TraceRequest&
     }
   }
   return session.id;
+}
+
+void DaemonCoreImpl::PreemptScheduledCaptures(const Selection& selection,
+                                              const std::string& by_trace_id) {
+  for (const SelectedProcess& selected : selection.processes) {
+    const AttachedProcess& process = *selected.process;
+    if (process.info.capture_state() == v1::CAPTURE_STATE_IDLE) continue;
+    TraceSession* held = FindSession(process.info.current_trace_id());
+    if (held == nullptr || held->finishing) continue;
+    const v1::TriggerKind kind = held->trigger.kind();
+    if (kind != v1::TRIGGER_KIND_SCHEDULED && kind != v1::TRIGGER_KIND_ANOMALY) continue;
+    TraceSlot* slot = held->FindSlot(process.peer);
+    if (slot == nullptr || slot->done || slot->processing) continue;
+    const std::string why = absl::StrCat(kPreemptedByOnDemand, by_trace_id);
+    LogInfo("scheduled capture preempted",
+            {{"trace_id", held->id}, {"pid", process.info.pid()}, {"by", by_trace_id}});
+    // The library handles messages in order: the cancel frees it before
+    // the on-demand StartCapture arrives.
+    SendCancel(*held, process.peer, why);
+    FinishSlot(*held, *slot, ResultWith(v1::CAPTURE_STATUS_FAILED, why));
+  }
 }
 
 void DaemonCoreImpl::MoveStartForPollingPeers(

@@ -42,6 +42,8 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
       return "anomaly within the cool-down of the last capture (local)";
     case SlotOutcome::kHostDailyCap:
       return "anomaly captures of the job today reached daily_cap (local)";
+    case SlotOutcome::kPreempted:
+      return "preempted by an on-demand trace (local)";
   }
   return "unknown";
 }
@@ -75,7 +77,8 @@ absl::string_view SlotOutcomeLabel(SlotOutcome outcome) {
 bool IsLocalOutcome(SlotOutcome outcome) {
   return outcome == SlotOutcome::kHostCaptureTime || outcome == SlotOutcome::kStoreSpace ||
          outcome == SlotOutcome::kWindowPassed || outcome == SlotOutcome::kNoStepCounter ||
-         outcome == SlotOutcome::kCoolDown || outcome == SlotOutcome::kHostDailyCap;
+         outcome == SlotOutcome::kCoolDown || outcome == SlotOutcome::kHostDailyCap ||
+         outcome == SlotOutcome::kPreempted;
 }
 
 bool InBlackout(const ScheduleRule& rule, absl::Time start, absl::Time end) {

@@ -33,6 +33,9 @@ enum class SlotOutcome {
   // local: an anomaly rule's captures of the job today (UTC) on this host
   // reached daily_cap
   kHostDailyCap,
+  // local: an on-demand trace took a process of the capture over (an
+  // on-demand trace has priority); the event names the process and trace
+  kPreempted,
 };
 
 // "not sampled", "blackout", "daily cap reached", ... for skips and logs.

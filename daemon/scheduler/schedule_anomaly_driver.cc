@@ -212,10 +212,9 @@ void ScheduleDriver::RequestAnomalyCapture(const ScheduleRule& rule, const std::
   }
   for (const std::string& activity : rule.activities) request.add_activities(activity);
   const absl::Time now = deps_.clock->Now();
-  absl::StatusOr<std::string> started = deps_.core->StartTrace(
-      request, AnomalyTraceTrigger(rule, decision, anomaly, fingerprint_, now),
-      std::make_shared<ScheduledTraceObserver>(decision.trace_id));
   Event event = AnomalyEvent(rule, job_id, decision, anomaly, SlotOutcome::kCapture, now);
+  absl::StatusOr<std::string> started = deps_.core->StartTrace(
+      request, AnomalyTraceTrigger(rule, decision, anomaly, fingerprint_, now), ObserverFor(event));
   if (!started.ok()) {
     event.error = std::string(started.status().message());
     LogWarning("anomaly trace not started", {{"rule", rule.name},

@@ -228,9 +228,6 @@ void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string&
   *request.mutable_start_time() = ToProtoTimestamp(decision.start);
   *request.mutable_duration() = ToProtoDuration(rule.window);
   for (const std::string& activity : rule.activities) request.add_activities(activity);
-  absl::StatusOr<std::string> started =
-      deps_.core->StartTrace(request, ScheduledTraceTrigger(rule, decision, fingerprint_),
-                             std::make_shared<ScheduledTraceObserver>(decision.trace_id));
   Event event{.rule = rule.name,
               .job_id = job_id,
               .slot = decision.slot,
@@ -239,6 +236,8 @@ void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string&
               .error = "",
               .decided_at = deps_.clock->Now(),
               .start = decision.start};
+  absl::StatusOr<std::string> started = deps_.core->StartTrace(
+      request, ScheduledTraceTrigger(rule, decision, fingerprint_), ObserverFor(event));
   if (!started.ok()) {
     event.error = std::string(started.status().message());
     LogWarning("scheduled trace not started", {{"rule", rule.name},
@@ -257,13 +256,30 @@ void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string&
   Record(std::move(event));
 }
 
+std::shared_ptr<TraceObserver> ScheduleDriver::ObserverFor(Event capture) {
+  std::string trace_id = capture.trace_id;
+  return std::make_shared<ScheduledTraceObserver>(
+      std::move(trace_id), [this, alive = std::weak_ptr<bool>(alive_),
+                            capture = std::move(capture)](const v1::ProcessResult& result) {
+        if (alive.expired()) return;
+        Event preempted = capture;
+        preempted.outcome = SlotOutcome::kPreempted;
+        preempted.error = result.message();
+        preempted.pid = result.pid();
+        preempted.decided_at = deps_.clock->Now();
+        Record(std::move(preempted));
+      });
+}
+
 void ScheduleDriver::Record(Event event) {
   if (deps_.on_decision) deps_.on_decision(event.rule, event.outcome);
   if (event.outcome != SlotOutcome::kCapture) {
     LogInfo("scheduled capture skipped", {{"rule", event.rule},
                                           {"job", event.job_id},
                                           {"slot", event.slot},
-                                          {"reason", SlotOutcomeName(event.outcome)}});
+                                          {"pid", event.pid},
+                                          {"reason", SlotOutcomeName(event.outcome)},
+                                          {"trace_id", event.trace_id}});
   }
   events_.push_back(std::move(event));
   while (events_.size() > kMaxEvents) events_.pop_front();

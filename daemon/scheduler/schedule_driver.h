@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
@@ -27,12 +29,21 @@
 
 namespace gpuctl::daemon::scheduler {
 
-// Scheduled traces (time slots and step blocks alike) report to nobody but
-// the log; the core keeps the manifest.
+// Scheduled traces (time slots, step blocks and anomalies alike) report to
+// the log, and a process an on-demand trace took over to `on_preempted`
+// (called with its result, on the loop; may be empty); the core keeps the
+// manifest.
 class ScheduledTraceObserver final : public TraceObserver {
  public:
-  explicit ScheduledTraceObserver(std::string trace_id) : trace_id_(std::move(trace_id)) {}
-  void OnEvent(const v1::TraceEvent& /*event*/) override {}
+  using PreemptedFn = absl::AnyInvocable<void(const v1::ProcessResult&)>;
+  explicit ScheduledTraceObserver(std::string trace_id, PreemptedFn on_preempted = nullptr)
+      : trace_id_(std::move(trace_id)), on_preempted_(std::move(on_preempted)) {}
+  void OnEvent(const v1::TraceEvent& event) override {
+    if (on_preempted_ && event.has_result() &&
+        absl::StartsWith(event.result().message(), kPreemptedByOnDemand)) {
+      on_preempted_(event.result());
+    }
+  }
   void OnDone(const absl::Status& status) override {
     if (!status.ok()) {
       LogWarning("scheduled trace ended", {{"trace_id", trace_id_}, {"status", status.ToString()}});
@@ -41,6 +52,7 @@ class ScheduledTraceObserver final : public TraceObserver {
 
  private:
   std::string trace_id_;
+  PreemptedFn on_preempted_;
 };
 
 // What a scheduled trace's manifest records of its rule and slot: the
@@ -184,6 +196,9 @@ class ScheduleDriver final : public ScheduleReporter {
   void RequestCapture(const ScheduleRule& rule, const std::string& job_id,
                       const SlotDecision& decision);
   void Record(Event event);
+  // The observer of a capture described by `capture`: a process an
+  // on-demand trace takes over is recorded as a kPreempted event of it.
+  std::shared_ptr<TraceObserver> ObserverFor(Event capture);
   // Step rules (schedule_step_driver.cc).
   void ArmStepPoll();
   void OnStepPoll();
@@ -239,6 +254,8 @@ class ScheduleDriver final : public ScheduleReporter {
   absl::flat_hash_map<std::pair<size_t, std::string>, std::pair<absl::CivilDay, uint32_t>>
       anomaly_captures_;
   uint64_t wakeups_ = 0;
+  // Observers outlive the driver: they check this before calling it.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Local usage: scheduled window time started on `usage_day_`.
   absl::CivilDay usage_day_;
   absl::Duration capture_time_today_ = absl::ZeroDuration();

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/testing/core_test_fixture.h"
 #include "daemon/scheduler/slot_decision.h"
 #include "gmock/gmock.h"
@@ -325,6 +326,57 @@ TEST_F(ScheduleDriverTest, AJobAttachingAfterTheWindowStartRecordsASkip) {
   EXPECT_EQ(driver->events()[0].slot, slot);
   EXPECT_EQ(driver->events()[0].trace_id, d.trace_id);
   driver.reset();
+  RunAll();
+}
+
+// An on-demand trace of a process a scheduled window holds has priority:
+// the scheduled capture is cancelled on it, says so in its result and in
+// the schedule's events, and the on-demand trace starts.
+TEST_F(ScheduleDriverTest, AnOnDemandTracePreemptsAScheduledCapture) {
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotWithRoomBefore(options.rules[0], absl::Seconds(5));
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  clock_.Set(d.slot_start);
+  Attach(1, 100, "42", 0);
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  loop_.AdvanceBy(d.start - clock_.Now() + absl::Seconds(1));
+  RunAll();
+  ASSERT_EQ(Starts(peers_, 1).size(), 1u);
+
+  auto on_demand = std::make_shared<RecordingObserver>();
+  absl::StatusOr<std::string> id = Trace("42", absl::Seconds(1), on_demand);
+  ASSERT_TRUE(id.ok()) << id.status();
+  RunAll();
+  const std::vector<v1::ipc::StartCapture> starts = Starts(peers_, 1);
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[1].trace_id(), *id);
+  const std::vector<v1::ipc::CancelCapture> cancels = CancelsTo(1);
+  ASSERT_EQ(cancels.size(), 1u);
+  EXPECT_EQ(cancels[0].trace_id(), d.trace_id);
+  EXPECT_THAT(cancels[0].reason(), ::testing::HasSubstr(*id));
+
+  ASSERT_EQ(driver->events().size(), 2u);
+  const ScheduleDriver::Event& preempted = driver->events()[1];
+  EXPECT_EQ(preempted.outcome, SlotOutcome::kPreempted);
+  EXPECT_TRUE(IsLocalOutcome(preempted.outcome));
+  EXPECT_EQ(preempted.trace_id, d.trace_id);
+  EXPECT_EQ(preempted.pid, 100);
+  EXPECT_EQ(preempted.error, absl::StrCat(kPreemptedByOnDemand, *id));
+  absl::StatusOr<v1::GetScheduleResponse> report = driver->GetSchedule({});
+  ASSERT_TRUE(report.ok());
+  ASSERT_EQ(report->events_size(), 2);
+  EXPECT_EQ(report->events(1).outcome(), "preempted by an on-demand trace (local)");
+
+  // A second on-demand trace meanwhile is refused as before: on-demand
+  // traces do not preempt one another.
+  auto second = std::make_shared<RecordingObserver>();
+  ASSERT_TRUE(Trace("42", absl::Seconds(1), second).ok());
+  RunAll();
+  ASSERT_NE(second->ResultFor(100), nullptr);
+  EXPECT_EQ(second->ResultFor(100)->status(), v1::CAPTURE_STATUS_BUSY);
+  driver.reset();
+  loop_.AdvanceBy(absl::Minutes(1));
   RunAll();
 }
 

@@ -166,11 +166,10 @@ void ScheduleDriver::RequestStepCapture(const ScheduleRule& rule, const std::str
   request.set_iterations(rule.window_steps);
   request.set_start_step(decision.first_step);
   for (const std::string& activity : rule.activities) request.add_activities(activity);
-  absl::StatusOr<std::string> started =
-      deps_.core->StartTrace(request, StepTraceTrigger(rule, decision, fingerprint_),
-                             std::make_shared<ScheduledTraceObserver>(decision.trace_id));
   const absl::Time now = deps_.clock->Now();
   Event event = StepEvent(rule, job_id, decision, SlotOutcome::kCapture, now);
+  absl::StatusOr<std::string> started = deps_.core->StartTrace(
+      request, StepTraceTrigger(rule, decision, fingerprint_), ObserverFor(event));
   if (!started.ok()) {
     event.error = std::string(started.status().message());
     LogWarning("scheduled step trace not started", {{"rule", rule.name},

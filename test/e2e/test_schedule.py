@@ -17,7 +17,8 @@ PERIOD_MS = 4000
 WINDOW_MS = 500
 
 
-def schedule_config(path, seed=SEED, period_ms=PERIOD_MS, window_ms=WINDOW_MS, probability="1"):
+def schedule_config(path, seed=SEED, period_ms=PERIOD_MS, window_ms=WINDOW_MS, probability="1",
+                    daily_cap=0):
     path.write_text(
         "schedule:\n"
         f"  seed: {seed}\n"
@@ -27,20 +28,26 @@ def schedule_config(path, seed=SEED, period_ms=PERIOD_MS, window_ms=WINDOW_MS, p
         f"      selector: {{job: \"{JOB}\"}}\n"
         f"      period: {period_ms}ms\n"
         f"      window: {window_ms}ms\n"
-        f"      probability: {probability}\n")
+        f"      probability: {probability}\n"
+        f"      daily_cap: {daily_cap}\n")
     return path
 
 
-def expected_trace_id(slot):
-    """daemon/scheduler/schedule_hash.h's layout and slot_decision.cc's id."""
+def slot_digest(slot, seed=SEED):
+    """daemon/scheduler/schedule_hash.h's layout."""
     data = b"gpuctl-schedule-v1\0t"
-    for field in (SEED, RULE, JOB):
+    for field in (seed, RULE, JOB):
         raw = field.encode()
         data += struct.pack(">I", len(raw)) + raw
     data += struct.pack(">q", slot)
-    digest = hashlib.sha256(data).digest()
-    offset_ms = int.from_bytes(digest[8:16], "big") % (PERIOD_MS - WINDOW_MS + 1)
-    start_ms = slot * PERIOD_MS + offset_ms
+    return hashlib.sha256(data).digest()
+
+
+def expected_trace_id(slot, period_ms=PERIOD_MS, window_ms=WINDOW_MS):
+    """slot_decision.cc's id."""
+    digest = slot_digest(slot)
+    offset_ms = int.from_bytes(digest[8:16], "big") % (period_ms - window_ms + 1)
+    start_ms = slot * period_ms + offset_ms
     raw = bytearray(start_ms.to_bytes(6, "big") + digest[16:26])
     raw[6] = 0x70 | (raw[6] & 0x0F)
     raw[8] = 0x80 | (raw[8] & 0x3F)
@@ -103,16 +110,28 @@ def test_two_hosts_capture_a_job_under_the_same_scheduled_trace_id(
     assert scheduled["probability"] == 1 and scheduled["weight"] == 1
     assert len(scheduled["scheduleFingerprint"]) == 64
 
-    # An on-demand trace records who asked; `gpuctl traces --trigger`
-    # tells the two apart.
+    # An on-demand trace has priority: asked while a scheduled window holds
+    # the process, it starts, and the scheduled trace says it was preempted.
     cli = cli_for(hosts[0])
 
-    def on_demand_trace():
-        # A scheduled window may hold the process (busy): ask again.
-        result, _ = cli.trace("--job", JOB, "--duration", "200ms")
-        return result if result.returncode == 0 else None
+    def held_by_schedule():
+        for p in cli.processes():
+            if p["pid"] == workloads[0].pid and p.get("capture_state") == "CAPTURE_STATE_ARMED":
+                return p.get("current_trace_id")
+        return None
 
-    wait_until(on_demand_trace, timeout=30.0, what="an on-demand trace of the job")
+    held = wait_until(held_by_schedule, timeout=30.0, what="a scheduled window holding the process")
+    result, _ = cli.trace("--job", JOB, "--duration", "200ms")
+    assert result.returncode == 0, result.stderr
+    preempted = json.loads(wait_until(lambda: manifest_paths(hosts[0].store / held), timeout=30.0,
+                                      what="the preempted trace's manifest")[0].read_text())
+    messages = [r.get("message", "") for r in preempted["results"]]
+    assert messages[0].startswith("preempted by on-demand trace "), preempted
+    shown = json.loads(cli.run("schedule", "--json").stdout)
+    assert "preempted by an on-demand trace (local)" in json.dumps(shown), shown
+
+    # An on-demand trace records who asked; `gpuctl traces --trigger`
+    # tells the two apart.
     asked = json.loads(cli.run("traces", "--trigger", "on-demand", "--json").stdout)["traces"]
     assert len(asked) == 1, asked
     assert asked[0]["trigger"]["kind"] == "TRIGGER_KIND_ON_DEMAND"
@@ -180,3 +199,79 @@ def test_preview_lists_the_slots_the_daemons_then_capture(
     assert fleet.returncode == 0, fleet.stderr
     assert "hosts running another schedule than" in fleet.stderr, fleet.stderr
     assert other.address in fleet.stderr.split("):", 1)[1], fleet.stderr
+
+
+DAY_MS = 86400 * 1000
+
+
+def schedule_events(cli):
+    """The events `gpuctl schedule --json` lists for the host of `cli`."""
+    shown = cli.run("schedule", "--json")
+    assert shown.returncode == 0, shown.stderr
+    found = []
+
+    def visit(node):
+        if isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            if "outcome" in node and "slot" in node:
+                found.append(node)
+                return
+            for value in node.values():
+                visit(value)
+
+    visit(json.loads(shown.stdout))
+    return found
+
+
+def test_four_hosts_store_each_slot_under_one_id_until_the_daily_cap(
+        start_daemon, cli_for, start_workload, workdir):
+    # Every slot is drawn; the daily cap is set so that the day's budget
+    # runs out two slots after the daemons are up: the cap counts the day's
+    # earlier drawn slots, from the hash alone, alike on every host.
+    period_ms, window_ms = 2000, 300
+    now_ms = int(time.time() * 1000)
+    first_ms = now_ms + 10000
+    if (first_ms + 30000) // DAY_MS != first_ms // DAY_MS:
+        first_ms = (first_ms + 30000) // DAY_MS * DAY_MS  # the next UTC day
+    first = -(-first_ms // period_ms)
+    day_first = -(-(first * period_ms // DAY_MS * DAY_MS) // period_ms)
+    cap = first - day_first + 2
+    config = schedule_config(workdir / "capped.yaml", period_ms=period_ms, window_ms=window_ms,
+                             daily_cap=cap)
+    names = ("host-a", "host-b", "host-c", "host-d")
+    hosts = [start_daemon("--config", str(config), name=name) for name in names]
+    workloads = {}
+    for h, daemon in enumerate(hosts):
+        workloads[daemon.host_name] = [
+            start_workload(job=JOB, rank=2 * h + i, world_size=8, socket=daemon.socket,
+                           step_ms=20) for i in range(2)]
+    for daemon in hosts:
+        cli_for(daemon).wait_attached([w.pid for w in workloads[daemon.host_name]])
+    assert time.time() * 1000 < first * period_ms - 1500, "the daemons started too slowly"
+
+    expected = {expected_trace_id(s, period_ms, window_ms): s for s in (first, first + 1)}
+
+    def captured(daemon):
+        return {t: files for t, files in completed_traces(daemon).items()
+                if trace_start_ms(t) >= first * period_ms}
+
+    for daemon in hosts:
+        wait_until(lambda d=daemon: set(captured(d)) >= set(expected), timeout=60.0,
+                   what=f"the capped slots' traces on {daemon.host_name}")
+    # Past the cap every host records the slot as skipped, and stores
+    # nothing more.
+    for daemon in hosts:
+        cli = cli_for(daemon)
+        wait_until(lambda c=cli: any(int(e["slot"]) == first + 2 and
+                                     e["outcome"] == "daily cap reached"
+                                     for e in schedule_events(c)),
+                   timeout=15.0, what=f"a daily cap skip on {daemon.host_name}")
+    for daemon in hosts:
+        traces = captured(daemon)
+        assert set(traces) == set(expected), (daemon.host_name, traces, expected)
+        pids = sorted(w.pid for w in workloads[daemon.host_name])
+        for trace_id, files in traces.items():
+            assert len(files) == 2, (daemon.host_name, trace_id, files)
+            assert sorted(int(f.rsplit("pid", 1)[1].split(".")[0]) for f in files) == pids, files
