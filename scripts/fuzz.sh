@@ -45,8 +45,9 @@ declare -A targets=(
   [download_paths]="gpuctl_download_paths_fuzzer download_paths"
   [kineto_trace]="gpuctl_kineto_trace_fuzzer kineto"
   [analysis]="gpuctl_analysis_fuzzer analysis"
+  [hostctx]="gpuctl_hostctx_perf_input_fuzzer hostctx"
 )
-read -r -a names <<<"${GPUCTL_FUZZ_ONLY:-config records wire ipc_daemon step_page kineto trace_names download_paths kineto_trace analysis}"
+read -r -a names <<<"${GPUCTL_FUZZ_ONLY:-config records wire ipc_daemon step_page kineto trace_names download_paths kineto_trace analysis hostctx}"
 binaries=()
 for n in "${names[@]}"; do
   [[ -n "${targets[$n]:-}" ]] || { echo "fuzz: unknown target '$n'" >&2; exit 2; }

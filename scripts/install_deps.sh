@@ -14,6 +14,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libssl-dev libxml2-dev
   libcli11-dev nlohmann-json3-dev libyaml-cpp-dev
+  libdw-dev libelf-dev  # daemon/hostctx: elfutils' libdwfl symbolizes sampled stacks
   prometheus-cpp-dev prometheus  # daemon/metrics; promtool and a real server for its e2e test
   clang clang-tidy clang-format libclang-rt-14-dev valgrind binutils
   python3 python3-venv

@@ -19,6 +19,18 @@ class RealClock final : public Clock {
   absl::Time Now() override { return absl::Now(); }
 };
 
+// `base` shifted by `offset`: a host whose clock is off, for tests and
+// diagnosis (gpuctld --clock-offset). `base` outlives it.
+class OffsetClock final : public Clock {
+ public:
+  OffsetClock(Clock* base, absl::Duration offset) : base_(base), offset_(offset) {}
+  absl::Time Now() override { return base_->Now() + offset_; }
+
+ private:
+  Clock* base_;
+  absl::Duration offset_;
+};
+
 }  // namespace gpuctl
 
 #endif  // GPUCTL_DAEMON_COMMON_CLOCK_H_

@@ -157,6 +157,7 @@ struct CommandLine {
   std::string check_config;
   std::string listen, host_name, socket, store, ready_file, log_level;
   std::string max_duration, start_delay, result_grace;
+  std::string clock_offset;
   std::string store_max_bytes, store_max_age, store_max_count;
   std::string max_ingest_bytes;
   std::string socket_mode, socket_group;
@@ -236,6 +237,27 @@ void DefineFlags(CLI::App& app, CommandLine& cl) {
   app.add_flag("--metrics-allow-insecure", cl.metrics_allow_insecure,
                "allow a non-loopback --metrics-listen (plain HTTP, no authentication)");
   app.add_flag("--version", cl.version, "print the version and exit");
+  // Not in --help: it makes the schedule wrong on purpose.
+  app.add_option("--clock-offset", cl.clock_offset,
+                 "testing and diagnosis only: shift the schedule's clock, e.g. -3s")
+      ->group("");
+}
+
+// "-3s", "250ms", "0": a signed duration within kMaxClockOffset.
+absl::StatusOr<absl::Duration> ParseClockOffset(const std::string& text) {
+  const bool negative = !text.empty() && text[0] == '-';
+  const std::string magnitude = negative ? text.substr(1) : text;
+  absl::Duration d = absl::ZeroDuration();
+  if (magnitude != "0" && magnitude != "0s") {
+    absl::StatusOr<absl::Duration> parsed = ParseHumanDuration(magnitude);
+    if (!parsed.ok()) return parsed.status();
+    d = *parsed;
+  }
+  if (d > kMaxClockOffset) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(text, " is more than ", absl::FormatDuration(kMaxClockOffset), " either way"));
+  }
+  return negative ? -d : d;
 }
 
 // Replaces the values of the flags that were given.
@@ -268,6 +290,9 @@ absl::Status ApplyFlags(const CLI::App& app, const CommandLine& cl, DaemonOption
           absl::StrCat("--start-delay: ", absl::FormatDuration(o->start_delay), " is more than ",
                        absl::FormatDuration(kMaxStartDelay)));
     }
+  }
+  if (s.ok() && given("--clock-offset")) {
+    s = ApplyParsed("--clock-offset", ParseClockOffset(cl.clock_offset), &o->clock_offset);
   }
   if (s.ok() && given("--result-grace")) {
     s = ApplyDuration("--result-grace", cl.result_grace, false, &o->result_grace);

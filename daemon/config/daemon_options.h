@@ -37,6 +37,8 @@ struct ScopedTokenOptions {
   std::string token_file;
 };
 
+inline constexpr absl::Duration kMaxClockOffset = absl::Hours(24);
+
 struct DaemonOptions {
   std::string listen_address = kDefaultListenAddress;
   // The name the daemon calls itself by in every answer, manifest, trace
@@ -48,6 +50,11 @@ struct DaemonOptions {
   absl::Duration max_duration = kDefaultMaxDuration;
   absl::Duration start_delay = kDefaultStartDelay;
   absl::Duration result_grace = kDefaultResultGrace;
+  // --clock-offset, for testing and diagnosis only: added to the clock the
+  // schedule decides by (slots, window starts, `now` in GetSchedule), as if
+  // this host's clock were off; trace windows keep the system clock. At
+  // most kMaxClockOffset either way.
+  absl::Duration clock_offset = absl::ZeroDuration();
   // After both servers are up, the bound gRPC address is written here.
   std::string ready_file;
   LogLevel log_level = LogLevel::kInfo;

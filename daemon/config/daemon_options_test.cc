@@ -245,6 +245,13 @@ TEST(DaemonOptionsTest, StartDelayMayBeZero) {
   EXPECT_EQ(p.flags.options->start_delay, absl::ZeroDuration());
 }
 
+TEST(DaemonOptionsTest, ClockOffsetIsSignedAndBounded) {
+  EXPECT_EQ(Parse({}).flags.options->clock_offset, absl::ZeroDuration());
+  EXPECT_EQ(Parse({"--clock-offset", "-3s"}).flags.options->clock_offset, absl::Seconds(-3));
+  EXPECT_EQ(Parse({"--clock-offset=1m30s"}).flags.options->clock_offset, absl::Seconds(90));
+  EXPECT_EQ(Parse({"--clock-offset", "0"}).flags.options->clock_offset, absl::ZeroDuration());
+}
+
 TEST(DaemonOptionsTest, BadValuesExitWithTwoAndSayWhy) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--max-duration", "10"}, "--max-duration"},
@@ -254,6 +261,9 @@ TEST(DaemonOptionsTest, BadValuesExitWithTwoAndSayWhy) {
       {{"--result-grace", "soon"}, "--result-grace"},
       {{"--start-delay", "1parsec"}, "--start-delay"},
       {{"--start-delay", "61m"}, "--start-delay: 1h1m is more than 1h"},
+      {{"--clock-offset", "soon"}, "--clock-offset"},
+      {{"--clock-offset=--5s"}, "--clock-offset"},
+      {{"--clock-offset=-25h"}, "--clock-offset: -25h is more than 24h either way"},
       {{"--log-level", "loud"}, "--log-level"},
       {{"--listen", "nohost"}, "HOST:PORT"},
       {{"--listen", "127.0.0.1:70000"}, "port"},

@@ -181,10 +181,15 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
   ScheduleRetention(loop_.get(), worker_.get(), store_.get());
   StartDynoRpc(options);
   if (options.schedule.enabled()) {
+    schedule_clock_ = std::make_unique<OffsetClock>(&clock_, options.clock_offset);
+    if (options.clock_offset != absl::ZeroDuration()) {
+      LogWarning("the schedule runs on a shifted clock (--clock-offset, for testing only)",
+                 {{"offset", absl::FormatDuration(options.clock_offset)}});
+    }
     schedule_ = std::make_unique<scheduler::ScheduleDriver>(
         options.schedule,
         scheduler::ScheduleDriver::Deps{
-            .clock = &clock_,
+            .clock = schedule_clock_.get(),
             .loop = loop_.get(),
             .core = core_.get(),
             .free_store_bytes = [dir = options.store_dir]() -> uint64_t {

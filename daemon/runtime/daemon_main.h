@@ -71,6 +71,8 @@ class Daemon {
   void SetServing(bool serving);
 
   RealClock clock_;
+  // The schedule's clock: clock_ shifted by options.clock_offset.
+  std::unique_ptr<OffsetClock> schedule_clock_;
   // With metrics.listen: outlives every component that counts into it.
   std::unique_ptr<metrics::DaemonMetrics> metrics_;
   // options.host_name, else the system's: the one name the core and the

@@ -275,3 +275,45 @@ def test_four_hosts_store_each_slot_under_one_id_until_the_daily_cap(
         for trace_id, files in traces.items():
             assert len(files) == 2, (daemon.host_name, trace_id, files)
             assert sorted(int(f.rsplit("pid", 1)[1].split(".")[0]) for f in files) == pids, files
+
+
+def test_a_host_with_a_skewed_clock_misses_the_window_and_is_named(
+        start_daemon, cli_for, start_workload, workdir):
+    # host-b's schedule runs 2.5 s behind (--clock-offset, for testing; its
+    # trace windows keep the system clock): it asks for each window 1.5 s
+    # after the window started, and records the refusal with the slot.
+    config = schedule_config(workdir / "schedule.yaml")
+    good = start_daemon("--config", str(config), name="host-a")
+    skewed = start_daemon("--config", str(config), "--clock-offset=-2500ms", name="host-b")
+    assert "shifted clock" in skewed.log(), skewed.log()
+    for rank, daemon in enumerate((good, skewed)):
+        workload = start_workload(job=JOB, rank=rank, world_size=2, socket=daemon.socket,
+                                  step_ms=20)
+        cli_for(daemon).wait_attached([workload.pid])
+
+    # Slots from the next one on: the workloads attached after the current
+    # one's window may have started, on either host.
+    from_slot = int(time.time() * 1000) // PERIOD_MS + 1
+    late = "in the past of this daemon's clock"
+
+    def late_windows(daemon):
+        return [e for e in schedule_events(cli_for(daemon))
+                if late in e.get("error", "") and int(e["slot"]) >= from_slot]
+
+    events = wait_until(lambda: late_windows(skewed), timeout=20.0,
+                        what="a window the skewed host asked for too late")
+    assert events[0]["traceId"] == expected_trace_id(int(events[0]["slot"]))
+    assert "clocks out of sync" in events[0]["error"], events[0]
+    # The host in step captured that slot under the same id.
+    wait_until(lambda: events[0]["traceId"] in completed_traces(good), timeout=15.0,
+               what="the slot's trace on the host in step")
+    assert not late_windows(good)
+    assert events[0]["traceId"] not in completed_traces(skewed)
+
+    # `gpuctl schedule` over both hosts names the skewed one.
+    cli = cli_for(good)
+    fleet = subprocess.run([cli.binary, "schedule", "--host", good.address, "--host",
+                            skewed.address], capture_output=True, text=True, timeout=60)
+    assert fleet.returncode == 0, fleet.stderr
+    named = [line for line in fleet.stderr.splitlines() if "clock is" in line]
+    assert len(named) == 1 and skewed.address in named[0] and "behind" in named[0], fleet.stderr

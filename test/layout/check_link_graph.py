@@ -6,8 +6,9 @@ source tree, so it sees what is linked, not what is included.
     check_link_graph.py SOURCE_DIR SCRATCH_DIR [cmake args...]
 
 Rules (what each target must never reach, directly or transitively):
-  gpuctl_daemon_core, gpuctl_convert, gpuctl_store, gpuctl_scheduler, gpuctl_analysis:
-    gRPC (gRPC::*)
+  gpuctl_daemon_core, gpuctl_convert, gpuctl_store, gpuctl_scheduler, gpuctl_analysis,
+  gpuctl_hostctx: gRPC (gRPC::*)
+  gpuctl_hostctx: the core (gpuctl_daemon_core)
   libgpuctl: gRPC, protobuf, abseil, libcuda
 """
 import re
@@ -21,6 +22,7 @@ FORBIDDEN = {
     "gpuctl_analysis": ["gRPC::"],
     "gpuctl_store": ["gRPC::"],
     "gpuctl_scheduler": ["gRPC::"],
+    "gpuctl_hostctx": ["gRPC::", "gpuctl_daemon_core"],
     "gpuctl_proto_messages": ["gRPC::"],
     "libgpuctl": ["gRPC::", "protobuf::", "absl::", "CUDA::cuda_driver", "cuda"],
 }

@@ -72,6 +72,7 @@ DOT = """digraph "g" {
 "node8" [ label = "ipc_codegen", shape = egg ];
 "node9" [ label = "gpuctl_scheduler", shape = octagon ];
 "node10" [ label = "gpuctl_analysis", shape = octagon ];
+"node11" [ label = "gpuctl_hostctx", shape = octagon ];
 "node6" -> "node7";
 "node7" -> "node8";
 "node8" -> "node2" [ style = dotted ];
@@ -81,6 +82,7 @@ DOT = """digraph "g" {
 "node0" -> "node5";
 "node9" -> "node0";
 "node0" -> "node10";
+"node11" -> "node4";
 }
 """
 
@@ -96,6 +98,12 @@ class LinkGraphCheckTest(unittest.TestCase):
         found = check_link_graph.violations(nodes, graph)
         self.assertTrue(any("gpuctl_daemon_core reaches gRPC::grpc++: gpuctl_daemon_core -> gpuctl_store"
                             in p for p in found), found)
+
+    def test_hostctx_reaching_the_core_is_flagged(self):
+        dot = DOT.replace("}\n", '"node11" -> "node0";\n}\n')
+        nodes, graph = check_link_graph.parse_dot(dot)
+        found = check_link_graph.violations(nodes, graph)
+        self.assertTrue(any("gpuctl_hostctx reaches gpuctl_daemon_core" in p for p in found), found)
 
     def test_analysis_reaching_grpc_is_flagged(self):
         dot = DOT.replace("}\n", '"node10" -> "node3";\n}\n')

@@ -1,0 +1,80 @@
+#include "daemon/hostctx/host_trace_json.h"
+
+#include "absl/strings/str_cat.h"
+#include "daemon/convert/json_writer.h"
+
+namespace gpuctl::hostctx {
+namespace {
+
+void AppendTime(std::string* out, uint64_t time_ns, uint64_t base_time_ns) {
+  daemon::AppendMicrosFromNanos(out, static_cast<int64_t>(time_ns - base_time_ns));
+}
+
+void AppendSample(std::string* out, const CpuSample& sample, FrameSymbolizer* symbolizer,
+                  uint64_t base_time_ns) {
+  std::string stack = "[";
+  std::string top;
+  for (size_t i = 0; i < sample.ips.size(); ++i) {
+    const uint64_t ip = sample.ips[i];
+    std::string label =
+        FrameLabel(symbolizer->Symbolize(static_cast<pid_t>(sample.pid), ip, i > 0), ip);
+    if (i > 0) stack += ",";
+    daemon::AppendJsonString(&stack, label);
+    if (i == 0) top = std::move(label);
+  }
+  stack += "]";
+  absl::StrAppend(out, R"({"ph":"i","s":"t","cat":"cpu_sample","name":)");
+  daemon::AppendJsonString(out, top.empty() ? "[no frames]" : top);
+  absl::StrAppend(out, R"(,"pid":)", sample.pid, R"(,"tid":)", sample.tid, R"(,"ts":)");
+  AppendTime(out, sample.time_ns, base_time_ns);
+  absl::StrAppend(out, R"(,"args":{"stack":)", stack, "}}");
+}
+
+void AppendOffCpu(std::string* out, const OffCpuInterval& interval, uint64_t base_time_ns) {
+  const absl::string_view reason = OffCpuReasonName(interval.reason);
+  absl::StrAppend(out, R"json({"ph":"X","cat":"off_cpu","name":"off_cpu ()json", reason,
+                  R"json()","pid":)json", interval.pid, R"(,"tid":)", interval.tid, R"(,"ts":)");
+  AppendTime(out, interval.start_ns, base_time_ns);
+  absl::StrAppend(out, R"(,"dur":)");
+  daemon::AppendMicrosFromNanos(out, static_cast<int64_t>(interval.end_ns - interval.start_ns));
+  absl::StrAppend(out, R"(,"args":{"reason":")", reason, R"("}})");
+}
+
+}  // namespace
+
+void WriteHostContextEvents(const HostCapture& capture, absl::Span<const OffCpuInterval> off_cpu,
+                            FrameSymbolizer* symbolizer, uint64_t base_time_ns,
+                            absl::FunctionRef<void(absl::string_view)> sink) {
+  std::string event;
+  for (const CpuSample& sample : capture.samples) {
+    event.clear();
+    AppendSample(&event, sample, symbolizer, base_time_ns);
+    sink(event);
+  }
+  for (const OffCpuInterval& interval : off_cpu) {
+    event.clear();
+    AppendOffCpu(&event, interval, base_time_ns);
+    sink(event);
+  }
+}
+
+std::string HostContextTraceJson(const HostCapture& capture,
+                                 absl::Span<const OffCpuInterval> off_cpu,
+                                 FrameSymbolizer* symbolizer, uint64_t base_time_ns) {
+  std::string out = "{\"traceEvents\":[";
+  bool first = true;
+  WriteHostContextEvents(capture, off_cpu, symbolizer, base_time_ns, [&](absl::string_view event) {
+    absl::StrAppend(&out, first ? "\n" : ",\n", event);
+    first = false;
+  });
+  absl::StrAppend(
+      &out, "],\n\"displayTimeUnit\":\"ms\",\"baseTimeNanoseconds\":", base_time_ns,
+      ",\"gpuctl\":{\"window_start_ns\":", capture.start_ns, ",\"window_end_ns\":", capture.stop_ns,
+      ",\"cpu_samples\":", capture.samples.size(), ",\"threads_sampled\":", capture.threads.size(),
+      ",\"lost_records\":", capture.lost_records, ",\"dropped_samples\":", capture.dropped_samples,
+      ",\"dropped_switches\":", capture.dropped_switches,
+      ",\"corrupt_records\":", capture.corrupt_records, "}}\n");
+  return out;
+}
+
+}  // namespace gpuctl::hostctx

@@ -1,0 +1,71 @@
+#include "daemon/hostctx/host_trace_json.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuctl::hostctx {
+namespace {
+
+class NamedFrames final : public FrameSymbolizer {
+ public:
+  Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) override {
+    Frame frame;
+    if (address == 0x1000) frame.function = "hot \"loop\"";
+    if (address == 0x2000) {
+      frame.module = "/bin/app";
+      frame.offset = is_return_address ? 0x1ff : 0x200;
+    }
+    return frame;
+  }
+};
+
+TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
+  HostCapture capture;
+  capture.start_ns = 5'000'000'000;
+  capture.stop_ns = 6'000'000'000;
+  capture.samples.push_back(CpuSample{10, 11, 5'000'250'500, {0x1000, 0x2000, 0x3000}});
+  capture.samples.push_back(CpuSample{10, 12, 5'000'300'000, {}});
+  capture.lost_records = 2;
+  const std::vector<OffCpuInterval> off_cpu = {
+      {10, 11, 5'000'400'000, 5'010'400'000, OffCpuReason::kBlocked}};
+  NamedFrames names;
+  const std::string text = HostContextTraceJson(capture, off_cpu, &names, 5'000'000'000);
+  const auto json = nlohmann::json::parse(text);
+  const auto& events = json.at("traceEvents");
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].at("ph"), "i");
+  EXPECT_EQ(events[0].at("cat"), "cpu_sample");
+  EXPECT_EQ(events[0].at("name"), "hot \"loop\"");
+  EXPECT_EQ(events[0].at("pid"), 10);
+  EXPECT_EQ(events[0].at("tid"), 11);
+  EXPECT_EQ(events[0].at("args").at("stack"),
+            nlohmann::json::array({"hot \"loop\"", "/bin/app+0x1ff", "0x3000"}));
+  EXPECT_NE(text.find("\"ts\":250.500"), std::string::npos);
+  EXPECT_EQ(events[1].at("name"), "[no frames]");
+  EXPECT_EQ(events[2].at("ph"), "X");
+  EXPECT_EQ(events[2].at("cat"), "off_cpu");
+  EXPECT_EQ(events[2].at("name"), "off_cpu (blocked)");
+  EXPECT_EQ(events[2].at("args").at("reason"), "blocked");
+  EXPECT_NE(text.find("\"dur\":10000.000"), std::string::npos);
+  EXPECT_EQ(json.at("baseTimeNanoseconds"), 5'000'000'000);
+  EXPECT_EQ(json.at("gpuctl").at("lost_records"), 2);
+  EXPECT_EQ(json.at("gpuctl").at("cpu_samples"), 2);
+}
+
+TEST(HostTraceJsonTest, HandsEachEventToTheSink) {
+  HostCapture capture;
+  capture.samples.push_back(CpuSample{1, 1, 10, {0x1000}});
+  NamedFrames names;
+  std::vector<std::string> events;
+  WriteHostContextEvents(capture, {}, &names, 0,
+                         [&](absl::string_view event) { events.emplace_back(event); });
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(nlohmann::json::accept(events[0]));
+}
+
+}  // namespace
+}  // namespace gpuctl::hostctx

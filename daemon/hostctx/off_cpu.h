@@ -1,0 +1,39 @@
+#ifndef GPUCTL_DAEMON_HOSTCTX_OFF_CPU_H_
+#define GPUCTL_DAEMON_HOSTCTX_OFF_CPU_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "daemon/hostctx/perf_record.h"
+
+namespace gpuctl::hostctx {
+
+enum class OffCpuReason {
+  kBlocked,    // switched out waiting (sleep, I/O, a lock, a futex)
+  kPreempted,  // switched out while runnable: another task took the CPU
+  kUnknown,    // already off the CPU when the capture began
+};
+
+absl::string_view OffCpuReasonName(OffCpuReason reason);
+
+struct OffCpuInterval {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  OffCpuReason reason = OffCpuReason::kBlocked;
+};
+
+// The intervals each thread spent off the CPU within [window_start_ns,
+// window_end_ns], from its switch-out and switch-in records (in any order,
+// threads mixed). A thread switched out at the end is off until the window
+// ends; one whose first record is a switch-in was off since it began
+// (kUnknown). Sorted by thread, then time.
+std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> switches,
+                                            uint64_t window_start_ns, uint64_t window_end_ns);
+
+}  // namespace gpuctl::hostctx
+
+#endif  // GPUCTL_DAEMON_HOSTCTX_OFF_CPU_H_

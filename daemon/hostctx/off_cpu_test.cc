@@ -1,0 +1,52 @@
+#include "daemon/hostctx/off_cpu.h"
+
+#include "gtest/gtest.h"
+
+namespace gpuctl::hostctx {
+namespace {
+
+ContextSwitch Out(uint32_t tid, uint64_t t, bool preempted = false) {
+  return ContextSwitch{1, tid, t, true, preempted};
+}
+ContextSwitch In(uint32_t tid, uint64_t t) { return ContextSwitch{1, tid, t, false, false}; }
+
+TEST(OffCpuTest, PairsSwitchOutWithTheNextSwitchInPerThread) {
+  const std::vector<ContextSwitch> switches = {Out(7, 100), Out(8, 150, true), In(7, 200),
+                                               In(8, 160),  Out(7, 300, true), In(7, 310)};
+  const auto intervals = OffCpuIntervals(switches, 0, 1000);
+  ASSERT_EQ(intervals.size(), 3u);
+  EXPECT_EQ(intervals[0].tid, 7u);
+  EXPECT_EQ(intervals[0].start_ns, 100u);
+  EXPECT_EQ(intervals[0].end_ns, 200u);
+  EXPECT_EQ(intervals[0].reason, OffCpuReason::kBlocked);
+  EXPECT_EQ(intervals[1].reason, OffCpuReason::kPreempted);
+  EXPECT_EQ(intervals[1].start_ns, 300u);
+  EXPECT_EQ(intervals[2].tid, 8u);
+  EXPECT_EQ(intervals[2].reason, OffCpuReason::kPreempted);
+  EXPECT_EQ(intervals[2].end_ns, 160u);
+}
+
+TEST(OffCpuTest, OpenEndsAreClippedToTheWindow) {
+  const std::vector<ContextSwitch> switches = {In(7, 150), Out(7, 400)};
+  const auto intervals = OffCpuIntervals(switches, 100, 500);
+  ASSERT_EQ(intervals.size(), 2u);
+  EXPECT_EQ(intervals[0].reason, OffCpuReason::kUnknown);
+  EXPECT_EQ(intervals[0].start_ns, 100u);
+  EXPECT_EQ(intervals[0].end_ns, 150u);
+  EXPECT_EQ(intervals[1].reason, OffCpuReason::kBlocked);
+  EXPECT_EQ(intervals[1].start_ns, 400u);
+  EXPECT_EQ(intervals[1].end_ns, 500u);
+}
+
+TEST(OffCpuTest, RepeatedRecordsDoNotMakeEmptyOrReversedIntervals) {
+  const std::vector<ContextSwitch> switches = {Out(7, 100), Out(7, 120), In(7, 200), In(7, 210),
+                                               Out(7, 600)};
+  const auto intervals = OffCpuIntervals(switches, 0, 500);
+  ASSERT_EQ(intervals.size(), 1u);
+  EXPECT_EQ(intervals[0].start_ns, 100u);
+  EXPECT_EQ(intervals[0].end_ns, 200u);
+  EXPECT_EQ(OffCpuReasonName(OffCpuReason::kPreempted), "preempted");
+}
+
+}  // namespace
+}  // namespace gpuctl::hostctx

@@ -1,0 +1,152 @@
+#include "daemon/hostctx/perf_record.h"
+
+#include <linux/perf_event.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace gpuctl::hostctx {
+namespace {
+
+// Reads fixed-size fields in order, failing once the record runs out.
+class FieldReader {
+ public:
+  explicit FieldReader(absl::Span<const uint8_t> bytes) : bytes_(bytes) {}
+
+  template <typename T>
+  bool Read(T* value) {
+    if (bytes_.size() - pos_ < sizeof(T)) return false;
+    std::memcpy(value, bytes_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return true;
+  }
+  size_t remaining() const { return bytes_.size() - pos_; }
+
+ private:
+  absl::Span<const uint8_t> bytes_;
+  size_t pos_ = 0;
+};
+
+struct SampleId {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t time_ns = 0;
+};
+
+bool ReadSampleId(FieldReader* reader, SampleId* id) {
+  return reader->Read(&id->pid) && reader->Read(&id->tid) && reader->Read(&id->time_ns);
+}
+
+absl::StatusOr<PerfRecord> ParseSample(FieldReader* reader) {
+  CpuSample sample;
+  SampleId id;
+  uint64_t nr = 0;
+  if (!ReadSampleId(reader, &id) || !reader->Read(&nr)) {
+    return absl::InvalidArgumentError("sample record shorter than its fixed fields");
+  }
+  if (nr > reader->remaining() / sizeof(uint64_t)) {
+    return absl::InvalidArgumentError(absl::StrCat("sample record announces ", nr,
+                                                   " call chain entries, has room for ",
+                                                   reader->remaining() / sizeof(uint64_t)));
+  }
+  sample.pid = id.pid;
+  sample.tid = id.tid;
+  sample.time_ns = id.time_ns;
+  sample.ips.reserve(std::min<uint64_t>(nr, kMaxCallchainDepth));
+  for (uint64_t i = 0; i < nr; ++i) {
+    uint64_t ip = 0;
+    reader->Read(&ip);
+    if (ip >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // a context marker
+    if (sample.ips.size() < kMaxCallchainDepth) sample.ips.push_back(ip);
+  }
+  return PerfRecord(std::move(sample));
+}
+
+}  // namespace
+
+absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record) {
+  perf_event_header header{};
+  if (record.size() < sizeof(header)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record of ", record.size(), " bytes is shorter than its header"));
+  }
+  std::memcpy(&header, record.data(), sizeof(header));
+  if (header.size != record.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("record header says ", header.size, " bytes, the record has ", record.size()));
+  }
+  FieldReader reader(record.subspan(sizeof(header)));
+  switch (header.type) {
+    case PERF_RECORD_SAMPLE:
+      return ParseSample(&reader);
+    case PERF_RECORD_SWITCH: {
+      SampleId id;
+      if (!ReadSampleId(&reader, &id)) {
+        return absl::InvalidArgumentError("switch record shorter than its sample id");
+      }
+      ContextSwitch sw;
+      sw.pid = id.pid;
+      sw.tid = id.tid;
+      sw.time_ns = id.time_ns;
+      sw.out = (header.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0;
+      sw.preempted = sw.out && (header.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0;
+      return PerfRecord(sw);
+    }
+    case PERF_RECORD_LOST: {
+      uint64_t id = 0;
+      LostRecords lost;
+      if (!reader.Read(&id) || !reader.Read(&lost.count)) {
+        return absl::InvalidArgumentError("lost record shorter than its fields");
+      }
+      return PerfRecord(lost);
+    }
+    default:
+      return PerfRecord(OtherRecord{header.type});
+  }
+}
+
+uint64_t DrainRing(absl::Span<const uint8_t> data, uint64_t head, uint64_t tail,
+                   absl::FunctionRef<void(absl::Span<const uint8_t>)> on_record,
+                   RingDrainStats* stats) {
+  const uint64_t size = data.size();
+  if (size == 0 || (size & (size - 1)) != 0 || head - tail > size) {
+    // Not a ring, or the writer overran the reader: nothing in it can be
+    // trusted to start on a record boundary.
+    if (head != tail) ++stats->corrupt;
+    return head;
+  }
+  std::vector<uint8_t> record;
+  auto copy_out = [&](uint64_t from, size_t n, uint8_t* to) {
+    const uint64_t offset = from & (size - 1);
+    const size_t first = static_cast<size_t>(std::min<uint64_t>(n, size - offset));
+    std::memcpy(to, data.data() + offset, first);
+    std::memcpy(to + first, data.data(), n - first);
+  };
+  while (tail != head) {
+    const uint64_t available = head - tail;
+    perf_event_header header{};
+    if (available < sizeof(header)) {
+      ++stats->corrupt;
+      return head;
+    }
+    uint8_t header_bytes[sizeof(header)];
+    copy_out(tail, sizeof(header), header_bytes);
+    std::memcpy(&header, header_bytes, sizeof(header));
+    if (header.size < sizeof(header) || header.size > available) {
+      ++stats->corrupt;
+      return head;
+    }
+    record.resize(header.size);
+    copy_out(tail, header.size, record.data());
+    ++stats->records;
+    on_record(record);
+    tail += header.size;
+  }
+  return tail;
+}
+
+}  // namespace gpuctl::hostctx

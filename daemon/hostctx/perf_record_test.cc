@@ -1,0 +1,184 @@
+#include "daemon/hostctx/perf_record.h"
+
+#include <linux/perf_event.h>
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gpuctl::hostctx {
+namespace {
+
+// Builds one record from its header fields and 64-bit words.
+class RecordBytes {
+ public:
+  RecordBytes(uint32_t type, uint16_t misc) : type_(type), misc_(misc) {}
+  RecordBytes& U32Pair(uint32_t a, uint32_t b) {
+    Append(&a, 4);
+    Append(&b, 4);
+    return *this;
+  }
+  RecordBytes& U64(uint64_t v) {
+    Append(&v, 8);
+    return *this;
+  }
+  // With the header's size set to the real size plus `size_delta`.
+  std::vector<uint8_t> Build(int size_delta = 0) const {
+    perf_event_header header{type_, misc_,
+                             static_cast<uint16_t>(sizeof(header) + body_.size() + size_delta)};
+    std::vector<uint8_t> out(sizeof(header) + body_.size());
+    std::memcpy(out.data(), &header, sizeof(header));
+    if (!body_.empty()) std::memcpy(out.data() + sizeof(header), body_.data(), body_.size());
+    return out;
+  }
+
+ private:
+  void Append(const void* p, size_t n) {
+    const auto* bytes = static_cast<const uint8_t*>(p);
+    body_.insert(body_.end(), bytes, bytes + n);
+  }
+  uint32_t type_;
+  uint16_t misc_;
+  std::vector<uint8_t> body_;
+};
+
+TEST(ParseRecordTest, SampleKeepsUserFramesAndDropsContextMarkers) {
+  const auto bytes = RecordBytes(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER)
+                         .U32Pair(10, 11)
+                         .U64(123456789)
+                         .U64(3)
+                         .U64(static_cast<uint64_t>(PERF_CONTEXT_USER))
+                         .U64(0x401000)
+                         .U64(0x402000)
+                         .Build();
+  auto record = ParseRecord(bytes);
+  ASSERT_TRUE(record.ok()) << record.status();
+  const auto& sample = std::get<CpuSample>(*record);
+  EXPECT_EQ(sample.pid, 10u);
+  EXPECT_EQ(sample.tid, 11u);
+  EXPECT_EQ(sample.time_ns, 123456789u);
+  EXPECT_EQ(sample.ips, (std::vector<uint64_t>{0x401000, 0x402000}));
+}
+
+TEST(ParseRecordTest, SwitchOutCarriesThePreemptFlag) {
+  const auto bytes = RecordBytes(PERF_RECORD_SWITCH,
+                                 PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
+                         .U32Pair(5, 6)
+                         .U64(77)
+                         .Build();
+  auto record = ParseRecord(bytes);
+  ASSERT_TRUE(record.ok()) << record.status();
+  const auto& sw = std::get<ContextSwitch>(*record);
+  EXPECT_TRUE(sw.out);
+  EXPECT_TRUE(sw.preempted);
+  EXPECT_EQ(sw.tid, 6u);
+  EXPECT_EQ(sw.time_ns, 77u);
+
+  auto in = ParseRecord(RecordBytes(PERF_RECORD_SWITCH, 0).U32Pair(5, 6).U64(78).Build());
+  ASSERT_TRUE(in.ok());
+  EXPECT_FALSE(std::get<ContextSwitch>(*in).out);
+}
+
+TEST(ParseRecordTest, LostRecordsAreCounted) {
+  auto record = ParseRecord(RecordBytes(PERF_RECORD_LOST, 0).U64(1).U64(42).Build());
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(std::get<LostRecords>(*record).count, 42u);
+}
+
+TEST(ParseRecordTest, OtherTypesAreSkipped) {
+  auto record = ParseRecord(RecordBytes(PERF_RECORD_MMAP2, 0).U64(1).Build());
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(std::get<OtherRecord>(*record).type, static_cast<uint32_t>(PERF_RECORD_MMAP2));
+}
+
+TEST(ParseRecordTest, RejectsMalformedRecords) {
+  // Shorter than a header.
+  EXPECT_FALSE(ParseRecord(std::vector<uint8_t>{1, 2, 3}).ok());
+  // A header whose size is not the record's.
+  EXPECT_FALSE(ParseRecord(RecordBytes(PERF_RECORD_SWITCH, 0).U32Pair(1, 1).U64(1).Build(8)).ok());
+  // A switch without its sample id.
+  EXPECT_FALSE(ParseRecord(RecordBytes(PERF_RECORD_SWITCH, 0).U32Pair(1, 1).Build()).ok());
+  // A sample whose call chain count runs past the record.
+  EXPECT_FALSE(ParseRecord(RecordBytes(PERF_RECORD_SAMPLE, 0)
+                               .U32Pair(1, 1)
+                               .U64(1)
+                               .U64(1000000)
+                               .U64(0x401000)
+                               .Build())
+                   .ok());
+  // A count so large that count * 8 wraps.
+  EXPECT_FALSE(
+      ParseRecord(
+          RecordBytes(PERF_RECORD_SAMPLE, 0).U32Pair(1, 1).U64(1).U64(uint64_t{1} << 61).Build())
+          .ok());
+  // A lost record without its count.
+  EXPECT_FALSE(ParseRecord(RecordBytes(PERF_RECORD_LOST, 0).U64(1).Build()).ok());
+}
+
+// Writes `records` into a ring of `size` bytes starting at byte `start`.
+std::vector<uint8_t> Ring(size_t size, uint64_t start,
+                          const std::vector<std::vector<uint8_t>>& records, uint64_t* head) {
+  std::vector<uint8_t> ring(size, 0xee);
+  uint64_t pos = start;
+  for (const auto& record : records) {
+    for (uint8_t byte : record) ring[pos++ % size] = byte;
+  }
+  *head = pos;
+  return ring;
+}
+
+TEST(DrainRingTest, JoinsARecordThatWrapsAround) {
+  const auto a = RecordBytes(PERF_RECORD_SWITCH, 0).U32Pair(1, 2).U64(100).Build();
+  const auto b = RecordBytes(PERF_RECORD_LOST, 0).U64(9).U64(3).Build();
+  uint64_t head = 0;
+  const uint64_t tail = 64 - 12;  // `a` (24 bytes) straddles the end
+  const auto ring = Ring(64, tail, {a, b}, &head);
+  std::vector<std::vector<uint8_t>> seen;
+  RingDrainStats stats;
+  const uint64_t new_tail = DrainRing(
+      ring, head, tail, [&](absl::Span<const uint8_t> r) { seen.emplace_back(r.begin(), r.end()); },
+      &stats);
+  EXPECT_EQ(new_tail, head);
+  EXPECT_EQ(stats.records, 2u);
+  EXPECT_EQ(stats.corrupt, 0u);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], a);
+  EXPECT_EQ(seen[1], b);
+}
+
+TEST(DrainRingTest, StopsAtASizeThatCannotBeARecord) {
+  for (int delta : {-100, 200}) {  // under a header; past the written data
+    auto bad = RecordBytes(PERF_RECORD_SWITCH, 0).U32Pair(1, 2).U64(100).Build();
+    const uint16_t size = static_cast<uint16_t>(
+        static_cast<int>(bad.size()) + delta < 0 ? 4 : static_cast<int>(bad.size()) + delta);
+    std::memcpy(bad.data() + 6, &size, sizeof(size));
+    const auto good = RecordBytes(PERF_RECORD_LOST, 0).U64(9).U64(3).Build();
+    uint64_t head = 0;
+    const auto ring = Ring(128, 0, {good, bad}, &head);
+    int calls = 0;
+    RingDrainStats stats;
+    EXPECT_EQ(DrainRing(
+                  ring, head, 0, [&](absl::Span<const uint8_t>) { ++calls; }, &stats),
+              head);
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(stats.corrupt, 1u);
+  }
+}
+
+TEST(DrainRingTest, RejectsAnOverrunOrAPartialHeader) {
+  std::vector<uint8_t> ring(64, 0);
+  RingDrainStats stats;
+  int calls = 0;
+  auto count = [&](absl::Span<const uint8_t>) { ++calls; };
+  EXPECT_EQ(DrainRing(ring, 1000, 0, count, &stats), 1000u);                   // head - tail > size
+  EXPECT_EQ(DrainRing(ring, 4, 0, count, &stats), 4u);                         // under a header
+  EXPECT_EQ(DrainRing(std::vector<uint8_t>(48, 0), 8, 0, count, &stats), 8u);  // not 2^n
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(stats.corrupt, 3u);
+  EXPECT_EQ(DrainRing(ring, 5, 5, count, &stats), 5u);  // empty
+  EXPECT_EQ(stats.corrupt, 3u);
+}
+
+}  // namespace
+}  // namespace gpuctl::hostctx

@@ -1,0 +1,233 @@
+#include "daemon/hostctx/sampler.h"
+
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "daemon/hostctx/proc_tasks.h"
+
+namespace gpuctl::hostctx {
+namespace {
+
+constexpr size_t kMaxReportedErrors = 16;
+
+uint64_t NowNs(Clock* clock) { return static_cast<uint64_t>(absl::ToUnixNanos(clock->Now())); }
+
+perf_event_attr SamplingAttr(int frequency_hz) {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.freq = 1;
+  attr.sample_freq = static_cast<uint64_t>(frequency_hz);
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  attr.exclude_callchain_kernel = 1;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_REALTIME;
+  attr.context_switch = 1;
+  attr.sample_id_all = 1;
+  return attr;
+}
+
+absl::Status OpenError(pid_t tid, int err) {
+  const std::string what = absl::StrCat("perf_event_open on thread ", tid, ": ", strerror(err));
+  if (err == EACCES || err == EPERM) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        what,
+        "; sampling another user's process needs CAP_PERFMON (or CAP_SYS_ADMIN), and the "
+        "same user needs kernel.perf_event_paranoid <= 2"));
+  }
+  if (err == ESRCH || err == ENOENT) return absl::NotFoundError(what);
+  return absl::UnavailableError(what);
+}
+
+}  // namespace
+
+// One thread's perf event and its mapped ring buffer.
+class HostSampler::ThreadRing {
+ public:
+  ThreadRing(pid_t tid, int fd, void* base, size_t map_bytes)
+      : tid_(tid), fd_(fd), base_(base), map_bytes_(map_bytes) {}
+  ~ThreadRing() {
+    munmap(base_, map_bytes_);
+    close(fd_);
+  }
+  ThreadRing(const ThreadRing&) = delete;
+  ThreadRing& operator=(const ThreadRing&) = delete;
+
+  pid_t tid() const { return tid_; }
+  void Disable() { ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0); }
+
+  template <typename OnRecord>
+  void Drain(OnRecord&& on_record, RingDrainStats* stats) {
+    auto* meta = static_cast<perf_event_mmap_page*>(base_);
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    uint64_t offset = meta->data_offset;
+    uint64_t size = meta->data_size;
+    if (offset == 0 || size == 0) {  // kernels before 4.1
+      offset = page;
+      size = map_bytes_ - page;
+    }
+    if (offset > map_bytes_ || size > map_bytes_ - offset) {
+      ++stats->corrupt;
+      return;
+    }
+    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    const uint64_t tail = meta->data_tail;
+    const absl::Span<const uint8_t> data(static_cast<const uint8_t*>(base_) + offset, size);
+    const uint64_t new_tail = DrainRing(data, head, tail, on_record, stats);
+    __atomic_store_n(&meta->data_tail, new_tail, __ATOMIC_RELEASE);
+  }
+
+ private:
+  const pid_t tid_;
+  const int fd_;
+  void* const base_;
+  const size_t map_bytes_;
+};
+
+HostSampler::HostSampler(SamplerOptions options, Clock* clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+HostSampler::~HostSampler() = default;
+
+absl::Status HostSampler::Start(const std::vector<pid_t>& pids) {
+  if (running_) return absl::FailedPreconditionError("the host sampler is already running");
+  if (options_.frequency_hz <= 0 || options_.ring_pages == 0 ||
+      (options_.ring_pages & (options_.ring_pages - 1)) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host sampling needs a positive frequency (got ", options_.frequency_hz,
+                     ") and a power-of-two ring size (got ", options_.ring_pages, " pages)"));
+  }
+  capture_ = HostCapture();
+  stack_entries_ = 0;
+  rings_.clear();
+  opened_.clear();
+  roots_ = pids;
+  capture_.start_ns = NowNs(clock_);
+  OpenThreadsOf(pids);
+  if (!rings_.empty()) {
+    running_ = true;
+    return absl::OkStatus();
+  }
+  for (const ThreadError& error : capture_.errors) {
+    if (absl::IsPermissionDenied(error.status)) return error.status;
+  }
+  if (!capture_.errors.empty()) return capture_.errors.front().status;
+  return absl::NotFoundError(absl::StrCat("no thread of the ", pids.size(),
+                                          " processes to sample is alive under ",
+                                          options_.proc_root));
+}
+
+size_t HostSampler::Rescan() {
+  if (!running_) return 0;
+  const size_t before = rings_.size();
+  OpenThreadsOf(roots_);
+  return rings_.size() - before;
+}
+
+void HostSampler::OpenThreadsOf(const std::vector<pid_t>& pids) {
+  for (pid_t pid : ProcessesWithDescendants(options_.proc_root, pids)) {
+    for (pid_t tid : ThreadsOf(options_.proc_root, pid)) {
+      if (opened_.contains(tid)) continue;
+      if (opened_.size() >= options_.max_threads) return;
+      OpenThread(tid);
+    }
+  }
+}
+
+void HostSampler::OpenThread(pid_t tid) {
+  perf_event_attr attr = SamplingAttr(options_.frequency_hz);
+  const int fd =
+      static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  absl::Status failure;
+  if (fd < 0) {
+    failure = OpenError(tid, errno);
+  } else {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t map_bytes = (options_.ring_pages + 1) * page;
+    void* base = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      const int err = errno;
+      close(fd);
+      failure = absl::ResourceExhaustedError(absl::StrCat(
+          "mapping the ring buffer of thread ", tid, ": ", strerror(err),
+          err == EPERM ? " (kernel.perf_event_mlock_kb is too small for the rings)" : ""));
+    } else {
+      opened_.insert(tid);
+      rings_.push_back(std::make_unique<ThreadRing>(tid, fd, base, map_bytes));
+      capture_.threads.push_back(tid);
+      return;
+    }
+  }
+  if (absl::IsNotFound(failure)) {
+    // The thread exited after it was listed: not an error.
+    ++capture_.threads_gone;
+    return;
+  }
+  opened_.insert(tid);  // not retried on every Rescan
+  ++capture_.error_count;
+  if (capture_.errors.size() < kMaxReportedErrors) {
+    capture_.errors.push_back(ThreadError{tid, std::move(failure)});
+  }
+}
+
+void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
+  absl::StatusOr<PerfRecord> parsed = ParseRecord(record);
+  if (!parsed.ok()) {
+    ++capture_.corrupt_records;
+    return;
+  }
+  if (auto* sample = std::get_if<CpuSample>(&*parsed)) {
+    if (capture_.samples.size() >= options_.max_samples ||
+        stack_entries_ + sample->ips.size() > options_.max_stack_entries) {
+      ++capture_.dropped_samples;
+      return;
+    }
+    stack_entries_ += sample->ips.size();
+    capture_.samples.push_back(std::move(*sample));
+  } else if (auto* sw = std::get_if<ContextSwitch>(&*parsed)) {
+    if (capture_.switches.size() >= options_.max_switches) {
+      ++capture_.dropped_switches;
+      return;
+    }
+    capture_.switches.push_back(*sw);
+  } else if (auto* lost = std::get_if<LostRecords>(&*parsed)) {
+    capture_.lost_records += lost->count;
+  }
+}
+
+void HostSampler::Poll() {
+  RingDrainStats stats;
+  for (auto& ring : rings_) {
+    ring->Drain([this](absl::Span<const uint8_t> record) { OnRecord(record); }, &stats);
+  }
+  capture_.corrupt_records += stats.corrupt;
+}
+
+HostCapture HostSampler::Stop() {
+  for (auto& ring : rings_) ring->Disable();
+  capture_.stop_ns = NowNs(clock_);
+  Poll();
+  rings_.clear();
+  opened_.clear();
+  running_ = false;
+  HostCapture out = std::move(capture_);
+  capture_ = HostCapture();
+  return out;
+}
+
+}  // namespace gpuctl::hostctx

@@ -1,0 +1,119 @@
+#ifndef GPUCTL_DAEMON_HOSTCTX_SAMPLER_H_
+#define GPUCTL_DAEMON_HOSTCTX_SAMPLER_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "daemon/common/clock.h"
+#include "daemon/hostctx/perf_record.h"
+
+namespace gpuctl::hostctx {
+
+struct SamplerOptions {
+  // Where /proc is read: threads from <proc_root>/<pid>/task, descendants
+  // from the ppid of every <proc_root>/<n>/stat.
+  std::string proc_root = "/proc";
+  // Samples per second of CPU time, per thread (a software cpu-clock event).
+  int frequency_hz = 99;
+  // Data pages of each thread's ring buffer (a power of two). 16 pages
+  // (64 KiB) hold at least 60 samples of the deepest call chain the kernel
+  // gives by default, over half a second of one busy thread at 99 Hz:
+  // Poll() is to run several times a second.
+  size_t ring_pages = 16;
+  // Bounds on what one capture keeps; what comes beyond is counted.
+  size_t max_threads = 4096;
+  size_t max_samples = 200000;
+  size_t max_stack_entries = 4000000;  // 32 MiB of return addresses
+  size_t max_switches = 1000000;
+};
+
+// Why a thread is not sampled.
+struct ThreadError {
+  pid_t tid = 0;
+  absl::Status status;
+};
+
+// What one capture recorded, on CLOCK_REALTIME nanoseconds.
+struct HostCapture {
+  uint64_t start_ns = 0;
+  uint64_t stop_ns = 0;
+  std::vector<CpuSample> samples;
+  std::vector<ContextSwitch> switches;
+  // Threads that had events open (every thread of every process sampled).
+  std::vector<pid_t> threads;
+  // The kernel's PERF_RECORD_LOST counts: records that did not fit a ring.
+  uint64_t lost_records = 0;
+  // Records past the capture's caps.
+  uint64_t dropped_samples = 0;
+  uint64_t dropped_switches = 0;
+  // Rings that held bytes that are not a record; the rest was skipped.
+  uint64_t corrupt_records = 0;
+  // Threads that exited between being listed and being opened.
+  size_t threads_gone = 0;
+  // Threads that could not be opened for another reason (the first 16).
+  std::vector<ThreadError> errors;
+  size_t error_count = 0;
+};
+
+// Samples the threads of a set of processes and of their descendants with
+// one perf event per thread: a software cpu-clock at `frequency_hz` with
+// user call chains (frame pointers), and the thread's context switches.
+// Timestamps are CLOCK_REALTIME (use_clockid), the clock of GPU traces.
+//
+// Thread: not thread-safe; one owner calls Start, Rescan, Poll and Stop.
+// Nothing runs between calls: the owner polls often enough for the rings
+// (SamplerOptions::ring_pages). Destruction closes every event.
+class HostSampler {
+ public:
+  HostSampler(SamplerOptions options, Clock* clock);
+  ~HostSampler();
+  HostSampler(const HostSampler&) = delete;
+  HostSampler& operator=(const HostSampler&) = delete;
+
+  // Opens an event on every thread of `pids` and of their descendants alive
+  // now. Fails when none could be opened: PermissionDenied (with what the
+  // daemon lacks) when perf_event_open was refused, NotFound when the
+  // processes are gone, FailedPrecondition when already started. Threads
+  // that fail while others succeed are reported in the capture.
+  absl::Status Start(const std::vector<pid_t>& pids);
+
+  // Opens the threads and descendants that appeared since Start or the
+  // last Rescan. Returns how many were added.
+  size_t Rescan();
+
+  // Moves what the rings hold into the capture.
+  void Poll();
+
+  // Stops every event, drains the rings and returns the capture; the
+  // sampler can then be started again.
+  HostCapture Stop();
+
+  bool running() const { return running_; }
+
+ private:
+  class ThreadRing;
+
+  void OpenThreadsOf(const std::vector<pid_t>& pids);
+  void OpenThread(pid_t tid);
+  void OnRecord(absl::Span<const uint8_t> record);
+
+  const SamplerOptions options_;
+  Clock* const clock_;
+  bool running_ = false;
+  std::vector<pid_t> roots_;
+  std::vector<std::unique_ptr<ThreadRing>> rings_;
+  absl::flat_hash_set<pid_t> opened_;
+  size_t stack_entries_ = 0;
+  HostCapture capture_;
+};
+
+}  // namespace gpuctl::hostctx
+
+#endif  // GPUCTL_DAEMON_HOSTCTX_SAMPLER_H_

@@ -1,0 +1,253 @@
+#include "daemon/hostctx/sampler.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "daemon/common/clock.h"
+#include "daemon/hostctx/off_cpu.h"
+#include "daemon/hostctx/symbolizer.h"
+#include "daemon/hostctx/testing/spin_workload.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::hostctx {
+namespace {
+
+using testing::MonotonicNowNs;
+
+constexpr int64_t kChildLifetimeNs = 20'000'000'000;
+
+// A pipe whose ends close with it.
+struct Pipe {
+  Pipe() { EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0); }
+  ~Pipe() {
+    close(fds[0]);
+    close(fds[1]);
+  }
+  int fds[2] = {-1, -1};
+};
+
+// Reads one value of `T` from `fd`, waiting at most 10 s.
+template <typename T>
+bool ReadWithDeadline(int fd, T* value) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, 10000) != 1) return false;
+  return read(fd, value, sizeof(T)) == static_cast<ssize_t>(sizeof(T));
+}
+
+template <typename T>
+void WriteValue(int fd, T value) {
+  ASSERT_EQ(write(fd, &value, sizeof(T)), static_cast<ssize_t>(sizeof(T)));
+}
+
+// A forked child running `body`; killed and reaped at the end of the test.
+class Child {
+ public:
+  template <typename Body>
+  explicit Child(Body body) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      body();
+      _exit(0);
+    }
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Polls the sampler for `duration` (the capture window itself).
+void SampleFor(HostSampler* sampler, std::chrono::milliseconds duration) {
+  const auto end = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    sampler->Poll();
+  }
+}
+
+SamplerOptions TestOptions() {
+  SamplerOptions options;
+  options.frequency_hz = 499;
+  return options;
+}
+
+#define START_OR_SKIP(sampler, pids)                                \
+  do {                                                              \
+    const absl::Status started = (sampler).Start(pids);             \
+    if (absl::IsPermissionDenied(started)) GTEST_SKIP() << started; \
+    ASSERT_TRUE(started.ok()) << started;                           \
+  } while (false)
+
+TEST(HostSamplerTest, SamplesASpinningChildWithItsCallChain) {
+  Pipe ready;
+  Child child([&] {
+    WriteValue(ready.fds[1], 'r');
+    GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  HostSampler sampler(TestOptions(), &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  Symbolizer symbolizer;
+  ASSERT_TRUE(symbolizer.LoadProcess(child.pid()));
+  SampleFor(&sampler, std::chrono::milliseconds(600));
+  const HostCapture capture = sampler.Stop();
+  EXPECT_FALSE(sampler.running());
+
+  EXPECT_EQ(capture.threads, std::vector<pid_t>{child.pid()});
+  EXPECT_EQ(capture.corrupt_records, 0u);
+  EXPECT_EQ(capture.error_count, 0u);
+  ASSERT_GE(capture.samples.size(), 10u);
+  size_t in_leaf = 0;
+  size_t with_caller = 0;
+  for (const CpuSample& sample : capture.samples) {
+    EXPECT_EQ(sample.tid, static_cast<uint32_t>(child.pid()));
+    EXPECT_EQ(sample.pid, static_cast<uint32_t>(child.pid()));
+    EXPECT_GE(sample.time_ns, capture.start_ns);
+    EXPECT_LE(sample.time_ns, capture.stop_ns);
+    ASSERT_FALSE(sample.ips.empty());
+    if (symbolizer.Symbolize(child.pid(), sample.ips[0], false).function !=
+        "GpuctlHostctxSpinLeaf") {
+      continue;
+    }
+    ++in_leaf;
+    if (sample.ips.size() > 1 && symbolizer.Symbolize(child.pid(), sample.ips[1], true).function ==
+                                     "GpuctlHostctxSpinUntil") {
+      ++with_caller;
+    }
+  }
+  EXPECT_GE(in_leaf * 2, capture.samples.size());
+  EXPECT_GT(with_caller, 0u);
+}
+
+TEST(HostSamplerTest, ASleepingChildIsOffCpuBlocked) {
+  Pipe ready;
+  Child child([&] {
+    WriteValue(ready.fds[1], 'r');
+    GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 10);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  HostSampler sampler(TestOptions(), &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  SampleFor(&sampler, std::chrono::milliseconds(500));
+  const HostCapture capture = sampler.Stop();
+
+  const auto intervals = OffCpuIntervals(capture.switches, capture.start_ns, capture.stop_ns);
+  uint64_t blocked_ns = 0;
+  size_t blocked = 0;
+  for (const OffCpuInterval& interval : intervals) {
+    EXPECT_EQ(interval.tid, static_cast<uint32_t>(child.pid()));
+    EXPECT_LT(interval.start_ns, interval.end_ns);
+    if (interval.reason != OffCpuReason::kBlocked) continue;
+    ++blocked;
+    blocked_ns += interval.end_ns - interval.start_ns;
+  }
+  EXPECT_GE(blocked, 10u);
+  // Naps of 10 ms with a moment of CPU between them: off the CPU most of it.
+  EXPECT_GE(blocked_ns * 2, capture.stop_ns - capture.start_ns);
+}
+
+TEST(HostSamplerTest, FollowsForkedWorkersAndSurvivesExitingThreads) {
+  Pipe ready;
+  Pipe go;
+  Child child([&] {
+    std::thread short_lived([] { GpuctlHostctxSpinUntil(MonotonicNowNs() + 100'000'000); });
+    WriteValue(ready.fds[1], 'r');
+    char byte = 0;
+    if (!ReadWithDeadline(go.fds[0], &byte)) _exit(1);
+    short_lived.join();
+    const pid_t worker = fork();
+    if (worker == 0) {
+      GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs);
+      _exit(0);
+    }
+    WriteValue(ready.fds[1], worker);
+    GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 5);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  HostSampler sampler(TestOptions(), &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  SampleFor(&sampler, std::chrono::milliseconds(200));
+  WriteValue(go.fds[1], 'g');
+  pid_t worker = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &worker));
+  EXPECT_EQ(sampler.Rescan(), 1u);
+  EXPECT_EQ(sampler.Rescan(), 0u);
+  SampleFor(&sampler, std::chrono::milliseconds(400));
+  const HostCapture capture = sampler.Stop();
+  kill(worker, SIGKILL);
+
+  EXPECT_EQ(capture.threads.size(), 3u);  // main, the exited thread, the worker
+  EXPECT_EQ(capture.error_count, 0u);
+  EXPECT_EQ(capture.corrupt_records, 0u);
+  const size_t worker_samples =
+      std::count_if(capture.samples.begin(), capture.samples.end(),
+                    [&](const CpuSample& s) { return s.pid == static_cast<uint32_t>(worker); });
+  EXPECT_GT(worker_samples, 0u);
+}
+
+TEST(HostSamplerTest, CapsWhatOneCaptureKeeps) {
+  Pipe ready;
+  Child child([&] {
+    WriteValue(ready.fds[1], 'r');
+    GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  SamplerOptions options = TestOptions();
+  options.frequency_hz = 999;
+  options.ring_pages = 1;
+  options.max_samples = 5;
+  HostSampler sampler(options, &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  SampleFor(&sampler, std::chrono::milliseconds(400));
+  const HostCapture capture = sampler.Stop();
+  EXPECT_LE(capture.samples.size(), 5u);
+  EXPECT_GT(capture.dropped_samples + capture.lost_records, 0u);
+  EXPECT_EQ(capture.corrupt_records, 0u);
+}
+
+TEST(HostSamplerTest, ReportsWhatCannotBeSampled) {
+  RealClock clock;
+  HostSampler gone(TestOptions(), &clock);
+  EXPECT_TRUE(absl::IsNotFound(gone.Start({0x3ffffff})));
+  EXPECT_FALSE(gone.running());
+
+  SamplerOptions bad = TestOptions();
+  bad.ring_pages = 3;
+  HostSampler misconfigured(bad, &clock);
+  EXPECT_TRUE(absl::IsInvalidArgument(misconfigured.Start({getpid()})));
+
+  HostSampler twice(TestOptions(), &clock);
+  const absl::Status started = twice.Start({getpid()});
+  if (absl::IsPermissionDenied(started)) GTEST_SKIP() << started;
+  ASSERT_TRUE(started.ok()) << started;
+  EXPECT_TRUE(absl::IsFailedPrecondition(twice.Start({getpid()})));
+  const HostCapture capture = twice.Stop();
+  EXPECT_FALSE(capture.threads.empty());
+}
+
+}  // namespace
+}  // namespace gpuctl::hostctx

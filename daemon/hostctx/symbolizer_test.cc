@@ -1,0 +1,93 @@
+#include "daemon/hostctx/symbolizer.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/hostctx/testing/spin_workload.h"
+#include "gtest/gtest.h"
+
+namespace gpuctl::hostctx {
+namespace {
+
+class FakeRoot {
+ public:
+  FakeRoot() {
+    std::string pattern = ::testing::TempDir() + "/symroot.XXXXXX";
+    dir_ = mkdtemp(pattern.data());
+  }
+  ~FakeRoot() { std::filesystem::remove_all(dir_); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+TEST(SymbolizerTest, NamesJitFramesFromThePerfMapInTheProcessRoot) {
+  FakeRoot proc;
+  const std::string root = proc.dir() + "/4242/root";
+  std::filesystem::create_directories(root + "/tmp");
+  // In its own pid namespace the process is pid 7: its map is perf-7.map.
+  std::ofstream(proc.dir() + "/4242/status") << "Name:\tpython3\nNSpid:\t4242\t7\n";
+  std::ofstream(root + "/tmp/perf-7.map") << "7f0000001000 100 py::train_step:/app/train.py\n";
+  Symbolizer symbolizer(proc.dir());
+  EXPECT_TRUE(symbolizer.LoadProcess(4242));
+  const Frame frame = symbolizer.Symbolize(4242, 0x7f0000001010, false);
+  EXPECT_EQ(frame.function, "py::train_step:/app/train.py");
+  EXPECT_EQ(frame.module, "[jit]");
+  EXPECT_EQ(frame.offset, 0x10u);
+  // A return address just past the function's end belongs to it.
+  EXPECT_EQ(symbolizer.Symbolize(4242, 0x7f0000001100, true).function,
+            "py::train_step:/app/train.py");
+  const Frame unknown = symbolizer.Symbolize(4242, 0x1234, false);
+  EXPECT_TRUE(unknown.function.empty());
+  EXPECT_EQ(FrameLabel(unknown, 0x1234), "0x1234");
+}
+
+TEST(SymbolizerTest, APerfMapSymlinkCannotLeaveTheProcessRoot) {
+  FakeRoot proc;
+  const std::string root = proc.dir() + "/55/root";
+  std::filesystem::create_directories(root + "/tmp");
+  const std::string outside = proc.dir() + "/outside.map";
+  std::ofstream(outside) << "1000 100 outside\n";
+  std::filesystem::create_symlink(outside, root + "/tmp/perf-55.map");
+  Symbolizer symbolizer(proc.dir());
+  EXPECT_FALSE(symbolizer.LoadProcess(55));
+  EXPECT_TRUE(symbolizer.Symbolize(55, 0x1010, false).function.empty());
+}
+
+TEST(SymbolizerTest, NamesNativeFunctionsOfALiveProcess) {
+  Symbolizer symbolizer("/proc");
+  ASSERT_TRUE(symbolizer.LoadProcess(getpid()));
+  const auto address = reinterpret_cast<uint64_t>(&GpuctlHostctxSpinLeaf);  // NOLINT
+  const Frame frame = symbolizer.Symbolize(getpid(), address + 4, false);
+  EXPECT_EQ(frame.function, "GpuctlHostctxSpinLeaf");
+  EXPECT_EQ(frame.offset, 4u);
+  EXPECT_FALSE(frame.module.empty());
+  EXPECT_EQ(FrameLabel(frame, address), "GpuctlHostctxSpinLeaf");
+  // Cached: the same answer again.
+  EXPECT_EQ(symbolizer.Symbolize(getpid(), address + 4, false).function, "GpuctlHostctxSpinLeaf");
+}
+
+TEST(SymbolizerTest, AProcessThatIsGoneYieldsUnnamedFrames) {
+  Symbolizer symbolizer("/proc");
+  EXPECT_FALSE(symbolizer.LoadProcess(0x3ffffff));
+  const Frame frame = symbolizer.Symbolize(0x3ffffff, 0x401000, false);
+  EXPECT_TRUE(frame.function.empty());
+  EXPECT_TRUE(frame.module.empty());
+  symbolizer.DropProcess(0x3ffffff);
+}
+
+TEST(FrameLabelTest, FallsBackToModuleAndOffset) {
+  Frame frame;
+  frame.module = "/usr/lib/libfoo.so";
+  frame.offset = 0x1f;
+  EXPECT_EQ(FrameLabel(frame, 0x7f00), "/usr/lib/libfoo.so+0x1f");
+}
+
+}  // namespace
+}  // namespace gpuctl::hostctx
