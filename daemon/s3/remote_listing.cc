@@ -40,8 +40,8 @@ absl::Status CheckRequest(const v1::ListTracesRequest& request) {
         absl::StrCat("trigger ", request.trigger(), " is not a known trigger kind"));
   }
   if (request.bucket_days() > kMaxBucketDays) {
-    return absl::InvalidArgumentError(absl::StrCat("bucket_days ", request.bucket_days(),
-                                                   " is above ", kMaxBucketDays));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bucket_days ", request.bucket_days(), " is above ", kMaxBucketDays));
   }
   return absl::OkStatus();
 }
@@ -86,8 +86,8 @@ absl::StatusOr<v1::ListTracesResponse> ListBucketTraces(S3Client& client,
   // Ids are time-ordered: a page token's day is where the next page starts.
   absl::CivilDay day = today;
   if (!after.empty()) {
-    day = std::min(day, absl::ToCivilDay(absl::FromUnixMillis(TraceIdUnixMillis(after)),
-                                         absl::UTCTimeZone()));
+    day = std::min(
+        day, absl::ToCivilDay(absl::FromUnixMillis(TraceIdUnixMillis(after)), absl::UTCTimeZone()));
   }
   v1::ListTracesResponse response;
   for (; day >= oldest; --day) {
