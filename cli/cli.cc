@@ -45,6 +45,8 @@ struct Flags {
   std::string trace_id;
   std::string output_root = kDefaultOutputRoot;
   std::string limit;
+  bool bucket = false;
+  std::string days;
   std::vector<std::string> files;
   // Fleet commands (trace, ps).
   FleetFlags fleet;
@@ -142,18 +144,25 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   CLI::Option* traces_trigger = traces->add_option(
       "--trigger", f.trigger, "Only traces of this trigger: scheduled, anomaly or on-demand");
   CLI::Option* traces_limit = traces->add_option("--limit", f.limit, "At most this many traces");
-  traces->callback([&p, &env, traces_limit, traces_trigger] {
+  traces->add_flag("--bucket", f.bucket,
+                   "The traces in the daemon's S3 bucket, every daemon's (pods gone included)");
+  CLI::Option* traces_days =
+      traces->add_option("--days", f.days, "With --bucket: days back, today included (default 7)");
+  traces->callback([&p, &env, traces_limit, traces_trigger, traces_days] {
     std::string target = ResolveTarget(p.flags, env);
-    v1::TriggerKind trigger = v1::TRIGGER_KIND_UNSPECIFIED;
-    if (traces_trigger->count() > 0) trigger = OrUsageError(ParseTriggerKind(p.flags.trigger));
-    int limit = 0;
+    TracesQuery query{.job_id = p.flags.job_id, .bucket = p.flags.bucket};
+    if (traces_trigger->count() > 0)
+      query.trigger = OrUsageError(ParseTriggerKind(p.flags.trigger));
     if (traces_limit->count() > 0) {
-      limit = static_cast<int>(OrUsageError(ParseFlagNumber(
+      query.limit = static_cast<int>(OrUsageError(ParseFlagNumber(
           "--limit", p.flags.limit, "a number of traces", 1, std::numeric_limits<int32_t>::max())));
     }
-    p.run = [target, trigger, limit, &p, &env] {
-      return RunTraces(target, p.flags.job_id, trigger, limit, p.flags.json, env);
-    };
+    if (traces_days->count() > 0) {
+      if (!p.flags.bucket) throw UsageError("--days goes with --bucket");
+      query.bucket_days = static_cast<uint32_t>(
+          OrUsageError(ParseFlagNumber("--days", p.flags.days, "a number of days", 1, 366)));
+    }
+    p.run = [target, query, &p, &env] { return RunTraces(target, query, p.flags.json, env); };
   });
 
   CLI::App* get = p.app.add_subcommand("get", "Download a stored trace");

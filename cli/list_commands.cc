@@ -122,8 +122,10 @@ absl::StatusOr<v1::TriggerKind> ParseTriggerKind(absl::string_view word) {
                                                  "\" is not scheduled, anomaly or on-demand"));
 }
 
-int RunTraces(const std::string& target, const std::string& job_id, v1::TriggerKind trigger,
-              int limit, bool json, const CliEnv& env) {
+int RunTraces(const std::string& target, const TracesQuery& query, bool json, const CliEnv& env) {
+  const std::string& job_id = query.job_id;
+  const v1::TriggerKind trigger = query.trigger;
+  const int limit = query.limit;
   absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
   if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
   v1::ListTracesResponse all;
@@ -133,6 +135,8 @@ int RunTraces(const std::string& target, const std::string& job_id, v1::TriggerK
     v1::ListTracesRequest request;
     request.set_job_id(job_id);
     request.set_trigger(trigger);
+    request.set_bucket(query.bucket);
+    request.set_bucket_days(query.bucket_days);
     request.set_page_token(token);
     if (limit > 0) request.set_page_size(std::min(limit - all.traces_size(), kMaxPageSize));
     v1::ListTracesResponse page;
@@ -164,7 +168,8 @@ int RunTraces(const std::string& target, const std::string& job_id, v1::TriggerK
                      ? ""
                      : absl::StrCat(TriggerKindWord(trigger), " "))
              << "traces" << (job_id.empty() ? "" : absl::StrCat(" of job ", job_id))
-             << " stored by gpuctld at " << target << "\n";
+             << (query.bucket ? " in the bucket of gpuctld at " : " stored by gpuctld at ")
+             << target << "\n";
     return kExitOk;
   }
   Table table({"TRACE ID", "CREATED", "JOB", "PROCESSES", "SIZE", "STATE", "TRIGGER", "LOCATION"},

@@ -14,12 +14,21 @@ namespace gpuctl::cli {
 // The single-host commands. Each returns an exit code (cli/exit_codes.h);
 // `target` is normalized (see NormalizeHost). `ps` is in cli/ps_command.h.
 
+// What `gpuctl traces` asks for.
+struct TracesQuery {
+  std::string job_id;
+  v1::TriggerKind trigger = v1::TRIGGER_KIND_UNSPECIFIED;
+  int limit = 0;  // 0: no limit
+  // --bucket: the traces in the daemon's S3 bucket, every daemon's, back
+  // `bucket_days` days (0: the daemon's default), not its own store's.
+  bool bucket = false;
+  uint32_t bucket_days = 0;
+};
+
 // `gpuctl traces`: stored traces, newest first, following page tokens until
-// the end or `limit` traces (0: no limit); only those of `trigger` when it
-// is set (the daemon filters; what an older daemon lists unfiltered is
-// filtered here).
-int RunTraces(const std::string& target, const std::string& job_id, v1::TriggerKind trigger,
-              int limit, bool json, const CliEnv& env);
+// the end or `limit` traces; only those of `trigger` when it is set (the
+// daemon filters; what an older daemon lists unfiltered is filtered here).
+int RunTraces(const std::string& target, const TracesQuery& query, bool json, const CliEnv& env);
 
 // "on-demand", "scheduled", "anomaly" ("-" otherwise), and back
 // (INVALID_ARGUMENT naming --trigger).

@@ -70,6 +70,22 @@ TEST_F(CliListCommandsTest, TracesFollowsPageTokens) {
   EXPECT_EQ(requests[2].job_id(), "42");
 }
 
+TEST_F(CliListCommandsTest, TracesInTheBucketAreAskedForWithTheirDays) {
+  *server_.service().trace_pages[""].add_traces() = Manifest("t3", 1, 0);
+  ASSERT_EQ(Run({"traces", "--bucket", "--days", "30"}), kExitOk) << console_.err.str();
+  std::vector<v1::ListTracesRequest> requests = server_.service().list_traces_requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_TRUE(requests[0].bucket());
+  EXPECT_EQ(requests[0].bucket_days(), 30u);
+  EXPECT_THAT(console_.out.str(), HasSubstr("t3 "));
+  // Without --bucket, the daemon's own store.
+  ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
+  EXPECT_FALSE(server_.service().list_traces_requests().back().bucket());
+  EXPECT_EQ(Run({"traces", "--days", "3"}), kExitUsage);
+  EXPECT_THAT(console_.err.str(), HasSubstr("--days goes with --bucket"));
+  EXPECT_EQ(Run({"traces", "--bucket", "--days", "400"}), kExitUsage);
+}
+
 TEST_F(CliListCommandsTest, TracesShowWhereEachTraceIsStored) {
   auto& page = server_.service().trace_pages[""];
   v1::TraceManifest uploaded = Manifest("t3", 1, 0);

@@ -301,8 +301,7 @@ TEST_F(TraceTest, StepDurationsAreListedOnRequest) {
   auto with = core_->ListProcesses(request);
   ASSERT_TRUE(with.ok());
   EXPECT_EQ(with->processes(0).step_durations_total(), 300u);
-  EXPECT_THAT(with->processes(0).recent_step_ns(),
-              ElementsAre(100'000'000, 200'000'000));
+  EXPECT_THAT(with->processes(0).recent_step_ns(), ElementsAre(100'000'000, 200'000'000));
 }
 
 TEST_F(TraceTest, TheStepCounterViewLivesAsLongAsTheProcessIsAttached) {

@@ -102,6 +102,10 @@ void DaemonMetrics::RegisterCounters() {
                        "Final per-process results of traces, by status");
   rpcs_ = &Counters(r, "grpc_server_handled_total",
                     "gRPC calls completed on the server, by service, method and code");
+  schedule_decisions_ =
+      &Counters(r, "gpuctld_schedule_decisions_total",
+                "Decisions of the schedule for a job, by rule and outcome (capture, not_sampled, "
+                "a skip's reason)");
   upload_attempts_ = &Counters(r, "gpuctld_s3_upload_attempts_total",
                                "Attempts to upload a trace to S3, by result");
   // The fixed series exist from the start, at 0, so rates and increases
@@ -192,6 +196,11 @@ void DaemonMetrics::OnRpcDone(absl::string_view full_method, absl::StatusCode co
     method = path.substr(slash + 1);
   }
   RpcCounter(service, method, code).Increment();
+}
+
+void DaemonMetrics::OnScheduleDecision(absl::string_view rule, absl::string_view outcome) {
+  schedule_decisions_->Add({{"rule", std::string(rule)}, {"outcome", std::string(outcome)}})
+      .Increment();
 }
 
 void DaemonMetrics::OnUploadAttempt(const absl::Status& status) {

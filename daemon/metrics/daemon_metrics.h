@@ -51,6 +51,9 @@ class DaemonMetrics final : public CoreMetrics {
   void OnRpcDone(absl::string_view full_method, absl::StatusCode code);
   // One attempt to upload a trace to S3 ended.
   void OnUploadAttempt(const absl::Status& status);
+  // The schedule decided a job's slot, step block or anomaly: `rule` is a
+  // configured rule's name, `outcome` a scheduler::SlotOutcomeLabel.
+  void OnScheduleDecision(absl::string_view rule, absl::string_view outcome);
 
  private:
   void RegisterCounters();
@@ -71,6 +74,7 @@ class DaemonMetrics final : public CoreMetrics {
   prometheus::Histogram* conversion_;
   prometheus::Family<prometheus::Counter>* rpcs_;
   prometheus::Family<prometheus::Counter>* upload_attempts_;
+  prometheus::Family<prometheus::Counter>* schedule_decisions_;
 };
 
 // The label value of a status code: "OK", "NOT_FOUND"... as gRPC spells

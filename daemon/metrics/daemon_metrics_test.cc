@@ -110,6 +110,22 @@ TEST(DaemonMetricsTest, UploadAttemptsByResult) {
   EXPECT_THAT(text, HasSubstr("gpuctld_s3_upload_attempts_total{result=\"ok\"} 1"));
 }
 
+TEST(DaemonMetricsTest, ScheduleDecisionsByRuleAndOutcome) {
+  DaemonMetrics metrics = MakeMetrics();
+  metrics.OnScheduleDecision("hourly", "capture");
+  metrics.OnScheduleDecision("hourly", "not_sampled");
+  metrics.OnScheduleDecision("hourly", "not_sampled");
+  metrics.OnScheduleDecision("stalls", "cool_down");
+  const std::string text = Text(metrics);
+  EXPECT_THAT(text,
+              HasSubstr(R"(gpuctld_schedule_decisions_total{outcome="capture",rule="hourly"} 1)"));
+  EXPECT_THAT(
+      text,
+      HasSubstr(R"(gpuctld_schedule_decisions_total{outcome="not_sampled",rule="hourly"} 2)"));
+  EXPECT_THAT(
+      text, HasSubstr(R"(gpuctld_schedule_decisions_total{outcome="cool_down",rule="stalls"} 1)"));
+}
+
 TEST(DaemonMetricsTest, LabelsFollowTheIpcRefusalReasonsAndGrpcCodeNames) {
   EXPECT_EQ(RefusalReasonLabel(absl::StatusCode::kFailedPrecondition), "protocol_version");
   EXPECT_EQ(RefusalReasonLabel(absl::StatusCode::kInvalidArgument), "invalid_hello");

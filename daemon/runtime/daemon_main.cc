@@ -187,15 +187,22 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                  {{"offset", absl::FormatDuration(options.clock_offset)}});
     }
     schedule_ = std::make_unique<scheduler::ScheduleDriver>(
-        options.schedule, scheduler::ScheduleDriver::Deps{
-                              .clock = schedule_clock_.get(),
-                              .loop = loop_.get(),
-                              .core = core_.get(),
-                              .free_store_bytes = [dir = options.store_dir]() -> uint64_t {
-                                struct statvfs fs = {};
-                                if (statvfs(dir.c_str(), &fs) != 0) return UINT64_MAX;
-                                return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-                              }});
+        options.schedule,
+        scheduler::ScheduleDriver::Deps{
+            .clock = schedule_clock_.get(),
+            .loop = loop_.get(),
+            .core = core_.get(),
+            .free_store_bytes = [dir = options.store_dir]() -> uint64_t {
+              struct statvfs fs = {};
+              if (statvfs(dir.c_str(), &fs) != 0) return UINT64_MAX;
+              return static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+            },
+            .on_decision =
+                [metrics = metrics_.get()](absl::string_view rule, scheduler::SlotOutcome outcome) {
+                  if (metrics != nullptr) {
+                    metrics->OnScheduleDecision(rule, scheduler::SlotOutcomeLabel(outcome));
+                  }
+                }});
     // Before the loop runs: the calls it holds see the schedule.
     service_->set_schedule(schedule_.get());
     loop_->Post([this] { schedule_->Start(); });

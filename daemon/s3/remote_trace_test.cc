@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/trace_id.h"
+#include "daemon/s3/remote_listing.h"
 #include "daemon/s3/s3_trace_store.h"
 #include "daemon/s3/testing/loopback_http_server.h"
 #include "daemon/s3/testing/s3_test_util.h"
@@ -94,22 +95,37 @@ class ListingBucket {
           "</ListMultipartUploadsResult>";
       return r;
     }
-    std::string prefix, after;
+    std::string prefix, after, delimiter;
     for (absl::string_view param : absl::StrSplit(query, '&')) {
       if (absl::ConsumePrefix(&param, "prefix=")) prefix = PercentDecoded(param);
       if (absl::ConsumePrefix(&param, "continuation-token=")) after = PercentDecoded(param);
+      if (absl::ConsumePrefix(&param, "delimiter=")) delimiter = PercentDecoded(param);
     }
     r.body = "<ListBucketResult>";
     int listed = 0;
+    std::string last;  // the last key or common prefix listed: the next page's token
     for (auto it = objects_.upper_bound(after); it != objects_.end(); ++it) {
       if (!absl::StartsWith(it->first, prefix)) continue;
+      // With a delimiter, the keys sharing the part up to it are one common
+      // prefix; '~' sorts after every key character, so the token passes them.
+      const size_t cut =
+          delimiter.empty() ? std::string::npos : it->first.find(delimiter, prefix.size());
+      const std::string common =
+          cut == std::string::npos ? "" : it->first.substr(0, cut + delimiter.size());
+      if (!common.empty() && absl::StartsWith(last, common)) continue;
       if (listed == page_size_) {
-        absl::StrAppend(&r.body, "<IsTruncated>true</IsTruncated><NextContinuationToken>",
-                        std::prev(it)->first, "</NextContinuationToken>");
+        absl::StrAppend(&r.body, "<IsTruncated>true</IsTruncated><NextContinuationToken>", last,
+                        "</NextContinuationToken>");
         break;
       }
-      absl::StrAppend(&r.body, "<Contents><Key>", it->first, "</Key><Size>", it->second.size(),
-                      "</Size></Contents>");
+      if (common.empty()) {
+        absl::StrAppend(&r.body, "<Contents><Key>", it->first, "</Key><Size>", it->second.size(),
+                        "</Size></Contents>");
+        last = it->first;
+      } else {
+        absl::StrAppend(&r.body, "<CommonPrefixes><Prefix>", common, "</Prefix></CommonPrefixes>");
+        last = common + "~";
+      }
       ++listed;
     }
     if (!absl::StrContains(r.body, "<IsTruncated>")) {
@@ -262,6 +278,119 @@ TEST_F(RemoteTraceTest, AManifestOfAnotherTraceIsRefused) {
   bucket_.Put(Key("_gpuctl/h1.json"), "{not json");
   got = store_->GetManifest(id_);
   EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+}
+
+// Traces of several hosts and days in the bucket, listed as ListTraces
+// with `bucket` set lists them.
+class BucketListingTest : public RemoteTraceTest {
+ protected:
+  // A trace taken `ago` before now_ by `hosts`, of `job`, under `kind`.
+  std::string PutTrace(absl::Duration ago, const std::string& job,
+                       std::vector<std::string> hosts = {"h1"},
+                       v1::TriggerKind kind = v1::TRIGGER_KIND_UNSPECIFIED) {
+    const std::string id = GenerateTraceId(now_ - ago, gen_);
+    for (const std::string& host : hosts) {
+      v1::TraceManifest m;
+      m.set_trace_id(id);
+      m.set_host(host);
+      m.set_job_id(job);
+      m.mutable_trigger()->set_kind(kind);
+      absl::StatusOr<std::string> json = daemon::EncodeManifest(m);
+      EXPECT_TRUE(json.ok()) << json.status();
+      absl::StatusOr<std::string> key =
+          TraceObjectKey(kBucketPrefix, id, absl::StrCat("_gpuctl/", host, ".json"));
+      EXPECT_TRUE(key.ok()) << key.status();
+      bucket_.Put(*key, *json);
+      // A data file beside it, which the day's listing passes over.
+      bucket_.Put(*TraceObjectKey(kBucketPrefix, id, host + "-rank0-pid5.json.gz"), "gz");
+    }
+    return id;
+  }
+  absl::StatusOr<v1::ListTracesResponse> List(v1::ListTracesRequest request) {
+    request.set_bucket(true);
+    std::unique_ptr<S3Client> client = Client();
+    return ListBucketTraces(*client, request, "_gpuctl/h2.json", now_);
+  }
+  static std::vector<std::string> Ids(const v1::ListTracesResponse& response) {
+    std::vector<std::string> ids;
+    for (const v1::TraceManifest& t : response.traces()) ids.push_back(t.trace_id());
+    return ids;
+  }
+
+  // Midday UTC, so "a day ago" is yesterday.
+  absl::Time now_ = absl::FromCivil(absl::CivilSecond(2026, 12, 4, 12, 0, 0), absl::UTCTimeZone());
+};
+
+TEST_F(BucketListingTest, NewestFirstAcrossDaysPageByPage) {
+  const std::string today_a = PutTrace(absl::Hours(1), "42", {"h1", "h2"});
+  const std::string today_b = PutTrace(absl::Minutes(5), "42");
+  const std::string yesterday = PutTrace(absl::Hours(30), "42");
+  v1::ListTracesRequest request;
+  request.set_page_size(2);
+  absl::StatusOr<v1::ListTracesResponse> first = List(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_THAT(Ids(*first), ElementsAre(today_b, today_a));
+  // The trace both hosts took is described by this host's manifest.
+  EXPECT_EQ(first->traces(1).host(), "h2");
+  ASSERT_EQ(first->next_page_token(), today_a);
+  request.set_page_token(first->next_page_token());
+  absl::StatusOr<v1::ListTracesResponse> second = List(request);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_THAT(Ids(*second), ElementsAre(yesterday));
+  EXPECT_TRUE(second->next_page_token().empty());
+}
+
+TEST_F(BucketListingTest, FiltersByJobAndTriggerAndStopsAtTheDaysAskedFor) {
+  const std::string scheduled = PutTrace(absl::Hours(2), "42", {"h1"}, v1::TRIGGER_KIND_SCHEDULED);
+  const std::string on_demand = PutTrace(absl::Hours(3), "42");
+  PutTrace(absl::Hours(4), "7");
+  const std::string old = PutTrace(absl::Hours(24 * 9), "42");
+  v1::ListTracesRequest request;
+  request.set_job_id("42");
+  absl::StatusOr<v1::ListTracesResponse> week = List(request);
+  ASSERT_TRUE(week.ok()) << week.status();
+  EXPECT_THAT(Ids(*week), ElementsAre(scheduled, on_demand));
+  request.set_trigger(v1::TRIGGER_KIND_ON_DEMAND);
+  absl::StatusOr<v1::ListTracesResponse> asked = List(request);
+  ASSERT_TRUE(asked.ok()) << asked.status();
+  EXPECT_THAT(Ids(*asked), ElementsAre(on_demand));
+  request.clear_trigger();
+  request.set_bucket_days(10);
+  absl::StatusOr<v1::ListTracesResponse> longer = List(request);
+  ASSERT_TRUE(longer.ok()) << longer.status();
+  EXPECT_THAT(Ids(*longer), ElementsAre(scheduled, on_demand, old));
+}
+
+TEST_F(BucketListingTest, AnUnreadableManifestIsSkippedAndBadRequestsRefused) {
+  const std::string good = PutTrace(absl::Hours(1), "42");
+  const std::string bad = PutTrace(absl::Hours(2), "42");
+  bucket_.Put(*TraceObjectKey(kBucketPrefix, bad, "_gpuctl/h1.json"), "{not json");
+  absl::StatusOr<v1::ListTracesResponse> listed = List({});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_THAT(Ids(*listed), ElementsAre(good));
+  v1::ListTracesRequest request;
+  request.set_bucket_days(367);
+  EXPECT_TRUE(absl::IsInvalidArgument(List(request).status()));
+  request.set_bucket_days(1);
+  request.set_page_token("not-an-id");
+  EXPECT_TRUE(absl::IsInvalidArgument(List(request).status()));
+}
+
+TEST_F(BucketListingTest, TheStoreListsTheBucketOnlyWhenAsked) {
+  const std::string id = PutTrace(absl::Minutes(1), "42");
+  OpenStore("h9");
+  v1::ListTracesRequest request;
+  absl::StatusOr<v1::ListTracesResponse> own = store_->List(request);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->traces_size(), 0);
+  request.set_bucket(true);
+  request.set_bucket_days(kMaxBucketDays);
+  absl::StatusOr<v1::ListTracesResponse> bucket = store_->List(request);
+  ASSERT_TRUE(bucket.ok()) << bucket.status();
+  ASSERT_THAT(Ids(*bucket), ElementsAre(id));
+  EXPECT_THAT(bucket->traces(0).location(), ::testing::StartsWith("s3://"));
+  // A store without a bucket says so.
+  EXPECT_TRUE(absl::IsFailedPrecondition(store_->spool().List(request).status()));
 }
 
 }  // namespace

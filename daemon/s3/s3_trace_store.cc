@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/common/log.h"
 #include "daemon/common/trace_id.h"
+#include "daemon/s3/remote_listing.h"
 #include "daemon/s3/remote_trace.h"
 #include "daemon/s3/trace_object_key.h"
 #include "daemon/store/trace_file_name.h"
@@ -90,7 +91,8 @@ std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::Local
   std::shared_ptr<daemon::LocalTraceStore> shared_spool = std::move(spool);
   std::shared_ptr<S3Client> shared_client = std::move(client);
   RealClock real_clock;
-  const absl::Time started = (deps.clock != nullptr ? deps.clock : &real_clock)->Now();
+  Clock* const clock = deps.clock;
+  const absl::Time started = (clock != nullptr ? clock : &real_clock)->Now();
   auto on_orphan_sweep = deps.on_orphan_sweep;
   auto uploader =
       std::make_shared<TraceUploader>(shared_spool, shared_client, options, std::move(deps));
@@ -107,14 +109,15 @@ std::unique_ptr<S3TraceStore> S3TraceStore::Create(std::unique_ptr<daemon::Local
       shared_client, options.hostname, started - kOrphanedUploadMargin, std::move(on_orphan_sweep));
   return std::unique_ptr<S3TraceStore>(
       new S3TraceStore(std::move(shared_spool), std::move(shared_client), std::move(options),
-                       std::move(uploader), std::move(sweep)));
+                       std::move(uploader), std::move(sweep), clock));
 }
 
 S3TraceStore::S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool,
                            std::shared_ptr<S3Client> client, S3StoreOptions options,
                            std::shared_ptr<TraceUploader> uploader,
-                           std::shared_ptr<OrphanedUploadSweep> sweep)
-    : spool_(std::move(spool)),
+                           std::shared_ptr<OrphanedUploadSweep> sweep, Clock* clock)
+    : clock_(clock != nullptr ? clock : &real_clock_),
+      spool_(std::move(spool)),
       client_(std::move(client)),
       options_(std::move(options)),
       manifest_name_(layout::ManifestPath(daemon::TraceFileHost(options_.hostname))),
@@ -226,7 +229,14 @@ bool S3TraceStore::OnlyInBucket(absl::string_view trace_id) const {
 }
 
 absl::StatusOr<v1::ListTracesResponse> S3TraceStore::List(const v1::ListTracesRequest& request) {
-  return spool_->List(request);
+  if (!request.bucket()) return spool_->List(request);
+  absl::StatusOr<v1::ListTracesResponse> listed =
+      ListBucketTraces(*client_, request, manifest_name_, clock_->Now());
+  if (!listed.ok()) return listed.status();
+  for (v1::TraceManifest& trace : *listed->mutable_traces()) {
+    if (trace.location().empty()) trace.set_location(uploader_->RemoteLocation(trace.trace_id()));
+  }
+  return listed;
 }
 
 absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::Open(

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/common/clock.h"
 #include "daemon/s3/orphaned_uploads.h"
 #include "daemon/s3/s3_client.h"
 #include "daemon/s3/s3_store_options.h"
@@ -33,7 +34,8 @@ namespace gpuctl::s3 {
 // (orphaned_uploads.h); neither creation nor serving waits for it.
 //
 // Manifests are read from the spool, which keeps them after the upload
-// (listing stays a local index that survives restarts); of a trace the
+// (listing stays a local index that survives restarts; a listing with
+// `bucket` set lists the bucket instead, remote_listing.h); of a trace the
 // spool does not know, GetManifest reads one host's manifest from the
 // bucket (remote_trace.h: this host's when there, else the first listed)
 // and Open serves that trace's files from the bucket: a trace outlives the
@@ -106,8 +108,11 @@ class S3TraceStore final : public daemon::TraceStore {
 
   S3TraceStore(std::shared_ptr<daemon::LocalTraceStore> spool, std::shared_ptr<S3Client> client,
                S3StoreOptions options, std::shared_ptr<TraceUploader> uploader,
-               std::shared_ptr<OrphanedUploadSweep> sweep);
+               std::shared_ptr<OrphanedUploadSweep> sweep, Clock* clock);
 
+  RealClock real_clock_;
+  // Today, for listings of the bucket (TraceUploaderDeps::clock, else real).
+  Clock* const clock_;
   const std::shared_ptr<daemon::LocalTraceStore> spool_;
   const std::shared_ptr<S3Client> client_;
   const S3StoreOptions options_;

@@ -48,6 +48,32 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
   return "unknown";
 }
 
+absl::string_view SlotOutcomeLabel(SlotOutcome outcome) {
+  switch (outcome) {
+    case SlotOutcome::kNotSampled:
+      return "not_sampled";
+    case SlotOutcome::kCapture:
+      return "capture";
+    case SlotOutcome::kBlackout:
+      return "blackout";
+    case SlotOutcome::kDailyCap:
+      return "daily_cap";
+    case SlotOutcome::kHostCaptureTime:
+      return "host_capture_time";
+    case SlotOutcome::kWindowPassed:
+      return "window_passed";
+    case SlotOutcome::kNoStepCounter:
+      return "no_step_counter";
+    case SlotOutcome::kStoreSpace:
+      return "store_space";
+    case SlotOutcome::kCoolDown:
+      return "cool_down";
+    case SlotOutcome::kHostDailyCap:
+      return "host_daily_cap";
+  }
+  return "unknown";
+}
+
 bool IsLocalOutcome(SlotOutcome outcome) {
   return outcome == SlotOutcome::kHostCaptureTime || outcome == SlotOutcome::kStoreSpace ||
          outcome == SlotOutcome::kWindowPassed || outcome == SlotOutcome::kNoStepCounter ||

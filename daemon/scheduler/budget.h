@@ -40,6 +40,9 @@ enum class SlotOutcome {
 
 // "not sampled", "blackout", "daily cap reached", ... for skips and logs.
 absl::string_view SlotOutcomeName(SlotOutcome outcome);
+// "not_sampled", "capture", "daily_cap", ...: a short, stable name, for
+// metric labels.
+absl::string_view SlotOutcomeLabel(SlotOutcome outcome);
 // True for the outcomes one host decides alone.
 bool IsLocalOutcome(SlotOutcome outcome);
 

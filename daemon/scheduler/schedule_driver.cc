@@ -167,7 +167,10 @@ void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot,
     }
     decided.jobs.insert(job_id);
     SlotVerdict verdict = DecideJobSlot(options_, rule, job_id, slot, Usage());
-    if (verdict.outcome == SlotOutcome::kNotSampled) continue;
+    if (verdict.outcome == SlotOutcome::kNotSampled) {
+      if (deps_.on_decision) deps_.on_decision(rule.name, SlotOutcome::kNotSampled);
+      continue;
+    }
     // A window already under way is not joined late: its start instant is
     // past. Said, since the other hosts of the job captured it.
     if (verdict.outcome == SlotOutcome::kCapture && verdict.decision.start <= now) {
@@ -269,6 +272,7 @@ std::shared_ptr<TraceObserver> ScheduleDriver::ObserverFor(Event capture) {
 }
 
 void ScheduleDriver::Record(Event event) {
+  if (deps_.on_decision) deps_.on_decision(event.rule, event.outcome);
   if (event.outcome != SlotOutcome::kCapture) {
     LogInfo("scheduled capture skipped", {{"rule", event.rule},
                                           {"job", event.job_id},

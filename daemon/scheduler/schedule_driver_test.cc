@@ -39,11 +39,19 @@ class ScheduleDriverTest : public DaemonCoreTest {
 
   std::unique_ptr<ScheduleDriver> MakeDriver(DaemonCore* core, const ScheduleOptions& options) {
     return std::make_unique<ScheduleDriver>(
-        options, ScheduleDriver::Deps{
-                     .clock = &clock_, .loop = &loop_, .core = core, .free_store_bytes = [] {
-                       return uint64_t{1} << 40;
-                     }});
+        options,
+        ScheduleDriver::Deps{
+            .clock = &clock_,
+            .loop = &loop_,
+            .core = core,
+            .free_store_bytes = [] { return uint64_t{1} << 40; },
+            .on_decision =
+                [this](absl::string_view rule, SlotOutcome outcome) {
+                  ++decisions_[{std::string(rule), std::string(SlotOutcomeLabel(outcome))}];
+                }});
   }
+  // on_decision's calls, by rule and outcome label.
+  std::map<std::pair<std::string, std::string>, int> decisions_;
 
   // Plays the libraries: each StartCapture not answered yet gets a result
   // once its window is over.
@@ -194,6 +202,7 @@ TEST_F(ScheduleDriverTest, PreviewListsWhatIsThenCaptured) {
 
   absl::StatusOr<v1::GetScheduleResponse> after = driver->GetSchedule({});
   ASSERT_TRUE(after.ok()) << after.status();
+  std::map<std::string, int> reported;  // the events' outcomes as metric labels
   EXPECT_TRUE(after->enabled());
   EXPECT_EQ(after->fingerprint(), driver->fingerprint());
   ASSERT_EQ(after->rules_size(), 1);
@@ -209,6 +218,7 @@ TEST_F(ScheduleDriverTest, PreviewListsWhatIsThenCaptured) {
   for (const v1::ScheduleEvent& e : after->events()) {
     captures += e.captured();
     capped += e.outcome() == "daily cap reached";
+    ++reported[e.captured() ? "capture" : e.outcome() == "daily cap reached" ? "daily_cap" : "?"];
     EXPECT_FALSE(e.local());
   }
   EXPECT_EQ(captures, static_cast<int>(previewed.size()));
@@ -221,6 +231,13 @@ TEST_F(ScheduleDriverTest, PreviewListsWhatIsThenCaptured) {
   if (captures == 6) {
     EXPECT_GT(capped, 0);
   }
+  // Every event was told to the metrics as it happened, and so were the
+  // slots the hash did not draw (about half of the 30 minutes').
+  for (const auto& [outcome, count] : reported) {
+    EXPECT_EQ((decisions_[{"minutely", outcome}]), count) << outcome;
+  }
+  EXPECT_GT((decisions_[{"minutely", "not_sampled"}]), 5);
+  EXPECT_EQ(after->events_size() + (decisions_[{"minutely", "not_sampled"}]), kMinutes + 1);
   driver.reset();
   RunAll();
 }

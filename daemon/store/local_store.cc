@@ -381,6 +381,11 @@ absl::StatusOr<v1::TraceManifest> LocalTraceStore::GetManifest(absl::string_view
 }
 
 absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTracesRequest& request) {
+  if (request.bucket()) {
+    return absl::FailedPreconditionError(
+        "this gpuctld has no S3 bucket (store.s3) to list; its own traces are listed without "
+        "--bucket");
+  }
   if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
     return absl::InvalidArgumentError(
         absl::StrCat("page_size ", request.page_size(), " is outside [0, ", kMaxPageSize, "]"));

@@ -384,3 +384,31 @@ def test_kinetos_default_abstract_name_reaches_gpuctld(start_daemon, workdir, cl
     wait_kineto_attached(cli, [loop.pid])
     trace = trace_ok(cli, "--job", JOB, "--duration", "1s", expect_pids=[loop.pid])
     check_loop_operators(*kineto_events(trace, loop.pid), step_ms=10)
+
+
+def test_torchrun_workers_are_the_job_and_their_launcher_is_listed_as_such(
+        kineto_daemon, cli_for, start_torch, torch_python):
+    """torchrun as users run it, every process under KINETO_USE_DAEMON=1:
+    the launcher polls too, and is told apart from its workers by ancestry,
+    as library processes are; a job's trace takes the two ranks."""
+    cli = cli_for(kineto_daemon)
+    torchrun = torch_python.parent / "torchrun"
+    launcher = start_torch(job=JOB, wrapper=[torchrun, "--standalone", "--nproc-per-node", "2",
+                                             "--no-python"])
+
+    def listed():
+        found = [p for p in cli.processes() if p.get("job_id") == JOB]
+        return found if len(found) == 3 else None
+
+    processes = wait_until(listed, timeout=KINETO_DEADLINE_S,
+                           what="torchrun's launcher and its two workers in gpuctl ps")
+    roles = {p["pid"]: p["role"] for p in processes}
+    assert roles.pop(launcher.pid) == "PROCESS_ROLE_LAUNCHER", processes
+    assert set(roles.values()) == {"PROCESS_ROLE_WORKER"}, processes
+    ranks = {int(p["rank"]): p["pid"] for p in processes if p["pid"] in roles}
+    assert sorted(ranks) == [0, 1], processes
+    trace = trace_ok(cli, "--job", JOB, "--duration", "2s", expect_pids=list(ranks.values()))
+    for rank, pid in ranks.items():
+        result, doc = kineto_events(trace, pid)
+        assert int(result["rank"]) == rank
+        check_loop_operators(result, doc, step_ms=10)

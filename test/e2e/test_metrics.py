@@ -92,9 +92,12 @@ class Prometheus:
         assert len(result) <= 1, f"{query} names {len(result)} series: {result}"
         return float(result[0]["value"][1]) if result else None
 
-    def wait_value(self, query, expected):
-        wait_until(lambda: self.value(query) == expected, timeout=60,
-                   what=f"Prometheus to see {query} == {expected}")
+    def wait_value(self, query, expected, at_least=False):
+        def seen():
+            value = self.value(query)
+            return value is not None and (value >= expected if at_least else value == expected)
+        wait_until(seen, timeout=60,
+                   what=f"Prometheus to see {query} {'>=' if at_least else '=='} {expected}")
 
     def stop(self):
         self.proc.terminate()
@@ -197,3 +200,31 @@ def test_metrics_are_off_unless_asked_and_non_loopback_needs_the_opt_in(
     assert address.startswith("0.0.0.0:")
     port = address.rsplit(":", 1)[1]
     assert "gpuctld_registrations_total 0" in scrape(f"127.0.0.1:{port}")
+
+
+def test_a_real_prometheus_sees_the_schedules_decisions_and_its_traces(
+        start_daemon, cli_for, start_workload, workdir, prometheus):
+    require_prometheus()
+    config = workdir / "schedule.yaml"
+    config.write_text("schedule:\n"
+                      "  seed: metrics-e2e\n"
+                      "  max_duty_cycle: 0.5\n"
+                      "  rules:\n"
+                      "    - name: every2s\n"
+                      "      selector: {job: \"sampled\"}\n"
+                      "      period: 2s\n"
+                      "      window: 300ms\n"
+                      "      probability: 1\n")
+    daemon = start_daemon("--config", str(config), "--metrics-listen", "127.0.0.1:0")
+    cli = cli_for(daemon)
+    workload = start_workload(job="sampled", rank=0, world_size=1)
+    cli.wait_attached([workload.pid])
+    server = prometheus(metrics_address(daemon))
+    # Every slot of a probability-1 rule is a capture: decisions and the
+    # traces they start are counted alike.
+    server.wait_value('gpuctld_schedule_decisions_total{rule="every2s",outcome="capture"}', 2,
+                      at_least=True)
+    server.wait_value('gpuctld_traces_total{trigger="scheduled",outcome="completed"}', 1,
+                      at_least=True)
+    assert server.value('gpuctld_schedule_decisions_total{rule="every2s",'
+                        'outcome="not_sampled"}') is None

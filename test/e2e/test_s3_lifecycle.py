@@ -123,6 +123,15 @@ def test_any_daemon_of_the_bucket_serves_a_trace_whose_pod_is_gone(
     shutil.rmtree(pod_a.store)
 
     cli_b = cli_for(pod_b)
+    # pod-b lists it from the bucket, where it is; its own store has none.
+    own = cli_b.run("traces", "--json")
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert trace_id not in own.stdout
+    listed = cli_b.run("traces", "--bucket", "--json", "--job", "s3-gone")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    (found,) = snake_keys(json.loads(listed.stdout))["traces"]
+    assert found["trace_id"] == trace_id and found["host"] == pod_a.host_name, found
+    assert found["location"].startswith("s3://"), found
     got = cli_b.run("get", trace_id, "-o", str(workdir / "from-b"))
     assert got.returncode == 0, got.stdout + got.stderr
     fetched = workdir / "from-b" / trace_id

@@ -1,0 +1,116 @@
+#include "daemon/s3/remote_listing.h"
+
+#include <algorithm>
+#include <functional>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "daemon/common/log.h"
+#include "daemon/common/trace_id.h"
+#include "daemon/s3/remote_trace.h"
+#include "daemon/s3/trace_object_key.h"
+
+namespace gpuctl::s3 {
+namespace {
+
+constexpr int kMaxPageSize = 1000;
+constexpr int kDefaultPageSize = 100;
+// Pages of one day's listing at most (1000 traces each).
+constexpr int kMaxDayPages = 100;
+
+// A manifest without a trigger was written before triggers were recorded,
+// when every trace was on demand.
+v1::TriggerKind KindOf(const v1::TraceManifest& manifest) {
+  return manifest.trigger().kind() == v1::TRIGGER_KIND_UNSPECIFIED ? v1::TRIGGER_KIND_ON_DEMAND
+                                                                   : manifest.trigger().kind();
+}
+
+absl::Status CheckRequest(const v1::ListTracesRequest& request) {
+  if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size ", request.page_size(), " is outside [0, ", kMaxPageSize, "]"));
+  }
+  if (!request.page_token().empty() && !IsValidTraceId(request.page_token())) {
+    return absl::InvalidArgumentError("invalid page token");
+  }
+  if (!v1::TriggerKind_IsValid(request.trigger())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("trigger ", request.trigger(), " is not a known trigger kind"));
+  }
+  if (request.bucket_days() > kMaxBucketDays) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bucket_days ", request.bucket_days(), " is above ", kMaxBucketDays));
+  }
+  return absl::OkStatus();
+}
+
+bool Wanted(const v1::ListTracesRequest& request, const v1::TraceManifest& manifest) {
+  if (!request.job_id().empty() && manifest.job_id() != request.job_id()) return false;
+  return request.trigger() == v1::TRIGGER_KIND_UNSPECIFIED || KindOf(manifest) == request.trigger();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ListBucketDay(S3Client& client, absl::CivilDay day) {
+  const std::string prefix = TraceDayPrefix(client.config().prefix, day);
+  std::vector<std::string> ids;
+  ListObjectsRequest list{.prefix = prefix, .delimiter = "/"};
+  for (int page = 0; page < kMaxDayPages; ++page) {
+    absl::StatusOr<ListObjectsResult> listed = client.ListObjects(list);
+    if (!listed.ok()) return listed.status();
+    for (const std::string& common : listed->common_prefixes) {
+      absl::string_view id = common;
+      if (absl::ConsumePrefix(&id, prefix) && absl::ConsumeSuffix(&id, "/") && IsValidTraceId(id)) {
+        ids.emplace_back(id);
+      }
+    }
+    if (listed->next_continuation_token.empty()) break;
+    list.continuation_token = listed->next_continuation_token;
+  }
+  std::sort(ids.begin(), ids.end(), std::greater<>());
+  return ids;
+}
+
+absl::StatusOr<v1::ListTracesResponse> ListBucketTraces(S3Client& client,
+                                                        const v1::ListTracesRequest& request,
+                                                        absl::string_view preferred,
+                                                        absl::Time now) {
+  if (absl::Status st = CheckRequest(request); !st.ok()) return st;
+  const int page_size = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
+  const uint32_t days = request.bucket_days() == 0 ? kDefaultBucketDays : request.bucket_days();
+  const absl::CivilDay today = absl::ToCivilDay(now, absl::UTCTimeZone());
+  const absl::CivilDay oldest = today - (days - 1);
+  const std::string& after = request.page_token();
+  // Ids are time-ordered: a page token's day is where the next page starts.
+  absl::CivilDay day = today;
+  if (!after.empty()) {
+    day = std::min(
+        day, absl::ToCivilDay(absl::FromUnixMillis(TraceIdUnixMillis(after)), absl::UTCTimeZone()));
+  }
+  v1::ListTracesResponse response;
+  for (; day >= oldest; --day) {
+    absl::StatusOr<std::vector<std::string>> ids = ListBucketDay(client, day);
+    if (!ids.ok()) return ids.status();
+    for (const std::string& id : *ids) {
+      if (!after.empty() && id >= after) continue;
+      absl::StatusOr<v1::TraceManifest> manifest = ReadRemoteManifest(client, id, preferred);
+      if (!manifest.ok()) {
+        LogWarning("skipping a trace in the bucket",
+                   {{"trace_id", id}, {"error", manifest.status().message()}});
+        continue;
+      }
+      if (!Wanted(request, *manifest)) continue;
+      manifest->set_trace_id(id);
+      *response.add_traces() = *std::move(manifest);
+      if (response.traces_size() == page_size) {
+        response.set_next_page_token(id);
+        return response;
+      }
+    }
+  }
+  return response;
+}
+
+}  // namespace gpuctl::s3
