@@ -1,5 +1,6 @@
 #include "daemon/hostctx/host_trace_json.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/convert/json_writer.h"
 
@@ -40,12 +41,38 @@ void AppendOffCpu(std::string* out, const OffCpuInterval& interval, uint64_t bas
   absl::StrAppend(out, R"(,"args":{"reason":")", reason, R"("}})");
 }
 
+void AppendName(std::string* out, absl::string_view kind, pid_t pid, pid_t tid,
+                absl::string_view name) {
+  absl::StrAppend(out, R"({"ph":"M","name":")", kind, R"(","pid":)", pid, R"(,"tid":)", tid,
+                  R"(,"args":{"name":)");
+  daemon::AppendJsonString(out, name);
+  absl::StrAppend(out, "}}");
+}
+
+void WriteNames(const HostCapture& capture, std::string* event,
+                absl::FunctionRef<void(absl::string_view)> sink) {
+  absl::flat_hash_set<pid_t> named(capture.roots.begin(), capture.roots.end());
+  for (const SampledThread& thread : capture.threads) {
+    if (!thread.process_name.empty() && named.insert(thread.pid).second) {
+      event->clear();
+      AppendName(event, "process_name", thread.pid, 0, thread.process_name);
+      sink(*event);
+    }
+    if (!thread.name.empty()) {
+      event->clear();
+      AppendName(event, "thread_name", thread.pid, thread.tid, thread.name);
+      sink(*event);
+    }
+  }
+}
+
 }  // namespace
 
 void WriteHostContextEvents(const HostCapture& capture, absl::Span<const OffCpuInterval> off_cpu,
                             FrameSymbolizer* symbolizer, uint64_t base_time_ns,
                             absl::FunctionRef<void(absl::string_view)> sink) {
   std::string event;
+  WriteNames(capture, &event, sink);
   for (const CpuSample& sample : capture.samples) {
     event.clear();
     AppendSample(&event, sample, symbolizer, base_time_ns);

@@ -20,8 +20,12 @@ namespace gpuctl::hostctx {
 //    innermost frame, `args.stack` the frames innermost first;
 //  - one complete event per off-CPU interval, `"cat": "off_cpu"`, named
 //    `off_cpu (<reason>)`, `args.reason` blocked / preempted / unknown.
-// Each event is handed to `sink` as one JSON object (no separator), in time
-// order per kind: samples first, then intervals.
+//  - metadata naming the rows: `thread_name` for every sampled thread, and
+//    `process_name` for every sampled process other than the capture's
+//    roots (those are the traced processes, which their own trace names),
+//    so helper processes get tracks of their own.
+// Each event is handed to `sink` as one JSON object (no separator):
+// metadata first, then samples, then intervals.
 void WriteHostContextEvents(const HostCapture& capture, absl::Span<const OffCpuInterval> off_cpu,
                             FrameSymbolizer* symbolizer, uint64_t base_time_ns,
                             absl::FunctionRef<void(absl::string_view)> sink);

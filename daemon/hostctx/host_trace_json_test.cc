@@ -37,6 +37,7 @@ TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
   const auto json = nlohmann::json::parse(text);
   const auto& events = json.at("traceEvents");
   ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(json.at("gpuctl").at("threads_sampled"), 0);
   EXPECT_EQ(events[0].at("ph"), "i");
   EXPECT_EQ(events[0].at("cat"), "cpu_sample");
   EXPECT_EQ(events[0].at("name"), "hot \"loop\"");
@@ -65,6 +66,31 @@ TEST(HostTraceJsonTest, HandsEachEventToTheSink) {
                          [&](absl::string_view event) { events.emplace_back(event); });
   ASSERT_EQ(events.size(), 1u);
   EXPECT_TRUE(nlohmann::json::accept(events[0]));
+}
+
+TEST(HostTraceJsonTest, NamesThreadsAndHelperProcesses) {
+  HostCapture capture;
+  capture.roots = {10};
+  capture.threads = {{10, 10, 0, "python", "python"},
+                     {10, 11, 0, "pt_autograd_0", "python"},
+                     {20, 20, 0, "pt_data_worker", "pt_data_worker"},
+                     {20, 21, 0, "", ""}};
+  NamedFrames names;
+  std::vector<nlohmann::json> events;
+  WriteHostContextEvents(capture, {}, &names, 0, [&](absl::string_view event) {
+    events.push_back(nlohmann::json::parse(event));
+  });
+  ASSERT_EQ(events.size(), 4u);
+  for (const auto& event : events) EXPECT_EQ(event.at("ph"), "M");
+  EXPECT_EQ(events[0].at("name"), "thread_name");
+  EXPECT_EQ(events[0].at("args").at("name"), "python");
+  EXPECT_EQ(events[1].at("tid"), 11);
+  // The traced process (a root) is named by its own trace; its helper here.
+  EXPECT_EQ(events[2].at("name"), "process_name");
+  EXPECT_EQ(events[2].at("pid"), 20);
+  EXPECT_EQ(events[2].at("args").at("name"), "pt_data_worker");
+  EXPECT_EQ(events[3].at("name"), "thread_name");
+  EXPECT_EQ(events[3].at("tid"), 20);
 }
 
 }  // namespace

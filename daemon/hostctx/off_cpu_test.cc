@@ -52,7 +52,8 @@ TEST(OffCpuTest, ACaptureAddsThreadsWithoutRecordsAndClipsToTheirOpening) {
   HostCapture capture;
   capture.start_ns = 100;
   capture.stop_ns = 1000;
-  capture.threads = {{1, 7, 150}, {1, 8, 100}, {1, 9, 400}, {1, 10, 100}};
+  capture.threads = {
+      {1, 7, 150, "", ""}, {1, 8, 100, "", ""}, {1, 9, 400, "", ""}, {1, 10, 100, "", ""}};
   capture.switches = {In(7, 300)};                          // off from its opening
   capture.samples.push_back(CpuSample{1, 10, 500, {0x1}});  // ran: no interval
   const auto intervals = OffCpuIntervals(capture);

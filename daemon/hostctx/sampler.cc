@@ -21,6 +21,15 @@ namespace {
 
 constexpr size_t kMaxReportedErrors = 16;
 
+constexpr size_t kMaxCommBytes = 64;
+
+// A comm file's content without its newline.
+std::string ReadComm(const std::string& path) {
+  std::string comm = ReadSmallFile(path, kMaxCommBytes);
+  while (!comm.empty() && (comm.back() == '\n' || comm.back() == '\0')) comm.pop_back();
+  return comm;
+}
+
 uint64_t NowNs(Clock* clock) { return static_cast<uint64_t>(absl::ToUnixNanos(clock->Now())); }
 
 perf_event_attr SamplingAttr(int frequency_hz) {
@@ -117,6 +126,7 @@ absl::Status HostSampler::Start(const std::vector<pid_t>& pids) {
   rings_.clear();
   opened_.clear();
   roots_ = pids;
+  capture_.roots = pids;
   capture_.start_ns = NowNs(clock_);
   OpenThreadsOf(pids);
   if (!rings_.empty()) {
@@ -169,7 +179,10 @@ void HostSampler::OpenThread(pid_t pid, pid_t tid) {
     } else {
       opened_.insert(tid);
       rings_.push_back(std::make_unique<ThreadRing>(tid, fd, base, map_bytes));
-      capture_.threads.push_back(SampledThread{pid, tid, NowNs(clock_)});
+      capture_.threads.push_back(SampledThread{
+          pid, tid, NowNs(clock_),
+          ReadComm(absl::StrCat(options_.proc_root, "/", pid, "/task/", tid, "/comm")),
+          ReadComm(absl::StrCat(options_.proc_root, "/", pid, "/comm"))});
       return;
     }
   }

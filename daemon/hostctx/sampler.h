@@ -45,6 +45,10 @@ struct SampledThread {
   pid_t pid = 0;
   pid_t tid = 0;
   uint64_t opened_ns = 0;  // when its event opened (CLOCK_REALTIME)
+  // The thread's and its process's names (comm) when opened; the
+  // process's to choose, so untrusted.
+  std::string name;
+  std::string process_name;
 };
 
 // What one capture recorded, on CLOCK_REALTIME nanoseconds.
@@ -53,6 +57,8 @@ struct HostCapture {
   uint64_t stop_ns = 0;
   std::vector<CpuSample> samples;
   std::vector<ContextSwitch> switches;
+  // The processes given to Start; the others sampled are descendants.
+  std::vector<pid_t> roots;
   // Threads that had events open (every thread of every process sampled).
   std::vector<SampledThread> threads;
   // The kernel's PERF_RECORD_LOST counts: records that did not fit a ring.

@@ -115,6 +115,9 @@ TEST(HostSamplerTest, SamplesASpinningChildWithItsCallChain) {
   EXPECT_EQ(capture.threads[0].pid, child.pid());
   EXPECT_EQ(capture.threads[0].tid, child.pid());
   EXPECT_GE(capture.threads[0].opened_ns, capture.start_ns);
+  EXPECT_FALSE(capture.threads[0].name.empty());
+  EXPECT_EQ(capture.threads[0].name, capture.threads[0].process_name);
+  EXPECT_EQ(capture.roots, std::vector<pid_t>{child.pid()});
   EXPECT_EQ(capture.corrupt_records, 0u);
   EXPECT_EQ(capture.error_count, 0u);
   ASSERT_GE(capture.samples.size(), 10u);
@@ -197,8 +200,13 @@ TEST(HostSamplerTest, AThreadBlockedForTheWholeWindowIsOffCpuThroughout) {
 TEST(HostSamplerTest, FollowsForkedWorkersAndSurvivesExitingThreads) {
   Pipe ready;
   Pipe go;
+  Pipe end_thread;
   Child child([&] {
-    std::thread short_lived([] { GpuctlHostctxSpinUntil(MonotonicNowNs() + 100'000'000); });
+    // Spins until told to end, so that it exits inside the window.
+    std::thread short_lived([&] {
+      pollfd p{end_thread.fds[0], POLLIN, 0};
+      while (poll(&p, 1, 0) == 0) GpuctlHostctxSpinLeaf(200000);
+    });
     WriteValue(ready.fds[1], 'r');
     char byte = 0;
     if (!ReadWithDeadline(go.fds[0], &byte)) _exit(1);
@@ -216,7 +224,9 @@ TEST(HostSamplerTest, FollowsForkedWorkersAndSurvivesExitingThreads) {
   RealClock clock;
   HostSampler sampler(TestOptions(), &clock);
   START_OR_SKIP(sampler, {child.pid()});
-  SampleFor(&sampler, std::chrono::milliseconds(200));
+  SampleFor(&sampler, std::chrono::milliseconds(100));
+  WriteValue(end_thread.fds[1], 'e');
+  SampleFor(&sampler, std::chrono::milliseconds(100));
   WriteValue(go.fds[1], 'g');
   pid_t worker = 0;
   ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &worker));
