@@ -20,6 +20,7 @@ namespace gpuctl::hostctx {
 namespace {
 
 constexpr size_t kMaxReportedErrors = 16;
+constexpr size_t kMaxRingPages = 4096;  // 16 MiB per thread
 
 constexpr size_t kMaxCommBytes = 64;
 
@@ -116,10 +117,12 @@ HostSampler::~HostSampler() = default;
 absl::Status HostSampler::Start(const std::vector<pid_t>& pids) {
   if (running_) return absl::FailedPreconditionError("the host sampler is already running");
   if (options_.frequency_hz <= 0 || options_.ring_pages == 0 ||
+      options_.ring_pages > kMaxRingPages ||
       (options_.ring_pages & (options_.ring_pages - 1)) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("host sampling needs a positive frequency (got ", options_.frequency_hz,
-                     ") and a power-of-two ring size (got ", options_.ring_pages, " pages)"));
+                     ") and a power-of-two ring size of at most ", kMaxRingPages, " pages (got ",
+                     options_.ring_pages, ")"));
   }
   capture_ = HostCapture();
   stack_entries_ = 0;
@@ -153,7 +156,10 @@ void HostSampler::OpenThreadsOf(const std::vector<pid_t>& pids) {
   for (pid_t pid : ProcessesWithDescendants(options_.proc_root, pids)) {
     for (pid_t tid : ThreadsOf(options_.proc_root, pid)) {
       if (opened_.contains(tid)) continue;
-      if (opened_.size() >= options_.max_threads) return;
+      if (opened_.size() >= options_.max_threads) {
+        ++capture_.threads_over_cap;
+        continue;
+      }
       OpenThread(pid, tid);
     }
   }

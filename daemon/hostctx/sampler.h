@@ -22,7 +22,8 @@ struct SamplerOptions {
   std::string proc_root = "/proc";
   // Samples per second of CPU time, per thread (a software cpu-clock event).
   int frequency_hz = 99;
-  // Data pages of each thread's ring buffer (a power of two). 16 pages
+  // Data pages of each thread's ring buffer (a power of two, at most
+  // 4096). 16 pages
   // (64 KiB) hold at least 60 samples of the deepest call chain the kernel
   // gives by default, over half a second of one busy thread at 99 Hz:
   // Poll() is to run several times a second.
@@ -70,6 +71,8 @@ struct HostCapture {
   uint64_t corrupt_records = 0;
   // Threads that exited between being listed and being opened.
   size_t threads_gone = 0;
+  // Threads left out at max_threads (counted at each Rescan that meets them).
+  size_t threads_over_cap = 0;
   // Threads that could not be opened for another reason (the first 16).
   std::vector<ThreadError> errors;
   size_t error_count = 0;

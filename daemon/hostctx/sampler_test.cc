@@ -281,6 +281,9 @@ TEST(HostSamplerTest, ReportsWhatCannotBeSampled) {
   bad.ring_pages = 3;
   HostSampler misconfigured(bad, &clock);
   EXPECT_TRUE(absl::IsInvalidArgument(misconfigured.Start({getpid()})));
+  bad.ring_pages = 8192;
+  HostSampler too_large(bad, &clock);
+  EXPECT_TRUE(absl::IsInvalidArgument(too_large.Start({getpid()})));
 
   HostSampler twice(TestOptions(), &clock);
   const absl::Status started = twice.Start({getpid()});
@@ -289,6 +292,25 @@ TEST(HostSamplerTest, ReportsWhatCannotBeSampled) {
   EXPECT_TRUE(absl::IsFailedPrecondition(twice.Start({getpid()})));
   const HostCapture capture = twice.Stop();
   EXPECT_FALSE(capture.threads.empty());
+}
+
+TEST(HostSamplerTest, CountsThreadsPastTheCap) {
+  Pipe ready;
+  Child child([&] {
+    std::thread napping([] { GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 50); });
+    WriteValue(ready.fds[1], 'r');
+    GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 50);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  SamplerOptions options = TestOptions();
+  options.max_threads = 1;
+  HostSampler sampler(options, &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  const HostCapture capture = sampler.Stop();
+  EXPECT_EQ(capture.threads.size(), 1u);
+  EXPECT_EQ(capture.threads_over_cap, 1u);
 }
 
 }  // namespace
