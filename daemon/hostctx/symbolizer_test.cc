@@ -1,6 +1,12 @@
 #include "daemon/hostctx/symbolizer.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -80,6 +86,46 @@ TEST(SymbolizerTest, AProcessThatIsGoneYieldsUnnamedFrames) {
   EXPECT_TRUE(frame.function.empty());
   EXPECT_TRUE(frame.module.empty());
   symbolizer.DropProcess(0x3ffffff);
+}
+
+// A process in a mount namespace of its own, with a /tmp no one else sees,
+// writes its perf map there: the symbolizer finds it through the
+// process's root, as it would in a container.
+TEST(SymbolizerTest, ReadsThePerfMapInsideTheProcessMountNamespace) {
+  int ready[2];
+  ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    char status = 'n';  // no namespace
+    if (unshare(CLONE_NEWNS) == 0 &&
+        mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+        mount("tmpfs", "/tmp", "tmpfs", 0, nullptr) == 0) {
+      std::ofstream(absl::StrCat("/tmp/perf-", getpid(), ".map"))
+          << "7f0000001000 100 LazyCompile:~step /app/train.js:3\n";
+      status = 'r';
+    }
+    if (write(ready[1], &status, 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  pollfd p{ready[0], POLLIN, 0};
+  char status = 0;
+  const bool answered = poll(&p, 1, 10000) == 1 && read(ready[0], &status, 1) == 1;
+  close(ready[0]);
+  const std::string host_path = absl::StrCat("/tmp/perf-", child, ".map");
+  const bool visible_on_host = std::filesystem::exists(host_path);
+  Symbolizer symbolizer("/proc");
+  const bool loaded = status == 'r' && symbolizer.LoadProcess(child);
+  const Frame frame = symbolizer.Symbolize(child, 0x7f0000001010, false);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_TRUE(answered);
+  if (status != 'r') GTEST_SKIP() << "no mount namespace (needs CAP_SYS_ADMIN)";
+  EXPECT_FALSE(visible_on_host);
+  EXPECT_TRUE(loaded);
+  EXPECT_EQ(frame.function, "LazyCompile:~step /app/train.js:3");
+  EXPECT_EQ(frame.module, "[jit]");
 }
 
 TEST(FrameLabelTest, FallsBackToModuleAndOffset) {
