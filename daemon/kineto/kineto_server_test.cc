@@ -161,6 +161,7 @@ TEST_F(KinetoServerTest, PathSocketAnswersFromUnderTheDirectory) {
   std::optional<testing::Reply> reply = Poll(client, getpid());
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->from.substr(0, reply->from.find('\0')), options_.socket_dir + "/dynolog");
+  ASSERT_EQ(RegisteredWhen(1u), 1u);
   v1::GetStatusResponse status;
   OnLoop([&] { status = core_->GetStatus(); });
   EXPECT_EQ(status.kineto().state(), "serving");
