@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# gpuctld's wake-ups and CPU time over a minute with one anomaly rule and
-# one attached sample workload stepping every 20 ms: the cost of reading
-# the step counters (and their recent durations) once a second.
+# gpuctld's wake-ups and CPU time over a minute with one attached sample
+# workload stepping every 20 ms and one rule:
+#   anomaly  an anomaly rule: the cost of reading the step counters (and
+#            their recent durations) once a second;
+#   time     an hourly time rule with no capture due: the daemon should
+#            wake only at slot boundaries (none in a minute that crosses
+#            none).
 #
-# Usage: bench/anomaly_wakeups.sh [BUILD_DIR] [SECONDS]
+# Usage: bench/anomaly_wakeups.sh [BUILD_DIR] [SECONDS] [anomaly|time]
 set -euo pipefail
 build=$(realpath "${1:-build}")
 seconds=${2:-60}
+kind=${3:-anomaly}
 for f in "$build/bin/gpuctld" "$build/bin/gpuctl" "$build/bin/gpuctl_sample_workload" \
   "$build/lib/libgpuctl.so"; do
   [ -e "$f" ] || { echo "missing $f: build first" >&2; exit 2; }
@@ -21,17 +26,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cat >"$work/gpuctld.yaml" <<'YAML'
-schedule:
-  seed: bench
-  max_duty_cycle: 0.5
-  rules:
-    - name: stalls
+case "$kind" in
+  anomaly)
+    rule='    - name: stalls
       selector: {job: "bench"}
       window: 3s
       min_step: 20
-      anomaly: {slow_factor: 20, cooldown: 10m}
-YAML
+      anomaly: {slow_factor: 20, cooldown: 10m}' ;;
+  time)
+    rule='    - name: hourly
+      selector: {job: "bench"}
+      period: 1h
+      window: 10s
+      probability: 0.25' ;;
+  *) echo "rule kind: anomaly or time, not $kind" >&2; exit 2 ;;
+esac
+printf 'schedule:\n  seed: bench\n  max_duty_cycle: 0.5\n  rules:\n%s\n' "$rule" >"$work/gpuctld.yaml"
 "$build/bin/gpuctld" --config "$work/gpuctld.yaml" --listen 127.0.0.1:0 \
   --socket "$work/gpuctl.sock" --store "$work/store" --ready-file "$work/ready" \
   2>"$work/gpuctld.log" &
