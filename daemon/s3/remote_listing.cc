@@ -11,44 +11,21 @@
 #include "daemon/common/trace_id.h"
 #include "daemon/s3/remote_trace.h"
 #include "daemon/s3/trace_object_key.h"
+#include "daemon/store/list_request.h"
 
 namespace gpuctl::s3 {
 namespace {
 
-constexpr int kMaxPageSize = 1000;
-constexpr int kDefaultPageSize = 100;
 // Pages of one day's listing at most (1000 traces each).
 constexpr int kMaxDayPages = 100;
 
-// A manifest without a trigger was written before triggers were recorded,
-// when every trace was on demand.
-v1::TriggerKind KindOf(const v1::TraceManifest& manifest) {
-  return manifest.trigger().kind() == v1::TRIGGER_KIND_UNSPECIFIED ? v1::TRIGGER_KIND_ON_DEMAND
-                                                                   : manifest.trigger().kind();
-}
-
 absl::Status CheckRequest(const v1::ListTracesRequest& request) {
-  if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size ", request.page_size(), " is outside [0, ", kMaxPageSize, "]"));
-  }
-  if (!request.page_token().empty() && !IsValidTraceId(request.page_token())) {
-    return absl::InvalidArgumentError("invalid page token");
-  }
-  if (!v1::TriggerKind_IsValid(request.trigger())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trigger ", request.trigger(), " is not a known trigger kind"));
-  }
+  if (absl::Status st = daemon::CheckListTracesRequest(request); !st.ok()) return st;
   if (request.bucket_days() > kMaxBucketDays) {
     return absl::InvalidArgumentError(
         absl::StrCat("bucket_days ", request.bucket_days(), " is above ", kMaxBucketDays));
   }
   return absl::OkStatus();
-}
-
-bool Wanted(const v1::ListTracesRequest& request, const v1::TraceManifest& manifest) {
-  if (!request.job_id().empty() && manifest.job_id() != request.job_id()) return false;
-  return request.trigger() == v1::TRIGGER_KIND_UNSPECIFIED || KindOf(manifest) == request.trigger();
 }
 
 }  // namespace
@@ -78,7 +55,7 @@ absl::StatusOr<v1::ListTracesResponse> ListBucketTraces(S3Client& client,
                                                         absl::string_view preferred,
                                                         absl::Time now) {
   if (absl::Status st = CheckRequest(request); !st.ok()) return st;
-  const int page_size = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
+  const int page_size = daemon::ListPageSize(request);
   const uint32_t days = request.bucket_days() == 0 ? kDefaultBucketDays : request.bucket_days();
   const absl::CivilDay today = absl::ToCivilDay(now, absl::UTCTimeZone());
   const absl::CivilDay oldest = today - (days - 1);
@@ -101,7 +78,7 @@ absl::StatusOr<v1::ListTracesResponse> ListBucketTraces(S3Client& client,
                    {{"trace_id", id}, {"error", manifest.status().message()}});
         continue;
       }
-      if (!Wanted(request, *manifest)) continue;
+      if (!daemon::ListFiltersPass(request, *manifest)) continue;
       manifest->set_trace_id(id);
       *response.add_traces() = *std::move(manifest);
       if (response.traces_size() == page_size) {

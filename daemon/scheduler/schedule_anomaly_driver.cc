@@ -115,15 +115,9 @@ struct ScheduleDriver::AnomalyJob {
 
 void ScheduleDriver::PollAnomalyRule(size_t rule_index) {
   const ScheduleRule& rule = options_.rules[rule_index];
-  v1::ListProcessesRequest request;
-  *request.mutable_selector() = rule.selector;
-  request.set_include_step_durations(true);
-  absl::StatusOr<v1::ListProcessesResponse> listed = deps_.core->ListProcesses(request);
-  if (!listed.ok()) {
-    LogWarning("anomaly rule cannot list processes",
-               {{"rule", rule.name}, {"error", listed.status().message()}});
-    return;
-  }
+  std::optional<v1::ListProcessesResponse> listed =
+      ListRuleProcesses(rule, /*step_durations=*/true);
+  if (!listed.has_value()) return;
   std::map<std::string, AnomalyJob> jobs;
   for (const v1::ProcessInfo& p : listed->processes()) {
     if (p.job_id().empty()) continue;

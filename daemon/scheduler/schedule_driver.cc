@@ -137,19 +137,28 @@ HostUsage ScheduleDriver::Usage() {
   return usage;
 }
 
+std::optional<v1::ListProcessesResponse> ScheduleDriver::ListRuleProcesses(const ScheduleRule& rule,
+                                                                           bool step_durations) {
+  v1::ListProcessesRequest request;
+  *request.mutable_selector() = rule.selector;
+  request.set_include_step_durations(step_durations);
+  absl::StatusOr<v1::ListProcessesResponse> listed = deps_.core->ListProcesses(request);
+  if (!listed.ok()) {
+    LogWarning("schedule rule cannot list processes",
+               {{"rule", rule.name}, {"error", listed.status().message()}});
+    return std::nullopt;
+  }
+  return *std::move(listed);
+}
+
 void ScheduleDriver::DecideRule(size_t rule_index, int64_t slot,
                                 const absl::flat_hash_set<std::string>* only_jobs) {
   const ScheduleRule& rule = options_.rules[rule_index];
   DecidedSlot& decided = decided_[rule_index];
   if (decided.slot != slot) decided = DecidedSlot{.slot = slot, .jobs = {}, .warming = {}};
-  v1::ListProcessesRequest request;
-  *request.mutable_selector() = rule.selector;
-  absl::StatusOr<v1::ListProcessesResponse> listed = deps_.core->ListProcesses(request);
-  if (!listed.ok()) {
-    LogWarning("schedule rule cannot list processes",
-               {{"rule", rule.name}, {"error", listed.status().message()}});
-    return;
-  }
+  std::optional<v1::ListProcessesResponse> listed =
+      ListRuleProcesses(rule, /*step_durations=*/false);
+  if (!listed.has_value()) return;
   std::map<std::string, bool> jobs;  // job id -> some process is past min_step
   for (const v1::ProcessInfo& p : listed->processes()) {
     if (p.job_id().empty()) continue;

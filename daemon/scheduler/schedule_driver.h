@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -184,6 +185,10 @@ class ScheduleDriver final : public ScheduleReporter {
  private:
   void ArmNextBoundary();
   void OnBoundary();
+  // The processes `rule` selects, with their recent step durations when
+  // asked; nullopt (logged) when the core refuses the listing.
+  std::optional<v1::ListProcessesResponse> ListRuleProcesses(const ScheduleRule& rule,
+                                                             bool step_durations);
   // Decides the jobs of `slot` not decided yet (only those in `only_jobs`
   // when given).
   void DecideRule(size_t rule_index, int64_t slot,

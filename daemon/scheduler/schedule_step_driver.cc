@@ -82,14 +82,9 @@ void ScheduleDriver::OnStepPoll() {
 
 void ScheduleDriver::PollStepRule(size_t rule_index) {
   const ScheduleRule& rule = options_.rules[rule_index];
-  v1::ListProcessesRequest request;
-  *request.mutable_selector() = rule.selector;
-  absl::StatusOr<v1::ListProcessesResponse> listed = deps_.core->ListProcesses(request);
-  if (!listed.ok()) {
-    LogWarning("schedule rule cannot list processes",
-               {{"rule", rule.name}, {"error", listed.status().message()}});
-    return;
-  }
+  std::optional<v1::ListProcessesResponse> listed =
+      ListRuleProcesses(rule, /*step_durations=*/false);
+  if (!listed.has_value()) return;
   std::map<std::string, StepJob> jobs;
   for (const v1::ProcessInfo& p : listed->processes()) {
     if (p.job_id().empty()) continue;

@@ -18,6 +18,7 @@
 #include "daemon/common/log.h"
 #include "daemon/common/posix_file.h"
 #include "daemon/common/trace_id.h"
+#include "daemon/store/list_request.h"
 #include "daemon/store/manifest_job_id.h"
 #include "daemon/store/trace_file_name.h"
 #include "google/protobuf/util/json_util.h"
@@ -29,8 +30,6 @@ namespace {
 constexpr absl::string_view kTempPrefix = ".tmp-";
 constexpr mode_t kDirMode = 0750;
 constexpr mode_t kFileMode = 0640;
-constexpr int32_t kDefaultPageSize = 100;
-constexpr int32_t kMaxPageSize = 1000;
 constexpr size_t kMaxManifestBytes = 16 << 20;
 
 absl::Status CheckTraceId(absl::string_view trace_id) {
@@ -129,13 +128,6 @@ absl::StatusOr<std::string> ReadJobId(int dir_fd, const std::string& dir,
   auto parsed = ParseManifest(*json, absl::StrCat(dir, "/", manifest));
   if (!parsed.ok()) return parsed.status();
   return std::move(*parsed->mutable_job_id());
-}
-
-// A manifest without a trigger was written before triggers were recorded,
-// when every trace was on demand.
-v1::TriggerKind TriggerKindOf(const v1::TraceManifest& manifest) {
-  return manifest.trigger().kind() == v1::TRIGGER_KIND_UNSPECIFIED ? v1::TRIGGER_KIND_ON_DEMAND
-                                                                   : manifest.trigger().kind();
 }
 
 bool IsRegularFileAt(int dir_fd, const char* name, uint64_t* size) {
@@ -386,19 +378,9 @@ absl::StatusOr<v1::ListTracesResponse> LocalTraceStore::List(const v1::ListTrace
         "this gpuctld has no S3 bucket (store.s3) to list; its own traces are listed without "
         "--bucket");
   }
-  if (request.page_size() < 0 || request.page_size() > kMaxPageSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("page_size ", request.page_size(), " is outside [0, ", kMaxPageSize, "]"));
-  }
   // The token is the id of the last trace of the previous page.
-  if (!request.page_token().empty() && !IsValidTraceId(request.page_token())) {
-    return absl::InvalidArgumentError("invalid page token");
-  }
-  if (!v1::TriggerKind_IsValid(request.trigger())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("trigger ", request.trigger(), " is not a known trigger kind"));
-  }
-  const size_t page_size = request.page_size() == 0 ? kDefaultPageSize : request.page_size();
+  if (absl::Status st = CheckListTracesRequest(request); !st.ok()) return st;
+  const size_t page_size = static_cast<size_t>(ListPageSize(request));
   v1::ListTracesResponse response;
   std::string cursor = request.page_token();
   bool more = true;
