@@ -70,6 +70,8 @@ absl::string_view SlotOutcomeLabel(SlotOutcome outcome) {
       return "cool_down";
     case SlotOutcome::kHostDailyCap:
       return "host_daily_cap";
+    case SlotOutcome::kPreempted:
+      return "preempted";
   }
   return "unknown";
 }
