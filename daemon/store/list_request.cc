@@ -7,8 +7,8 @@ namespace gpuctl::daemon {
 
 absl::Status CheckListTracesRequest(const v1::ListTracesRequest& request) {
   if (request.page_size() < 0 || request.page_size() > kMaxListPageSize) {
-    return absl::InvalidArgumentError(absl::StrCat("page_size ", request.page_size(),
-                                                   " is outside [0, ", kMaxListPageSize, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size ", request.page_size(), " is outside [0, ", kMaxListPageSize, "]"));
   }
   if (!request.page_token().empty() && !IsValidTraceId(request.page_token())) {
     return absl::InvalidArgumentError("invalid page token");
