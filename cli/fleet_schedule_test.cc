@@ -78,7 +78,7 @@ class CliFleetScheduleTest : public ::testing::Test {
     a_.service().schedule = Schedule("node1");
     b_.service().schedule = Schedule("node2");
   }
-  int Run(std::vector<std::string> args) { return RunCli(args, console_.env()); }
+  int Run(const std::vector<std::string>& args) { return RunCli(args, console_.env()); }
 
   FakeServer a_;
   FakeServer b_;

@@ -32,6 +32,7 @@
 // rank=<rank>" (-1 without RANK) or "helper pid=<pid> parent=<pid>".
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -59,22 +61,22 @@ struct Api {
 };
 
 struct Options {
-  long steps = -1;
-  long step_ms = 20;
+  int64_t steps = -1;
+  int64_t step_ms = 20;
   bool fork_worker = false;
   bool numbered = false;  // --start-step given
-  unsigned long long start_step = 0;
-  long spawn_workers = 0;
-  long helpers = 0;
+  uint64_t start_step = 0;
+  int64_t spawn_workers = 0;
+  int64_t helpers = 0;
   bool announce = false;
-  long stall_at = -1;  // loop index of the slow step; -1: none
-  long stall_ms = 0;
+  int64_t stall_at = -1;  // loop index of the slow step; -1: none
+  int64_t stall_ms = 0;
   std::vector<std::string> worker_args;  // everything but --spawn-workers N
 };
 
 template <typename Fn>
 Fn Lookup(const char* name) {
-  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));  // NOLINT: dlsym gives void*
 }
 
 Api LoadApi() {
@@ -116,14 +118,15 @@ void Phase(const Api& api, const char* name, int64_t ns) {
 
 // The slow step: --stall-ms of waiting in 50 ms ranges named "stall", as a
 // rank polling for a straggler would, announced first.
-void Stall(const Api& api, const Options& o, long index) {
-  const unsigned long long step = o.numbered ? o.start_step + static_cast<unsigned long long>(index)
-                                             : static_cast<unsigned long long>(index);
-  printf("stall step=%llu pid=%d\n", step, static_cast<int>(getpid()));
+void Stall(const Api& api, const Options& o, int64_t index) {
+  const uint64_t step =
+      o.numbered ? o.start_step + static_cast<uint64_t>(index) : static_cast<uint64_t>(index);
+  printf("stall step=%" PRIu64 " pid=%d\n", step, static_cast<int>(getpid()));
   fflush(stdout);
   const int64_t until = NowNs() + o.stall_ms * 1'000'000;
   for (int64_t now = NowNs(); now < until; now = NowNs()) {
     const int64_t ns = std::min<int64_t>(50'000'000, until - now);
+    // NOLINTNEXTLINE(google-runtime-int): tv_nsec is a long.
     timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
     Push(api, "stall");
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -134,7 +137,7 @@ void Stall(const Api& api, const Options& o, long index) {
 
 void RunSteps(const Api& api, const Options& o, const char* prefix) {
   const int64_t step_ns = o.step_ms * 1'000'000;
-  for (long i = 0; o.steps < 0 || i < o.steps; ++i) {
+  for (int64_t i = 0; o.steps < 0 || i < o.steps; ++i) {
     if (o.numbered) {
       if (api.step_n != nullptr) api.step_n(o.start_step + static_cast<uint64_t>(i));
     } else if (api.step != nullptr) {
@@ -201,7 +204,7 @@ void ForwardSignal(int sig) {
 // The environment of worker `rank`: ours without the distributed variables,
 // then RANK, LOCAL_RANK and WORLD_SIZE. Built before fork: the child only
 // calls execve.
-std::vector<std::string> WorkerEnv(long rank, long world) {
+std::vector<std::string> WorkerEnv(int64_t rank, int64_t world) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string entry = *e;
@@ -219,6 +222,7 @@ std::vector<std::string> WorkerEnv(long rank, long world) {
 
 std::vector<char*> Pointers(std::vector<std::string>& strings) {
   std::vector<char*> out;
+  out.reserve(strings.size() + 1);
   for (std::string& s : strings) out.push_back(s.data());
   out.push_back(nullptr);
   return out;
@@ -247,7 +251,7 @@ int RunLauncher(const Options& o, char* argv0) {
   sigemptyset(&forwarded);
   sigaddset(&forwarded, SIGTERM);
   sigaddset(&forwarded, SIGINT);
-  for (long rank = 0; rank < o.spawn_workers && g_forwarded == 0; ++rank) {
+  for (int64_t rank = 0; rank < o.spawn_workers && g_forwarded == 0; ++rank) {
     std::vector<std::string> env = WorkerEnv(rank, o.spawn_workers);
     std::vector<char*> child_env = Pointers(env);
     sigprocmask(SIG_BLOCK, &forwarded, &previous);
@@ -303,10 +307,10 @@ int RunLauncher(const Options& o, char* argv0) {
   _exit(0);
 }
 
-std::vector<pid_t> StartHelpers(const Api& api, long count) {
+std::vector<pid_t> StartHelpers(const Api& api, int64_t count) {
   std::vector<pid_t> helpers;
   const pid_t self = getpid();
-  for (long i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < count; ++i) {
     fflush(stdout);
     const pid_t pid = fork();
     if (pid == 0) RunHelper(api, self);
@@ -319,7 +323,7 @@ int RankFromEnv() {
   const char* rank = getenv("RANK");
   if (rank == nullptr || *rank == '\0') return -1;
   char* end = nullptr;
-  const long value = strtol(rank, &end, 10);
+  const int64_t value = strtol(rank, &end, 10);
   return *end == '\0' && value >= 0 && value <= 0x7fffffff ? static_cast<int>(value) : -1;
 }
 

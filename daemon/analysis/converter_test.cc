@@ -22,7 +22,6 @@ using gpuctl::testing::KernelSpec;
 using gpuctl::testing::MemcpySpec;
 using gpuctl::testing::PayloadBuilder;
 using gpuctl::testing::SyncSpec;
-using ::testing::ElementsAre;
 
 constexpr int32_t kPid = 4242;
 constexpr uint32_t kTid = 4243;

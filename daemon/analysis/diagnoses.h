@@ -117,7 +117,9 @@ LaunchStats ComputeLaunchStats(const TraceModel& model, const ModelIndex& index,
 struct CopyDirectionStats {
   uint64_t count = 0, bytes = 0;
   int64_t busy_ns = 0;
-  double gbps() const { return busy_ns > 0 ? static_cast<double>(bytes) / busy_ns : 0; }
+  double gbps() const {
+    return busy_ns > 0 ? static_cast<double>(bytes) / static_cast<double>(busy_ns) : 0;
+  }
 };
 
 struct CopyStats {

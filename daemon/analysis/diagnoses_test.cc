@@ -37,6 +37,7 @@ const Finding* Find(const TraceReport& r, const std::string& id) {
 
 std::vector<std::string> Ids(const std::vector<Finding>& findings) {
   std::vector<std::string> ids;
+  ids.reserve(findings.size());
   for (const Finding& f : findings) ids.push_back(f.id);
   return ids;
 }
@@ -54,7 +55,7 @@ std::string CleanTrace() {
   TraceBuilder b;
   b.Gpuctl({});
   for (int i = 0; i < 10; ++i) {
-    const int64_t start = 1000 * kUs + i * 100 * kUs;
+    const int64_t start = 1000 * kUs + int64_t{i} * 100 * kUs;
     b.Runtime("cudaLaunchKernel", start - 50 * kUs, 5 * kUs, 100 + i);
     b.Kernel("gemm", start, 100 * kUs, 100 + i);
   }
@@ -156,7 +157,7 @@ std::string LaunchBoundTrace() {
   TraceBuilder b;
   b.Gpuctl({});
   for (int i = 0; i < 200; ++i) {
-    const int64_t start = 100 * kUs + i * 10 * kUs;
+    const int64_t start = 100 * kUs + int64_t{i} * 10 * kUs;
     b.Runtime(i % 2 == 0 ? "cudaLaunchKernel_v7000" : "cuLaunchKernel", start - 8 * kUs, 5 * kUs,
               1 + i);
     b.Kernel("elementwise", start, 5 * kUs, 1 + i);

@@ -141,7 +141,7 @@ std::vector<Finding> IdleGapFindings(const TraceModel& model, const Breakdown& b
                                      const IdleGaps& gaps, const AnalyzeOptions& options) {
   std::vector<Finding> out;
   const int64_t span = breakdown.process.span_ns();
-  auto add = [&](GapClass cls, absl::string_view id, std::string title, std::string advice) {
+  auto add = [&](GapClass cls, absl::string_view id, const std::string& title, std::string advice) {
     const GapTotals& t = gaps.classes[static_cast<int>(cls)];
     if (!Significant(t.gpu_idle_ns, span, options)) return;
     Finding f = Make(model, id);

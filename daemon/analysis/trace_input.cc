@@ -101,7 +101,7 @@ struct TraceInput::State {
   }
 
   size_t ReadGzip(char* out, size_t cap) {
-    z.next_out = reinterpret_cast<Bytef*>(out);
+    z.next_out = reinterpret_cast<Bytef*>(out);  // NOLINT: zlib's unsigned bytes
     z.avail_out = static_cast<uInt>(cap);
     while (z.avail_out == cap && status.ok()) {
       if (!FillIn()) {
@@ -111,7 +111,7 @@ struct TraceInput::State {
         }
         break;
       }
-      z.next_in = reinterpret_cast<Bytef*>(in.get() + in_pos);
+      z.next_in = reinterpret_cast<Bytef*>(in.get() + in_pos);  // NOLINT: zlib's unsigned bytes
       z.avail_in = static_cast<uInt>(in_len - in_pos);
       if (!in_member) member_start = CompressedOffset();
       in_member = true;

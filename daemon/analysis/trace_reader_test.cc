@@ -157,7 +157,7 @@ TEST(TraceReaderTest, TruncatedAndCorruptGzipNameTheCompressedOffset) {
                                      gz.size() - 10)));
   std::string corrupt = gz;
   corrupt[20] ^= 0x5a;
-  corrupt[21] ^= 0xa5;
+  corrupt[21] = static_cast<char>(static_cast<unsigned char>(corrupt[21]) ^ 0xa5U);
   absl::StatusOr<TraceModel> bad = ReadTraceBytes(corrupt, "t.json.gz");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("t.json.gz: "));

@@ -16,7 +16,7 @@ std::string ThreeDigits(double v, const char* unit) {
 }  // namespace
 
 std::string FormatNs(int64_t ns) {
-  const double a = std::llabs(ns);
+  const double a = static_cast<double>(std::llabs(ns));
   const double v = static_cast<double>(ns);
   if (a < 1e3) return absl::StrFormat("%d ns", ns);
   if (a < 1e6) return ThreeDigits(v / 1e3, "us");

@@ -69,10 +69,11 @@ class TestStepPage {
     return fd;
   }
   void Store32(uint32_t offset, uint32_t v) {
-    __atomic_store_n(reinterpret_cast<uint32_t*>(page_ + offset), v, __ATOMIC_RELAXED);
+    // The page is the library's shared memory: its words are stored atomically in place.
+    __atomic_store_n(reinterpret_cast<uint32_t*>(page_ + offset), v, __ATOMIC_RELAXED);  // NOLINT
   }
   void Store64(uint32_t offset, uint64_t v) {
-    __atomic_store_n(reinterpret_cast<uint64_t*>(page_ + offset), v, __ATOMIC_RELAXED);
+    __atomic_store_n(reinterpret_cast<uint64_t*>(page_ + offset), v, __ATOMIC_RELAXED);  // NOLINT
   }
   void Mark(uint64_t next_step, int64_t last_ns, int64_t period_ns) {
     Store64(steps::kOffsetNextStep, next_step);

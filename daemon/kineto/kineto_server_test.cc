@@ -204,6 +204,7 @@ TEST_F(KinetoServerTest, SenderInItsOwnNetworkNamespaceReachesOnlyThePathSocket)
   std::vector<std::string> args = {"unshare",    "--net", "python3",          "-c",
                                    kNetnsSender, name_,   options_.socket_dir};
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t child = 0;

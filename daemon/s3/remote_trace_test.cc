@@ -286,9 +286,9 @@ class BucketListingTest : public RemoteTraceTest {
  protected:
   // A trace taken `ago` before now_ by `hosts`, of `job`, under `kind`.
   std::string PutTrace(absl::Duration ago, const std::string& job,
-                       std::vector<std::string> hosts = {"h1"},
+                       const std::vector<std::string>& hosts = {"h1"},
                        v1::TriggerKind kind = v1::TRIGGER_KIND_UNSPECIFIED) {
-    const std::string id = GenerateTraceId(now_ - ago, gen_);
+    std::string id = GenerateTraceId(now_ - ago, gen_);
     for (const std::string& host : hosts) {
       v1::TraceManifest m;
       m.set_trace_id(id);

@@ -48,8 +48,9 @@ AnomalyParams Params() {
 
 class AnomalyDetectorTest : public ::testing::Test {
  protected:
-  Detection Observe(std::vector<const SteppingProcess*> processes) {
+  Detection Observe(const std::vector<const SteppingProcess*>& processes) {
     std::vector<ProcessSteps> steps;
+    steps.reserve(processes.size());
     for (const SteppingProcess* p : processes) steps.push_back(p->steps());
     return detector_.Observe(steps, now_);
   }

@@ -180,7 +180,7 @@ TEST_F(ScheduleDriverTest, PreviewListsWhatIsThenCaptured) {
   constexpr int kMinutes = 30;
   v1::GetScheduleRequest request;
   request.set_preview_job("42");
-  request.mutable_preview_duration()->set_seconds(kMinutes * 60);
+  request.mutable_preview_duration()->set_seconds(int64_t{kMinutes} * 60);
   absl::StatusOr<v1::GetScheduleResponse> before = driver->GetSchedule(request);
   ASSERT_TRUE(before.ok()) << before.status();
   ASSERT_TRUE(driver->Preview(request)(*before).ok());

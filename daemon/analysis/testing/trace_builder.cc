@@ -131,9 +131,10 @@ std::string GzipMembers(const std::string& json, int members) {
     deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
     const size_t n = std::min(piece, json.size() - at);
     std::string buf(deflateBound(&z, n) + 64, '\0');
-    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(json.data() + at));
+    // zlib's Bytef is unsigned char; it does not write through next_in.
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(json.data() + at));  // NOLINT
     z.avail_in = static_cast<uInt>(n);
-    z.next_out = reinterpret_cast<Bytef*>(buf.data());
+    z.next_out = reinterpret_cast<Bytef*>(buf.data());  // NOLINT: zlib's unsigned bytes
     z.avail_out = static_cast<uInt>(buf.size());
     deflate(&z, Z_FINISH);
     buf.resize(buf.size() - z.avail_out);
