@@ -19,6 +19,7 @@ packages=(
   clang clang-tidy clang-format libclang-rt-14-dev valgrind binutils
   python3 python3-venv
   tmux  # the live progress e2e test (tmux capture-pane)
+  chromium chromium-driver fonts-dejavu-core  # the HTML report's test (test/e2e/test_analyze_html.py): headless Chromium via selenium
 )
 missing=()
 for p in "${packages[@]}"; do
