@@ -135,7 +135,10 @@ void PrintEvents(const v1::GetScheduleResponse& s, absl::TimeZone zone, std::ost
               {false, false, false, true, false, false, false});
   for (const v1::ScheduleEvent& e : s.events()) {
     std::string outcome = Printable(e.outcome());
-    if (!e.error().empty()) absl::StrAppend(&outcome, ": not started: ", Printable(e.error()));
+    if (!e.error().empty()) {
+      absl::StrAppend(&outcome, ": ", e.pid() != 0 ? absl::StrCat("pid ", e.pid(), ": ") : "",
+                      Printable(e.error()));
+    }
     if (!e.anomaly().empty()) absl::StrAppend(&outcome, " (", Printable(e.anomaly()), ")");
     table.AddRow({TimestampText(e.decided_at(), zone), Printable(e.rule()), Printable(e.job_id()),
                   absl::StrCat(e.slot()), TimestampText(e.start_time(), zone), outcome,

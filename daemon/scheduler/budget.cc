@@ -44,6 +44,10 @@ absl::string_view SlotOutcomeName(SlotOutcome outcome) {
       return "anomaly captures of the job today reached daily_cap (local)";
     case SlotOutcome::kPreempted:
       return "preempted by an on-demand trace (local)";
+    case SlotOutcome::kProcessBusy:
+      return "process busy: already capturing or held by another profiler (local)";
+    case SlotOutcome::kRefused:
+      return "refused by this daemon (local)";
   }
   return "unknown";
 }
@@ -72,6 +76,10 @@ absl::string_view SlotOutcomeLabel(SlotOutcome outcome) {
       return "host_daily_cap";
     case SlotOutcome::kPreempted:
       return "preempted";
+    case SlotOutcome::kProcessBusy:
+      return "process_busy";
+    case SlotOutcome::kRefused:
+      return "refused";
   }
   return "unknown";
 }
@@ -80,7 +88,8 @@ bool IsLocalOutcome(SlotOutcome outcome) {
   return outcome == SlotOutcome::kHostCaptureTime || outcome == SlotOutcome::kStoreSpace ||
          outcome == SlotOutcome::kWindowPassed || outcome == SlotOutcome::kNoStepCounter ||
          outcome == SlotOutcome::kCoolDown || outcome == SlotOutcome::kHostDailyCap ||
-         outcome == SlotOutcome::kPreempted;
+         outcome == SlotOutcome::kPreempted || outcome == SlotOutcome::kProcessBusy ||
+         outcome == SlotOutcome::kRefused;
 }
 
 bool InBlackout(const ScheduleRule& rule, absl::Time start, absl::Time end) {

@@ -36,6 +36,16 @@ enum class SlotOutcome {
   // local: an on-demand trace took a process of the capture over (an
   // on-demand trace has priority); the event names the process and trace
   kPreempted,
+  // local: a process of the capture was busy when its window opened: it
+  // was already capturing (an on-demand trace, which has priority, or
+  // another gpuctl trace) or another profiler held it (the job's own
+  // torch.profiler, a CUPTI subscriber); the event names the process and
+  // the reason, the rest of the job's processes were captured
+  kProcessBusy,
+  // local: this daemon refused the capture request (a window already in
+  // the past of its clock, a limit of the core); the event carries the
+  // error
+  kRefused,
 };
 
 // "not sampled", "blackout", "daily cap reached", ... for skips and logs.

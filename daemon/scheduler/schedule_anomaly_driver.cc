@@ -210,6 +210,7 @@ void ScheduleDriver::RequestAnomalyCapture(const ScheduleRule& rule, const std::
   absl::StatusOr<std::string> started = deps_.core->StartTrace(
       request, AnomalyTraceTrigger(rule, decision, anomaly, fingerprint_, now), ObserverFor(event));
   if (!started.ok()) {
+    event.outcome = SlotOutcome::kRefused;
     event.error = std::string(started.status().message());
     LogWarning("anomaly trace not started", {{"rule", rule.name},
                                              {"job", job_id},

@@ -248,6 +248,7 @@ void ScheduleDriver::RequestCapture(const ScheduleRule& rule, const std::string&
   absl::StatusOr<std::string> started = deps_.core->StartTrace(
       request, ScheduledTraceTrigger(rule, decision, fingerprint_), ObserverFor(event));
   if (!started.ok()) {
+    event.outcome = SlotOutcome::kRefused;
     event.error = std::string(started.status().message());
     LogWarning("scheduled trace not started", {{"rule", rule.name},
                                                {"job", job_id},
@@ -271,12 +272,18 @@ std::shared_ptr<TraceObserver> ScheduleDriver::ObserverFor(Event capture) {
       std::move(trace_id), [this, alive = std::weak_ptr<bool>(alive_),
                             capture = std::move(capture)](const v1::ProcessResult& result) {
         if (alive.expired()) return;
-        Event preempted = capture;
-        preempted.outcome = SlotOutcome::kPreempted;
-        preempted.error = result.message();
-        preempted.pid = result.pid();
-        preempted.decided_at = deps_.clock->Now();
-        Record(std::move(preempted));
+        Event skipped = capture;
+        skipped.outcome = ScheduledTraceObserver::IsPreempted(result) ? SlotOutcome::kPreempted
+                                                                      : SlotOutcome::kProcessBusy;
+        skipped.error = result.message();
+        skipped.pid = result.pid();
+        skipped.decided_at = deps_.clock->Now();
+        // A process busy when the window opens is answered inside
+        // StartTrace, before the capture itself is recorded: record the
+        // skip after it.
+        deps_.loop->Post([this, alive, skipped = std::move(skipped)]() mutable {
+          if (!alive.expired()) Record(std::move(skipped));
+        });
       });
 }
 

@@ -31,29 +31,35 @@
 namespace gpuctl::daemon::scheduler {
 
 // Scheduled traces (time slots, step blocks and anomalies alike) report to
-// the log, and a process an on-demand trace took over to `on_preempted`
-// (called with its result, on the loop; may be empty); the core keeps the
-// manifest.
+// the log, and a process the capture did not get to `on_skipped` (called
+// with its result, on the loop; may be empty): one an on-demand trace took
+// over (its message starts with kPreemptedByOnDemand) or one that was busy
+// when the window opened (CAPTURE_STATUS_BUSY: already capturing, or held
+// by another profiler). The core keeps the manifest.
 class ScheduledTraceObserver final : public TraceObserver {
  public:
-  using PreemptedFn = absl::AnyInvocable<void(const v1::ProcessResult&)>;
-  explicit ScheduledTraceObserver(std::string trace_id, PreemptedFn on_preempted = nullptr)
-      : trace_id_(std::move(trace_id)), on_preempted_(std::move(on_preempted)) {}
+  using SkippedFn = absl::AnyInvocable<void(const v1::ProcessResult&)>;
+  explicit ScheduledTraceObserver(std::string trace_id, SkippedFn on_skipped = nullptr)
+      : trace_id_(std::move(trace_id)), on_skipped_(std::move(on_skipped)) {}
   void OnEvent(const v1::TraceEvent& event) override {
-    if (on_preempted_ && event.has_result() &&
-        absl::StartsWith(event.result().message(), kPreemptedByOnDemand)) {
-      on_preempted_(event.result());
-    }
+    if (on_skipped_ && event.has_result() && IsSkip(event.result())) on_skipped_(event.result());
   }
   void OnDone(const absl::Status& status) override {
     if (!status.ok()) {
       LogWarning("scheduled trace ended", {{"trace_id", trace_id_}, {"status", status.ToString()}});
     }
   }
+  // Whether `result` is a process the capture did not get to.
+  static bool IsPreempted(const v1::ProcessResult& result) {
+    return absl::StartsWith(result.message(), kPreemptedByOnDemand);
+  }
+  static bool IsSkip(const v1::ProcessResult& result) {
+    return IsPreempted(result) || result.status() == v1::CAPTURE_STATUS_BUSY;
+  }
 
  private:
   std::string trace_id_;
-  PreemptedFn on_preempted_;
+  SkippedFn on_skipped_;
 };
 
 // What a scheduled trace's manifest records of its rule and slot: the
@@ -105,6 +111,12 @@ v1::TraceTrigger ScheduledTraceTrigger(const ScheduleRule& rule, const SlotDecis
 // the others: within the cool-down (kCoolDown), past the rule's daily_cap
 // on this host (kHostDailyCap), or a process of the job without a step
 // counter (kNoStepCounter: it is left out of the capture).
+//
+// Whatever the rule, a request the core refuses is recorded as kRefused
+// with the core's error (e.g. a window already in the past of the core's
+// clock), and a process the capture did not get to as an event of its own
+// naming it: kPreempted (an on-demand trace took it over) or kProcessBusy
+// (already capturing, or held by another profiler, when the window opened).
 //
 // Lives on the loop thread: construct, Start and destroy it there, after
 // the core and before the core goes away.
@@ -202,7 +214,8 @@ class ScheduleDriver final : public ScheduleReporter {
                       const SlotDecision& decision);
   void Record(Event event);
   // The observer of a capture described by `capture`: a process an
-  // on-demand trace takes over is recorded as a kPreempted event of it.
+  // on-demand trace takes over is recorded as a kPreempted event of it, a
+  // process busy when the window opened as a kProcessBusy event.
   std::shared_ptr<TraceObserver> ObserverFor(Event capture);
   // Step rules (schedule_step_driver.cc).
   void ArmStepPoll();

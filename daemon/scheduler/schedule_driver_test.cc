@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/core/proto_time.h"
 #include "daemon/core/testing/core_test_fixture.h"
 #include "daemon/scheduler/slot_decision.h"
 #include "gmock/gmock.h"
@@ -378,6 +379,102 @@ TEST_F(ScheduleDriverTest, AnOnDemandTracePreemptsAScheduledCapture) {
   driver.reset();
   loop_.AdvanceBy(absl::Minutes(1));
   RunAll();
+}
+
+// A scheduled capture that finds one of the job's processes held by an
+// on-demand trace records a skip naming that process and why; the job's
+// other process is captured under the slot's id.
+TEST_F(ScheduleDriverTest, AProcessBusyWhenTheWindowOpensIsRecordedAsASkip) {
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotWithRoomBefore(options.rules[0], absl::Seconds(5));
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  clock_.Set(d.slot_start - absl::Seconds(1));
+  Attach(1, 100, "42", 0);
+  Attach(2, 101, "42", 1);
+  auto on_demand = std::make_shared<RecordingObserver>();
+  v1::TraceRequest held;
+  held.mutable_selector()->add_pids(100);
+  *held.mutable_duration() = ToProtoDuration(absl::Minutes(5));
+  v1::TraceTrigger trigger;
+  trigger.set_kind(v1::TRIGGER_KIND_ON_DEMAND);
+  absl::StatusOr<std::string> id = core_->StartTrace(held, trigger, on_demand);
+  ASSERT_TRUE(id.ok()) << id.status();
+  RunAll();
+  std::unique_ptr<ScheduleDriver> driver = MakeDriver(core_.get(), options);
+  driver->Start();
+  loop_.AdvanceBy(d.start - clock_.Now());
+  RunAll();
+  const std::vector<v1::ipc::StartCapture> scheduled = Starts(peers_, 2);
+  ASSERT_EQ(scheduled.size(), 1u);
+  EXPECT_EQ(scheduled[0].trace_id(), d.trace_id);
+
+  // The slot under way when the driver started is decided too; the slot
+  // examined here is `slot`.
+  std::vector<ScheduleDriver::Event> of_slot;
+  for (const ScheduleDriver::Event& e : driver->events()) {
+    if (e.slot == slot) of_slot.push_back(e);
+  }
+  ASSERT_EQ(of_slot.size(), 2u);
+  EXPECT_EQ(of_slot[0].outcome, SlotOutcome::kCapture);
+  const ScheduleDriver::Event& busy = of_slot[1];
+  EXPECT_EQ(busy.outcome, SlotOutcome::kProcessBusy);
+  EXPECT_TRUE(IsLocalOutcome(busy.outcome));
+  EXPECT_EQ(busy.pid, 100);
+  EXPECT_EQ(busy.trace_id, d.trace_id);
+  EXPECT_EQ(busy.error, "already capturing trace " + *id);
+  EXPECT_EQ((decisions_[{"minutely", "process_busy"}]), 1);
+  absl::StatusOr<v1::GetScheduleResponse> report = driver->GetSchedule({});
+  ASSERT_TRUE(report.ok());
+  const v1::ScheduleEvent& shown = report->events(report->events_size() - 1);
+  EXPECT_EQ(shown.pid(), 100);
+  EXPECT_FALSE(shown.captured());
+  EXPECT_TRUE(shown.local());
+  EXPECT_THAT(shown.outcome(), ::testing::HasSubstr("process busy"));
+  driver.reset();
+  loop_.AdvanceBy(absl::Minutes(10));
+  RunAll();
+}
+
+// A daemon whose schedule runs behind the clock its trace windows use asks
+// for a window already started: the core refuses it, and the schedule
+// records the refusal as its own outcome with the core's error, not as a
+// capture.
+TEST_F(ScheduleDriverTest, ARefusedRequestIsRecordedAsRefused) {
+  const ScheduleOptions options = EveryMinute(1.0);
+  const int64_t slot = SlotWithRoomBefore(options.rules[0], absl::Seconds(5));
+  const SlotDecision d = DecideSlot("fleet", options.rules[0], "42", slot);
+  clock_.Set(d.slot_start - absl::Seconds(1));
+  Attach(1, 100, "42", 0);
+  OffsetClock late(&clock_, -absl::Milliseconds(2500));
+  ScheduleDriver driver(options,
+                        ScheduleDriver::Deps{.clock = &late,
+                                             .loop = &loop_,
+                                             .core = core_.get(),
+                                             .free_store_bytes = [] { return uint64_t{1} << 40; },
+                                             .on_decision = nullptr});
+  driver.Start();
+  loop_.AdvanceBy(d.start - clock_.Now() + absl::Seconds(3));
+  RunAll();
+  // The slot before (under way when the driver started) is refused alike
+  // or passed; the slot examined here is `slot`.
+  EXPECT_TRUE(Starts(peers_, 1).empty());
+  std::vector<ScheduleDriver::Event> of_slot;
+  for (const ScheduleDriver::Event& e : driver.events()) {
+    if (e.slot == slot) of_slot.push_back(e);
+  }
+  ASSERT_EQ(of_slot.size(), 1u);
+  const ScheduleDriver::Event& refused = of_slot[0];
+  EXPECT_EQ(refused.outcome, SlotOutcome::kRefused);
+  EXPECT_EQ(refused.trace_id, d.trace_id);
+  EXPECT_THAT(refused.error, ::testing::HasSubstr("in the past of this daemon's clock"));
+  absl::StatusOr<v1::GetScheduleResponse> report = driver.GetSchedule({});
+  ASSERT_TRUE(report.ok());
+  const v1::ScheduleEvent& shown = report->events(report->events_size() - 1);
+  EXPECT_EQ(shown.slot(), slot);
+  EXPECT_FALSE(shown.captured());
+  EXPECT_TRUE(shown.local());
+  EXPECT_EQ(shown.outcome(), "refused by this daemon (local)");
+  EXPECT_EQ(report->captures_today(), 0u);
 }
 
 // A job below min_step at the boundary that passes it before its window

@@ -166,6 +166,7 @@ void ScheduleDriver::RequestStepCapture(const ScheduleRule& rule, const std::str
   absl::StatusOr<std::string> started = deps_.core->StartTrace(
       request, StepTraceTrigger(rule, decision, fingerprint_), ObserverFor(event));
   if (!started.ok()) {
+    event.outcome = SlotOutcome::kRefused;
     event.error = std::string(started.status().message());
     LogWarning("scheduled step trace not started", {{"rule", rule.name},
                                                     {"job", job_id},

@@ -145,6 +145,30 @@ def test_two_hosts_capture_a_job_under_the_same_scheduled_trace_id(
     assert trace_id in listed.stdout and f"scheduled:{RULE}" in listed.stdout, listed.stdout
     assert asked[0]["traceId"] not in listed.stdout
 
+    # A scheduled window that opens while an on-demand trace holds the
+    # process is a skip of its own, naming the process and why; the rank on
+    # the other host is captured as usual.
+    holding = cli.popen("trace", "--pid", str(workloads[0].pid), "--duration", "9s",
+                        "-o", str(workdir / "holding"))
+    try:
+        def busy_skips():
+            return [e for e in schedule_events(cli)
+                    if e.get("outcome", "").startswith("process busy")
+                    and e.get("pid") == workloads[0].pid]
+
+        busy = wait_until(busy_skips, timeout=20.0, what="a process-busy skip of the held rank")
+        assert busy[0]["local"] is True, busy
+        assert busy[0]["error"].startswith("already capturing trace "), busy
+        assert not busy[0].get("captured"), busy
+        skipped_id = busy[0]["traceId"]
+        shown = cli.run("schedule")
+        assert f"pid {workloads[0].pid}: already capturing trace" in shown.stdout, shown.stdout
+        wait_until(lambda: skipped_id in completed_traces(hosts[1]), timeout=15.0,
+                   what="the other host's capture of the slot the held rank skipped")
+    finally:
+        holding.kill()
+        holding.communicate()
+
 
 def trace_start_ms(trace_id):
     return int(trace_id.replace("-", "")[:12], 16)
