@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <system_error>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "daemon/analysis/analyze.h"
 #include "daemon/analysis/report.h"
 #include "daemon/analysis/trace_reader.h"
+#include "daemon/common/posix_file.h"
 
 namespace gpuctl::cli {
 namespace {
@@ -39,6 +41,29 @@ absl::StatusOr<double> ParseFlagDecimal(absl::string_view flag, const std::strin
   return v;
 }
 
+// The --html path as a file to write: not a directory, in one that exists.
+absl::Status CheckHtmlPath(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("--html: expected a file path");
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--html: ", path, " is a directory; give the report's file name"));
+  }
+  const std::string dir = ParentDir(path);
+  if (!fs::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--html: cannot write ", path, ": ", dir, " is not a directory"));
+  }
+  return absl::OkStatus();
+}
+
+// The --html file, created before any trace is read so that a path that
+// cannot be written fails at once; it appears whole at Commit or not at all.
+absl::StatusOr<std::unique_ptr<AtomicFile>> CreateHtmlFile(const std::string& path) {
+  const std::string temp = absl::StrCat(ParentDir(path), "/.gpuctl-analyze-html.XXXXXX");
+  return AtomicFile::Create(path, temp, 0644);
+}
+
 bool IsTraceFileName(const std::string& name) {
   if (name == "manifest.json" || name.empty() || name[0] == '.') return false;
   return absl::EndsWith(name, ".json") || absl::EndsWith(name, ".json.gz");
@@ -50,6 +75,12 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
   cmd->add_option("traces", f.paths, "Trace files (.json, .json.gz) or trace directories")
       ->required();
   cmd->add_flag("--json", f.json, "Print one machine-readable JSON document (docs/analyze.md)");
+  cmd->add_option("--html", f.html,
+                  "Also write a self-contained HTML report (charts, tables, findings) to this "
+                  "file")
+      ->check([](const std::string& path) {
+        return path.empty() ? std::string("expected a file path") : std::string();
+      });
   cmd->add_option("--small-kernel-us", f.small_kernel_us,
                   "A kernel shorter than this is small (default 10)");
   cmd->add_option("--small-kernel-pct", f.small_kernel_pct,
@@ -76,6 +107,10 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
   AnalyzeCommandOptions out;
   out.paths = f.paths;
   out.json = f.json;
+  if (!f.html.empty()) {
+    if (absl::Status s = CheckHtmlPath(f.html); !s.ok()) return s;
+    out.html_path = f.html;
+  }
   analysis::AnalyzeOptions& t = out.thresholds;
   auto decimal = [](absl::string_view flag, const std::string& text, absl::string_view what,
                     double min, double max, double* field, double scale) -> absl::Status {
@@ -153,6 +188,15 @@ int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env) {
     *env.err << "gpuctl analyze: " << files.status().message() << "\n";
     return kExitNothingMatched;
   }
+  std::unique_ptr<AtomicFile> html;
+  if (!options.html_path.empty()) {
+    absl::StatusOr<std::unique_ptr<AtomicFile>> created = CreateHtmlFile(options.html_path);
+    if (!created.ok()) {
+      *env.err << "gpuctl analyze: --html: " << created.status().message() << "\n";
+      return kExitUsage;
+    }
+    html = *std::move(created);
+  }
   // One model per worker at a time; each is dropped once analysed.
   std::vector<std::optional<absl::StatusOr<analysis::TraceReport>>> results(files->size());
   RunBounded(files->size(), options.jobs, [&](size_t i) {
@@ -179,6 +223,16 @@ int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env) {
     *env.out << analysis::RenderJson(reports, ranked, errors, options.thresholds);
   } else if (!reports.empty()) {
     *env.out << analysis::RenderText(reports, ranked, 100);
+  }
+  if (html != nullptr) {
+    absl::Status written =
+        html->Append(analysis::RenderHtml(reports, ranked, errors, options.thresholds));
+    if (written.ok()) written = html->Commit();
+    if (!written.ok()) {
+      *env.err << "gpuctl analyze: --html: " << written.message() << "\n";
+      return kExitPartialFailure;
+    }
+    if (!options.json) *env.out << "\nHTML report: " << options.html_path << "\n";
   }
   return errors.empty() ? kExitOk : kExitPartialFailure;
 }

@@ -20,6 +20,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
   r.launch = ComputeLaunchStats(model, index, r.breakdown, options);
   r.copies = ComputeCopyStats(model, index);
   r.sync = ComputeSyncStats(model, index, r.breakdown);
+  r.top = ComputeTopOps(model);
   std::vector<int64_t> steps;
   for (const StepTimes& s : r.breakdown.steps) {
     if (!s.clipped) steps.push_back(s.end_ns - s.start_ns);

@@ -21,6 +21,7 @@ struct TraceReport {
   CopyStats copies;
   SyncStats sync;
   Percentiles step_ns;  // durations of the whole steps
+  TopOps top;
   std::vector<Finding> findings;
 };
 

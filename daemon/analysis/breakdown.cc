@@ -133,6 +133,46 @@ void FillStep(const std::vector<Segment>& segments, StepTimes* step) {
   step->idle_ns = step->end_ns - step->start_ns - busy;
 }
 
+// The busy time of `segments` (sorted, disjoint) in buckets across the
+// capture window, or the GPU span when the window is unknown or empty.
+BusyTimeline Timeline(const TraceModel& model, const std::vector<Segment>& segments,
+                      const ClassTimes& span) {
+  BusyTimeline out;
+  const TraceInfo& info = model.info;
+  if (info.has_window && info.window_end_ns > info.window_start_ns) {
+    out.start_ns = info.window_start_ns;
+    out.end_ns = info.window_end_ns;
+  } else {
+    out.start_ns = span.start_ns;
+    out.end_ns = span.end_ns;
+  }
+  const int64_t length = out.end_ns - out.start_ns;
+  if (length <= 0) return out;
+  out.bucket_ns = (length + kTimelineBuckets - 1) / kTimelineBuckets;
+  out.busy_ns.assign(static_cast<size_t>((length + out.bucket_ns - 1) / out.bucket_ns), 0);
+  for (const Segment& s : segments) {
+    if (s.cls == kIdle) continue;
+    int64_t a = std::max(s.start, out.start_ns);
+    const int64_t b = std::min(s.end, out.end_ns);
+    while (a < b) {
+      const size_t i = static_cast<size_t>((a - out.start_ns) / out.bucket_ns);
+      const int64_t cut = std::min(b, out.BucketEnd(i));
+      out.busy_ns[i] += cut - a;
+      a = cut;
+    }
+  }
+  return out;
+}
+
+// The longest segment in which communication was the class.
+TimeSpan LongestExposedCommunication(const std::vector<Segment>& segments) {
+  TimeSpan out;
+  for (const Segment& s : segments) {
+    if (s.cls == kComm && s.end - s.start > out.end_ns - out.start_ns) out = {s.start, s.end};
+  }
+  return out;
+}
+
 }  // namespace
 
 Breakdown ComputeBreakdown(const TraceModel& model) {
@@ -171,6 +211,8 @@ Breakdown ComputeBreakdown(const TraceModel& model) {
   out.process = process.times;
   out.steps = MergeSteps(model);
   for (StepTimes& step : out.steps) FillStep(process.segments, &step);
+  out.timeline = Timeline(model, process.segments, out.process);
+  out.longest_exposed_communication = LongestExposedCommunication(process.segments);
   return out;
 }
 

@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_ANALYSIS_DIAGNOSES_H_
 #define GPUCTL_DAEMON_ANALYSIS_DIAGNOSES_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -54,10 +55,27 @@ struct StepTimes {
   int64_t compute_ns = 0, communication_ns = 0, memory_ns = 0, idle_ns = 0;
 };
 
+// The process's GPU busy time (any class but idle, all devices as one) in
+// at most kTimelineBuckets equal buckets across the capture window (the GPU
+// span when the window is unknown): bucket i covers
+// [start_ns + i * bucket_ns, min(start_ns + (i + 1) * bucket_ns, end_ns)).
+inline constexpr int kTimelineBuckets = 100;
+struct BusyTimeline {
+  int64_t start_ns = 0, end_ns = 0, bucket_ns = 0;
+  std::vector<int64_t> busy_ns;  // one per bucket
+  int64_t BucketEnd(size_t i) const {
+    return std::min(end_ns, start_ns + static_cast<int64_t>(i + 1) * bucket_ns);
+  }
+};
+
 struct Breakdown {
   ClassTimes process;  // all devices of the process as one
   std::vector<DeviceTimes> devices;
   std::vector<StepTimes> steps;
+  BusyTimeline timeline;
+  // The longest stretch in which NCCL kernels ran and no compute kernel did
+  // (exposed communication); empty when none.
+  TimeSpan longest_exposed_communication;
 };
 
 Breakdown ComputeBreakdown(const TraceModel& model);
@@ -72,6 +90,10 @@ struct GapTotals {
   uint64_t count = 0;
   int64_t stream_idle_ns = 0;  // the gaps' length on their stream
   int64_t gpu_idle_ns = 0;     // the part when no stream of the device ran
+  // The gap with the most GPU-idle time (the first of equals); empty when
+  // none had any.
+  TimeSpan largest;
+  int64_t largest_gpu_idle_ns = 0;
 };
 
 struct NamedTime {
@@ -132,9 +154,31 @@ struct CopyStats {
   // runs synchronously.
   uint64_t pageable_async_copies = 0, pageable_async_bytes = 0;
   int64_t pageable_async_ns = 0;
+  // The longest synchronous copy call (host time) and the longest pageable
+  // async copy (GPU time); empty when none.
+  TimeSpan longest_sync_copy, longest_pageable_async;
 };
 
 CopyStats ComputeCopyStats(const TraceModel& model, const ModelIndex& index);
+
+// ---- Top kernels and copies ---------------------------------------------------
+
+// Rows of the top tables: GPU ops of one name.
+inline constexpr size_t kTopOps = 10;
+struct OpTotals {
+  std::string name;
+  uint64_t count = 0;
+  int64_t total_ns = 0, max_ns = 0;
+  uint64_t bytes = 0;  // copies and memsets
+};
+
+// Kernels (compute and NCCL) and copies/memsets by name, by total GPU time,
+// largest first (ties by name), at most kTopOps of each.
+struct TopOps {
+  std::vector<OpTotals> kernels, copies;
+};
+
+TopOps ComputeTopOps(const TraceModel& model);
 
 // ---- Synchronization stalls ---------------------------------------------------
 
@@ -148,6 +192,10 @@ struct SyncStats {
   std::vector<int64_t> per_step_ns;
   // By the innermost host range around the call, largest first (at most 5).
   std::vector<NamedTime> call_sites;
+  // By the call's (or the record's) own name, largest first (at most
+  // kTopOps).
+  std::vector<NamedTime> by_call;
+  TimeSpan longest;  // the longest stall; empty when none
 };
 
 SyncStats ComputeSyncStats(const TraceModel& model, const ModelIndex& index,

@@ -32,6 +32,12 @@ struct AnalyzeOptions {
   double copy_bandwidth_share = 0.5;
 };
 
+// An interval on a trace's `ts` axis (ns); empty when end <= start.
+struct TimeSpan {
+  int64_t start_ns = 0, end_ns = 0;
+  bool empty() const { return end_ns <= start_ns; }
+};
+
 // One diagnosis's conclusion about one process.
 struct Finding {
   std::string id;     // stable, e.g. "host_bound_idle"; docs/analyze.md lists them
@@ -47,6 +53,10 @@ struct Finding {
   // The evidence: name (its unit as a suffix: _ns, _pct, _gbps, _bytes, or a
   // count) and value, in the order written.
   std::vector<std::pair<std::string, double>> numbers;
+  // Where to look in the trace: its largest single instance (the longest
+  // gap, call or copy); empty when the finding is a total with no one
+  // instance to show (launch-bound, slow copies, data quality).
+  TimeSpan at;
 };
 
 }  // namespace gpuctl::analysis

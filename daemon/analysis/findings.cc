@@ -124,6 +124,7 @@ std::vector<Finding> BreakdownFindings(const TraceModel& model, const Breakdown&
       Significant(p.communication_ns, span, options)) {
     Finding f = Make(model, "exposed_communication");
     f.recoverable_ns = p.communication_ns;
+    f.at = breakdown.longest_exposed_communication;
     f.title = absl::StrCat("NCCL kernels run alone for ", FormatNs(p.communication_ns), " (",
                            FormatShare(p.communication_ns, span), " of the GPU span)");
     f.advice =
@@ -150,6 +151,7 @@ std::vector<Finding> IdleGapFindings(const TraceModel& model, const Breakdown& b
         absl::StrCat("GPU idle ", FormatNs(t.gpu_idle_ns), " (", FormatShare(t.gpu_idle_ns, span),
                      " of the span) ", title, " (", t.count, " gaps)");
     f.advice = std::move(advice);
+    f.at = t.largest;
     f.numbers = {{"gpu_idle_ns", D(t.gpu_idle_ns)},
                  {"stream_idle_ns", D(t.stream_idle_ns)},
                  {"gaps", U(t.count)},
@@ -226,6 +228,7 @@ std::vector<Finding> CopyFindings(const TraceModel& model, const Breakdown& brea
   if (Significant(copies.sync_copy_host_ns, span, options)) {
     Finding f = Make(model, "sync_copies");
     f.recoverable_ns = copies.sync_copy_host_ns;
+    f.at = copies.longest_sync_copy;
     f.title = absl::StrCat(copies.sync_copies, " synchronous copies/memsets held the host for ",
                            FormatNs(copies.sync_copy_host_ns));
     f.advice =
@@ -237,6 +240,7 @@ std::vector<Finding> CopyFindings(const TraceModel& model, const Breakdown& brea
   if (copies.pageable_async_copies > 0 && Significant(copies.pageable_async_ns, span, options)) {
     Finding f = Make(model, "pageable_copies");
     f.recoverable_ns = copies.pageable_async_ns;
+    f.at = copies.longest_pageable_async;
     f.title = absl::StrCat(copies.pageable_async_copies, " async copies of pageable memory (",
                            FormatBytes(copies.pageable_async_bytes), ", ",
                            FormatNs(copies.pageable_async_ns), ") run synchronously");
@@ -275,6 +279,7 @@ std::vector<Finding> SyncFindings(const TraceModel& model, const Breakdown& brea
   if (!Significant(syncs.host_ns, span, options)) return out;
   Finding f = Make(model, "sync_stalls");
   f.recoverable_ns = syncs.host_ns;
+  f.at = syncs.longest;
   std::vector<int64_t> whole_steps;
   for (size_t i = 0; i < breakdown.steps.size(); ++i) {
     if (!breakdown.steps[i].clipped) whole_steps.push_back(syncs.per_step_ns[i]);

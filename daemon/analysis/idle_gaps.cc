@@ -80,6 +80,10 @@ IdleGaps ClassifyIdleGaps(const TraceModel& model, const ModelIndex& index,
     ++totals.count;
     totals.stream_idle_ns += b - a;
     totals.gpu_idle_ns += gpu_idle;
+    if (gpu_idle > totals.largest_gpu_idle_ns) {
+      totals.largest_gpu_idle_ns = gpu_idle;
+      totals.largest = {a, b};
+    }
     if (cls == GapClass::kHostBound && gpu_idle > 0) {
       const HostRange* range =
           index.MostOverlapping(launch->pid, launch->tid, a, std::max(a, launch->start_ns));

@@ -79,6 +79,10 @@ CopyStats ComputeCopyStats(const TraceModel& model, const ModelIndex& index) {
     if (call != nullptr && call->kind == ApiKind::kMemcpySync) {
       ++out.sync_copies;
       out.sync_copy_host_ns += call->end_ns - call->start_ns;
+      if (call->end_ns - call->start_ns >
+          out.longest_sync_copy.end_ns - out.longest_sync_copy.start_ns) {
+        out.longest_sync_copy = {call->start_ns, call->end_ns};
+      }
     }
     if (op.kind == GpuOpKind::kMemset) {
       ++out.memsets;
@@ -92,6 +96,10 @@ CopyStats ComputeCopyStats(const TraceModel& model, const ModelIndex& index) {
       ++out.pageable_async_copies;
       out.pageable_async_bytes += op.bytes;
       out.pageable_async_ns += op.end_ns - op.start_ns;
+      if (op.end_ns - op.start_ns >
+          out.longest_pageable_async.end_ns - out.longest_pageable_async.start_ns) {
+        out.longest_pageable_async = {op.start_ns, op.end_ns};
+      }
     }
   }
   return out;
@@ -102,9 +110,22 @@ namespace {
 // A stall: host time in a synchronize call, on thread (pid, tid) when known.
 struct Stall {
   int64_t start_ns = 0, end_ns = 0;
+  uint32_t name = 0;
   bool has_thread = false;
   int64_t pid = 0, tid = 0;
 };
+
+// `named` largest first (ties by name), at most `limit`.
+std::vector<NamedTime> Largest(absl::flat_hash_map<int64_t, NamedTime> named, size_t limit) {
+  std::vector<NamedTime> out;
+  out.reserve(named.size());
+  for (auto& [key, n] : named) out.push_back(std::move(n));
+  std::sort(out.begin(), out.end(), [](const NamedTime& x, const NamedTime& y) {
+    return x.ns != y.ns ? x.ns > y.ns : x.name < y.name;
+  });
+  if (out.size() > limit) out.resize(limit);
+  return out;
+}
 
 // The synchronize calls; without runtime calls in the trace, the
 // host-blocking synchronization records (all but "Stream Wait Event", which
@@ -113,13 +134,13 @@ std::vector<Stall> Stalls(const TraceModel& model) {
   std::vector<Stall> stalls;
   for (const ApiCall& call : model.api_calls) {
     if (call.kind == ApiKind::kSynchronize) {
-      stalls.push_back(Stall{call.start_ns, call.end_ns, true, call.pid, call.tid});
+      stalls.push_back(Stall{call.start_ns, call.end_ns, call.name, true, call.pid, call.tid});
     }
   }
   if (!stalls.empty() || !model.api_calls.empty()) return stalls;
   for (const SyncRecord& sync : model.syncs) {
     if (model.Name(sync.name) != "Stream Wait Event") {
-      stalls.push_back(Stall{sync.start_ns, sync.end_ns});
+      stalls.push_back(Stall{sync.start_ns, sync.end_ns, sync.name});
     }
   }
   return stalls;
@@ -132,11 +153,18 @@ SyncStats ComputeSyncStats(const TraceModel& model, const ModelIndex& index,
   SyncStats out;
   out.per_step_ns.assign(breakdown.steps.size(), 0);
   absl::flat_hash_map<int64_t, NamedTime> sites;  // range name index or -1
+  absl::flat_hash_map<int64_t, NamedTime> calls;  // the stall's name index
   const std::vector<StepTimes>& steps = breakdown.steps;
   for (const Stall& stall : Stalls(model)) {
     const int64_t ns = stall.end_ns - stall.start_ns;
     ++out.calls;
     out.host_ns += ns;
+    if (ns > out.longest.end_ns - out.longest.start_ns)
+      out.longest = {stall.start_ns, stall.end_ns};
+    NamedTime& call = calls[stall.name];
+    if (call.name.empty()) call.name = model.Name(stall.name);
+    call.ns += ns;
+    ++call.count;
     auto step = std::partition_point(steps.begin(), steps.end(), [&](const StepTimes& s) {
       return s.start_ns <= stall.start_ns;
     });
@@ -151,12 +179,8 @@ SyncStats ComputeSyncStats(const TraceModel& model, const ModelIndex& index,
     site.ns += ns;
     ++site.count;
   }
-  for (auto& [key, site] : sites) out.call_sites.push_back(std::move(site));
-  std::sort(out.call_sites.begin(), out.call_sites.end(),
-            [](const NamedTime& x, const NamedTime& y) {
-              return x.ns != y.ns ? x.ns > y.ns : x.name < y.name;
-            });
-  if (out.call_sites.size() > 5) out.call_sites.resize(5);
+  out.call_sites = Largest(std::move(sites), 5);
+  out.by_call = Largest(std::move(calls), kTopOps);
   return out;
 }
 

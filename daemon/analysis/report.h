@@ -27,6 +27,18 @@ std::string RenderJson(const std::vector<TraceReport>& reports,
                        const std::vector<Finding>& findings, const std::vector<TraceError>& errors,
                        const AnalyzeOptions& options);
 
+// The `--html` page (docs/analyze.md): one self-contained file that loads
+// nothing and runs no script (its Content-Security-Policy forbids both): the
+// per-trace summary, a ranks-by-time GPU busy heatmap and stacked step-time
+// bars as inline SVG, the top kernels, copies and synchronize calls, the
+// ranked findings with where to look in Perfetto, the files that could not
+// be read and the thresholds used. Every string from a trace or a path is
+// escaped. Its size follows the reports', not the traces'; the same input
+// gives the same bytes.
+std::string RenderHtml(const std::vector<TraceReport>& reports,
+                       const std::vector<Finding>& findings, const std::vector<TraceError>& errors,
+                       const AnalyzeOptions& options);
+
 }  // namespace gpuctl::analysis
 
 #endif  // GPUCTL_DAEMON_ANALYSIS_REPORT_H_

@@ -117,6 +117,25 @@ Json Copies(const CopyStats& c) {
               {"pageable_async_ns", c.pageable_async_ns}};
 }
 
+Json Timeline(const BusyTimeline& t) {
+  return Json{{"start_ns", t.start_ns},
+              {"end_ns", t.end_ns},
+              {"bucket_ns", t.bucket_ns},
+              {"busy_ns", t.busy_ns}};
+}
+
+Json OpRows(const std::vector<OpTotals>& rows) {
+  Json out = Json::array();
+  for (const OpTotals& t : rows) {
+    out.push_back(Json{{"name", t.name},
+                       {"count", t.count},
+                       {"total_ns", t.total_ns},
+                       {"max_ns", t.max_ns},
+                       {"bytes", t.bytes}});
+  }
+  return out;
+}
+
 Json Trace(const TraceReport& r) {
   const TraceInfo& i = r.info;
   Json window = nullptr;
@@ -140,13 +159,16 @@ Json Trace(const TraceReport& r) {
               {"gpu", Times(r.breakdown.process)},
               {"devices", Devices(r.breakdown)},
               {"steps", Steps(r)},
+              {"timeline", Timeline(r.breakdown.timeline)},
+              {"top", Json{{"kernels", OpRows(r.top.kernels)}, {"copies", OpRows(r.top.copies)}}},
               {"step_ns", Pct(r.step_ns)},
               {"idle_gaps", Gaps(r.gaps)},
               {"launch", Launch(r.launch)},
               {"copies", Copies(r.copies)},
               {"sync", Json{{"calls", r.sync.calls},
                             {"host_ns", r.sync.host_ns},
-                            {"call_sites", Named(r.sync.call_sites)}}}};
+                            {"call_sites", Named(r.sync.call_sites)},
+                            {"calls_by_name", Named(r.sync.by_call)}}}};
 }
 
 Json FindingJson(const Finding& f) {
@@ -160,7 +182,9 @@ Json FindingJson(const Finding& f) {
               {"recoverable_ns", f.recoverable_ns},
               {"title", f.title},
               {"advice", f.advice},
-              {"numbers", std::move(numbers)}};
+              {"numbers", std::move(numbers)},
+              {"at", f.at.empty() ? Json(nullptr)
+                                  : Json{{"start_ns", f.at.start_ns}, {"end_ns", f.at.end_ns}}}};
 }
 
 }  // namespace

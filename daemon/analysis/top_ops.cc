@@ -1,0 +1,45 @@
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/analysis/diagnoses.h"
+
+namespace gpuctl::analysis {
+namespace {
+
+// `by_name` by total time, largest first (ties by name), at most kTopOps.
+std::vector<OpTotals> TopByTotal(absl::flat_hash_map<uint32_t, OpTotals> by_name) {
+  std::vector<OpTotals> out;
+  out.reserve(by_name.size());
+  for (auto& [name, totals] : by_name) out.push_back(std::move(totals));
+  std::sort(out.begin(), out.end(), [](const OpTotals& a, const OpTotals& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+  if (out.size() > kTopOps) out.resize(kTopOps);
+  return out;
+}
+
+}  // namespace
+
+TopOps ComputeTopOps(const TraceModel& model) {
+  // One entry per distinct name: bounded by the model's name table, not by
+  // the number of ops.
+  absl::flat_hash_map<uint32_t, OpTotals> kernels, copies;
+  for (const GpuOp& op : model.gpu_ops) {
+    const bool kernel = op.kind == GpuOpKind::kKernel || op.kind == GpuOpKind::kCommKernel;
+    OpTotals& t = (kernel ? kernels : copies)[op.name];
+    if (t.count == 0) t.name = model.Name(op.name);
+    const int64_t ns = op.end_ns - op.start_ns;
+    ++t.count;
+    t.total_ns += ns;
+    t.max_ns = std::max(t.max_ns, ns);
+    t.bytes += op.bytes;
+  }
+  TopOps out;
+  out.kernels = TopByTotal(std::move(kernels));
+  out.copies = TopByTotal(std::move(copies));
+  return out;
+}
+
+}  // namespace gpuctl::analysis
