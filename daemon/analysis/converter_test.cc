@@ -93,7 +93,8 @@ TEST(ConverterTest, HostBoundGapAndSyncOnTheConvertersOutput) {
   EXPECT_EQ(model->info.window_end_ns, 251'000 * kUs);
   EXPECT_EQ(model->gpu_ops.size(), 3u);
   EXPECT_EQ(model->api_calls.size(), 4u);
-  EXPECT_EQ(model->syncs.size(), 1u);
+  ASSERT_EQ(model->syncs.size(), 1u);
+  EXPECT_EQ(model->syncs[0].stream, 7);  // "sync stream"; "stream" is -1
   EXPECT_EQ(model->steps.size(), 2u);
 
   TraceReport r = AnalyzeModel(*model, {});

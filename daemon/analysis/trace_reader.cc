@@ -162,15 +162,23 @@ struct PendingEvent {
   bool has_ts = false, has_dur = false, bad_time = false;
   int64_t ts_ns = 0, dur_ns = 0;
   int64_t pid = 0, tid = 0;
-  bool has_device = false, has_stream = false;
-  int64_t device = 0, stream = 0;
+  bool has_device = false, has_stream = false, has_sync_stream = false;
+  int64_t device = 0, stream = 0, sync_stream = 0;
   uint64_t correlation = 0, bytes = 0;
   bool graph = false;
 };
 
 enum class TopKey : uint8_t { kOther, kEvents, kGpuctl, kDistributed, kBaseTime, kDevices };
 enum class EventKey : uint8_t { kOther, kPh, kCat, kName, kPid, kTid, kTs, kDur, kArgs };
-enum class ArgKey : uint8_t { kOther, kDevice, kStream, kCorrelation, kBytes, kGraphId };
+enum class ArgKey : uint8_t {
+  kOther,
+  kDevice,
+  kStream,
+  kSyncStream,
+  kCorrelation,
+  kBytes,
+  kGraphId
+};
 
 TopKey ClassifyTopKey(absl::string_view k) {
   if (k == "traceEvents") return TopKey::kEvents;
@@ -196,6 +204,7 @@ EventKey ClassifyEventKey(absl::string_view k) {
 ArgKey ClassifyArgKey(absl::string_view k) {
   if (k == "device") return ArgKey::kDevice;
   if (k == "stream") return ArgKey::kStream;
+  if (k == "sync stream") return ArgKey::kSyncStream;
   if (k == "correlation") return ArgKey::kCorrelation;
   if (k == "bytes") return ArgKey::kBytes;
   if (k == "graph id") return ArgKey::kGraphId;
@@ -428,6 +437,10 @@ void TraceSax::OnArgScalar(const Scalar& v) {
       event_.has_stream = true;
       event_.stream = *i;
       break;
+    case ArgKey::kSyncStream:
+      event_.has_sync_stream = true;
+      event_.sync_stream = *i;
+      break;
     case ArgKey::kCorrelation:
       event_.correlation = static_cast<uint64_t>(*i);
       break;
@@ -531,9 +544,13 @@ void TraceSax::EndEvent() {
       break;
     }
     case Category::kSync:
+      // gpuctl writes a synchronization's stream as "sync stream" ("stream"
+      // -1); kineto and gpuctl's older files as "stream".
       model_->syncs.push_back(SyncRecord{start, end, e.correlation, Intern(e.name),
                                          static_cast<int32_t>(e.has_device ? e.device : -1),
-                                         e.has_stream ? e.stream : -1});
+                                         e.has_sync_stream ? e.sync_stream
+                                         : e.has_stream    ? e.stream
+                                                           : -1});
       break;
     case Category::kRuntime:
     case Category::kDriver:

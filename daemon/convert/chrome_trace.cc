@@ -114,9 +114,11 @@ class TraceBuilder {
     events_.Complete("user_annotation", r_.strings[range.name], pid_, range.tid, range.start_ns,
                      range.end_ns);
     // "External id" links the range to the GPU work launched inside it
-    // (kExternalCorrelation), as kineto links a CPU op to its kernels.
+    // (kExternalCorrelation), as kineto links a CPU op to its kernels. No
+    // "correlation": consumers join that key as a CUDA correlation id
+    // (kineto's user_annotation and cpu_op events have none).
     absl::StrAppend(out_, ", \"args\": {\"External id\": ", range.range_id,
-                    ", \"correlation\": ", range.range_id, ", \"depth\": ", range.depth, "}}");
+                    ", \"depth\": ", range.depth, "}}");
   }
 
   void WriteSteps() {

@@ -48,6 +48,11 @@ CorrelationSpan ApiCorrelationSpan(const DecodedRecords& r) {
   return span.hi == 0 ? CorrelationSpan{} : span;
 }
 
+// CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE.
+constexpr uint32_t kStreamSyncType = 3;
+// Kineto's tid offset of a stream's synchronize row.
+constexpr int64_t kSyncRowOffset = 1000000;
+
 // A GPU row: pid = device id, tid = stream id.
 struct Row {
   int64_t pid;
@@ -119,12 +124,28 @@ class GpuEventWriter {
     // device that context's GPU ops ran on.
     for (const SyncRecord& s : r_.syncs) {
       auto it = context_device_.find(s.context_id);
-      if (it != context_device_.end()) streams_[it->second].insert(SyncTid(s));
+      if (it != context_device_.end()) {
+        if (IsStreamSync(s)) {
+          sync_rows_[it->second].insert(SyncStream(s));
+        } else {
+          streams_[it->second].insert(SyncStream(s));
+        }
+      }
       if (s.correlation_id != 0) gpu_correlations_.Emplace(s.correlation_id, 1);
     }
   }
 
-  static int64_t SyncTid(const SyncRecord& s) { return static_cast<int32_t>(s.stream_id); }
+  // CUPTI's stream id as kineto writes it: signed, -1 when none applies.
+  static int64_t SyncStream(const SyncRecord& s) { return static_cast<int32_t>(s.stream_id); }
+  static bool IsStreamSync(const SyncRecord& s) {
+    return s.type == kStreamSyncType && SyncStream(s) >= 0;
+  }
+  // The GPU row's tid: a stream synchronize on kineto's row of its own
+  // beside the stream (output_json.cpp, kSyncStreamTidOffset), so it does
+  // not cover the kernels it waits for; the others on their stream's row.
+  static int64_t SyncTid(const SyncRecord& s) {
+    return IsStreamSync(s) ? SyncStream(s) + kSyncRowOffset : SyncStream(s);
+  }
 
   void WriteMetadata() {
     for (const auto& [device, streams] : streams_) {
@@ -135,6 +156,13 @@ class GpuEventWriter {
       for (int64_t stream : streams) {
         ev_->Meta("thread_name", device, stream, "name", absl::StrCat("stream ", stream));
         ev_->MetaIndex("thread_sort_index", device, stream, stream);
+      }
+      auto syncs = sync_rows_.find(device);
+      if (syncs == sync_rows_.end()) continue;
+      for (int64_t stream : syncs->second) {
+        const int64_t tid = stream + kSyncRowOffset;
+        ev_->Meta("thread_name", device, tid, "name", absl::StrCat("stream ", stream, " (sync)"));
+        ev_->MetaIndex("thread_sort_index", device, tid, stream);
       }
     }
     if (!r_.overheads.empty()) {
@@ -276,7 +304,11 @@ class GpuEventWriter {
     if (s.type == 1 || s.type == 2) {  // event synchronize, stream wait event
       absl::StrAppend(out_, ", \"wait_on_cuda_event_id\": ", static_cast<int32_t>(s.cuda_event_id));
     }
-    absl::StrAppend(out_, ", \"stream\": ", SyncTid(s), ", \"correlation\": ", s.correlation_id);
+    // "stream" is -1: consumers (Holistic Trace Analysis) count every event
+    // with a stream as GPU work, and a synchronization is host time. The
+    // stream it names is "sync stream".
+    absl::StrAppend(out_, ", \"stream\": -1, \"sync stream\": ", SyncStream(s),
+                    ", \"correlation\": ", s.correlation_id);
     if (device != context_device_.end()) absl::StrAppend(out_, ", \"device\": ", device->second);
     absl::StrAppend(out_, ", \"context\": ", s.context_id);
     EndGpuOp(s.correlation_id, row, s.start_ns);
@@ -305,6 +337,8 @@ class GpuEventWriter {
   CorrelationMap<uint8_t> gpu_correlations_;
   // GPU rows: device -> stream tids, sorted for stable metadata.
   std::map<uint32_t, std::set<int64_t>> streams_;
+  // Stream synchronize rows: device -> the streams synchronized.
+  std::map<uint32_t, std::set<int64_t>> sync_rows_;
 };
 
 }  // namespace

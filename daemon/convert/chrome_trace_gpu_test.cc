@@ -256,17 +256,32 @@ TEST(ChromeTraceGpuTest, SynchronizationRows) {
   json doc = Convert(b.Build());
   json stream = Only(doc, "name", "Stream Sync");
   EXPECT_EQ(stream["cat"], "cuda_sync");
+  // Kineto's row for a stream's synchronizations: stream + 1000000, named
+  // "stream 7 (sync)" and sorted with stream 7.
   EXPECT_EQ(stream["pid"], 3);
-  EXPECT_EQ(stream["tid"], 7);
+  EXPECT_EQ(stream["tid"], 1000007);
   EXPECT_EQ(stream["args"]["cuda_sync_kind"], "Stream Sync");
-  EXPECT_EQ(stream["args"]["stream"], 7);
+  // Host time, not GPU work: no stream for consumers that count every
+  // event with one as busy; the stream waited for is "sync stream".
+  EXPECT_EQ(stream["args"]["stream"], -1);
+  EXPECT_EQ(stream["args"]["sync stream"], 7);
   EXPECT_EQ(stream["args"]["device"], 3);
   EXPECT_EQ(stream["args"]["context"], 9);
   EXPECT_EQ(stream["args"]["correlation"], 20);
+  bool named = false, sorted = false;
+  for (const json& m : Where(doc, "ph", "M")) {
+    if (m["pid"] != 3 || m["tid"] != 1000007) continue;
+    if (m["name"] == "thread_name") named = m["args"]["name"] == "stream 7 (sync)";
+    if (m["name"] == "thread_sort_index") sorted = m["args"]["sort_index"] == 7;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_TRUE(sorted);
   json event = Only(doc, "name", "Event Sync");
   EXPECT_EQ(event["tid"], -1);
   EXPECT_EQ(event["args"]["stream"], -1);
+  EXPECT_EQ(event["args"]["sync stream"], -1);
   EXPECT_EQ(event["args"]["wait_on_cuda_event_id"], 4);
+  for (const json& e : Where(doc, "cat", "cuda_sync")) EXPECT_EQ(e["args"]["stream"], -1) << e;
   // A context with no GPU op in the window: the calling thread's row.
   json context = Only(doc, "name", "Context Sync");
   EXPECT_EQ(context["pid"], kPid);
@@ -277,6 +292,7 @@ TEST(ChromeTraceGpuTest, SynchronizationRows) {
   ASSERT_EQ(ends.size(), 2u);
   EXPECT_EQ(ends[0]["id"], 20);
   EXPECT_EQ(ends[0]["pid"], 3);
+  EXPECT_EQ(ends[0]["tid"], 1000007);
   EXPECT_EQ(Where(doc, "ph", "s").size(), 2u);
 }
 

@@ -21,6 +21,7 @@
 //                 "grid": [x, y, z], "block": [x, y, z], "registers"}],
 //    "memcpys": [{"device", "stream", "start", "end", "bytes", "kind", "correlation"}],
 //    "memsets": [{"device", "stream", "start", "end", "bytes", "correlation"}],
+//    "syncs": [{"type", "stream", "start", "end", "correlation"}],  // context 1
 //    "external": [{"correlation", "range_id"}]}
 #include <cstdio>
 #include <fstream>
@@ -131,6 +132,13 @@ std::vector<uint8_t> BuildPayload(const json& spec) {
                  .start_ns = at(m, "start"),
                  .end_ns = at(m, "end"),
                  .bytes = m.value("bytes", uint64_t{0})});
+  }
+  for (const json& y : spec.value("syncs", json::array())) {
+    b.AddSync({.type = y.value("type", 3u),
+               .stream = y.value("stream", 7u),
+               .correlation = y.value("correlation", 0u),
+               .start_ns = at(y, "start"),
+               .end_ns = at(y, "end")});
   }
   return b.Build();
 }

@@ -2,8 +2,17 @@
 
 Two ranks with known GPU work go through gpuctl_convert_fixture (record
 payload -> reader -> Chrome trace converter -> gzip -> local store), then
-HTA loads the trace directory. Its kernel and temporal breakdowns must
-equal what the known intervals give, computed here independently.
+HTA loads the trace directory. Its kernel and temporal breakdowns, launch
+statistics and idle-time breakdown must equal what the known intervals
+give, computed here independently; `gpuctl analyze --json` on the same
+files is compared with HTA's numbers where the definitions agree, and the
+differences are spelled out where they do not.
+
+Each rank also waits in a cudaStreamSynchronize whose "Stream Sync" record
+overlaps GPU idle time: host time, which no breakdown may count as GPU
+work. And the range around the launches has id 1, the correlation id of
+the first launch: a range carrying its id as "correlation" would be joined
+to that launch's kernel.
 """
 
 import itertools
@@ -41,6 +50,11 @@ RANKS = {
         ("kernel", "gemm_bwd", 7, 400, 600),
     ],
 }
+
+# Per rank: a cudaStreamSynchronize on stream 7 and its "Stream Sync" record
+# (start µs, end µs). Rank 0's covers part of the GPU's idle [420, 500);
+# rank 1's outlasts its last GPU op (600).
+SYNCS = {0: (360, 480), 1: (560, 650)}
 
 
 def kernel_type(name):
@@ -98,6 +112,14 @@ def spec_for(rank, ops):
             spec["memcpys"].append(dict(op, bytes=1 << 20))
         else:
             spec["memsets"].append(dict(op, bytes=4096))
+    if rank in SYNCS:
+        start, end = SYNCS[rank]
+        correlation = len(ops) + 1
+        spec["api_calls"].append(
+            {"tid": pid, "start": start * US, "end": end * US, "correlation": correlation,
+             "cbid": 131, "name": "cudaStreamSynchronize"})
+        spec["syncs"] = [{"type": 3, "stream": 7, "start": start * US, "end": end * US,
+                          "correlation": correlation}]
     return spec
 
 
@@ -189,6 +211,126 @@ def test_gpu_kernel_breakdown_matches_known_kernels(analysis):
         assert row["max (us)"] == max(durations), key
         assert row["min (us)"] == min(durations), key
         assert row["mean (us)"] == pytest.approx(sum(durations) / len(durations)), key
+
+
+def test_launch_statistics_have_one_row_per_launch(analysis):
+    """HTA joins CPU and GPU events on "correlation": one row per launch,
+    none for the range around them (which has no correlation id)."""
+    stats = analysis.get_cuda_kernel_launch_stats(ranks=list(RANKS), visualize=False)
+    for rank, ops in RANKS.items():
+        df = stats[rank]
+        assert len(df) == len(ops), (rank, df)
+        assert sorted(df["correlation"]) == list(range(1, len(ops) + 1)), rank
+        # Each launch call lasts 5 µs and ends 5 µs before its op starts.
+        assert list(df["cpu_duration"]) == [5] * len(ops), rank
+        assert list(df["launch_delay"]) == [5] * len(ops), rank
+        assert sorted(df["gpu_duration"]) == sorted(e - s for _, _, _, s, e in ops), rank
+
+
+def expected_idle_categories(ops, kernel_delay, launch_at_gap_start_is_host_wait=False):
+    """HTA's idle-time categories per stream, restated: a gap is host wait
+    when its op's launch call began after the gap began, else kernel wait
+    when shorter than kernel_delay, else other. gpuctl's rule also counts a
+    launch that began just as the gap began as host wait (host-bound)."""
+    by_stream = defaultdict(list)
+    for _, _, stream, start, end in ops:
+        by_stream[stream].append((start, end))
+    totals = defaultdict(int)
+    for stream, intervals in by_stream.items():
+        for (_, prev_end), (start, _) in itertools.pairwise(sorted(intervals)):
+            launch = max(0, start - 10)
+            late = launch >= prev_end if launch_at_gap_start_is_host_wait else launch > prev_end
+            category = ("host_wait" if late
+                        else "kernel_wait" if start - prev_end < kernel_delay else "other")
+            totals[(stream, category)] += start - prev_end
+    return dict(totals)
+
+
+def test_idle_time_breakdown_matches_known_launches(analysis):
+    for rank, ops in RANKS.items():
+        df, _ = analysis.get_idle_time_breakdown(
+            ranks=[rank], visualize=False, consecutive_kernel_delay=30)
+        got = {(int(row["stream"]), row["idle_category"]): row["idle_time"]
+               for _, row in df.iterrows() if row["idle_time"] != 0}
+        want = {k: v for k, v in expected_idle_categories(ops, 30).items() if v != 0}
+        assert got == want, rank
+        assert (df["idle_time"] >= 0).all(), rank
+    # Spelled out: rank 0 waits 150 µs for the host on stream 7 (350 -> the
+    # launch at 490); rank 1 90 µs (310 -> 390) and 10 µs between kernels.
+    df, _ = analysis.get_idle_time_breakdown(ranks=[1], visualize=False,
+                                             consecutive_kernel_delay=30)
+    assert df[df["idle_time"] != 0].set_index("idle_category")["idle_time"].to_dict() == {
+        "host_wait": 90, "kernel_wait": 10}
+
+
+def gpuctl_analyze(path):
+    tool = os.path.join(os.environ["GPUCTL_BUILD_DIR"], "bin", "gpuctl")
+    assert os.access(tool, os.X_OK), f"{tool} is not built"
+    out = subprocess.run([tool, "analyze", "--json", path],
+                         check=True, capture_output=True, text=True, timeout=60)
+    traces = json.loads(out.stdout)["traces"]
+    assert len(traces) == 1
+    return traces[0]
+
+
+def test_gpuctl_analyze_beside_hta(analysis, trace_dir):
+    """The same files through `gpuctl analyze`: equal where the definitions
+    are the same, related as stated where they differ."""
+    temporal = analysis.get_temporal_breakdown(visualize=False).set_index("rank")
+    _, per_kernel = analysis.get_gpu_kernel_breakdown(
+        visualize=False, duration_ratio=1.0, num_kernels=100, include_memory_kernels=True)
+    for rank in RANKS:
+        path = os.path.join(trace_dir, f"node{rank}-rank{rank}-pid{1000 + rank}.json.gz")
+        g = gpuctl_analyze(path)
+        hta = temporal.loc[rank]
+        gpu = g["gpu"]
+        # First to last GPU op, and the time no op ran in it: the same
+        # definitions (neither counts the Stream Sync).
+        assert hta["kernel_time(us)"] * US == gpu["span_ns"], rank
+        assert hta["idle_time(us)"] * US == gpu["idle_ns"], rank
+        # Compute: HTA merges its compute kernels; gpuctl's compute class is
+        # any instant a compute kernel runs. The same time.
+        assert hta["compute_time(us)"] * US == gpu["compute_ns"], rank
+        # HTA's non-compute is gpuctl's communication and memory together
+        # (gpuctl splits it: communication wins where both run).
+        assert hta["non_compute_time(us)"] * US == gpu["communication_ns"] + gpu["memory_ns"]
+        # Per-kernel sums: HTA's rows by (name, rank); gpuctl's top kernels
+        # (compute and NCCL) and top copies/memsets by name.
+        hta_sums = {row["name"]: row["sum (us)"] * US
+                    for _, row in per_kernel.iterrows() if int(row["rank"]) == rank}
+        gpuctl_sums = {row["name"]: row["total_ns"]
+                       for row in g["top"]["kernels"] + g["top"]["copies"]}
+        assert gpuctl_sums == hta_sums, rank
+        # Launch delay: HTA's per-launch rows (copies and memsets included)
+        # all 5 µs; gpuctl's percentiles are over kernels only.
+        launch = g["launch"]
+        kernels = sum(1 for kind, *_ in RANKS[rank] if kind == "kernel")
+        assert launch["kernels"] == kernels
+        assert launch["launch_delay_ns"]["count"] == kernels
+        assert launch["launch_delay_ns"]["max"] == 5 * US
+        # Idle gaps: HTA's host wait is gpuctl's host-bound and sync-drain
+        # gaps together (gpuctl separates the gaps in which the launching
+        # thread synchronized: rank 0's Stream Sync ends at 480, inside the
+        # gap 350 -> 490); HTA's kernel wait (< 30 µs here) is gpuctl's
+        # launch overhead (< 20 µs). At the boundary they differ: rank 1's
+        # softmax is launched at 250, just as gemm_fwd ends, which HTA calls
+        # kernel wait (launch > gap start) and gpuctl host-bound (>=).
+        gaps = g["idle_gaps"]
+        want = expected_idle_categories(RANKS[rank], 30, launch_at_gap_start_is_host_wait=True)
+        host_wait = sum(v for (_, c), v in want.items() if c == "host_wait")
+        kernel_wait = sum(v for (_, c), v in want.items() if c == "kernel_wait")
+        assert (gaps["host_bound"]["stream_idle_ns"] + gaps["sync_drain"]["stream_idle_ns"]
+                == host_wait * US), rank
+        assert gaps["launch_overhead"]["stream_idle_ns"] == kernel_wait * US, rank
+        # Host time in the synchronize call: gpuctl counts it; HTA has no
+        # such measure, and counts none of it as GPU time (above).
+        start, end = SYNCS[rank]
+        assert g["sync"]["host_ns"] == (end - start) * US
+    rank0 = gpuctl_analyze(os.path.join(trace_dir, "node0-rank0-pid1000.json.gz"))["idle_gaps"]
+    assert rank0["sync_drain"]["stream_idle_ns"] == 150 * US
+    rank1 = gpuctl_analyze(os.path.join(trace_dir, "node1-rank1-pid1001.json.gz"))["idle_gaps"]
+    assert rank1["host_bound"]["stream_idle_ns"] == (90 + 10) * US
+    assert rank1["launch_overhead"]["stream_idle_ns"] == 0
 
 
 def gzip_members(path):
