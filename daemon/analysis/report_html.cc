@@ -35,6 +35,7 @@ th, td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; 
 th { background: #f6f8fa; }
 td.name, th.name { text-align: left; max-width: 480px; overflow-wrap: anywhere; white-space: normal; }
 td.host { text-align: left; }
+td.file { min-width: 16em; }
 tr.none td { color: #57606a; text-align: left; }
 code { background: #f6f8fa; padding: 1px 4px; overflow-wrap: anywhere; }
 .caption, .legend, .note { color: #57606a; font-size: 0.9em; }
@@ -90,7 +91,7 @@ void AppendHtmlSummary(std::string* out, const std::vector<TraceReport>& reports
     };
     auto it = per_trace.find(r.info.path);
     absl::StrAppend(
-        out, "<tr class=\"trace-row\"", TraceAttrs(r), "><td class=\"name\">",
+        out, "<tr class=\"trace-row\"", TraceAttrs(r), "><td class=\"name file\">",
         Escape(html::BaseName(r.info.path)), "</td><td>",
         r.info.rank >= 0 ? absl::StrCat(r.info.rank) : "-", "</td><td class=\"host\">",
         Escape(r.info.host), "</td><td>", r.info.pid >= 0 ? absl::StrCat(r.info.pid) : "-", "</td>",
