@@ -220,10 +220,13 @@ TEST_F(CliTraceCommandTest, PassesActivities) {
       kExitOk)
       << console_.err.str();
   ASSERT_EQ(Run(TraceArgs({"--no-download"})), kExitOk) << console_.err.str();
+  ASSERT_EQ(Run(TraceArgs({"--activities", "kernel,cpu,sched", "--no-download"})), kExitOk)
+      << console_.err.str();
   std::vector<v1::TraceRequest> requests = server_.service().trace_requests();
-  ASSERT_EQ(requests.size(), 2u);
+  ASSERT_EQ(requests.size(), 3u);
   EXPECT_THAT(requests[0].activities(), ElementsAre("kernel", "memcpy", "driver"));
   EXPECT_TRUE(requests[1].activities().empty());
+  EXPECT_THAT(requests[2].activities(), ElementsAre("kernel", "cpu", "sched"));
 }
 
 TEST_F(CliTraceCommandTest, PassesKinetoOptions) {
@@ -561,7 +564,7 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"trace", "--job", "1", "--duration", "5s", "--activities", "kernel,kernels", "--host",
         host},
        "--activities: unknown activity \"kernels\"; valid: kernel,memcpy,memset,runtime,driver,"
-       "sync,nvtx,overhead"},
+       "sync,nvtx,overhead,cpu,sched"},
       {{"trace", "--job", "1", "--duration", "5s", "--bogus"}, "--bogus"},
       {{"get", "--host", host}, "trace_id"},
       {{"get", "../etc", "--host", host}, "get: \"../etc\" is not a lowercase UUIDv7"},

@@ -188,8 +188,9 @@ void AddTraceFlags(CLI::App* command, TraceFlags& f) {
   command->add_option("--trace-id", f.trace_id, "Trace id, a UUIDv7 (default: a new one)");
   command
       ->add_option("--activities", f.activities,
-                   "GPU activity to record, comma-separated: kernel,memcpy,memset,runtime,"
-                   "driver,sync,nvtx,overhead (default: all but driver)")
+                   "What to record, comma-separated: GPU activity kernel,memcpy,memset,runtime,"
+                   "driver,sync,nvtx,overhead (default: all but driver); host context cpu "
+                   "(CPU samples), sched (off-CPU time), off by default")
       ->delimiter(',');
   command
       ->add_option("--kineto", f.kineto_options,

@@ -26,10 +26,11 @@ inline constexpr size_t kMaxParallel = 1024;
 inline constexpr absl::Duration kMaxStartDelay = absl::Hours(1);
 inline constexpr uint32_t kMaxIterations = 1000000;
 
-// The GPU activity names gpuctld accepts (service.proto
-// TraceRequest.activities, docs/cupti.md).
-inline constexpr std::array<absl::string_view, 8> kActivityNames = {
-    "kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead"};
+// The activity names gpuctld accepts (service.proto
+// TraceRequest.activities): GPU activity (docs/cupti.md), then the host
+// context gpuctld records itself (docs/host-context.md).
+inline constexpr std::array<absl::string_view, 10> kActivityNames = {
+    "kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead", "cpu", "sched"};
 
 struct TraceOptions {
   std::vector<HostSpec> hosts;

@@ -36,6 +36,10 @@ class TraceBuilder {
     for (const RangeRecord& range : r_.ranges) WriteRange(range);
     WriteSteps();
     chrome_internal::WriteGpuEvents(r_, pid_, &events_);
+    if (meta_.extra_events) {
+      meta_.extra_events(base_, r_.window_start_ns, r_.window_end_ns,
+                         [this](absl::string_view event) { events_.Raw(event); });
+    }
     absl::StrAppend(out_, "\n  ],\n  \"traceName\": ");
     AppendJsonString(out_, meta_.file_name);
     absl::StrAppend(out_, ",\n  \"displayTimeUnit\": \"ms\",\n  \"baseTimeNanoseconds\": ", base_,

@@ -2,8 +2,10 @@
 #define GPUCTL_DAEMON_CONVERT_CHROME_TRACE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "daemon/convert/record_reader.h"
@@ -40,6 +42,12 @@ struct ChromeTraceMeta {
   // (-1): a number no other process of the trace holds, chosen by the
   // caller (UnknownRankSlots); the pid when negative.
   int32_t analysis_rank = -1;
+  // Events from beyond the process's records (the daemon's host context),
+  // written after them: called once with the file's baseTimeNanoseconds
+  // and the window, handing `add` one complete JSON object per event.
+  using AddEvent = absl::FunctionRef<void(absl::string_view)>;
+  std::function<void(int64_t base_ns, int64_t window_start_ns, int64_t window_end_ns, AddEvent add)>
+      extra_events;
 };
 
 // The "baseTimeNanoseconds" of a trace: its window start rounded down to a

@@ -80,6 +80,13 @@ class EventWriter {
     AppendMicrosFromNanos(out_, ts_ns - base_);
   }
 
+  // A complete event written elsewhere, as one JSON object.
+  void Raw(absl::string_view object) {
+    w_->MaybeFlush();
+    absl::StrAppend(out_, first_ ? "\n    " : ",\n    ", object);
+    first_ = false;
+  }
+
   // A complete metadata event with one string argument.
   void Meta(absl::string_view name, int64_t pid, int64_t tid, absl::string_view arg_key,
             absl::string_view value) {

@@ -1,6 +1,7 @@
 #include "daemon/core/capture_processor.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "daemon/convert/chrome_trace.h"
 #include "daemon/convert/gzip.h"
 #include "daemon/convert/json_writer.h"
@@ -47,6 +48,35 @@ void SetCaptureInfo(const DecodedRecords& decoded, const CaptureJob& job,
   }
 }
 
+// A prepared trace's host context, as a file of its own beside it (the
+// trace is the process's own file, stored as it is).
+v1::HostContextResult StorePreparedHostContext(const CaptureJob& job, TraceStore* store) {
+  v1::HostContextResult summary = *job.host_context;
+  if (job.host_context_events == nullptr) return summary;
+  const int64_t base = ChromeTraceBaseNanos(job.window_start_ns);
+  std::string json = "{\"traceEvents\": [";
+  bool first = true;
+  HostContextEvents::Written written = job.host_context_events->Write(
+      base, job.window_start_ns, job.window_end_ns, [&](absl::string_view event) {
+        absl::StrAppend(&json, first ? "\n  " : ",\n  ", event);
+        first = false;
+      });
+  absl::StrAppend(&json, "\n],\n\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": ", base,
+                  "\n}\n");
+  auto encoder = GzipEncoder::Create(job.gzip_level);
+  absl::Status st = encoder.ok() ? (*encoder)->Append(json) : encoder.status();
+  if (st.ok()) st = (*encoder)->Finish();
+  const std::string name = HostContextFileName(job.file_name);
+  if (st.ok()) st = store->PutFile(job.trace_id, name, (*encoder)->output());
+  if (!st.ok()) {
+    return HostContextUnavailable(absl::StrCat("storing ", name, ": ", st.message()));
+  }
+  summary.set_samples(written.samples);
+  summary.set_off_cpu_intervals(written.off_cpu_intervals);
+  summary.set_file(name);
+  return summary;
+}
+
 // A trace the adapter already validated and compressed: stored as it is.
 v1::ProcessResult StorePrepared(const CaptureJob& job, TraceStore* store) {
   const PreparedTrace& prepared = *job.payload->prepared();
@@ -63,10 +93,19 @@ v1::ProcessResult StorePrepared(const CaptureJob& job, TraceStore* store) {
   result.set_payload_bytes(prepared.source_bytes);
   result.set_stored_bytes(bytes.size());
   result.set_file(job.file_name);
+  if (job.host_context.has_value()) {
+    *result.mutable_host_context() = StorePreparedHostContext(job, store);
+  }
   return result;
 }
 
 }  // namespace
+
+std::string HostContextFileName(absl::string_view file_name) {
+  absl::string_view stem = file_name;
+  absl::ConsumeSuffix(&stem, ".json.gz");
+  return absl::StrCat(stem, ".host.json.gz");
+}
 
 v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   if (job.payload->prepared() != nullptr) return StorePrepared(job, store);
@@ -86,7 +125,14 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   auto encoder = GzipEncoder::Create(job.gzip_level);
   if (!encoder.ok()) return Failure(v1::CAPTURE_STATUS_FAILED, encoder.status().ToString());
   GzipSink sink(encoder->get());
-  ChromeTraceMeta meta{job.trace_id, job.host, job.file_name, job.process, job.analysis_rank};
+  ChromeTraceMeta meta{job.trace_id, job.host, job.file_name, job.process, job.analysis_rank, {}};
+  HostContextEvents::Written host_written;
+  if (job.host_context_events != nullptr) {
+    meta.extra_events = [&job, &host_written](int64_t base, int64_t start, int64_t end,
+                                              ChromeTraceMeta::AddEvent add) {
+      host_written = job.host_context_events->Write(base, start, end, add);
+    };
+  }
   absl::Status st = WriteChromeTrace(*records, meta, &sink);
   if (st.ok()) st = (*encoder)->Finish();
   if (!st.ok()) {
@@ -105,6 +151,11 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
     return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("storing the trace: ", st.message()));
   }
   result.set_status(v1::CAPTURE_STATUS_OK);
+  if (job.host_context.has_value()) {
+    *result.mutable_host_context() = *job.host_context;
+    result.mutable_host_context()->set_samples(host_written.samples);
+    result.mutable_host_context()->set_off_cpu_intervals(host_written.off_cpu_intervals);
+  }
   result.set_event_count(records->event_count);
   result.set_dropped_events(records->dropped_events);
   result.set_payload_bytes(payload_bytes);

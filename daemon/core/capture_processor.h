@@ -1,12 +1,15 @@
 #ifndef GPUCTL_DAEMON_CORE_CAPTURE_PROCESSOR_H_
 #define GPUCTL_DAEMON_CORE_CAPTURE_PROCESSOR_H_
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/convert/gzip.h"
+#include "daemon/core/host_context.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/store/trace_store.h"
 #include "gpuctl/v1/manifest.pb.h"
@@ -29,7 +32,20 @@ struct CaptureJob {
   bool reported_host_only = false;
   uint64_t reported_cupti_dropped = 0;
   int gzip_level = kDefaultGzipLevel;
+  // Host context recorded for the process (activities cpu / sched): its
+  // summary goes into the result, its events into the file (a prepared
+  // trace's beside it, as <file stem>.host.json.gz), cut to the window.
+  std::optional<v1::HostContextResult> host_context;
+  std::shared_ptr<const HostContextEvents> host_context_events;
+  // The window asked for, for a prepared trace's host context (a records
+  // payload carries its own).
+  int64_t window_start_ns = 0;
+  int64_t window_end_ns = 0;
 };
+
+// The name of the host context file stored beside a prepared trace
+// `file_name`: "<host>-rank<r>-pid<p>.host.json.gz".
+std::string HostContextFileName(absl::string_view file_name);
 
 // The blocking part of a result: validate the records, convert them to
 // Chrome trace JSON, gzip and store. Runs on a worker thread. Returns a

@@ -232,9 +232,30 @@ void DaemonCoreImpl::ProcessPayload(TraceSession& session, TraceSlot& slot,
   job.payload = std::move(payload);
   job.reported_host_only = result.host_only();
   job.reported_cupti_dropped = result.cupti_dropped_records();
+  job.window_start_ns = result.window_start_unix_ns() != 0 ? result.window_start_unix_ns()
+                                                           : absl::ToUnixNanos(session.start);
+  job.window_end_ns = result.window_end_unix_ns() != 0 ? result.window_end_unix_ns()
+                                                       : absl::ToUnixNanos(session.end);
   v1::ProcessResult window = WindowResult(session, result);
-  const uint64_t bytes = job.payload->bytes().size();
   ArmIngestProgress(session);
+  // The file takes the host context in: its conversion waits for it.
+  AfterHostContext(session, slot,
+                   [this, trace_id = session.id, peer = slot.peer, job = std::move(job),
+                    window = std::move(window)]() mutable {
+                     TraceSession* session = FindSession(trace_id);
+                     TraceSlot* slot = session == nullptr ? nullptr : session->FindSlot(peer);
+                     if (slot == nullptr || slot->done) return;  // cancelled meanwhile
+                     if (slot->host_context.has_value()) {
+                       job.host_context = slot->host_context->summary;
+                       job.host_context_events = slot->host_context->events;
+                     }
+                     AdmitPayload(*session, *slot, std::move(job), std::move(window));
+                   });
+}
+
+void DaemonCoreImpl::AdmitPayload(TraceSession& session, TraceSlot& slot, CaptureJob job,
+                                  v1::ProcessResult window) {
+  const uint64_t bytes = job.payload->bytes().size();
   // An inline payload was admitted before the IPC server read it: its
   // entry already counts these bytes.
   if (const IngestAdmission::Id admitted = job.payload->ingest_id();
@@ -367,6 +388,10 @@ void DaemonCoreImpl::ReleaseProcess(PeerId peer, absl::string_view trace_id) {
 
 void DaemonCoreImpl::FinishSlot(TraceSession& session, TraceSlot& slot, v1::ProcessResult result) {
   if (slot.done) return;
+  // A recording still running ends with the process's result; its output
+  // then has nowhere to go unless trace data is being converted.
+  FinishSlotHostContext(session, slot);
+  after_host_context_.erase(slot.host_context_key);
   ReleaseProcess(slot.peer, session.id);
   result.set_pid(slot.info.pid());
   result.set_rank(slot.info.rank());

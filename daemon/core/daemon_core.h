@@ -15,6 +15,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
 #include "daemon/core/core_metrics.h"
+#include "daemon/core/host_context.h"
 #include "daemon/core/ingest_admission.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/core/steps.h"
@@ -106,6 +107,9 @@ class DaemonCore {
     Executor* background_worker = nullptr;
     // Optional: told of registrations, traces and results as they happen.
     CoreMetrics* metrics = nullptr;
+    // Records host context (activities cpu / sched) for the windows that
+    // ask; null: such a window's results say host context is unavailable.
+    HostContextSource* host_context = nullptr;
   };
   static std::unique_ptr<DaemonCore> Create(const CoreOptions& options, const Deps& deps);
   virtual ~DaemonCore() = default;

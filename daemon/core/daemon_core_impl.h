@@ -102,6 +102,9 @@ class DaemonCoreImpl final : public DaemonCore {
   void ReleaseProcess(PeerId peer, absl::string_view trace_id);
   void ProcessPayload(TraceSession& session, TraceSlot& slot, const v1::ipc::CaptureResult& result,
                       std::unique_ptr<Payload> payload);
+  // Queues a payload (with its host context) for ingest capacity.
+  void AdmitPayload(TraceSession& session, TraceSlot& slot, CaptureJob job,
+                    v1::ProcessResult window);
   // Converts an admitted payload on the worker.
   // Where a trace's results are converted: the background worker for a
   // scheduled or anomaly trace, when there is one.
@@ -123,6 +126,21 @@ class DaemonCoreImpl final : public DaemonCore {
   void OnManifestWritten(const std::string& trace_id, absl::Status status,
                          v1::TraceCompleted stored);
   void RememberTraceId(const std::string& id);
+  // Host context (host_context_control.cc): arms the session's start and
+  // fallback end when the request asks for it.
+  void PlanHostContext(TraceSession& session);
+  void StartHostContext(const std::string& trace_id);
+  void StartSlotHostContext(TraceSession& session, TraceSlot& slot);
+  // Finishes the recordings still running at the window's end (a result
+  // that arrives later finds their output ready).
+  void EndHostContext(const std::string& trace_id);
+  // Ends `slot`'s recording: its output comes back to OnHostContextReady.
+  void FinishSlotHostContext(TraceSession& session, TraceSlot& slot);
+  void OnHostContextReady(const std::string& trace_id, PeerId peer, HostContextOutput output);
+  // Runs `then` once `slot`'s host context is ready or was never asked for;
+  // at once when nothing is pending.
+  void AfterHostContext(TraceSession& session, TraceSlot& slot, absl::AnyInvocable<void() &&> then);
+  void CancelHostContextTimers(TraceSession& session);
   // Runs `fn` on the loop later unless this core is gone by then.
   template <typename Fn>
   void PostToLoop(Fn fn) {
@@ -142,6 +160,11 @@ class DaemonCoreImpl final : public DaemonCore {
   std::deque<std::string> recent_ids_;
   absl::flat_hash_set<std::string> recent_set_;
   absl::BitGen random_;
+  HostContextSource::Key next_host_context_key_ = 1;
+  // What waits for a finishing recording's output (a payload's
+  // conversion), by the recording's key.
+  absl::flat_hash_map<HostContextSource::Key, std::vector<absl::AnyInvocable<void() &&>>>
+      after_host_context_;
   AttachListener attach_listener_;
   // Tasks coming back from the worker check this before touching `this`.
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -200,6 +200,8 @@ absl::StatusOr<std::string> DaemonCoreImpl::StartSession(const v1::TraceRequest&
   // once and run the full window.
   ArmDeadline(session, std::max(session.start, session.created_at) + session.duration() +
                            options_.result_grace);
+  // Before the refusals: a session they complete cancels its timers.
+  PlanHostContext(session);
   for (size_t i = 0; i < session.slots.size(); ++i) {
     if (refusals[i].has_value()) {
       FinishSlot(session, session.slots[i], std::move(*refusals[i]));
@@ -284,7 +286,10 @@ absl::Status DaemonCoreImpl::SendStartRequest(const TraceSession& session, const
   start->set_start_time_unix_ns(absl::ToUnixNanos(session.start));
   start->set_duration_ns(absl::ToInt64Nanoseconds(session.duration()));
   start->set_max_buffer_bytes(options_.max_buffer_bytes);
-  *start->mutable_activities() = session.request.activities();
+  // Host context is the daemon's own: the processes get the GPU names.
+  for (std::string& activity : GpuActivitiesOf(session.request)) {
+    start->add_activities(std::move(activity));
+  }
   if (IsKinetoPeer(slot.peer)) {
     for (const std::string& option : session.request.kineto_options()) {
       start->add_activities(absl::StrCat(kKinetoOptionPrefix, option));
@@ -353,6 +358,7 @@ void DaemonCoreImpl::JoinActiveTrace(PeerId peer) {
       if (deadline > session->deadline) ArmDeadline(*session, deadline);
     }
     OnStartSent(*session, slot, SendStartRequest(*session, slot));
+    if (session->host_context_started && !slot.done) StartSlotHostContext(*session, slot);
     return;
   }
 }
@@ -413,6 +419,7 @@ void DaemonCoreImpl::CancelTrace(absl::string_view trace_id, v1::TraceCancellati
 
 void DaemonCoreImpl::Complete(TraceSession& session) {
   session.finishing = true;
+  CancelHostContextTimers(session);
   if (session.deadline_timer != 0) {
     deps_.loop->Cancel(session.deadline_timer);
     session.deadline_timer = 0;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/excerpt.h"
 #include "daemon/convert/cupti_names.h"
+#include "daemon/core/host_context.h"
 #include "daemon/core/peer_channel.h"
 #include "daemon/core/proto_time.h"
 #include "daemon/core/selector.h"
@@ -68,10 +69,17 @@ absl::StatusOr<absl::Duration> RequestStartSkew(const v1::TraceRequest& request)
 
 absl::Status ValidateActivities(const v1::TraceRequest& request) {
   if (request.activities_size() > kMaxActivities) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("more than ", kMaxActivities, " activities; valid: ", ActivityNameList()));
+    return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxActivities,
+                                                   " activities; valid: ", ActivityNameList(), ", ",
+                                                   kHostActivityCpu, ", ", kHostActivitySched));
   }
-  return ValidateActivityNames({request.activities().begin(), request.activities().end()});
+  // The host context names (docs/host-context.md) are the daemon's own;
+  // the rest go to the processes.
+  if (absl::Status st = ValidateActivityNames(GpuActivitiesOf(request)); !st.ok()) {
+    return absl::Status(
+        st.code(), absl::StrCat(st.message(), ", ", kHostActivityCpu, ", ", kHostActivitySched));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateKinetoOptions(const v1::TraceRequest& request) {

@@ -11,12 +11,20 @@
 #include "daemon/common/task_runner.h"
 #include "daemon/core/core_metrics.h"
 #include "daemon/core/daemon_core.h"
+#include "daemon/core/host_context.h"
 #include "daemon/core/peer_channel.h"
 #include "gpuctl/v1/ipc.pb.h"
 #include "gpuctl/v1/manifest.pb.h"
 #include "gpuctl/v1/service.pb.h"
 
 namespace gpuctl::daemon {
+
+enum class HostContextPhase {
+  kNone,       // not asked for, or not started yet
+  kRecording,  // HostContextSource::Start called
+  kFinishing,  // Finish called, the output not back yet
+  kReady,      // TraceSlot::host_context holds the output
+};
 
 // One selected process within a trace.
 struct TraceSlot {
@@ -38,6 +46,11 @@ struct TraceSlot {
   // Set once the payload is converted: from admission to the stored file.
   std::optional<absl::Duration> conversion{};
   v1::ProcessResult result{};
+  // Host context (activities cpu / sched): its recording's key while it
+  // records or finishes, and its output once ready.
+  HostContextPhase host_context_phase = HostContextPhase::kNone;
+  HostContextSource::Key host_context_key = 0;
+  std::optional<HostContextOutput> host_context{};
 };
 
 // State of one trace from StartTrace until OnDone. Owned by DaemonCore on
@@ -71,6 +84,12 @@ struct TraceSession {
   // kReceiveProgressInterval); when the last such report went out.
   TaskRunner::TimerId receive_progress_timer = 0;
   absl::Time last_receive_progress = absl::InfinitePast();
+  // What host context the request asks for; its start (a little before
+  // the window) and fallback end timers; set once the recordings started.
+  HostContextWanted host_context;
+  TaskRunner::TimerId host_context_start_timer = 0;
+  TaskRunner::TimerId host_context_end_timer = 0;
+  bool host_context_started = false;
   std::vector<TraceSlot> slots;
   size_t pending = 0;      // slots without a final result
   bool finishing = false;  // every slot done; manifest being written

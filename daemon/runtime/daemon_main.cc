@@ -18,6 +18,7 @@
 #include "daemon/common/posix_file.h"
 #include "daemon/ipc/socket_access.h"
 #include "daemon/rpc/transport_security.h"
+#include "daemon/runtime/host_context_wiring.h"
 #include "daemon/runtime/listen_probe.h"
 #include "daemon/runtime/metrics_wiring.h"
 #include "daemon/runtime/protobuf_log.h"
@@ -123,6 +124,20 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   return daemon;
 }
 
+void Daemon::StartHostContext(const CoreOptions& core_options) {
+  hostctx::HostContextServiceOptions options;
+  options.recorder.sampler.proc_root = core_options.proc_root;
+  absl::StatusOr<std::unique_ptr<hostctx::HostContextService>> service =
+      hostctx::HostContextService::Create(options, &clock_);
+  if (!service.ok()) {
+    // Traces still run; those asking for host context say it is unavailable.
+    LogWarning("host context disabled", {{"error", service.status().ToString()}});
+    return;
+  }
+  host_context_ = *std::move(service);
+  host_context_source_ = std::make_unique<HostContextWiring>(host_context_.get());
+}
+
 absl::Status Daemon::Init(const DaemonOptions& options) {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
@@ -167,6 +182,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
         options.schedule.worker_threads,
         ThreadPriority{.nice = options.schedule.worker_nice, .idle = options.schedule.worker_idle});
   }
+  StartHostContext(core_options);
   core_ = DaemonCore::Create(core_options,
                              DaemonCore::Deps{.clock = &clock_,
                                               .loop = loop_.get(),
@@ -174,7 +190,8 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
                                               .store = store_.get(),
                                               .peers = &peers_,
                                               .background_worker = background_worker_.get(),
-                                              .metrics = metrics_.get()});
+                                              .metrics = metrics_.get(),
+                                              .host_context = host_context_source_.get()});
   service_->set_core(core_.get());
   if (absl::Status s = ipc_->Start(core_.get()); !s.ok()) return s;
   if (absl::Status s = StartKineto(options); !s.ok()) return s;
@@ -457,6 +474,9 @@ void Daemon::Shutdown() {
     });
     loop_thread_.join();
   }
+  // Its recordings end with it; what it still hands back goes to the
+  // stopped loop.
+  if (host_context_ != nullptr) host_context_->Shutdown();
   // Workers may still post to the (stopped) loop; the core must outlive
   // them. Since BeginShutdown none waits for an upload, and the traces
   // they complete join the flush.
@@ -473,6 +493,8 @@ void Daemon::Shutdown() {
   dyno_handler_.reset();
   kineto_.reset();
   core_.reset();
+  host_context_source_.reset();
+  host_context_.reset();
   peers_.set_library(nullptr);
   peers_.set_kineto(nullptr);
   kineto_server_.reset();

@@ -12,6 +12,7 @@
 #include "daemon/config/daemon_options.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/peer_router.h"
+#include "daemon/hostctx/host_context_service.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/kineto/dyno_rpc.h"
 #include "daemon/kineto/dyno_rpc_handler.h"
@@ -58,6 +59,9 @@ class Daemon {
  private:
   Daemon() = default;
   absl::Status Init(const DaemonOptions& options);
+  // The host context service and the core's view of it; on failure the
+  // daemon runs without (traces asking for it say so).
+  void StartHostContext(const CoreOptions& core_options);
   absl::Status StartGrpc(const DaemonOptions& options);
   // The local store, or with options.s3 the S3 store spooling in it.
   absl::Status OpenStore(const DaemonOptions& options);
@@ -95,6 +99,9 @@ class Daemon {
   std::unique_ptr<kineto::KinetoServer> kineto_server_;
   std::unique_ptr<kineto::ProcfsKinetoReader> kineto_proc_;
   std::unique_ptr<kineto::KinetoBridge> kineto_;
+  // Host context (activities cpu / sched); null when it could not start.
+  std::unique_ptr<hostctx::HostContextService> host_context_;
+  std::unique_ptr<HostContextSource> host_context_source_;
   std::unique_ptr<DaemonCore> core_;
   // Set with kineto.dyno_rpc_listen; the server lives on the loop thread,
   // the handler outlives it.

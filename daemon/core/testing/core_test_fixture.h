@@ -94,7 +94,8 @@ class DaemonCoreTest : public ::testing::Test {
                                           .worker = &worker_,
                                           .store = store_.get(),
                                           .peers = &peers_,
-                                          .metrics = metrics_});
+                                          .metrics = metrics_,
+                                          .host_context = host_context_});
   }
 
   static v1::ipc::Hello MakeHello(int pid, const std::string& job, int rank = -1) {
@@ -199,6 +200,8 @@ class DaemonCoreTest : public ::testing::Test {
   CoreOptions options_;
   // Set before MakeCore to observe what the core reports.
   CoreMetrics* metrics_ = nullptr;
+  // Set before MakeCore to record host context (activities cpu / sched).
+  HostContextSource* host_context_ = nullptr;
   std::unique_ptr<DaemonCore> core_;
 };
 

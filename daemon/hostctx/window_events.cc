@@ -1,0 +1,83 @@
+#include "daemon/hostctx/window_events.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/hostctx/host_trace_json.h"
+
+namespace gpuctl::hostctx {
+
+// The frames named at construction, looked up without changing anything
+// (so concurrent Writes are safe); an address not seen stays an address.
+class WindowEvents::Frames final : public FrameSymbolizer {
+ public:
+  explicit Frames(const absl::flat_hash_map<FrameKey, Frame>* frames) : frames_(frames) {}
+  Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) override {
+    auto it = frames_->find(FrameKey{static_cast<uint32_t>(pid), address, is_return_address});
+    return it == frames_->end() ? Frame{} : it->second;
+  }
+
+ private:
+  const absl::flat_hash_map<FrameKey, Frame>* frames_;
+};
+
+WindowEvents::WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, bool samples,
+                           bool switches)
+    : capture_(std::move(capture)) {
+  if (!samples) capture_.samples.clear();
+  for (const CpuSample& sample : capture_.samples) {
+    for (size_t i = 0; i < sample.ips.size(); ++i) {
+      const FrameKey key{sample.pid, sample.ips[i], i > 0};
+      if (frames_.contains(key)) continue;
+      frames_.emplace(key,
+                      symbolizer->Symbolize(static_cast<pid_t>(sample.pid), sample.ips[i], i > 0));
+    }
+  }
+  if (switches) off_cpu_ = OffCpuIntervals(capture_);
+}
+
+WindowEvents::Written WindowEvents::Write(int64_t base_time_ns, int64_t window_start_ns,
+                                          int64_t window_end_ns,
+                                          absl::FunctionRef<void(absl::string_view)> sink) const {
+  const uint64_t start = static_cast<uint64_t>(std::max<int64_t>(window_start_ns, 0));
+  const uint64_t end = static_cast<uint64_t>(std::max<int64_t>(window_end_ns, 0));
+  HostCapture view;
+  view.roots = capture_.roots;
+  view.threads = capture_.threads;
+  for (const CpuSample& sample : capture_.samples) {
+    if (sample.time_ns >= start && sample.time_ns <= end) view.samples.push_back(sample);
+  }
+  std::vector<OffCpuInterval> intervals;
+  for (OffCpuInterval interval : off_cpu_) {
+    interval.start_ns = std::max(interval.start_ns, start);
+    interval.end_ns = std::min(interval.end_ns, end);
+    if (interval.end_ns > interval.start_ns) intervals.push_back(interval);
+  }
+  Frames frames(&frames_);
+  WriteHostContextEvents(view, intervals, &frames, static_cast<uint64_t>(base_time_ns), sink);
+  return {.samples = view.samples.size(), .off_cpu_intervals = intervals.size()};
+}
+
+v1::HostContextResult WindowEvents::Summary() const {
+  v1::HostContextResult summary;
+  summary.set_state(v1::HostContextResult::STATE_RECORDED);
+  summary.set_switches(capture_.switches.size());
+  summary.set_threads(static_cast<uint32_t>(capture_.threads.size()));
+  absl::flat_hash_set<pid_t> processes;
+  for (const SampledThread& thread : capture_.threads) processes.insert(thread.pid);
+  summary.set_processes(static_cast<uint32_t>(processes.size()));
+  summary.set_lost_records(capture_.lost_records);
+  summary.set_dropped_samples(capture_.dropped_samples);
+  summary.set_dropped_switches(capture_.dropped_switches);
+  summary.set_thread_errors(static_cast<uint32_t>(capture_.error_count));
+  if (!capture_.errors.empty()) {
+    summary.set_reason(absl::StrCat(capture_.error_count, " thread(s) not sampled: ",
+                                    capture_.errors.front().status.message()));
+  }
+  return summary;
+}
+
+}  // namespace gpuctl::hostctx

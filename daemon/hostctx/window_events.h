@@ -1,0 +1,64 @@
+#ifndef GPUCTL_DAEMON_HOSTCTX_WINDOW_EVENTS_H_
+#define GPUCTL_DAEMON_HOSTCTX_WINDOW_EVENTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
+#include "daemon/hostctx/off_cpu.h"
+#include "daemon/hostctx/sampler.h"
+#include "daemon/hostctx/symbolizer.h"
+#include "gpuctl/v1/manifest.pb.h"
+
+namespace gpuctl::hostctx {
+
+// One window's capture, symbolized, ready to be written into trace files
+// (each cut to its process's own window). Built once, off the recording
+// thread; afterwards immutable and safe to use from any thread.
+class WindowEvents {
+ public:
+  // Symbolizes every frame of `capture` with `symbolizer` now (the
+  // processes should still run: their maps are read at the first lookup)
+  // and computes the off-CPU intervals. `samples` / `switches` choose what
+  // is written (activities cpu / sched).
+  WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, bool samples, bool switches);
+
+  struct Written {
+    uint64_t samples = 0;
+    uint64_t off_cpu_intervals = 0;
+  };
+  // Hands `sink` the events of [window_start_ns, window_end_ns] as JSON
+  // objects (host_trace_json.h), times from `base_time_ns`: the names of
+  // the threads and helper processes, the samples inside the window, the
+  // off-CPU intervals cut to it.
+  Written Write(int64_t base_time_ns, int64_t window_start_ns, int64_t window_end_ns,
+                absl::FunctionRef<void(absl::string_view)> sink) const;
+
+  // The capture's counts: state RECORDED, switches, threads, processes,
+  // lost and dropped records, thread errors (the first one's message as
+  // the reason). Samples and intervals are counted by Write.
+  v1::HostContextResult Summary() const;
+
+ private:
+  class Frames;
+
+  HostCapture capture_;
+  std::vector<OffCpuInterval> off_cpu_;
+  struct FrameKey {
+    uint32_t pid;
+    uint64_t address;
+    bool is_return_address;
+    template <typename H>
+    friend H AbslHashValue(H h, const FrameKey& k) {
+      return H::combine(std::move(h), k.pid, k.address, k.is_return_address);
+    }
+    bool operator==(const FrameKey&) const = default;
+  };
+  absl::flat_hash_map<FrameKey, Frame> frames_;
+};
+
+}  // namespace gpuctl::hostctx
+
+#endif  // GPUCTL_DAEMON_HOSTCTX_WINDOW_EVENTS_H_
