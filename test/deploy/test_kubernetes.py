@@ -229,11 +229,13 @@ def test_the_training_pod_of_daemonset_mode_meets_baseline_but_for_host_path(kus
 
 def test_the_daemonset_namespace_is_privileged_for_host_pid_and_host_path():
     ds, spec = pod_named("daemonset", "DaemonSet")
-    # SYS_PTRACE: the kineto bridge reads other users' processes.
+    # SYS_PTRACE: the kineto bridge and host context read other users'
+    # processes; PERFMON: host context's perf events on their threads.
     assert set(pod_security.check(spec, "baseline")) == {
         "hostNamespaces", "hostPathVolumes", "capabilities"}
     gpuctld = next(c for c in spec["containers"] if c["name"] == "gpuctld")
-    assert gpuctld["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_PTRACE"]}
+    assert gpuctld["securityContext"]["capabilities"] == {
+        "drop": ["ALL"], "add": ["SYS_PTRACE", "PERFMON"]}
     assert namespace_level("daemonset", ds["metadata"]["namespace"]) == "privileged"
     assert spec["priorityClassName"] == "system-node-critical"
 
@@ -576,7 +578,10 @@ def test_the_privilege_check_fails_on_drift():
                               pods), "no row 'SYS_ADMIN'"),
             # The manifests drift.
             (manifest(lambda p: container(p["DaemonSet"], "gpuctld")["securityContext"][
-                "capabilities"]["add"].append("PERFMON")),
+                "capabilities"]["add"].remove("PERFMON")),
+             "PERFMON`: the table says 'added', the pod 'no'"),
+            (manifest(lambda p: container(p["sidecar"], "gpuctld")["securityContext"].setdefault(
+                "capabilities", {}).setdefault("add", []).append("PERFMON")),
              "PERFMON`: the table says 'no', the pod 'added'"),
             (manifest(lambda p: container(p["DaemonSet"], "gpuctld")["securityContext"][
                 "capabilities"]["add"].append("NET_ADMIN")), "adds NET_ADMIN: not in the table"),

@@ -1,0 +1,150 @@
+"""Host context in a trace window (--activities cpu,sched): gpuctld samples
+the traced process and its helper with perf events during the window, and
+the stored trace shows where each thread spent CPU time and how long it was
+off the CPU. Without the privilege the trace still succeeds and says why."""
+
+import os
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from conftest import LineReader, build_output
+from e2e_util import load_trace, preload_value, timestamp_ns, wait_until
+
+NOBODY = 65534
+SETPRIV = shutil.which("setpriv")
+BLOCK_MS = 300
+HOT = "gpuctl_e2e_hot_loop"
+HELPER = "gpuctl_e2e_helper_loop"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (perf events on any process)")
+
+
+@pytest.fixture
+def host_workload(build_dir, lib_path, workdir):
+    """Starts the host-context workload under libgpuctl.so (job "hc");
+    returns (Popen, helper pid). Killed with its session at teardown."""
+    procs = []
+
+    def start():
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("GPUCTL_") and k not in ("RANK", "LD_PRELOAD")}
+        env.update({"GPUCTL_SOCKET": str(workdir / "gpuctl.sock"), "GPUCTL_JOB_ID": "hc",
+                    "RANK": "0", "WORLD_SIZE": "1", "LD_PRELOAD": preload_value(lib_path)})
+        proc = subprocess.Popen(
+            [str(build_output(build_dir, "bin/gpuctl_e2e_host_context_workload")),
+             "--block-ms", str(BLOCK_MS)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True)
+        procs.append(proc)
+        reader = LineReader(proc.stdout)
+        lines = wait_until(lambda: (lambda got: got if "ready" in got else None)(
+            reader.snapshot()), what="the workload ready")
+        helper = int(next(line.split()[1] for line in lines if line.startswith("helper ")))
+        return proc, helper
+
+    yield start
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def _events(doc, cat):
+    return [e for e in doc["traceEvents"] if e.get("cat") == cat]
+
+
+def _thread_ids(doc, pid):
+    """{thread name: tid} of `pid` from the trace's thread_name metadata."""
+    return {e["args"]["name"]: e["tid"] for e in doc["traceEvents"]
+            if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") == pid}
+
+
+def test_cpu_and_sched_show_the_hot_function_the_blocking_calls_and_the_helper(
+        cli, host_workload):
+    proc, helper = host_workload()
+    cli.wait_attached([proc.pid])
+
+    result, trace = cli.trace("--job", "hc", "--duration", "1s", "--activities", "cpu,sched")
+    assert result.returncode == 0, result.stdout + result.stderr
+    res = trace.result_for(proc.pid)
+    assert res["status"] == "CAPTURE_STATUS_OK", res
+    host = res["host_context"]
+    assert host["state"] == "STATE_RECORDED", host
+    assert int(host.get("samples", 0)) > 0 and int(host.get("off_cpu_intervals", 0)) > 0, host
+    assert int(host["processes"]) == 2, host  # the workload and its helper
+    assert "host context:" in result.stdout, result.stdout
+
+    _, doc = load_trace(trace.path / res["file"])
+    base = doc["baseTimeNanoseconds"]
+    window = (timestamp_ns(res["window_start"]), timestamp_ns(res["window_end"]))
+    samples = _events(doc, "cpu_sample")
+    assert len(samples) == int(host["samples"])
+    # Every sample lies inside the process's window, on the trace's clock.
+    for sample in samples:
+        at = base + round(sample["ts"] * 1000)
+        assert window[0] - 1000 <= at <= window[1] + 1000, (sample, window)
+
+    # The spinning main thread: its samples' top frame is the hot function.
+    main = [s for s in samples if s["pid"] == proc.pid and s["tid"] == proc.pid]
+    assert len(main) >= 10, f"{len(main)} samples of the main thread"
+    hot = [s for s in main if s["name"] == HOT]
+    assert len(hot) >= 0.8 * len(main), [s["name"] for s in main][:20]
+    assert hot[0]["args"]["stack"][0] == HOT
+
+    # The helper is sampled on a track of its own, named by its process.
+    helper_samples = [s for s in samples if s["pid"] == helper]
+    assert helper_samples, "no sample of the helper process"
+    assert any(s["name"] == HELPER for s in helper_samples), \
+        [s["name"] for s in helper_samples][:20]
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert names.get(helper) == "helper", names
+
+    # The blocking read and the nanosleep: off-CPU slices of BLOCK_MS (±10 %).
+    threads = _thread_ids(doc, proc.pid)
+    off_cpu = _events(doc, "off_cpu")
+    for name in ("blocker", "sleeper"):
+        assert name in threads, threads
+        mine = [e for e in off_cpu if e["tid"] == threads[name]]
+        full = [e for e in mine if e["name"] == "off_cpu (blocked)" and
+                abs(e["dur"] - BLOCK_MS * 1000) <= BLOCK_MS * 100]
+        assert full, f"{name}: no off-CPU slice of {BLOCK_MS} ms: " + \
+            str([(e["name"], e["dur"]) for e in mine])
+        # Slices of one thread never overlap.
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in mine)
+        assert all(a[1] <= b[0] + 0.001 for a, b in zip(spans, spans[1:])), spans
+    assert proc.poll() is None
+
+
+@pytest.mark.skipif(SETPRIV is None, reason="needs setpriv (util-linux)")
+def test_without_perf_privileges_the_trace_still_succeeds_and_says_why(
+        start_daemon, cli_for, workdir, host_workload):
+    # gpuctld as nobody without capabilities: perf events on the root-owned
+    # workload are refused. Its socket and store under a sticky directory it
+    # may write to.
+    os.chmod(workdir, 0o1777)
+    daemon = start_daemon("--socket-mode", "0666", wrapper=[
+        SETPRIV, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+        "--inh-caps=-all", "--bounding-set=-all"])
+    cli = cli_for(daemon)
+    proc, _ = host_workload()
+    cli.wait_attached([proc.pid])
+
+    result, trace = cli.trace("--job", "hc", "--duration", "1s", "--activities", "cpu,sched")
+    assert result.returncode == 0, result.stdout + result.stderr
+    res = trace.result_for(proc.pid)
+    assert res["status"] == "CAPTURE_STATUS_OK", res
+    host = res["host_context"]
+    assert host["state"] == "STATE_UNAVAILABLE", host
+    assert "CAP_PERFMON" in host["reason"], host
+    assert "host context unavailable" in result.stdout, result.stdout
+    # The process's own trace is stored, without host events.
+    _, doc = load_trace(trace.path / res["file"])
+    assert doc["traceEvents"], doc
+    assert not _events(doc, "cpu_sample") and not _events(doc, "off_cpu")
+    assert proc.poll() is None
