@@ -6,9 +6,13 @@
 // CPU time (CLOCK_THREAD_CPUTIME_ID), which holds the kernel's work for its
 // samples and switch records and not the waits a loaded machine adds. The sampler's own CPU
 // (draining the rings every 100 ms) and the symbolization and JSON conversion of what it took are
-// measured per 1000 samples, with the JSON bytes per second sampled.
+// measured per 1000 samples, with the JSON bytes per second sampled. A
+// rate written with a `d` (`99d`) also copies 8 KiB of user stack and the
+// registers with each sample and unwinds them with DWARF call-frame
+// information (SamplerOptions::dwarf_unwind), so the conversion's figure
+// holds the unwinding.
 //
-//   gpuctl_hostctx_cost_bench [ROUNDS] [REPS] [HZ...]   default 400 3 99 999
+//   gpuctl_hostctx_cost_bench [ROUNDS] [REPS] [HZ[d]...]   default 400 3 99 999
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -18,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -70,8 +75,14 @@ struct RunResult {
   uint64_t lost = 0;
 };
 
-// Runs the workload in a child; samples it at `hz` unless 0.
-RunResult Run(int rounds, uint64_t iterations, int hz) {
+struct Mode {
+  int hz = 0;  // 0: unsampled
+  bool dwarf = false;
+};
+
+// Runs the workload in a child; samples it at `mode.hz` unless 0.
+RunResult Run(int rounds, uint64_t iterations, Mode mode) {
+  const int hz = mode.hz;
   auto* shared = static_cast<double*>(mmap(nullptr, sizeof(double) * rounds, PROT_READ | PROT_WRITE,
                                            MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   int ready[2];
@@ -91,6 +102,7 @@ RunResult Run(int rounds, uint64_t iterations, int hz) {
   gpuctl::RealClock clock;
   gpuctl::hostctx::SamplerOptions options;
   options.frequency_hz = hz;
+  options.dwarf_unwind = mode.dwarf;
   gpuctl::hostctx::HostSampler sampler(options, &clock);
   gpuctl::hostctx::Symbolizer symbolizer;
   int64_t cpu = NowNs(CLOCK_THREAD_CPUTIME_ID);
@@ -149,12 +161,12 @@ double Percentile(std::vector<double> v, double p) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 400;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
-  std::vector<int> rates;
-  for (int i = 3; i < argc; ++i) rates.push_back(std::atoi(argv[i]));
-  if (rates.empty()) rates = {99, 999};
+  std::vector<Mode> modes = {Mode{}};
+  for (int i = 3; i < argc; ++i) {
+    modes.push_back(Mode{std::atoi(argv[i]), std::strchr(argv[i], 'd') != nullptr});
+  }
+  if (modes.size() == 1) modes.insert(modes.end(), {Mode{99, false}, Mode{999, false}});
   const uint64_t iterations = IterationsForMs(5.0);
-  std::vector<int> modes = {0};
-  modes.insert(modes.end(), rates.begin(), rates.end());
   std::vector<RunResult> merged(modes.size());
   for (int rep = 0; rep < reps; ++rep) {
     for (size_t m = 0; m < modes.size(); ++m) {
@@ -180,13 +192,16 @@ int main(int argc, char** argv) {
   for (size_t m = 0; m < modes.size(); ++m) {
     const RunResult& r = merged[m];
     const double per_k = r.samples > 0 ? 1000.0 / static_cast<double>(r.samples) : 0;
-    std::printf("| %s | %.3f | %.3f | %.3f | %.4f | %zu | %llu | %.2f | %.2f | %.2f | %.1f |\n",
-                modes[m] == 0 ? "none" : (std::to_string(modes[m]) + " Hz").c_str(),
-                Percentile(r.round_ms, 0.5), Percentile(r.round_ms, 0.9),
-                Percentile(r.round_ms, 0.99), Percentile(r.round_ms, 0.5) / base, r.samples,
-                static_cast<unsigned long long>(r.lost),  // NOLINT(google-runtime-int)
-                r.start_cpu_ms / reps, r.sampler_cpu_ms * per_k, r.convert_cpu_ms * per_k,
-                r.window_s > 0 ? static_cast<double>(r.json_bytes) / 1024.0 / r.window_s : 0.0);
+    std::printf(
+        "| %s | %.3f | %.3f | %.3f | %.4f | %zu | %llu | %.2f | %.2f | %.2f | %.1f |\n",
+        modes[m].hz == 0
+            ? "none"
+            : (std::to_string(modes[m].hz) + " Hz" + (modes[m].dwarf ? " + DWARF" : "")).c_str(),
+        Percentile(r.round_ms, 0.5), Percentile(r.round_ms, 0.9), Percentile(r.round_ms, 0.99),
+        Percentile(r.round_ms, 0.5) / base, r.samples,
+        static_cast<unsigned long long>(r.lost),  // NOLINT(google-runtime-int)
+        r.start_cpu_ms / reps, r.sampler_cpu_ms * per_k, r.convert_cpu_ms * per_k,
+        r.window_s > 0 ? static_cast<double>(r.json_bytes) / 1024.0 / r.window_s : 0.0);
   }
   return 0;
 }

@@ -15,8 +15,9 @@ void AppendSample(std::string* out, const CpuSample& sample, FrameSymbolizer* sy
                   uint64_t base_time_ns) {
   std::string stack = "[";
   std::string top;
-  for (size_t i = 0; i < sample.ips.size(); ++i) {
-    const uint64_t ip = sample.ips[i];
+  const std::vector<uint64_t> chain = BestCallChain(sample, symbolizer);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    const uint64_t ip = chain[i];
     std::string label =
         FrameLabel(symbolizer->Symbolize(static_cast<pid_t>(sample.pid), ip, i > 0), ip);
     if (i > 0) stack += ",";

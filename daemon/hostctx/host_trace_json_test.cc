@@ -4,11 +4,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/hostctx/testing/samples.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuctl::hostctx {
 namespace {
+
+using testing::SampleAt;
 
 class NamedFrames final : public FrameSymbolizer {
  public:
@@ -27,8 +30,8 @@ TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
   HostCapture capture;
   capture.start_ns = 5'000'000'000;
   capture.stop_ns = 6'000'000'000;
-  capture.samples.push_back(CpuSample{10, 11, 5'000'250'500, {0x1000, 0x2000, 0x3000}});
-  capture.samples.push_back(CpuSample{10, 12, 5'000'300'000, {}});
+  capture.samples.push_back(SampleAt(10, 11, 5'000'250'500, {0x1000, 0x2000, 0x3000}));
+  capture.samples.push_back(SampleAt(10, 12, 5'000'300'000, {}));
   capture.lost_records = 2;
   const std::vector<OffCpuInterval> off_cpu = {
       {10, 11, 5'000'400'000, 5'010'400'000, OffCpuReason::kBlocked}};
@@ -59,7 +62,7 @@ TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
 
 TEST(HostTraceJsonTest, HandsEachEventToTheSink) {
   HostCapture capture;
-  capture.samples.push_back(CpuSample{1, 1, 10, {0x1000}});
+  capture.samples.push_back(SampleAt(1, 1, 10, {0x1000}));
   NamedFrames names;
   std::vector<std::string> events;
   WriteHostContextEvents(capture, {}, &names, 0,

@@ -1,9 +1,12 @@
 #include "daemon/hostctx/off_cpu.h"
 
+#include "daemon/hostctx/testing/samples.h"
 #include "gtest/gtest.h"
 
 namespace gpuctl::hostctx {
 namespace {
+
+using testing::SampleAt;
 
 ContextSwitch Out(uint32_t tid, uint64_t t, bool preempted = false) {
   return ContextSwitch{1, tid, t, true, preempted};
@@ -54,8 +57,8 @@ TEST(OffCpuTest, ACaptureAddsThreadsWithoutRecordsAndClipsToTheirOpening) {
   capture.stop_ns = 1000;
   capture.threads = {
       {1, 7, 150, "", ""}, {1, 8, 100, "", ""}, {1, 9, 400, "", ""}, {1, 10, 100, "", ""}};
-  capture.switches = {In(7, 300)};                          // off from its opening
-  capture.samples.push_back(CpuSample{1, 10, 500, {0x1}});  // ran: no interval
+  capture.switches = {In(7, 300)};                         // off from its opening
+  capture.samples.push_back(SampleAt(1, 10, 500, {0x1}));  // ran: no interval
   const auto intervals = OffCpuIntervals(capture);
   ASSERT_EQ(intervals.size(), 3u);
   EXPECT_EQ(intervals[0].tid, 7u);

@@ -25,15 +25,25 @@ void CheckRecord(absl::Span<const uint8_t> record) {
   if (record.size() < sizeof(header)) std::abort();
   std::memcpy(&header, record.data(), sizeof(header));
   if (header.size != record.size()) std::abort();
-  auto parsed = hostctx::ParseRecord(record);
-  if (!parsed.ok()) {
-    if (parsed.status().message().empty()) std::abort();
-    return;
-  }
-  if (const auto* sample = std::get_if<hostctx::CpuSample>(&*parsed)) {
-    if (sample->ips.size() > hostctx::kMaxCallchainDepth) std::abort();
-    for (uint64_t ip : sample->ips) {
-      if (ip >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) std::abort();
+  // As the default sampler reads them, and as a DWARF-unwinding one does.
+  for (const bool unwind : {false, true}) {
+    auto parsed = hostctx::ParseRecord(record, {.user_regs = unwind, .user_stack = unwind});
+    if (!parsed.ok()) {
+      if (parsed.status().message().empty()) std::abort();
+      continue;
+    }
+    if (const auto* sample = std::get_if<hostctx::CpuSample>(&*parsed)) {
+      if (sample->ips.size() > hostctx::kMaxCallchainDepth) std::abort();
+      for (uint64_t ip : sample->ips) {
+        if (ip >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) std::abort();
+      }
+      // Registers and stack come together or not at all, the stack within
+      // the record.
+      if (sample->user_regs.empty() != sample->user_stack.empty()) std::abort();
+      if (!sample->user_regs.empty() && sample->user_regs.size() != hostctx::kUnwindRegsCount) {
+        std::abort();
+      }
+      if (sample->user_stack.size() > record.size()) std::abort();
     }
   }
 }

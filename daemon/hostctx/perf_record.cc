@@ -25,6 +25,13 @@ class FieldReader {
     return true;
   }
   size_t remaining() const { return bytes_.size() - pos_; }
+  // The next `n` bytes, or false when fewer are left.
+  bool Take(size_t n, absl::Span<const uint8_t>* out) {
+    if (remaining() < n) return false;
+    *out = bytes_.subspan(pos_, n);
+    pos_ += n;
+    return true;
+  }
 
  private:
   absl::Span<const uint8_t> bytes_;
@@ -41,7 +48,46 @@ bool ReadSampleId(FieldReader* reader, SampleId* id) {
   return reader->Read(&id->pid) && reader->Read(&id->tid) && reader->Read(&id->time_ns);
 }
 
-absl::StatusOr<PerfRecord> ParseSample(FieldReader* reader) {
+// PERF_SAMPLE_REGS_USER: the ABI (0: no user registers, the sample was
+// taken in the kernel with no user context) and, for any other ABI, one
+// u64 per bit of the mask.
+absl::Status ReadUserRegs(FieldReader* reader, CpuSample* sample) {
+  uint64_t abi = 0;
+  if (!reader->Read(&abi)) return absl::InvalidArgumentError("sample record ends before its ABI");
+  if (abi == PERF_SAMPLE_REGS_ABI_NONE) return absl::OkStatus();
+  sample->user_regs.resize(kUnwindRegsCount);
+  for (uint64_t& reg : sample->user_regs) {
+    if (!reader->Read(&reg)) {
+      sample->user_regs.clear();
+      return absl::InvalidArgumentError("sample record ends inside its user registers");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// PERF_SAMPLE_STACK_USER: the size copied, the bytes, and (when the size
+// is not 0) how many of them the stack really held (dyn_size).
+absl::Status ReadUserStack(FieldReader* reader, CpuSample* sample) {
+  uint64_t size = 0;
+  if (!reader->Read(&size)) {
+    return absl::InvalidArgumentError("sample record ends before its stack size");
+  }
+  if (size == 0) return absl::OkStatus();
+  absl::Span<const uint8_t> bytes;
+  uint64_t dyn_size = 0;
+  if (size > reader->remaining() || !reader->Take(size, &bytes) || !reader->Read(&dyn_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample record announces ", size, " bytes of stack and has not that room"));
+  }
+  if (dyn_size > size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sample record's stack holds ", dyn_size, " of ", size, " bytes copied"));
+  }
+  sample->user_stack.assign(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(dyn_size));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PerfRecord> ParseSample(FieldReader* reader, const SampleLayout& layout) {
   CpuSample sample;
   SampleId id;
   uint64_t nr = 0;
@@ -63,12 +109,24 @@ absl::StatusOr<PerfRecord> ParseSample(FieldReader* reader) {
     if (ip >= static_cast<uint64_t>(PERF_CONTEXT_MAX)) continue;  // a context marker
     if (sample.ips.size() < kMaxCallchainDepth) sample.ips.push_back(ip);
   }
+  if (layout.user_regs) {
+    if (absl::Status s = ReadUserRegs(reader, &sample); !s.ok()) return s;
+  }
+  if (layout.user_stack) {
+    if (absl::Status s = ReadUserStack(reader, &sample); !s.ok()) return s;
+  }
+  // An unwinder needs both, together.
+  if (sample.user_regs.empty() || sample.user_stack.empty()) {
+    sample.user_regs.clear();
+    sample.user_stack.clear();
+  }
   return PerfRecord(std::move(sample));
 }
 
 }  // namespace
 
-absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record) {
+absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record,
+                                       const SampleLayout& layout) {
   perf_event_header header{};
   if (record.size() < sizeof(header)) {
     return absl::InvalidArgumentError(
@@ -82,7 +140,7 @@ absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record) {
   FieldReader reader(record.subspan(sizeof(header)));
   switch (header.type) {
     case PERF_RECORD_SAMPLE:
-      return ParseSample(&reader);
+      return ParseSample(&reader, layout);
     case PERF_RECORD_SWITCH: {
       SampleId id;
       if (!ReadSampleId(&reader, &id)) {

@@ -22,6 +22,44 @@ namespace gpuctl::hostctx {
 // perf_event_max_stack is 127).
 inline constexpr size_t kMaxCallchainDepth = 512;
 
+// The user registers a DWARF-unwinding sample asks for
+// (PERF_SAMPLE_REGS_USER's mask, x86-64's perf_regs.h order): the general
+// registers, the stack pointer and the instruction pointer; the segment
+// and flags registers are of no use to an unwinder.
+inline constexpr uint64_t kUnwindRegsMask = 0xff01ff;  // AX..SP, IP, R8..R15
+inline constexpr size_t kUnwindRegsCount = 17;
+// perf_regs.h's positions in the mask's order (the bits, ascending).
+enum UnwindReg : uint8_t {
+  kRegAx = 0,
+  kRegBx,
+  kRegCx,
+  kRegDx,
+  kRegSi,
+  kRegDi,
+  kRegBp,
+  kRegSp,
+  kRegIp,
+  kRegR8,
+  kRegR9,
+  kRegR10,
+  kRegR11,
+  kRegR12,
+  kRegR13,
+  kRegR14,
+  kRegR15,
+};
+// The most bytes of user stack one sample copies (the kernel's own limit
+// is a little under 64 KiB, the sample's size being a u16).
+inline constexpr uint32_t kMaxStackCopyBytes = 60 << 10;
+
+// What the records of one event carry beyond the fixed fields: the user
+// registers and a copy of the user stack, when the sampler unwinds with
+// DWARF call-frame information (SamplerOptions::dwarf_unwind).
+struct SampleLayout {
+  bool user_regs = false;   // PERF_SAMPLE_REGS_USER with kUnwindRegsMask
+  bool user_stack = false;  // PERF_SAMPLE_STACK_USER
+};
+
 struct CpuSample {
   uint32_t pid = 0;  // the thread group (process) id
   uint32_t tid = 0;
@@ -29,6 +67,13 @@ struct CpuSample {
   // User-space return addresses, innermost first; the kernel's context
   // markers (PERF_CONTEXT_USER, ...) are left out.
   std::vector<uint64_t> ips;
+  // With SampleLayout::user_regs and user_stack, for a sample taken in
+  // user space: the registers (kUnwindRegsCount, UnwindReg order) and the
+  // bytes of the stack from the stack pointer up, as far as the kernel
+  // could copy them. Empty otherwise, or once the capture's stack budget
+  // is spent.
+  std::vector<uint64_t> user_regs;
+  std::vector<uint8_t> user_stack;
 };
 
 struct ContextSwitch {
@@ -50,8 +95,10 @@ struct OtherRecord {
 
 using PerfRecord = std::variant<CpuSample, ContextSwitch, LostRecords, OtherRecord>;
 
-// Decodes one whole record (its 8-byte header included).
-absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record);
+// Decodes one whole record (its 8-byte header included), of an event whose
+// samples carry what `layout` says.
+absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record,
+                                       const SampleLayout& layout = {});
 
 struct RingDrainStats {
   uint64_t records = 0;

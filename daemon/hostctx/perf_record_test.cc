@@ -61,6 +61,62 @@ TEST(ParseRecordTest, SampleKeepsUserFramesAndDropsContextMarkers) {
   EXPECT_EQ(sample.ips, (std::vector<uint64_t>{0x401000, 0x402000}));
 }
 
+// A sample with user registers and a stack copy (dwarf unwinding): the
+// registers in the mask's order, and the stack cut to what it really held.
+TEST(ParseRecordTest, SampleCarriesUserRegistersAndTheStackItHeld) {
+  RecordBytes bytes(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+  bytes.U32Pair(10, 11).U64(5).U64(1).U64(0x401000);
+  bytes.U64(PERF_SAMPLE_REGS_ABI_64);
+  for (uint64_t r = 0; r < kUnwindRegsCount; ++r) bytes.U64(0x1000 + r);
+  bytes.U64(24).U64(0xaaaa).U64(0xbbbb).U64(0).U64(16);  // 24 copied, 16 held
+  const SampleLayout layout{.user_regs = true, .user_stack = true};
+  auto record = ParseRecord(bytes.Build(), layout);
+  ASSERT_TRUE(record.ok()) << record.status();
+  const auto& sample = std::get<CpuSample>(*record);
+  EXPECT_EQ(sample.ips, std::vector<uint64_t>{0x401000});
+  ASSERT_EQ(sample.user_regs.size(), kUnwindRegsCount);
+  EXPECT_EQ(sample.user_regs[kRegSp], 0x1000u + kRegSp);
+  EXPECT_EQ(sample.user_regs[kRegIp], 0x1000u + kRegIp);
+  EXPECT_EQ(sample.user_regs[kRegR15], 0x1000u + kRegR15);
+  ASSERT_EQ(sample.user_stack.size(), 16u);
+  uint64_t first = 0;
+  std::memcpy(&first, sample.user_stack.data(), 8);
+  EXPECT_EQ(first, 0xaaaau);
+
+  // Without user registers (a sample in the kernel): no stack either, the
+  // chain stays.
+  RecordBytes kernel(PERF_RECORD_SAMPLE, 0);
+  kernel.U32Pair(10, 11).U64(5).U64(1).U64(0x401000).U64(PERF_SAMPLE_REGS_ABI_NONE).U64(0);
+  auto bare = ParseRecord(kernel.Build(), layout);
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE(std::get<CpuSample>(*bare).user_regs.empty());
+  EXPECT_TRUE(std::get<CpuSample>(*bare).user_stack.empty());
+  EXPECT_EQ(std::get<CpuSample>(*bare).ips.size(), 1u);
+}
+
+TEST(ParseRecordTest, RejectsAStackCopyThatDoesNotAddUp) {
+  const SampleLayout layout{.user_regs = true, .user_stack = true};
+  auto with_stack = [](uint64_t size, int words, bool dyn, uint64_t dyn_size) {
+    RecordBytes bytes(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+    bytes.U32Pair(1, 1).U64(5).U64(0).U64(PERF_SAMPLE_REGS_ABI_64);
+    for (size_t r = 0; r < kUnwindRegsCount; ++r) bytes.U64(r);
+    bytes.U64(size);
+    for (int i = 0; i < words; ++i) bytes.U64(0);
+    if (dyn) bytes.U64(dyn_size);
+    return bytes.Build();
+  };
+  EXPECT_TRUE(ParseRecord(with_stack(16, 2, true, 16), layout).ok());
+  // More held than copied.
+  EXPECT_FALSE(ParseRecord(with_stack(16, 2, true, 17), layout).ok());
+  // A size past the record, and a record without its dyn_size.
+  EXPECT_FALSE(ParseRecord(with_stack(1 << 20, 2, true, 16), layout).ok());
+  EXPECT_FALSE(ParseRecord(with_stack(16, 2, false, 0), layout).ok());
+  // Registers cut short.
+  RecordBytes cut(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+  cut.U32Pair(1, 1).U64(5).U64(0).U64(PERF_SAMPLE_REGS_ABI_64).U64(1).U64(2);
+  EXPECT_FALSE(ParseRecord(cut.Build(), layout).ok());
+}
+
 TEST(ParseRecordTest, SwitchOutCarriesThePreemptFlag) {
   const auto bytes = RecordBytes(PERF_RECORD_SWITCH,
                                  PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)

@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -33,15 +34,20 @@ std::string ReadComm(const std::string& path) {
 
 uint64_t NowNs(Clock* clock) { return static_cast<uint64_t>(absl::ToUnixNanos(clock->Now())); }
 
-perf_event_attr SamplingAttr(int frequency_hz) {
+perf_event_attr SamplingAttr(const SamplerOptions& options) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_CPU_CLOCK;
   attr.freq = 1;
-  attr.sample_freq = static_cast<uint64_t>(frequency_hz);
+  attr.sample_freq = static_cast<uint64_t>(options.frequency_hz);
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+  if (options.dwarf_unwind) {
+    attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.sample_regs_user = kUnwindRegsMask;
+    attr.sample_stack_user = options.stack_bytes;
+  }
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.exclude_callchain_kernel = 1;
@@ -50,6 +56,20 @@ perf_event_attr SamplingAttr(int frequency_hz) {
   attr.context_switch = 1;
   attr.sample_id_all = 1;
   return attr;
+}
+
+// The ring's data pages: SamplerOptions::ring_pages, grown with
+// dwarf_unwind to hold the stack copies of a quarter second of one busy
+// thread, at least kUnwindRingSamples (a power of two, at most
+// kMaxRingPages).
+size_t RingPages(const SamplerOptions& options, size_t page) {
+  size_t pages = options.ring_pages;
+  if (!options.dwarf_unwind) return pages;
+  const size_t samples = std::max<size_t>(HostSampler::kUnwindRingSamples,
+                                          static_cast<size_t>(options.frequency_hz) / 4);
+  const size_t wanted = samples * (options.stack_bytes + 1024) / page;
+  while (pages < wanted && pages < kMaxRingPages) pages *= 2;
+  return pages;
 }
 
 absl::Status OpenError(pid_t tid, int err) {
@@ -124,8 +144,20 @@ absl::Status HostSampler::Start(const std::vector<pid_t>& pids) {
                      ") and a power-of-two ring size of at most ", kMaxRingPages, " pages (got ",
                      options_.ring_pages, ")"));
   }
+  if (options_.dwarf_unwind) {
+#if !defined(__x86_64__)
+    return absl::UnimplementedError("DWARF unwinding of host samples is implemented for x86-64");
+#endif
+    if (options_.stack_bytes == 0 || options_.stack_bytes % 8 != 0 ||
+        options_.stack_bytes > kMaxStackCopyBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the stack copy of a DWARF-unwound sample is a multiple of 8 bytes up to ",
+                       kMaxStackCopyBytes, " (got ", options_.stack_bytes, ")"));
+    }
+  }
   capture_ = HostCapture();
   stack_entries_ = 0;
+  stack_copy_bytes_ = 0;
   rings_.clear();
   opened_.clear();
   roots_ = pids;
@@ -166,7 +198,7 @@ void HostSampler::OpenThreadsOf(const std::vector<pid_t>& pids) {
 }
 
 void HostSampler::OpenThread(pid_t pid, pid_t tid) {
-  perf_event_attr attr = SamplingAttr(options_.frequency_hz);
+  perf_event_attr attr = SamplingAttr(options_);
   const int fd =
       static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
   absl::Status failure;
@@ -174,7 +206,7 @@ void HostSampler::OpenThread(pid_t pid, pid_t tid) {
     failure = OpenError(tid, errno);
   } else {
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t map_bytes = (options_.ring_pages + 1) * page;
+    const size_t map_bytes = (RingPages(options_, page) + 1) * page;
     void* base = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
       const int err = errno;
@@ -205,7 +237,9 @@ void HostSampler::OpenThread(pid_t pid, pid_t tid) {
 }
 
 void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
-  absl::StatusOr<PerfRecord> parsed = ParseRecord(record);
+  const SampleLayout layout{.user_regs = options_.dwarf_unwind,
+                            .user_stack = options_.dwarf_unwind};
+  absl::StatusOr<PerfRecord> parsed = ParseRecord(record, layout);
   if (!parsed.ok()) {
     ++capture_.corrupt_records;
     return;
@@ -217,6 +251,15 @@ void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
       return;
     }
     stack_entries_ += sample->ips.size();
+    if (!sample->user_stack.empty()) {
+      if (stack_copy_bytes_ + sample->user_stack.size() > options_.max_stack_copy_bytes) {
+        ++capture_.stacks_dropped;
+        sample->user_stack = {};
+        sample->user_regs = {};
+      } else {
+        stack_copy_bytes_ += sample->user_stack.size();
+      }
+    }
     capture_.samples.push_back(std::move(*sample));
   } else if (auto* sw = std::get_if<ContextSwitch>(&*parsed)) {
     if (capture_.switches.size() >= options_.max_switches) {

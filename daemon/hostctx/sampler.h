@@ -28,6 +28,21 @@ struct SamplerOptions {
   // gives by default, over half a second of one busy thread at 99 Hz:
   // Poll() is to run several times a second.
   size_t ring_pages = 16;
+  // Unwind with DWARF call-frame information as well as frame pointers:
+  // each sample also carries the thread's user registers and a copy of the
+  // top `stack_bytes` of its user stack (PERF_SAMPLE_REGS_USER |
+  // PERF_SAMPLE_STACK_USER), which the Symbolizer unwinds through the
+  // modules' .eh_frame/.debug_frame (Symbolizer::Unwind). Debian's
+  // packages and PyTorch's wheels are built without frame pointers, so
+  // frame-pointer chains through them are one or two frames deep. x86-64
+  // only. A sample's record grows by `stack_bytes`: the rings grow to hold
+  // a quarter second of a busy thread's samples, at least
+  // kUnwindRingSamples (512 KiB per thread at 99 Hz, 4 MiB at 999 Hz).
+  bool dwarf_unwind = false;
+  uint32_t stack_bytes = 8192;  // a multiple of 8, at most kMaxStackCopyBytes
+  // The stack copies one capture keeps, in bytes; later samples keep their
+  // frame-pointer chain only (counted in HostCapture::stacks_dropped).
+  size_t max_stack_copy_bytes = size_t{64} << 20;
   // Bounds on what one capture keeps; what comes beyond is counted.
   size_t max_threads = 4096;
   size_t max_samples = 200000;
@@ -66,6 +81,9 @@ struct HostCapture {
   uint64_t lost_records = 0;
   // Records past the capture's caps.
   uint64_t dropped_samples = 0;
+  // With dwarf_unwind: samples whose stack copy was not kept
+  // (max_stack_copy_bytes spent); they keep their frame-pointer chain.
+  uint64_t stacks_dropped = 0;
   uint64_t dropped_switches = 0;
   // Rings that held bytes that are not a record; the rest was skipped.
   uint64_t corrupt_records = 0;
@@ -88,6 +106,9 @@ struct HostCapture {
 // (SamplerOptions::ring_pages). Destruction closes every event.
 class HostSampler {
  public:
+  // With dwarf_unwind, each ring holds at least this many samples' stacks.
+  static constexpr size_t kUnwindRingSamples = 32;
+
   HostSampler(SamplerOptions options, Clock* clock);
   ~HostSampler();
   HostSampler(const HostSampler&) = delete;
@@ -127,6 +148,7 @@ class HostSampler {
   std::vector<std::unique_ptr<ThreadRing>> rings_;
   absl::flat_hash_set<pid_t> opened_;
   size_t stack_entries_ = 0;
+  size_t stack_copy_bytes_ = 0;
   HostCapture capture_;
 };
 

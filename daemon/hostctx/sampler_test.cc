@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "daemon/common/clock.h"
 #include "daemon/hostctx/off_cpu.h"
 #include "daemon/hostctx/symbolizer.h"
+#include "daemon/hostctx/testing/no_frame_pointer_workload.h"
 #include "daemon/hostctx/testing/spin_workload.h"
 #include "gtest/gtest.h"
 
@@ -141,6 +143,108 @@ TEST(HostSamplerTest, SamplesASpinningChildWithItsCallChain) {
   }
   EXPECT_GE(in_leaf * 2, capture.samples.size());
   EXPECT_GT(with_caller, 0u);
+}
+
+// Code built without frame pointers: the kernel's frame-pointer walk
+// loses the callers, DWARF unwinding from the sample's registers and stack
+// copy finds Inner <- Middle <- Outer.
+TEST(HostSamplerTest, DwarfUnwindingFindsCallersWithoutFramePointers) {
+  Pipe ready;
+  Child child([&] {
+    WriteValue(ready.fds[1], 'r');
+    GpuctlHostctxNoFpOuter(MonotonicNowNs() + kChildLifetimeNs);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  SamplerOptions options = TestOptions();
+  options.dwarf_unwind = true;
+  HostSampler sampler(options, &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  Symbolizer symbolizer;
+  ASSERT_TRUE(symbolizer.LoadProcess(child.pid()));
+  SampleFor(&sampler, std::chrono::milliseconds(600));
+  const HostCapture capture = sampler.Stop();
+  EXPECT_EQ(capture.corrupt_records, 0u);
+  EXPECT_EQ(capture.stacks_dropped, 0u);
+  ASSERT_GE(capture.samples.size(), 10u);
+
+  auto names = [&](const std::vector<uint64_t>& chain) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      out.push_back(symbolizer.Symbolize(child.pid(), chain[i], i > 0).function);
+    }
+    return out;
+  };
+  size_t in_inner = 0;
+  size_t unwound_to_outer = 0;
+  size_t fp_to_outer = 0;
+  for (const CpuSample& sample : capture.samples) {
+    ASSERT_EQ(sample.user_regs.size(), kUnwindRegsCount);
+    ASSERT_FALSE(sample.user_stack.empty());
+    const std::vector<std::string> unwound = names(symbolizer.Unwind(sample));
+    if (unwound.empty() || unwound[0] != "GpuctlHostctxNoFpInner") continue;
+    ++in_inner;
+    const std::vector<std::string> expected = {"GpuctlHostctxNoFpInner", "GpuctlHostctxNoFpMiddle",
+                                               "GpuctlHostctxNoFpOuter"};
+    if (unwound.size() > 3 && std::equal(expected.begin(), expected.end(), unwound.begin())) {
+      ++unwound_to_outer;
+      EXPECT_EQ(BestCallChain(sample, &symbolizer).size(), symbolizer.Unwind(sample).size());
+    }
+    const std::vector<std::string> walked = names(sample.ips);
+    fp_to_outer +=
+        std::find(walked.begin(), walked.end(), "GpuctlHostctxNoFpOuter") != walked.end();
+  }
+  EXPECT_GE(in_inner * 2, capture.samples.size());
+  // Every sample in Inner unwinds through Middle and Outer to their callers.
+  EXPECT_EQ(unwound_to_outer, in_inner);
+  // Without frame pointers the kernel's walk does not get there.
+  EXPECT_LT(fp_to_outer * 10, in_inner) << fp_to_outer << " of " << in_inner;
+}
+
+// A copy budget spent: later samples keep their frame-pointer chain only.
+TEST(HostSamplerTest, StackCopiesPastTheBudgetAreDroppedAndCounted) {
+  Pipe ready;
+  Child child([&] {
+    WriteValue(ready.fds[1], 'r');
+    GpuctlHostctxNoFpOuter(MonotonicNowNs() + kChildLifetimeNs);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  SamplerOptions options = TestOptions();
+  options.dwarf_unwind = true;
+  options.stack_bytes = 4096;
+  options.max_stack_copy_bytes = 3 * 4096;
+  HostSampler sampler(options, &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  SampleFor(&sampler, std::chrono::milliseconds(300));
+  const HostCapture capture = sampler.Stop();
+  ASSERT_GE(capture.samples.size(), 10u);
+  size_t with_copy = 0;
+  size_t copied = 0;
+  for (const CpuSample& sample : capture.samples) {
+    with_copy += !sample.user_stack.empty();
+    copied += sample.user_stack.size();
+    EXPECT_FALSE(sample.ips.empty());
+  }
+  EXPECT_GE(with_copy, 3u);
+  EXPECT_LE(copied, options.max_stack_copy_bytes);
+  EXPECT_EQ(capture.stacks_dropped, capture.samples.size() - with_copy);
+  EXPECT_GT(capture.stacks_dropped, 0u);
+}
+
+TEST(HostSamplerTest, RefusesAStackCopyOfAnUnusableSize) {
+  RealClock clock;
+  for (uint32_t bytes : {0u, 100u, kMaxStackCopyBytes + 8}) {
+    SamplerOptions options = TestOptions();
+    options.dwarf_unwind = true;
+    options.stack_bytes = bytes;
+    HostSampler sampler(options, &clock);
+    const absl::Status started = sampler.Start({getpid()});
+    EXPECT_TRUE(absl::IsInvalidArgument(started)) << bytes << ": " << started;
+    EXPECT_FALSE(sampler.running());
+  }
 }
 
 TEST(HostSamplerTest, ASleepingChildIsOffCpuBlocked) {

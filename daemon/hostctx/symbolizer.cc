@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -25,6 +26,12 @@ namespace gpuctl::hostctx {
 // What libdwfl's find_elf callback gets of a process (a module's userdata).
 struct SymbolizerModuleContext {
   int root_fd = -1;
+};
+
+// One unwinding: what elfutils' thread callbacks read (dwfl_attach_state's
+// argument, pointed at the sample being unwound).
+struct UnwindInput {
+  const CpuSample* sample = nullptr;
 };
 
 namespace {
@@ -109,7 +116,78 @@ const Dwfl_Callbacks kCallbacks = {
     .debuginfo_path = nullptr,
 };
 
+pid_t NextThread(Dwfl* /*dwfl*/, void* dwfl_arg, void** thread_argp) {
+  auto* input = static_cast<UnwindInput*>(dwfl_arg);
+  if (*thread_argp != nullptr || input->sample == nullptr) return 0;  // one thread
+  *thread_argp = input;
+  return static_cast<pid_t>(input->sample->tid);
+}
+
+bool GetThread(Dwfl* /*dwfl*/, pid_t tid, void* dwfl_arg, void** thread_argp) {
+  auto* input = static_cast<UnwindInput*>(dwfl_arg);
+  if (input->sample == nullptr || tid != static_cast<pid_t>(input->sample->tid)) return false;
+  *thread_argp = input;
+  return true;
+}
+
+// Reads a word of the sampled stack: only what the sample copied, from its
+// stack pointer up.
+bool ReadStackWord(Dwfl* /*dwfl*/, Dwarf_Addr address, Dwarf_Word* result, void* dwfl_arg) {
+  const CpuSample* sample = static_cast<UnwindInput*>(dwfl_arg)->sample;
+  if (sample == nullptr || sample->user_regs.size() != kUnwindRegsCount) return false;
+  const uint64_t sp = sample->user_regs[kRegSp];
+  if (address < sp) return false;
+  const uint64_t offset = address - sp;
+  if (offset > sample->user_stack.size() ||
+      sample->user_stack.size() - offset < sizeof(Dwarf_Word)) {
+    return false;
+  }
+  std::memcpy(result, sample->user_stack.data() + offset, sizeof(Dwarf_Word));
+  return true;
+}
+
+// The sampled registers in x86-64's DWARF numbering: rax, rdx, rcx, rbx,
+// rsi, rdi, rbp, rsp, r8-r15, then the return address column (rip).
+bool SetInitialRegisters(Dwfl_Thread* thread, void* thread_arg) {
+  const CpuSample* sample = static_cast<UnwindInput*>(thread_arg)->sample;
+  if (sample == nullptr || sample->user_regs.size() != kUnwindRegsCount) return false;
+  const std::vector<uint64_t>& r = sample->user_regs;
+  const Dwarf_Word dwarf[] = {r[kRegAx],  r[kRegDx],  r[kRegCx],  r[kRegBx],  r[kRegSi],
+                              r[kRegDi],  r[kRegBp],  r[kRegSp],  r[kRegR8],  r[kRegR9],
+                              r[kRegR10], r[kRegR11], r[kRegR12], r[kRegR13], r[kRegR14],
+                              r[kRegR15], r[kRegIp]};
+  if (!dwfl_thread_state_registers(thread, 0, std::size(dwarf), dwarf)) return false;
+  dwfl_thread_state_register_pc(thread, r[kRegIp]);
+  return true;
+}
+
+const Dwfl_Thread_Callbacks kThreadCallbacks = {
+    .next_thread = NextThread,
+    .get_thread = GetThread,
+    .memory_read = ReadStackWord,
+    .set_initial_registers = SetInitialRegisters,
+    .detach = nullptr,
+    .thread_detach = nullptr,
+};
+
+int CollectFrame(Dwfl_Frame* frame, void* arg) {
+  auto* pcs = static_cast<std::vector<uint64_t>*>(arg);
+  Dwarf_Addr pc = 0;
+  bool activation = false;
+  if (!dwfl_frame_pc(frame, &pc, &activation) || pc == 0) return DWARF_CB_ABORT;
+  pcs->push_back(pc);
+  return pcs->size() < kMaxCallchainDepth ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
 }  // namespace
+
+std::vector<uint64_t> BestCallChain(const CpuSample& sample, FrameSymbolizer* symbolizer) {
+  if (!sample.user_stack.empty() && symbolizer != nullptr) {
+    std::vector<uint64_t> unwound = symbolizer->Unwind(sample);
+    if (unwound.size() > sample.ips.size()) return unwound;
+  }
+  return sample.ips;
+}
 
 std::string FrameLabel(const Frame& frame, uint64_t address) {
   if (!frame.function.empty()) return frame.function;
@@ -140,6 +218,23 @@ class Symbolizer::Process {
   Process& operator=(const Process&) = delete;
 
   bool loaded() const { return dwfl_ != nullptr || perf_map_.size() > 0; }
+
+  std::vector<uint64_t> Unwind(pid_t pid, const CpuSample& sample) {
+    std::vector<uint64_t> pcs;
+    if (dwfl_ == nullptr || sample.user_regs.size() != kUnwindRegsCount) return pcs;
+    if (!attached_) {
+      // Once per Dwfl: the machine comes from the first module's ELF.
+      attached_ = true;
+      can_unwind_ = dwfl_attach_state(dwfl_, nullptr, pid, &kThreadCallbacks, &unwind_input_);
+    }
+    if (!can_unwind_) return pcs;
+    unwind_input_.sample = &sample;
+    // A chain that stops early (its state beyond the stack copy, a frame
+    // with no CFI) still gives the frames found so far.
+    dwfl_getthread_frames(dwfl_, static_cast<pid_t>(sample.tid), CollectFrame, &pcs);
+    unwind_input_.sample = nullptr;
+    return pcs;
+  }
 
   Frame Symbolize(uint64_t address) {
     if (auto it = cache_.find(address); it != cache_.end()) return it->second;
@@ -196,6 +291,9 @@ class Symbolizer::Process {
 
   SymbolizerModuleContext context_;
   Dwfl* dwfl_ = nullptr;
+  bool attached_ = false;
+  bool can_unwind_ = false;
+  UnwindInput unwind_input_;
   PerfMap perf_map_;
   absl::flat_hash_map<uint64_t, Frame> cache_;
 };
@@ -217,6 +315,12 @@ Frame Symbolizer::Symbolize(pid_t pid, uint64_t address, bool is_return_address)
   const uint64_t lookup = is_return_address && address > 0 ? address - 1 : address;
   Frame frame = ProcessFor(pid)->Symbolize(lookup);
   return frame;
+}
+
+std::vector<uint64_t> Symbolizer::Unwind(const CpuSample& sample) {
+  if (sample.user_stack.empty()) return {};
+  const auto pid = static_cast<pid_t>(sample.pid);
+  return ProcessFor(pid)->Unwind(pid, sample);
 }
 
 void Symbolizer::DropProcess(pid_t pid) { processes_.erase(pid); }

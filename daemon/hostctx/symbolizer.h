@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/hostctx/perf_record.h"
 
 namespace gpuctl::hostctx {
 
@@ -29,7 +31,16 @@ class FrameSymbolizer {
   // `address` is a sampled instruction pointer (the innermost frame) or a
   // return address (the callers: the call itself sits just before it).
   virtual Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) = 0;
+  // A sample's call chain unwound with DWARF call-frame information from
+  // its user registers and stack copy (SamplerOptions::dwarf_unwind): the
+  // instruction pointer, then return addresses, innermost first. Empty
+  // when the sample has no stack copy or cannot be unwound at all.
+  virtual std::vector<uint64_t> Unwind(const CpuSample& sample) { return {}; }
 };
+
+// The call chain to show for `sample`: the DWARF-unwound one when it goes
+// deeper than the frame-pointer chain the kernel walked, else the latter.
+std::vector<uint64_t> BestCallChain(const CpuSample& sample, FrameSymbolizer* symbolizer);
 
 // Symbolizes native frames with elfutils' libdwfl from the files the process
 // maps, opened inside its own root (<proc_root>/<pid>/root, so a
@@ -52,6 +63,12 @@ class Symbolizer final : public FrameSymbolizer {
   bool LoadProcess(pid_t pid);
 
   Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) override;
+  // With elfutils' unwinder (dwfl_getthread_frames) over the modules of the
+  // process as loaded: memory reads are answered from the sample's stack
+  // copy only (nothing is read from the live process), so a frame whose
+  // caller's state lies beyond the copy ends the chain. At most
+  // kMaxCallchainDepth frames.
+  std::vector<uint64_t> Unwind(const CpuSample& sample) override;
 
   // Forgets a process (it exited).
   void DropProcess(pid_t pid);
