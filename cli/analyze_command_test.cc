@@ -132,6 +132,40 @@ TEST(AnalyzeBinaryTest, TruncatedFileIsReportedOthersStillAnalysed) {
   EXPECT_THAT(run.out, HasSubstr("node1-rank1-pid4243.json.gz"));
 }
 
+TEST(AnalyzeBinaryTest, HtmlBesideJson) {
+  TempDir dir;
+  const std::string page = dir.path() + "/report.html";
+  Ran run = RunGpuctl("analyze --json --html " + page + " " + kTraceDir);
+  ASSERT_EQ(run.rc, 0) << run.out;
+  nlohmann::json doc = nlohmann::json::parse(run.out);  // stdout is still the document
+  EXPECT_EQ(doc["traces"].size(), 2u);
+  std::ifstream in(page);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(html, HasSubstr("<g class=\"heat-row\" data-rank=\"1\""));
+  EXPECT_THAT(html, HasSubstr("data-id=\"host_bound_idle\" data-rank=\"0\" "
+                              "data-recoverable-ns=\"200000\""));
+  // Only the report: the temporary it was written as is gone.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+
+  Ran text = RunGpuctl("analyze --html " + page + " " + kRank1);
+  EXPECT_EQ(text.rc, 0) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("HTML report: " + page + "\n"));
+}
+
+TEST(AnalyzeBinaryTest, HtmlPathThatCannotBeWrittenIsAUsageError) {
+  TempDir dir;
+  for (const std::string& path : {dir.path() + "/no/such/dir/r.html", dir.path()}) {
+    Ran run = RunGpuctl("analyze --html " + path + " " + kTraceDir);
+    EXPECT_EQ(run.rc, 2) << run.out;
+    EXPECT_THAT(run.out, HasSubstr("--html: "));
+    EXPECT_THAT(run.out, ::testing::Not(HasSubstr("TRACE")));  // nothing was analysed
+  }
+  Ran proc = RunGpuctl("analyze --html /proc/gpuctl-report.html " + kTraceDir);
+  EXPECT_EQ(proc.rc, 2) << proc.out;
+  EXPECT_THAT(proc.out, HasSubstr("gpuctl analyze: --html: "));
+  EXPECT_EQ(RunGpuctl("analyze --html '' " + kTraceDir).rc, 2);
+}
+
 TEST(AnalyzeBinaryTest, UsageErrors) {
   EXPECT_EQ(RunGpuctl("analyze").rc, 2);
   EXPECT_EQ(RunGpuctl("analyze --small-kernel-pct x " + kRank0).rc, 2);

@@ -3,10 +3,12 @@
 // trace_reader_fuzz_test, which replays the seed corpus and mutations of it
 // under any compiler. Input is a trace file as stored: JSON or gzip. A
 // refusal must be INVALID_ARGUMENT; whatever is read must analyse and render
-// to valid JSON.
+// to valid JSON, and to an HTML page into which no name of the trace put a
+// tag.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 
 #include "daemon/analysis/analyze.h"
 #include "daemon/analysis/report.h"
@@ -30,5 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json doc = nlohmann::json::parse(RenderJson(reports, findings, {}, options), nullptr,
                                              /*allow_exceptions=*/false);
   if (!doc.is_object() || doc["traces"].size() != 1) std::abort();
+  const std::string html = RenderHtml(reports, findings, {}, options);
+  if (html.find("<script") != std::string::npos || html.find("<img") != std::string::npos ||
+      html.size() < 8 || html.compare(html.size() - 8, 8, "</html>\n") != 0) {
+    std::abort();
+  }
   return 0;
 }
