@@ -229,6 +229,28 @@ TEST_F(CliTraceCommandTest, PassesActivities) {
   EXPECT_THAT(requests[2].activities(), ElementsAre("kernel", "cpu", "sched"));
 }
 
+TEST_F(CliTraceCommandTest, ResultLinesSayWhatHostContextHolds) {
+  v1::ProcessResult recorded = Result(7, 0, v1::CAPTURE_STATUS_OK);
+  v1::HostContextResult* host = recorded.mutable_host_context();
+  host->set_state(v1::HostContextResult::STATE_RECORDED);
+  host->set_samples(312);
+  host->set_off_cpu_intervals(18);
+  host->set_threads(4);
+  host->set_processes(2);
+  host->set_dropped_samples(3);
+  v1::ProcessResult unavailable = Result(8, 1, v1::CAPTURE_STATUS_OK);
+  unavailable.mutable_host_context()->set_state(v1::HostContextResult::STATE_UNAVAILABLE);
+  unavailable.mutable_host_context()->set_reason("perf_event_open on thread 8: Permission denied");
+  server_.service().trace = Script({Process(7, 0), Process(8, 1)}, {recorded, unavailable});
+  ASSERT_EQ(Run(TraceArgs({"--activities", "cpu,sched", "--no-download"})), kExitOk)
+      << console_.err.str();
+  EXPECT_THAT(console_.out.str(),
+              HasSubstr("host context: 312 samples, 18 off-CPU slices, 4 threads in 2 processes, "
+                        "3 records lost or over the cap"));
+  EXPECT_THAT(console_.out.str(),
+              HasSubstr("host context unavailable: perf_event_open on thread 8: Permission denied"));
+}
+
 TEST_F(CliTraceCommandTest, PassesKinetoOptions) {
   server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
   ASSERT_EQ(Run(TraceArgs({"--kineto", "with_stack,record_shapes", "--no-download"})), kExitOk)

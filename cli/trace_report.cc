@@ -39,6 +39,23 @@ std::string SavedName(const HostDownload& download, const std::string& file) {
   return it == download.local_names.end() ? file : it->second;
 }
 
+// The process's host context (activities cpu / sched), briefly; "" when
+// not asked for.
+std::string HostContextNote(const v1::ProcessResult& r) {
+  if (!r.has_host_context()) return "";
+  const v1::HostContextResult& h = r.host_context();
+  if (h.state() != v1::HostContextResult::STATE_RECORDED) {
+    return absl::StrCat("host context unavailable: ", Printable(h.reason()));
+  }
+  std::string note = absl::StrCat("host context: ", h.samples(), " samples, ",
+                                  h.off_cpu_intervals(), " off-CPU slices, ", h.threads(),
+                                  " threads in ", h.processes(), " processes");
+  const uint64_t missing = h.lost_records() + h.dropped_samples() + h.dropped_switches();
+  if (missing > 0) absl::StrAppend(&note, ", ", missing, " records lost or over the cap");
+  if (!h.file().empty()) absl::StrAppend(&note, " (", Printable(h.file()), ")");
+  return note;
+}
+
 void AddHostRows(size_t index, const HostTrace& host, const HostDownload& download, bool fleet,
                  std::vector<Row>& rows) {
   // Rows name the host as it was contacted: daemons on one machine share a
@@ -54,6 +71,9 @@ void AddHostRows(size_t index, const HostTrace& host, const HostDownload& downlo
     if (r.dropped_events() > 0) {
       absl::StrAppend(&note, note.empty() ? "" : "; ", r.dropped_events(),
                       " events dropped (capture buffers full)");
+    }
+    if (std::string host_context = HostContextNote(r); !host_context.empty()) {
+      absl::StrAppend(&note, note.empty() ? "" : "; ", host_context);
     }
     const bool ok = r.status() == v1::CAPTURE_STATUS_OK;
     rows.push_back(
