@@ -247,8 +247,9 @@ TEST_F(CliTraceCommandTest, ResultLinesSayWhatHostContextHolds) {
   EXPECT_THAT(console_.out.str(),
               HasSubstr("host context: 312 samples, 18 off-CPU slices, 4 threads in 2 processes, "
                         "3 records lost or over the cap"));
-  EXPECT_THAT(console_.out.str(),
-              HasSubstr("host context unavailable: perf_event_open on thread 8: Permission denied"));
+  EXPECT_THAT(
+      console_.out.str(),
+      HasSubstr("host context unavailable: perf_event_open on thread 8: Permission denied"));
 }
 
 TEST_F(CliTraceCommandTest, PassesKinetoOptions) {
