@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "daemon/analysis/diagnoses.h"
 
 namespace gpuctl::analysis {
@@ -133,13 +134,21 @@ void FillStep(const std::vector<Segment>& segments, StepTimes* step) {
   step->idle_ns = step->end_ns - step->start_ns - busy;
 }
 
+// The longest capture window the timeline spreads over: the file says where
+// its window is, and a window far longer than any event could be (the reader
+// drops events further than 10^13 ns from the first) would leave every op in
+// one bucket, or overflow.
+constexpr int64_t kMaxTimelineWindowNs = 40'000'000'000'000;
+
 // The busy time of `segments` (sorted, disjoint) in buckets across the
-// capture window, or the GPU span when the window is unknown or empty.
+// capture window, or the GPU span when the window is unknown, empty or
+// implausibly long.
 BusyTimeline Timeline(const TraceModel& model, const std::vector<Segment>& segments,
                       const ClassTimes& span) {
   BusyTimeline out;
   const TraceInfo& info = model.info;
-  if (info.has_window && info.window_end_ns > info.window_start_ns) {
+  const absl::int128 window = absl::int128(info.window_end_ns) - info.window_start_ns;
+  if (info.has_window && window > 0 && window <= kMaxTimelineWindowNs) {
     out.start_ns = info.window_start_ns;
     out.end_ns = info.window_end_ns;
   } else {

@@ -1,10 +1,10 @@
 // RenderHtml's pieces (html_writer.h): escaping and the inline SVG charts.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/analysis/html_writer.h"
@@ -121,20 +121,25 @@ void AppendHeatmap(std::string* out, const std::vector<TraceReport>& reports) {
     absl::StrAppend(out, "<p class=\"empty\">No GPU activity to show.</p>\n");
     return;
   }
-  // Absolute times (base + ts): the ranks of one trace share the clock.
-  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
-  int64_t latest_start = hi, earliest_end = lo, longest = 0;
+  // Absolute times (base + ts): the ranks of one trace share the clock. The
+  // base comes from the file, so the sums are taken wide; a timeline is at
+  // most a bounded window long, and so is an axis whose rows all overlap.
+  const auto start_of = [](const TraceReport* r) {
+    return absl::int128(r->info.base_time_ns) + r->breakdown.timeline.start_ns;
+  };
+  absl::int128 lo = start_of(rows[0]), hi = lo, latest_start = lo, earliest_end = 0;
+  int64_t longest = 0;
   for (const TraceReport* r : rows) {
     const BusyTimeline& t = r->breakdown.timeline;
-    const int64_t a = r->info.base_time_ns + t.start_ns, b = r->info.base_time_ns + t.end_ns;
+    const absl::int128 a = start_of(r), b = a + (t.end_ns - t.start_ns);
+    earliest_end = r == rows[0] ? b : std::min(earliest_end, b);
     lo = std::min(lo, a);
     hi = std::max(hi, b);
     latest_start = std::max(latest_start, a);
-    earliest_end = std::min(earliest_end, b);
-    longest = std::max(longest, b - a);
+    longest = std::max(longest, t.end_ns - t.start_ns);
   }
-  const bool shared = latest_start < earliest_end;
-  const int64_t axis_ns = shared ? hi - lo : longest;
+  const bool shared = latest_start < earliest_end && hi - lo <= 2 * absl::int128(longest);
+  const int64_t axis_ns = shared ? static_cast<int64_t>(hi - lo) : longest;
   const double scale = kPlotWidth / static_cast<double>(axis_ns);
   absl::StrAppend(out, "<p class=\"caption\">",
                   shared ? "One time axis for every row (the traces' base time plus ts); 0 is "
@@ -153,7 +158,7 @@ void AppendHeatmap(std::string* out, const std::vector<TraceReport>& reports) {
   for (size_t i = 0; i < rows.size(); ++i) {
     const TraceReport& r = *rows[i];
     const BusyTimeline& t = r.breakdown.timeline;
-    const int64_t origin = shared ? r.info.base_time_ns + t.start_ns - lo : 0;
+    const int64_t origin = shared ? static_cast<int64_t>(start_of(&r) - lo) : 0;
     const double y = kTop + static_cast<double>(i) * (kRowHeight + kRowGap);
     absl::StrAppend(out, "<g class=\"heat-row\" data-rank=\"", r.info.rank, "\" data-file=\"",
                     Escape(r.info.path), "\" data-buckets=\"", t.busy_ns.size(), "\">");

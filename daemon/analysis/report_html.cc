@@ -167,8 +167,13 @@ void AppendHtmlWhere(std::string* out, const Finding& f, const TraceReport* r) {
   if (f.at.empty()) return;
   const int64_t dur = f.at.end_ns - f.at.start_ns;
   std::string into;
-  if (r != nullptr && r->info.has_window) {
-    into = absl::StrCat(", ", FormatNs(f.at.start_ns - r->info.window_start_ns),
+  // Only a window the timeline could use (a plausible one: the file says
+  // where it is) is worth counting from.
+  const BusyTimeline* t = r == nullptr ? nullptr : &r->breakdown.timeline;
+  if (t != nullptr && r->info.has_window && t->start_ns == r->info.window_start_ns &&
+      t->end_ns == r->info.window_end_ns && f.at.start_ns >= t->start_ns &&
+      f.at.start_ns <= t->end_ns) {
+    into = absl::StrCat(", ", FormatNs(f.at.start_ns - t->start_ns),
                         " after the capture window opened");
   }
   absl::StrAppend(

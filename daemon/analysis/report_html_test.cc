@@ -200,6 +200,24 @@ TEST(HtmlReportSizeTest, FollowsTheReportNotTheEvents) {
   EXPECT_LT(std::labs(static_cast<long>(a.size()) - static_cast<long>(b.size())), 2000L);
 }
 
+TEST(HtmlReportAxisTest, AWindowNoEventCouldFillFallsBackToTheGpuSpan) {
+  // The window comes from the file: one spanning all of int64 must neither
+  // overflow nor squeeze every op into one bucket.
+  TraceBuilder b;
+  b.Gpuctl(
+      {.window_start_ns = -9'000'000'000'000'000'000, .window_end_ns = 9'000'000'000'000'000'000});
+  b.Kernel("k", 10 * kUs, 50 * kUs, 1);
+  b.Kernel("k", 960 * kUs, 50 * kUs, 2);
+  std::vector<TraceReport> reports = {Analyze(b.Json(), "wide.json")};
+  const BusyTimeline& t = reports[0].breakdown.timeline;
+  EXPECT_EQ(t.start_ns, 10 * kUs);
+  EXPECT_EQ(t.end_ns, 1010 * kUs);
+  EXPECT_EQ(t.bucket_ns, 10 * kUs);
+  const std::string page = RenderHtml(reports, RankFindings(reports), {}, AnalyzeOptions{});
+  EXPECT_EQ(Count(page, "<rect class=\"heat-cell\""), 100u);
+  EXPECT_THAT(page, Not(HasSubstr("after the capture window opened")));
+}
+
 TEST(HtmlReportAxisTest, WindowsThatDoNotOverlapGetOneAxisEach) {
   TraceBuilder early, late;
   early.Gpuctl({.rank = 0, .window_start_ns = 0, .window_end_ns = 100 * kUs});
