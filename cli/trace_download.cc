@@ -14,11 +14,7 @@ std::vector<std::optional<DownloadPlan>> PlanDownloads(const std::vector<HostTra
     HostFiles& f = files.emplace_back();
     f.name = h.name();
     f.target = h.target;
-    for (const auto& [pid, result] : h.results) {
-      f.files.push_back(result.file());
-      // A kineto process's host context is a file beside its trace.
-      if (!result.host_context().file().empty()) f.files.push_back(result.host_context().file());
-    }
+    for (const auto& [pid, result] : h.results) f.files.push_back(result.file());
   }
   return PlanDownloads(files);
 }

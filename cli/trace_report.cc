@@ -47,12 +47,11 @@ std::string HostContextNote(const v1::ProcessResult& r) {
   if (h.state() != v1::HostContextResult::STATE_RECORDED) {
     return absl::StrCat("host context unavailable: ", Printable(h.reason()));
   }
-  std::string note = absl::StrCat("host context: ", h.samples(), " samples, ",
-                                  h.off_cpu_intervals(), " off-CPU slices, ", h.threads(),
-                                  " threads in ", h.processes(), " processes");
+  std::string note =
+      absl::StrCat("host context: ", h.samples(), " samples, ", h.off_cpu_intervals(),
+                   " off-CPU slices, ", h.threads(), " threads in ", h.processes(), " processes");
   const uint64_t missing = h.lost_records() + h.dropped_samples() + h.dropped_switches();
   if (missing > 0) absl::StrAppend(&note, ", ", missing, " records lost or over the cap");
-  if (!h.file().empty()) absl::StrAppend(&note, " (", Printable(h.file()), ")");
   return note;
 }
 

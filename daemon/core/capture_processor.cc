@@ -1,7 +1,10 @@
 #include "daemon/core/capture_processor.h"
 
+#include <optional>
+#include <string>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "daemon/convert/chrome_trace.h"
 #include "daemon/convert/gzip.h"
 #include "daemon/convert/json_writer.h"
@@ -48,42 +51,58 @@ void SetCaptureInfo(const DecodedRecords& decoded, const CaptureJob& job,
   }
 }
 
-// A prepared trace's host context, as a file of its own beside it (the
-// trace is the process's own file, stored as it is).
-v1::HostContextResult StorePreparedHostContext(const CaptureJob& job, TraceStore* store) {
-  v1::HostContextResult summary = *job.host_context;
-  if (job.host_context_events == nullptr) return summary;
-  const int64_t base = ChromeTraceBaseNanos(job.window_start_ns);
-  std::string json = "{\"traceEvents\": [";
-  bool first = true;
-  HostContextEvents::Written written = job.host_context_events->Write(
-      base, job.window_start_ns, job.window_end_ns, [&](absl::string_view event) {
-        absl::StrAppend(&json, first ? "\n  " : ",\n  ", event);
-        first = false;
-      });
-  absl::StrAppend(&json, "\n],\n\"displayTimeUnit\": \"ms\",\n\"baseTimeNanoseconds\": ", base,
-                  "\n}\n");
-  auto encoder = GzipEncoder::Create(job.gzip_level);
-  absl::Status st = encoder.ok() ? (*encoder)->Append(json) : encoder.status();
-  if (st.ok()) st = (*encoder)->Finish();
-  const std::string name = HostContextFileName(job.file_name);
-  if (st.ok()) st = store->PutFile(job.trace_id, name, (*encoder)->output());
-  if (!st.ok()) {
-    return HostContextUnavailable(absl::StrCat("storing ", name, ": ", st.message()));
+// A kineto trace file (as the bridge re-emits it: one traceEvents element
+// per line, the array closed by a line "]") with the host context's events
+// added at the end of its traceEvents, timed from its baseTimeNanoseconds
+// (kineto writes it after the array; none: absolute microseconds).
+absl::StatusOr<std::string> KinetoWithHostContext(absl::string_view gzip, const CaptureJob& job,
+                                                  HostContextEvents::Written* written) {
+  absl::StatusOr<std::string> text = GzipDecompress(gzip);
+  if (!text.ok()) return text.status();
+  const size_t events_end = text->find("\n]");
+  if (events_end == std::string::npos || events_end == 0) {
+    return absl::InvalidArgumentError("no end of traceEvents in the stored kineto trace");
   }
-  summary.set_samples(written.samples);
-  summary.set_off_cpu_intervals(written.off_cpu_intervals);
-  summary.set_file(name);
-  return summary;
+  int64_t base = 0;
+  const std::string kBaseKey = "\"baseTimeNanoseconds\":";
+  if (const size_t at = text->rfind(kBaseKey); at != std::string::npos && at > events_end) {
+    size_t digits = at + kBaseKey.size();
+    while (digits < text->size() && (*text)[digits] == ' ') ++digits;
+    size_t stop = text->find_first_not_of("0123456789", digits);
+    if (stop == std::string::npos) stop = text->size();
+    if (!absl::SimpleAtoi(absl::string_view(*text).substr(digits, stop - digits), &base)) base = 0;
+  }
+  bool first = (*text)[events_end - 1] == '[';
+  std::string added;
+  *written = job.host_context_events->Write(base, job.window_start_ns, job.window_end_ns,
+                                            [&](absl::string_view event) {
+                                              absl::StrAppend(&added, first ? "\n" : ",\n", event);
+                                              first = false;
+                                            });
+  text->insert(events_end, added);
+  return GzipCompress(*text, job.gzip_level);
 }
 
 // A trace the adapter already validated and compressed: stored as it is.
 v1::ProcessResult StorePrepared(const CaptureJob& job, TraceStore* store) {
   const PreparedTrace& prepared = *job.payload->prepared();
   absl::Span<const uint8_t> bytes = job.payload->bytes();
-  absl::Status st = store->PutFile(
-      job.trace_id, job.file_name,
-      absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));  // NOLINT
+  absl::string_view stored(reinterpret_cast<const char*>(bytes.data()), bytes.size());  // NOLINT
+  std::optional<v1::HostContextResult> host_context = job.host_context;
+  absl::StatusOr<std::string> with_host;
+  if (host_context.has_value() && job.host_context_events != nullptr) {
+    HostContextEvents::Written written;
+    with_host = KinetoWithHostContext(stored, job, &written);
+    if (with_host.ok()) {
+      stored = *with_host;
+      host_context->set_samples(written.samples);
+      host_context->set_off_cpu_intervals(written.off_cpu_intervals);
+    } else {
+      host_context = HostContextUnavailable(
+          absl::StrCat("adding it to the kineto trace: ", with_host.status().message()));
+    }
+  }
+  absl::Status st = store->PutFile(job.trace_id, job.file_name, stored);
   if (!st.ok()) {
     return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("storing the trace: ", st.message()));
   }
@@ -91,21 +110,13 @@ v1::ProcessResult StorePrepared(const CaptureJob& job, TraceStore* store) {
   result.set_status(v1::CAPTURE_STATUS_OK);
   result.set_event_count(prepared.event_count);
   result.set_payload_bytes(prepared.source_bytes);
-  result.set_stored_bytes(bytes.size());
+  result.set_stored_bytes(stored.size());
   result.set_file(job.file_name);
-  if (job.host_context.has_value()) {
-    *result.mutable_host_context() = StorePreparedHostContext(job, store);
-  }
+  if (host_context.has_value()) *result.mutable_host_context() = *std::move(host_context);
   return result;
 }
 
 }  // namespace
-
-std::string HostContextFileName(absl::string_view file_name) {
-  absl::string_view stem = file_name;
-  absl::ConsumeSuffix(&stem, ".json.gz");
-  return absl::StrCat(stem, ".host.json.gz");
-}
 
 v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
   if (job.payload->prepared() != nullptr) return StorePrepared(job, store);

@@ -34,7 +34,7 @@ struct CaptureJob {
   int gzip_level = kDefaultGzipLevel;
   // Host context recorded for the process (activities cpu / sched): its
   // summary goes into the result, its events into the file (a prepared
-  // trace's beside it, as <file stem>.host.json.gz), cut to the window.
+  // kineto trace's too, at the end of its traceEvents), cut to the window.
   std::optional<v1::HostContextResult> host_context;
   std::shared_ptr<const HostContextEvents> host_context_events;
   // The window asked for, for a prepared trace's host context (a records
@@ -42,10 +42,6 @@ struct CaptureJob {
   int64_t window_start_ns = 0;
   int64_t window_end_ns = 0;
 };
-
-// The name of the host context file stored beside a prepared trace
-// `file_name`: "<host>-rank<r>-pid<p>.host.json.gz".
-std::string HostContextFileName(absl::string_view file_name);
 
 // The blocking part of a result: validate the records, convert them to
 // Chrome trace JSON, gzip and store. Runs on a worker thread. Returns a

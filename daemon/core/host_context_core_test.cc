@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/convert/kineto_trace.h"
 #include "daemon/core/host_context.h"
 #include "daemon/core/testing/core_test_fixture.h"
 #include "gmock/gmock.h"
@@ -65,6 +66,20 @@ class FakeHostContext final : public HostContextSource {
   std::vector<Started> started;
   std::vector<Key> finished;
   std::vector<Done> pending;
+};
+
+// A finished kineto trace file, as the bridge hands it over.
+class KinetoFileBytes final : public Payload {
+ public:
+  explicit KinetoFileBytes(std::string bytes) : bytes_(std::move(bytes)) {}
+  absl::Span<const uint8_t> bytes() const override {
+    return {reinterpret_cast<const uint8_t*>(bytes_.data()), bytes_.size()};  // NOLINT
+  }
+  const PreparedTrace* prepared() const override { return &info_; }
+
+ private:
+  std::string bytes_;
+  PreparedTrace info_{.event_count = 2, .source_bytes = 100};
 };
 
 class HostContextCoreTest : public DaemonCoreTest {
@@ -163,6 +178,56 @@ TEST_F(HostContextCoreTest, RecordsDuringTheWindowAndAddsEventsToTheProcessFile)
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_EQ(manifest->results(0).host_context().state(), v1::HostContextResult::STATE_RECORDED);
   EXPECT_THAT(manifest->activities(), ElementsAre("kernel", "cpu", "sched"));
+}
+
+TEST_F(HostContextCoreTest, AKinetoTraceGetsTheEventsOnItsOwnTimeBase) {
+  constexpr PeerId kKineto = kKinetoPeerBit | 1;
+  Attach(kKineto, 200, "42", 1);
+  auto id = TraceWith({"cpu", "sched"});
+  ASSERT_TRUE(id.ok()) << id.status();
+  loop_.AdvanceBy(absl::Seconds(1));
+  RunAll();
+  ASSERT_EQ(fake_.started.size(), 1u);
+  EXPECT_EQ(fake_.started[0].pid, 200);
+
+  // kineto's layout: ts in microseconds from a base written after the events.
+  const int64_t base = 1'700'000'000'000'000'000;
+  const int64_t s = StartsTo(kKineto)[0].start_time_unix_ns();
+  const std::string kineto = absl::StrCat(
+      R"({"schemaVersion": 1, "traceEvents": [)",
+      R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 200, "tid": 200, "ts": 10.5, "dur": 3},)",
+      R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 12, "dur": 2}],)",
+      R"("traceName": "t", "baseTimeNanoseconds": )", base, "}");
+  absl::StatusOr<KinetoConverted> converted =
+      ConvertKinetoTrace(kineto, {*id, "h1", 1, 200, "42"}, 6);
+  ASSERT_TRUE(converted.ok()) << converted.status();
+  v1::ipc::CaptureResult result;
+  result.set_trace_id(*id);
+  result.set_status(v1::CAPTURE_STATUS_OK);
+  result.set_payload_size(converted->gzip.size());
+  result.set_window_start_unix_ns(s);
+  result.set_window_end_unix_ns(s + 2'000'000'000);
+  core_->OnCaptureResult(kKineto, result, std::make_unique<KinetoFileBytes>(converted->gzip));
+  RunAll();
+  fake_.AnswerAll(Recorded(std::make_shared<InstantEvents>(
+      200, std::vector<int64_t>{s + 250'000'000, s + 3'000'000'000})));
+  RunAll();
+  const v1::ProcessResult* r = observer_->ResultFor(200);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->status(), v1::CAPTURE_STATUS_OK) << r->message();
+  EXPECT_EQ(r->host_context().state(), v1::HostContextResult::STATE_RECORDED)
+      << r->host_context().reason();
+  EXPECT_EQ(r->host_context().samples(), 1u);
+
+  nlohmann::json trace = ReadTraceJson(*id, r->file());
+  EXPECT_EQ(trace["baseTimeNanoseconds"].get<int64_t>(), base);
+  const auto& events = trace["traceEvents"];
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0]["name"], "aten::mm");
+  EXPECT_EQ(events[1]["name"], "gemm");
+  EXPECT_EQ(events[2]["cat"], "cpu_sample");
+  EXPECT_EQ(events[2]["ts"].get<int64_t>(), (s + 250'000'000 - base) / 1000);
+  EXPECT_EQ(trace["gpuctl"]["pid"], 200);
 }
 
 TEST_F(HostContextCoreTest, UnavailableHostContextStillStoresTheTrace) {
