@@ -1,5 +1,6 @@
 // RenderHtml's pieces (html_writer.h): escaping and the inline SVG charts.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,7 +45,7 @@ size_t Utf8SequenceLength(absl::string_view text, size_t i) {
 // Light (idle) to dark blue (busy).
 std::string BusyColour(double fraction) {
   const double f = std::clamp(fraction, 0.0, 1.0);
-  auto mix = [f](int idle, int busy) { return static_cast<int>(idle + (busy - idle) * f + 0.5); };
+  auto mix = [f](int idle, int busy) { return std::lround(idle + (busy - idle) * f); };
   return absl::StrFormat("#%02x%02x%02x", mix(240, 8), mix(244, 48), mix(248, 107));
 }
 

@@ -116,10 +116,10 @@ struct Stall {
 };
 
 // `named` largest first (ties by name), at most `limit`.
-std::vector<NamedTime> Largest(absl::flat_hash_map<int64_t, NamedTime> named, size_t limit) {
+std::vector<NamedTime> Largest(const absl::flat_hash_map<int64_t, NamedTime>& named, size_t limit) {
   std::vector<NamedTime> out;
   out.reserve(named.size());
-  for (auto& [key, n] : named) out.push_back(std::move(n));
+  for (const auto& [key, n] : named) out.push_back(n);
   std::sort(out.begin(), out.end(), [](const NamedTime& x, const NamedTime& y) {
     return x.ns != y.ns ? x.ns > y.ns : x.name < y.name;
   });
@@ -179,8 +179,8 @@ SyncStats ComputeSyncStats(const TraceModel& model, const ModelIndex& index,
     site.ns += ns;
     ++site.count;
   }
-  out.call_sites = Largest(std::move(sites), 5);
-  out.by_call = Largest(std::move(calls), kTopOps);
+  out.call_sites = Largest(sites, 5);
+  out.by_call = Largest(calls, kTopOps);
   return out;
 }
 

@@ -9,10 +9,10 @@ namespace gpuctl::analysis {
 namespace {
 
 // `by_name` by total time, largest first (ties by name), at most kTopOps.
-std::vector<OpTotals> TopByTotal(absl::flat_hash_map<uint32_t, OpTotals> by_name) {
+std::vector<OpTotals> TopByTotal(const absl::flat_hash_map<uint32_t, OpTotals>& by_name) {
   std::vector<OpTotals> out;
   out.reserve(by_name.size());
-  for (auto& [name, totals] : by_name) out.push_back(std::move(totals));
+  for (const auto& [name, totals] : by_name) out.push_back(totals);
   std::sort(out.begin(), out.end(), [](const OpTotals& a, const OpTotals& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
@@ -37,8 +37,8 @@ TopOps ComputeTopOps(const TraceModel& model) {
     t.bytes += op.bytes;
   }
   TopOps out;
-  out.kernels = TopByTotal(std::move(kernels));
-  out.copies = TopByTotal(std::move(copies));
+  out.kernels = TopByTotal(kernels);
+  out.copies = TopByTotal(copies);
   return out;
 }
 
