@@ -1,10 +1,14 @@
 #include "cli/list_commands.h"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/cancel_group.h"
@@ -13,6 +17,7 @@
 #include "cli/duration.h"
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "daemon/analysis/units.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/client_context.h"
 
@@ -96,6 +101,88 @@ std::string KinetoText(const v1::KinetoBridgeStatus& k) {
   absl::StrAppend(&text, ", ", k.processes(), k.processes() == 1 ? " process" : " processes");
   if (!k.message().empty()) absl::StrAppend(&text, " (", k.message(), ")");
   return text;
+}
+
+// Columns the line under a trace's row may take, and the indent Table
+// gives it.
+constexpr size_t kSummaryLineWidth = 100;
+constexpr size_t kNoteIndent = 4;
+
+// The line under a trace's row from its processes' ingest summaries:
+// "GPU busy 72% (min 61% rank 3), step p50 181 ms p99 240 ms, top gemm 41%".
+// Busy is the processes' GPU busy time over their GPU spans (the least
+// busy process named when several differ), the steps those of the slowest
+// process, the top kernel the name with the most GPU time across them, as
+// a share of the busy time. Empty when no process has a summary.
+std::string SummaryText(const v1::TraceManifest& t) {
+  int64_t span = 0, busy = 0, step_p50 = 0, step_p99 = 0;
+  int gpu_processes = 0, min_rank = -1;
+  double min_share = 2;
+  std::map<std::string, int64_t> kernels;
+  for (const v1::ProcessResult& r : t.results()) {
+    if (!r.has_summary()) continue;
+    const v1::ProcessSummary& s = r.summary();
+    const int64_t process_busy = s.compute_ns() + s.communication_ns() + s.memory_ns();
+    if (s.gpu_span_ns() > 0) {
+      ++gpu_processes;
+      span += s.gpu_span_ns();
+      busy += process_busy;
+      const double share = static_cast<double>(process_busy) / static_cast<double>(s.gpu_span_ns());
+      if (share < min_share) {
+        min_share = share;
+        min_rank = r.rank();
+      }
+    }
+    if (s.steps() > 0) {
+      step_p50 = std::max(step_p50, s.step_p50_ns());
+      step_p99 = std::max(step_p99, s.step_p99_ns());
+    }
+    if (!s.top_kernel().empty()) kernels[s.top_kernel()] += s.top_kernel_ns();
+  }
+  std::vector<std::string> parts;
+  if (span > 0) {
+    const double share = static_cast<double>(busy) / static_cast<double>(span);
+    std::string text = absl::StrFormat("GPU busy %.0f%%", 100 * share);
+    if (gpu_processes > 1 && std::lround(100 * min_share) != std::lround(100 * share)) {
+      absl::StrAppend(&text, absl::StrFormat(" (min %.0f%%", 100 * min_share),
+                      min_rank >= 0 ? absl::StrCat(" rank ", min_rank) : "", ")");
+    }
+    parts.push_back(std::move(text));
+  }
+  if (step_p99 > 0) {
+    parts.push_back(absl::StrCat("step p50 ", analysis::FormatNs(step_p50), " p99 ",
+                                 analysis::FormatNs(step_p99)));
+  }
+  std::string line = absl::StrJoin(parts, ", ");
+  if (!kernels.empty() && busy > 0) {
+    auto top = std::max_element(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second < b.second : a.first > b.first;
+    });
+    const std::string share = absl::StrFormat(
+        " %.0f%%", 100 * static_cast<double>(top->second) / static_cast<double>(busy));
+    std::string name = Printable(top->first);
+    const std::string lead = line.empty() ? "top " : ", top ";
+    const size_t used = kNoteIndent + line.size() + lead.size() + share.size();
+    const size_t room = used < kSummaryLineWidth ? kSummaryLineWidth - used : 0;
+    if (name.size() > room) {
+      // Cut at a character boundary, leaving room for "...".
+      size_t cut = room > 3 ? room - 3 : 0;
+      while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+      name = cut > 0 ? absl::StrCat(name.substr(0, cut), "...") : "";
+    }
+    if (!name.empty()) absl::StrAppend(&line, lead, name, share);
+  }
+  return line;
+}
+
+// The lines under a trace's row: its cancellation, its summary.
+std::string NoteText(const v1::TraceManifest& t, const CliEnv& env) {
+  std::vector<std::string> lines;
+  if (t.status() == v1::TRACE_STATUS_CANCELLED) {
+    lines.push_back(CancellationText(t.cancellation(), env.time_zone));
+  }
+  if (std::string summary = SummaryText(t); !summary.empty()) lines.push_back(std::move(summary));
+  return absl::StrJoin(lines, absl::StrCat("\n", std::string(kNoteIndent, ' ')));
 }
 
 }  // namespace
@@ -186,8 +273,7 @@ int RunTraces(const std::string& target, const TracesQuery& query, bool json, co
          t.job_id().empty() ? "-" : Printable(t.job_id()), absl::StrCat(ok, "/", t.results_size()),
          HumanBytes(bytes), std::string(StorageStateWord(t.storage().state())), TriggerText(t),
          t.location().empty() ? "-" : Printable(t.location())},
-        t.status() == v1::TRACE_STATUS_CANCELLED ? CancellationText(t.cancellation(), env.time_zone)
-                                                 : "");
+        NoteText(t, env));
   }
   table.Render(*env.out);
   return kExitOk;

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli/cli.h"
 #include "cli/exit_codes.h"
 #include "cli/fake_gpuctl_service_test_util.h"
@@ -194,6 +196,53 @@ TEST_F(CliListCommandsTest, TracesSayWhichWereCancelledByWhomAndWhy) {
             "the caller cancelled its Trace call (Ctrl-C)");
   EXPECT_EQ(json["traces"][0]["cancellation"]["cancelledAt"], "2024-05-01T12:35:00Z");
   EXPECT_EQ(json["traces"][1]["status"], "TRACE_STATUS_COMPLETED");
+}
+
+void SetSummary(v1::ProcessResult* r, int rank, int64_t busy_ms, int64_t p50_ms, int64_t p99_ms,
+                const std::string& top, int64_t top_ms) {
+  constexpr int64_t kMs = 1'000'000;
+  r->set_rank(rank);
+  v1::ProcessSummary* s = r->mutable_summary();
+  s->set_gpu_span_ns(1000 * kMs);
+  s->set_compute_ns((busy_ms - 20) * kMs);
+  s->set_memory_ns(20 * kMs);
+  s->set_idle_ns((1000 - busy_ms) * kMs);
+  s->set_steps(10);
+  s->set_step_p50_ns(p50_ms * kMs);
+  s->set_step_p99_ns(p99_ms * kMs);
+  s->set_top_kernel(top);
+  s->set_top_kernel_ns(top_ms * kMs);
+}
+
+TEST_F(CliListCommandsTest, TracesShowTheIngestSummaryUnderTheRow) {
+  auto& page = server_.service().trace_pages[""];
+  v1::TraceManifest two = Cancelled(Manifest("t3", 2, 0));
+  SetSummary(two.mutable_results(0), 0, 720, 181, 240, "gemm_fwd", 400);
+  SetSummary(two.mutable_results(1), 1, 612, 185, 250, "gemm_fwd", 300);
+  *page.add_traces() = two;
+  v1::TraceManifest long_name = Manifest("t2", 1, 0);
+  SetSummary(long_name.mutable_results(0), 0, 500, 90, 90, std::string(200, 'k'), 250);
+  *page.add_traces() = long_name;
+  *page.add_traces() = Manifest("t1", 1, 0);  // from a daemon that stored no summary
+  ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
+  const std::string out = console_.out.str();
+  // Busy over both spans (1332 of 2000 ms), the least busy process named;
+  // the slowest process's steps; gemm_fwd's 700 ms of the 1332 ms busy.
+  EXPECT_THAT(out, HasSubstr("/var/lib/gpuctl/traces/t3\n"
+                             "    cancelled at 2024-05-01 12:35:00 by ipv4:10.0.0.5:51234: the "
+                             "caller cancelled its Trace call (Ctrl-C)\n"
+                             "    GPU busy 67% (min 61% rank 1), step p50 185 ms p99 250 ms, "
+                             "top gemm_fwd 53%\n"));
+  EXPECT_THAT(out, HasSubstr("/var/lib/gpuctl/traces/t2\n"
+                             "    GPU busy 50%, step p50 90.0 ms p99 90.0 ms, top kkkk"));
+  EXPECT_THAT(out, HasSubstr("k... 50%\n"));
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    if (absl::StartsWith(line, "    GPU busy")) {
+      EXPECT_LE(line.size(), 100u) << line;
+    }
+  }
+  EXPECT_THAT(out, HasSubstr("/var/lib/gpuctl/traces/t1\n"));
+  EXPECT_EQ(out.find("/var/lib/gpuctl/traces/t1\n") + 26, out.size());  // no line under t1
 }
 
 TEST_F(CliListCommandsTest, TracesLimitStopsPaging) {

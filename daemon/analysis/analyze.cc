@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "daemon/analysis/model_index.h"
+#include "daemon/analysis/summary.h"
 
 namespace gpuctl::analysis {
 
@@ -21,11 +22,8 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
   r.copies = ComputeCopyStats(model, index);
   r.sync = ComputeSyncStats(model, index, r.breakdown);
   r.top = ComputeTopOps(model);
-  std::vector<int64_t> steps;
-  for (const StepTimes& s : r.breakdown.steps) {
-    if (!s.clipped) steps.push_back(s.end_ns - s.start_ns);
-  }
-  r.step_ns = ComputePercentiles(std::move(steps));
+  r.step_ns = WholeStepDurations(r.breakdown);
+  r.summary = Summarize(r.breakdown, r.top);
 
   std::vector<Finding> quality = DataQualityFindings(model, r.breakdown);
   const bool incomplete = std::any_of(quality.begin(), quality.end(),

@@ -7,6 +7,7 @@
 
 #include "daemon/analysis/diagnoses.h"
 #include "daemon/analysis/finding.h"
+#include "daemon/analysis/summary.h"
 #include "daemon/analysis/trace_model.h"
 
 namespace gpuctl::analysis {
@@ -22,6 +23,8 @@ struct TraceReport {
   SyncStats sync;
   Percentiles step_ns;  // durations of the whole steps
   TopOps top;
+  // The numbers gpuctld stores in the manifest at ingest (summary.h).
+  ProcessSummary summary;
   std::vector<Finding> findings;
 };
 

@@ -48,12 +48,32 @@ void AddEdges(const GpuOp& op, std::vector<Edge>* edges) {
   edges->push_back(Edge{op.end_ns, -1, cls});
 }
 
+bool EdgeBefore(const Edge& a, const Edge& b) { return a.t != b.t ? a.t < b.t : a.delta < b.delta; }
+
+// Sorts `edges`, made of sorted runs starting at `runs` (ascending, the
+// first 0), by merging neighbouring runs: O(n log runs).
+void MergeRuns(std::vector<Edge>* edges, std::vector<size_t> runs) {
+  while (runs.size() > 1) {
+    std::vector<size_t> merged;
+    for (size_t i = 0; i < runs.size(); i += 2) {
+      merged.push_back(runs[i]);
+      if (i + 1 == runs.size()) break;
+      const size_t end = i + 2 < runs.size() ? runs[i + 2] : edges->size();
+      std::inplace_merge(edges->begin() + static_cast<std::ptrdiff_t>(runs[i]),
+                         edges->begin() + static_cast<std::ptrdiff_t>(runs[i + 1]),
+                         edges->begin() + static_cast<std::ptrdiff_t>(end), EdgeBefore);
+    }
+    runs = std::move(merged);
+  }
+}
+
 Swept Sweep(std::vector<Edge> edges) {
   Swept out;
   if (edges.empty()) return out;
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
-    return a.t != b.t ? a.t < b.t : a.delta < b.delta;
-  });
+  // A stream's ops mostly run one after another: their edges come sorted.
+  if (!std::is_sorted(edges.begin(), edges.end(), EdgeBefore)) {
+    std::sort(edges.begin(), edges.end(), EdgeBefore);
+  }
   int64_t counts[3] = {0, 0, 0};
   int64_t by_class[4] = {0, 0, 0, 0};
   int64_t prev = edges.front().t;
@@ -187,11 +207,15 @@ TimeSpan LongestExposedCommunication(const std::vector<Segment>& segments) {
 Breakdown ComputeBreakdown(const TraceModel& model) {
   Breakdown out;
   std::vector<Edge> all, device_edges, stream_edges;
+  // Where each sorted run begins: a stream's in device_edges, a device's in
+  // all; merged rather than sorted again.
+  std::vector<size_t> stream_runs, device_runs;
   const std::vector<GpuOp>& ops = model.gpu_ops;
   for (size_t i = 0; i < ops.size();) {
     DeviceTimes device;
     device.device = ops[i].device;
     device_edges.clear();
+    stream_runs.clear();
     while (i < ops.size() && ops[i].device == device.device) {
       StreamTimes stream;
       stream.stream = ops[i].stream;
@@ -201,11 +225,17 @@ Breakdown ComputeBreakdown(const TraceModel& model) {
         AddEdges(ops[i], &stream_edges);
         ++stream.ops;
       }
+      if (!std::is_sorted(stream_edges.begin(), stream_edges.end(), EdgeBefore)) {
+        std::sort(stream_edges.begin(), stream_edges.end(), EdgeBefore);
+      }
+      stream_runs.push_back(device_edges.size());
       device_edges.insert(device_edges.end(), stream_edges.begin(), stream_edges.end());
       stream.times = Sweep(std::move(stream_edges)).times;
       stream_edges = {};
       device.streams.push_back(stream);
     }
+    MergeRuns(&device_edges, stream_runs);
+    device_runs.push_back(all.size());
     all.insert(all.end(), device_edges.begin(), device_edges.end());
     Swept swept = Sweep(std::move(device_edges));
     device_edges = {};
@@ -216,6 +246,7 @@ Breakdown ComputeBreakdown(const TraceModel& model) {
     }
     out.devices.push_back(std::move(device));
   }
+  MergeRuns(&all, device_runs);
   Swept process = Sweep(std::move(all));
   out.process = process.times;
   out.steps = MergeSteps(model);

@@ -136,6 +136,21 @@ Json OpRows(const std::vector<OpTotals>& rows) {
   return out;
 }
 
+Json Summary(const ProcessSummary& s) {
+  return Json{{"gpu_span_ns", s.gpu_span_ns},
+              {"compute_ns", s.compute_ns},
+              {"communication_ns", s.communication_ns},
+              {"memory_ns", s.memory_ns},
+              {"busy_ns", s.busy_ns()},
+              {"idle_ns", s.idle_ns},
+              {"steps", s.steps},
+              {"step_p50_ns", s.step_p50_ns},
+              {"step_p99_ns", s.step_p99_ns},
+              {"top_kernel", s.top_kernel},
+              {"top_kernel_ns", s.top_kernel_ns},
+              {"top_kernel_count", s.top_kernel_count}};
+}
+
 Json Trace(const TraceReport& r) {
   const TraceInfo& i = r.info;
   Json window = nullptr;
@@ -162,6 +177,7 @@ Json Trace(const TraceReport& r) {
               {"timeline", Timeline(r.breakdown.timeline)},
               {"top", Json{{"kernels", OpRows(r.top.kernels)}, {"copies", OpRows(r.top.copies)}}},
               {"step_ns", Pct(r.step_ns)},
+              {"summary", Summary(r.summary)},
               {"idle_gaps", Gaps(r.gaps)},
               {"launch", Launch(r.launch)},
               {"copies", Copies(r.copies)},

@@ -20,13 +20,15 @@ using chrome_internal::Writer;
 
 class TraceBuilder {
  public:
-  TraceBuilder(const DecodedRecords& records, const ChromeTraceMeta& meta, Writer* w)
+  TraceBuilder(const DecodedRecords& records, const ChromeTraceMeta& meta, Writer* w,
+               TraceEventObserver* observer)
       : r_(records),
         meta_(meta),
         out_(w->buf()),
         pid_(meta.process.pid()),
         base_(ChromeTraceBaseNanos(records.window_start_ns)),
-        events_(w, base_, records.window_start_ns) {}
+        events_(w, base_, records.window_start_ns, observer),
+        observer_(observer) {}
 
   void Build() {
     WriteHeader();
@@ -109,6 +111,7 @@ class TraceBuilder {
   }
 
   void WriteWindow() {
+    if (observer_ != nullptr) observer_->OnWindow(r_.window_start_ns, r_.window_end_ns);
     events_.Complete("Trace", absl::StrCat("gpuctl capture ", meta_.trace_id), pid_, 0,
                      r_.window_start_ns, r_.window_end_ns);
     absl::StrAppend(out_, ", \"args\": {\"Op count\": ", r_.ranges.size(), "}}");
@@ -117,6 +120,9 @@ class TraceBuilder {
   void WriteRange(const RangeRecord& range) {
     events_.Complete("user_annotation", r_.strings[range.name], pid_, range.tid, range.start_ns,
                      range.end_ns);
+    if (observer_ != nullptr) {
+      observer_->OnAnnotation(r_.strings[range.name], range.tid, range.start_ns, range.end_ns);
+    }
     // "External id" links the range to the GPU work launched inside it
     // (kExternalCorrelation), as kineto links a CPU op to its kernels. No
     // "correlation": consumers join that key as a CUDA correlation id
@@ -136,8 +142,9 @@ class TraceBuilder {
         int64_t start = steps[i]->ts_ns;
         int64_t end = i + 1 < steps.size() ? steps[i + 1]->ts_ns : r_.window_end_ns;
         if (end < start) end = start;
-        events_.Complete("user_annotation", absl::StrCat("ProfilerStep#", steps[i]->step), pid_,
-                         tid, start, end);
+        const std::string name = absl::StrCat("ProfilerStep#", steps[i]->step);
+        events_.Complete("user_annotation", name, pid_, tid, start, end);
+        if (observer_ != nullptr) observer_->OnAnnotation(name, tid, start, end);
         absl::StrAppend(out_, ", \"args\": {\"step\": ", steps[i]->step, "}}");
       }
     }
@@ -149,6 +156,7 @@ class TraceBuilder {
   int32_t pid_;
   int64_t base_;
   EventWriter events_;
+  TraceEventObserver* observer_;
 };
 
 }  // namespace
@@ -161,8 +169,13 @@ int64_t ChromeTraceBaseNanos(int64_t window_start_ns) {
 
 absl::Status WriteChromeTrace(const DecodedRecords& records, const ChromeTraceMeta& meta,
                               ByteSink* sink) {
+  return WriteChromeTrace(records, meta, sink, nullptr);
+}
+
+absl::Status WriteChromeTrace(const DecodedRecords& records, const ChromeTraceMeta& meta,
+                              ByteSink* sink, TraceEventObserver* observer) {
   Writer writer(sink);
-  TraceBuilder(records, meta, &writer).Build();
+  TraceBuilder(records, meta, &writer, observer).Build();
   return writer.Finish();
 }
 

@@ -50,6 +50,28 @@ struct ChromeTraceMeta {
       extra_events;
 };
 
+// Told about the trace's events as the converter writes them, so that
+// numbers can be computed at ingest without reading the file back (the
+// daemon's core plugs in the analysis's summary). Called on the converting
+// thread, in the converter's order, with the records' CLOCK_REALTIME ns;
+// what is passed lives only for the call.
+class TraceEventObserver {
+ public:
+  enum class GpuOpType : uint8_t { kKernel, kMemcpy, kMemset };
+  virtual ~TraceEventObserver() = default;
+  // The capture window; first.
+  virtual void OnWindow(int64_t start_ns, int64_t end_ns) = 0;
+  // A kernel, copy or memset on its GPU row. `name_key` (the string table
+  // index) is equal for equal kernel names within one trace; copies and
+  // memsets pass 0 and no name.
+  virtual void OnGpuOp(GpuOpType type, uint32_t device, uint32_t stream, uint32_t name_key,
+                       absl::string_view name, int64_t start_ns, int64_t end_ns) = 0;
+  // A "user_annotation" duration event: a range, a ProfilerStep#N step
+  // (ending where the file's does), an NVTX range.
+  virtual void OnAnnotation(absl::string_view name, uint32_t tid, int64_t start_ns,
+                            int64_t end_ns) = 0;
+};
+
 // The "baseTimeNanoseconds" of a trace: its window start rounded down to a
 // whole second (floor, also for negative values). Event "ts" values are
 // microseconds (ns fraction) relative to it.
@@ -76,6 +98,9 @@ int64_t ChromeTraceBaseNanos(int64_t window_start_ns);
 // Strings that are not UTF-8 are repaired with U+FFFD.
 absl::Status WriteChromeTrace(const DecodedRecords& records, const ChromeTraceMeta& meta,
                               ByteSink* sink);
+// The same, telling `observer` (when not null) about the events written.
+absl::Status WriteChromeTrace(const DecodedRecords& records, const ChromeTraceMeta& meta,
+                              ByteSink* sink, TraceEventObserver* observer);
 
 }  // namespace gpuctl::daemon
 

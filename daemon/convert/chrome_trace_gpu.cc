@@ -65,6 +65,7 @@ class GpuEventWriter {
       : r_(r),
         pid_(pid),
         ev_(events),
+        observer_(events->observer()),
         out_(events->out()),
         span_(ApiCorrelationSpan(r)),
         launch_(span_.lo, span_.hi, r.api_calls.size()),
@@ -211,6 +212,9 @@ class GpuEventWriter {
       ev_->Instant("user_annotation", r_.strings[m.name], pid_, m.tid, m.start_ns);
     } else {
       ev_->Complete("user_annotation", r_.strings[m.name], pid_, m.tid, m.start_ns, m.end_ns);
+      if (observer_ != nullptr) {
+        observer_->OnAnnotation(r_.strings[m.name], m.tid, m.start_ns, m.end_ns);
+      }
     }
     absl::StrAppend(out_, ", \"args\": {\"nvtx marker id\": ", m.marker_id);
     if (!r_.strings[m.domain].empty()) {
@@ -223,6 +227,10 @@ class GpuEventWriter {
   void WriteKernel(const KernelRecord& k) {
     Row row{k.device_id, k.stream_id};
     ev_->Complete("kernel", r_.strings[k.name], row.pid, row.tid, k.start_ns, k.end_ns);
+    if (observer_ != nullptr) {
+      observer_->OnGpuOp(TraceEventObserver::GpuOpType::kKernel, k.device_id, k.stream_id, k.name,
+                         r_.strings[k.name], k.start_ns, k.end_ns);
+    }
     BeginArgs(k.correlation_id);
     absl::StrAppend(out_, "\"device\": ", k.device_id, ", \"context\": ", k.context_id,
                     ", \"stream\": ", k.stream_id, ", \"correlation\": ", k.correlation_id,
@@ -263,6 +271,10 @@ class GpuEventWriter {
         absl::StrCat("Memcpy ", MemcpyKindName(m.copy_kind), " (", MemoryKindName(m.src_kind),
                      " -> ", MemoryKindName(m.dst_kind), ")");
     ev_->Complete("gpu_memcpy", name, row.pid, row.tid, m.start_ns, m.end_ns);
+    if (observer_ != nullptr) {
+      observer_->OnGpuOp(TraceEventObserver::GpuOpType::kMemcpy, m.device_id, m.stream_id, 0, {},
+                         m.start_ns, m.end_ns);
+    }
     BeginArgs(m.correlation_id);
     absl::StrAppend(out_, "\"device\": ", m.device_id, ", \"context\": ", m.context_id);
     if (m.flags & rec::kMemcpyFlagPeer) {
@@ -280,6 +292,10 @@ class GpuEventWriter {
     Row row{m.device_id, m.stream_id};
     ev_->Complete("gpu_memset", absl::StrCat("Memset (", MemoryKindName(m.memory_kind), ")"),
                   row.pid, row.tid, m.start_ns, m.end_ns);
+    if (observer_ != nullptr) {
+      observer_->OnGpuOp(TraceEventObserver::GpuOpType::kMemset, m.device_id, m.stream_id, 0, {},
+                         m.start_ns, m.end_ns);
+    }
     BeginArgs(m.correlation_id);
     absl::StrAppend(out_, "\"device\": ", m.device_id, ", \"context\": ", m.context_id,
                     ", \"stream\": ", m.stream_id, ", \"correlation\": ", m.correlation_id);
@@ -325,6 +341,7 @@ class GpuEventWriter {
   const DecodedRecords& r_;
   const int64_t pid_;
   EventWriter* ev_;
+  TraceEventObserver* observer_;
   std::string* out_;
   const CorrelationSpan span_;
   // correlation id -> index into api_calls of the launching call.

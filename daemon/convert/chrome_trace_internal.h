@@ -53,10 +53,12 @@ class Writer {
 // ", \"args\": {...}").
 class EventWriter {
  public:
-  EventWriter(Writer* w, int64_t base_ns, int64_t meta_ts_ns)
-      : w_(w), out_(w->buf()), base_(base_ns), meta_ts_(meta_ts_ns) {}
+  EventWriter(Writer* w, int64_t base_ns, int64_t meta_ts_ns, TraceEventObserver* observer)
+      : w_(w), out_(w->buf()), base_(base_ns), meta_ts_(meta_ts_ns), observer_(observer) {}
 
   std::string* out() { return out_; }
+  // Told about the events the writers write; null when none.
+  TraceEventObserver* observer() const { return observer_; }
 
   // {"ph": "X", "cat": .., "name": .., "pid": .., "tid": .., "ts": .., "dur": ..
   void Complete(absl::string_view cat, absl::string_view name, int64_t pid, int64_t tid,
@@ -129,6 +131,7 @@ class EventWriter {
   std::string* out_;
   int64_t base_;
   int64_t meta_ts_;
+  TraceEventObserver* observer_;
   bool first_ = true;
 };
 

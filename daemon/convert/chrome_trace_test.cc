@@ -131,7 +131,9 @@ TEST(ChromeTraceTest, RangesBecomeUserAnnotations) {
   // Like kineto's user annotations, no "correlation": consumers join it as a
   // CUDA correlation id, and a range id would match some launch's.
   for (const json& e : Events(c.doc, "X")) {
-    if (e["cat"] == "user_annotation") EXPECT_FALSE(e["args"].contains("correlation")) << e;
+    if (e["cat"] == "user_annotation") {
+      EXPECT_FALSE(e["args"].contains("correlation")) << e;
+    }
   }
   EXPECT_NE(c.text.find("\"ts\": 251234.567"), std::string::npos);
   auto odd = Events(c.doc, "X", "back\"slash\\ \x01 \xef\xbf\xbd");

@@ -9,6 +9,7 @@
 #include "daemon/convert/gzip.h"
 #include "daemon/convert/json_writer.h"
 #include "daemon/convert/record_reader.h"
+#include "daemon/core/ingest_summary.h"
 #include "gpuctl/v1/records.h"
 
 namespace gpuctl::daemon {
@@ -144,12 +145,15 @@ v1::ProcessResult ProcessCapture(CaptureJob job, TraceStore* store) {
       host_written = job.host_context_events->Write(base, start, end, add);
     };
   }
-  absl::Status st = WriteChromeTrace(*records, meta, &sink);
+  IngestSummary summary;
+  summary.Reserve(records->kernels.size() + records->memcpys.size() + records->memsets.size());
+  absl::Status st = WriteChromeTrace(*records, meta, &sink, &summary);
   if (st.ok()) st = (*encoder)->Finish();
   if (!st.ok()) {
     return Failure(v1::CAPTURE_STATUS_FAILED, absl::StrCat("converting the trace: ", st.message()));
   }
   v1::ProcessResult result;
+  *result.mutable_summary() = summary.Finish();
   // Copies the capture info's strings, which point into the payload.
   SetCaptureInfo(*records, job, &result);
   // The payload (possibly a large mapping) is no longer needed; nothing in

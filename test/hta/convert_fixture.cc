@@ -6,9 +6,11 @@
 //
 // Usage:
 //   gpuctl_convert_fixture --spec SPEC.json --store DIR --trace-id UUIDV7
-//                          [--payload-out FILE]
+//                          [--payload-out FILE] [--result-out FILE]
 // Writes DIR/<trace id>/<host>-rank<r>-pid<p>.json.gz and prints its path.
-// --payload-out also saves the binary payload (fuzz corpus seeds).
+// --payload-out also saves the binary payload (fuzz corpus seeds);
+// --result-out the process's manifest entry (ProcessResult, protobuf JSON
+// with the proto's field names), its ingest summary included.
 //
 // Spec (times are ns after window_start_ns; every list optional):
 //   {"pid": 100, "rank": 0, "world_size": 2, "host": "h", "job_id": "j",
@@ -34,6 +36,7 @@
 #include "daemon/core/testing/vector_payload.h"
 #include "daemon/store/local_store.h"
 #include "daemon/store/trace_file_name.h"
+#include "google/protobuf/util/json_util.h"
 #include "gpuctl/v1/records.h"
 #include "nlohmann/json.hpp"
 
@@ -48,6 +51,7 @@ struct Args {
   std::string store;
   std::string trace_id;
   std::string payload_out;
+  std::string result_out;
 };
 
 bool ParseArgs(int argc, char** argv, Args* args) {
@@ -62,6 +66,8 @@ bool ParseArgs(int argc, char** argv, Args* args) {
       args->trace_id = value;
     } else if (flag == "--payload-out") {
       args->payload_out = value;
+    } else if (flag == "--result-out") {
+      args->result_out = value;
     } else {
       return false;
     }
@@ -147,7 +153,7 @@ int Run(int argc, char** argv) {
   Args args;
   if (!ParseArgs(argc, argv, &args)) {
     std::cerr << "usage: gpuctl_convert_fixture --spec SPEC.json --store DIR --trace-id ID "
-                 "[--payload-out FILE]\n";
+                 "[--payload-out FILE] [--result-out FILE]\n";
     return 2;
   }
   std::ifstream in(args.spec);
@@ -178,6 +184,13 @@ int Run(int argc, char** argv) {
   if (result.status() != v1::CAPTURE_STATUS_OK) {
     std::cerr << v1::CaptureStatus_Name(result.status()) << ": " << result.message() << "\n";
     return 1;
+  }
+  if (!args.result_out.empty()) {
+    std::string text;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    if (!google::protobuf::util::MessageToJsonString(result, &text, options).ok()) return 1;
+    std::ofstream(args.result_out) << text;
   }
   std::cout << (*store)->Location(args.trace_id) << "/" << result.file() << "\n";
   return 0;

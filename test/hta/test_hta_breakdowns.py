@@ -333,6 +333,50 @@ def test_gpuctl_analyze_beside_hta(analysis, trace_dir):
     assert rank1["launch_overhead"]["stream_idle_ns"] == 0
 
 
+def test_manifest_summary_is_what_gpuctl_analyze_reports(tmp_path):
+    """The summary gpuctld computes while converting (the result's `summary`,
+    stored in the manifest) equals `gpuctl analyze --json`'s "summary" of
+    the stored file."""
+    tool = os.path.join(os.environ["GPUCTL_BUILD_DIR"], "bin", "gpuctl_convert_fixture")
+    store = tmp_path / "store"
+    # Steps at 0, 300, 650 and 900 µs; the last runs to the window's end
+    # (2000 µs), cut by it: whole steps last 300, 350 and 250 µs.
+    step_starts = [0, 300, 650, 900]
+    for rank, ops in RANKS.items():
+        spec = spec_for(rank, ops)
+        spec["steps"] = [{"tid": 1000 + rank, "ts": t * US, "step": n}
+                         for n, t in enumerate(step_starts, start=1)]
+        spec_path = tmp_path / f"summary{rank}.json"
+        spec_path.write_text(json.dumps(spec))
+        result_path = tmp_path / f"result{rank}.json"
+        out = subprocess.run(
+            [tool, "--spec", str(spec_path), "--store", str(store), "--trace-id", TRACE_ID,
+             "--result-out", str(result_path)],
+            check=True, capture_output=True, text=True, timeout=60)
+        stored = json.loads(result_path.read_text())["summary"]
+        analyzed = gpuctl_analyze(out.stdout.strip().split()[-1])["summary"]
+        for key, value in analyzed.items():
+            if key == "busy_ns":
+                got = sum(int(stored.get(k, 0))
+                          for k in ("compute_ns", "communication_ns", "memory_ns"))
+            elif key == "top_kernel":
+                got = stored.get(key, "")
+            else:
+                got = int(stored.get(key, 0))  # protobuf JSON: int64 as strings, zeros left out
+            assert got == value, (rank, key)
+        # Known numbers: the breakdown checked against HTA above, the steps,
+        # the kernel with the most time (rank 1: three kernels of 200 µs,
+        # the first name wins).
+        everything = [(s, e) for _, _, _, s, e in ops]
+        assert analyzed["gpu_span_ns"] == (max(e for _, e in everything)
+                                           - min(s for s, _ in everything)) * US
+        assert analyzed["idle_ns"] == (analyzed["gpu_span_ns"] - length(everything) * US)
+        assert (analyzed["steps"], analyzed["step_p50_ns"], analyzed["step_p99_ns"]) == (
+            3, 300 * US, 350 * US)
+        assert (analyzed["top_kernel"], analyzed["top_kernel_ns"]) == (
+            ("gemm_fwd", 400 * US) if rank == 0 else ("gemm_bwd", 200 * US))
+
+
 def gzip_members(path):
     """How many gzip members the file holds (zlib, one decoder per member)."""
     import zlib
