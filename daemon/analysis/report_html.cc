@@ -32,10 +32,11 @@ h2 { font-size: 1.2em; border-bottom: 1px solid #d0d7de; padding-bottom: 0.2em; 
 h3 { font-size: 1em; margin: 1.2em 0 0.4em; }
 table { border-collapse: collapse; margin: 0.4em 0 1em; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eaeef2; text-align: right; vertical-align: top; white-space: nowrap; }
-th { background: #f6f8fa; }
+th { background: #f6f8fa; white-space: normal; }
+.scroll { overflow-x: auto; }
 td.name, th.name { text-align: left; max-width: 480px; overflow-wrap: anywhere; white-space: normal; }
 td.host { text-align: left; }
-td.file { min-width: 16em; }
+td.file { min-width: 12em; word-break: break-all; }
 tr.none td { color: #57606a; text-align: left; }
 code { background: #f6f8fa; padding: 1px 4px; overflow-wrap: anywhere; }
 .caption, .legend, .note { color: #57606a; font-size: 0.9em; }
@@ -75,13 +76,14 @@ void AppendHtmlSummary(std::string* out, const std::vector<TraceReport>& reports
                        const std::vector<Finding>& findings) {
   absl::flat_hash_map<std::string, size_t> per_trace;
   for (const Finding& f : findings) ++per_trace[f.trace];
-  absl::StrAppend(out,
-                  "<section id=\"summary\"><h2>Per-rank summary</h2>\n"
-                  "<table id=\"summary-table\"><thead><tr><th class=\"name\">trace</th>"
-                  "<th>rank</th><th class=\"name\">host</th><th>pid</th><th>GPU span</th>"
-                  "<th>compute</th><th>communication</th><th>memory</th><th>idle</th>"
-                  "<th>steps</th><th>step p50</th><th>step p99</th><th>kernels</th>"
-                  "<th>findings</th></tr></thead><tbody>\n");
+  absl::StrAppend(
+      out,
+      "<section id=\"summary\"><h2>Per-rank summary</h2>\n"
+      "<div class=\"scroll\"><table id=\"summary-table\"><thead><tr><th class=\"name\">trace</th>"
+      "<th>rank</th><th class=\"name\">host</th><th>pid</th><th>GPU span</th>"
+      "<th>compute</th><th>comm</th><th>memory</th><th>idle</th>"
+      "<th>steps</th><th>step p50</th><th>step p99</th><th>kernels</th>"
+      "<th>findings</th></tr></thead><tbody>\n");
   for (const TraceReport& r : reports) {
     const ClassTimes& t = r.breakdown.process;
     const int64_t span = t.span_ns();
@@ -102,8 +104,9 @@ void AppendHtmlSummary(std::string* out, const std::vector<TraceReport>& reports
         "</td><td>", it == per_trace.end() ? 0 : it->second, "</td></tr>\n");
   }
   absl::StrAppend(out,
-                  "</tbody></table>\n<p class=\"note\">Shares are of the GPU span (first to "
-                  "last GPU op of the process); the four add up to it.</p></section>\n");
+                  "</tbody></table></div>\n<p class=\"note\">Shares are of the GPU span (first "
+                  "to last GPU op of the process); the four (comm: NCCL kernels not overlapped "
+                  "by compute) add up to it.</p></section>\n");
 }
 
 void AppendHtmlSteps(std::string* out, const std::vector<TraceReport>& reports) {
