@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/mutex.h"
 #include "daemon/hostctx/testing/spin_workload.h"
 #include "gtest/gtest.h"
 
@@ -22,17 +22,29 @@ struct Outcome {
   std::shared_ptr<const WindowEvents> events;
 };
 
-// Finishes `key` and waits (at most 30 s) for the service's answer.
+// Finishes `key` and waits (at most 30 s) for the service's answer, which
+// comes on another thread.
 Outcome FinishAndWait(HostContextService* service, uint64_t key) {
-  Outcome outcome;
-  absl::Notification done;
-  service->Finish(key,
-                  [&](v1::HostContextResult summary, std::shared_ptr<const WindowEvents> events) {
-                    outcome = {std::move(summary), std::move(events)};
-                    done.Notify();
-                  });
-  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  return outcome;
+  struct Shared {
+    Mutex mu;
+    CondVar cv;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    Outcome outcome ABSL_GUARDED_BY(mu);
+  };
+  auto shared = std::make_shared<Shared>();
+  service->Finish(
+      key, [shared](v1::HostContextResult summary, std::shared_ptr<const WindowEvents> events) {
+        MutexLock lock(&shared->mu);
+        shared->outcome = {std::move(summary), std::move(events)};
+        shared->done = true;
+        shared->cv.SignalAll();
+      });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  MutexLock lock(&shared->mu);
+  while (!shared->done && shared->cv.WaitUntil(&shared->mu, deadline)) {
+  }
+  EXPECT_TRUE(shared->done);
+  return shared->outcome;
 }
 
 std::unique_ptr<HostContextService> MakeService(RealClock* clock, size_t max_recordings = 256) {
