@@ -17,13 +17,14 @@ namespace gpuctl::daemon {
 inline constexpr int kDefaultGzipLevel = 5;
 
 // Streaming gzip (RFC 1952) compressor: Append() input in pieces, Finish()
-// once; the compressed bytes accumulate in output(). Up to kMemberBytes of
-// input the output is one gzip member; beyond, a series of members, one per
-// kMemberBytes of input (RFC 1952 section 2.2: a valid gzip file that
-// gunzip, zlib, Python's gzip module and Perfetto read as one stream). At
-// most kMemberBytes of input are held at a time. One MiB keeps a
-// conversion's working memory small (the pending input and one member's
-// output bound) for 0.25 % more output than 8 MiB members give.
+// once; the compressed bytes accumulate in output(). The output is always
+// one gzip member, so every reader sees the whole stream, including those
+// that inflate only a file's first member (catapult's chrome://tracing).
+// libdeflate has no streaming interface: the input is compressed in pieces
+// of kGzipMemberBytes, each a raw DEFLATE stream, joined into one stream
+// (see gzip.cc). At most one piece of input and the previous piece's output
+// are held at a time. One MiB keeps a conversion's working memory small for
+// 0.25 % more output than 8 MiB pieces give.
 inline constexpr size_t kGzipMemberBytes = size_t{1} << 20;
 class GzipEncoder {
  public:
@@ -42,7 +43,10 @@ class GzipEncoder {
  private:
   struct State;
   explicit GzipEncoder(std::unique_ptr<State> state);
+  // Compresses one piece of input into the held stream (releasing the one
+  // before it, joined to it).
   absl::Status CompressMember(absl::string_view data);
+  absl::Status ReleaseHeld(bool more);
 
   std::unique_ptr<State> state_;
   std::string output_;

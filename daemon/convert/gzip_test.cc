@@ -87,10 +87,36 @@ std::string TraceLikeText(size_t n, uint32_t seed) {
   return s;
 }
 
-TEST(GzipTest, OneMemberUpToTheMemberSizeThenOnePerMember) {
+// What a reader that inflates only a file's first member gets (catapult's
+// chrome://tracing: the header skipped, then one raw inflate): all of it.
+std::string FirstMemberOnly(const std::string& gz) {
+  z_stream zs{};
+  EXPECT_EQ(inflateInit2(&zs, -15), Z_OK);
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data() + 10));  // NOLINT
+  zs.avail_in = static_cast<uInt>(gz.size() - 10);
+  std::string out;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    char buffer[1 << 16];
+    zs.next_out = reinterpret_cast<Bytef*>(buffer);  // NOLINT
+    zs.avail_out = sizeof(buffer);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.append(buffer, sizeof(buffer) - zs.avail_out);
+  }
+  EXPECT_EQ(rc, Z_STREAM_END);
+  EXPECT_EQ(zs.avail_in, 8u);  // the trailer is all that follows
+  inflateEnd(&zs);
+  return out;
+}
+
+// Whatever its size and however it is appended, the output is one gzip
+// member holding the whole input, even for a reader of the first member
+// only; the pieces are joined into one DEFLATE stream.
+TEST(GzipTest, OneMemberWhateverTheSize) {
   EXPECT_EQ(CountMembers(*GzipCompress("")), 1);
+  EXPECT_EQ(*GzipDecompress(*GzipCompress("")), "");
   EXPECT_EQ(CountMembers(*GzipCompress(TraceLikeText(GzipEncoder::kMemberBytes, 5))), 1);
-  // Pieces that straddle member boundaries, and one larger than a member.
+  // Pieces that straddle piece boundaries, and one larger than a piece.
   std::string input = TraceLikeText(GzipEncoder::kMemberBytes * 2 + 12345, 6);
   auto encoder = GzipEncoder::Create();
   ASSERT_TRUE(encoder.ok());
@@ -101,8 +127,45 @@ TEST(GzipTest, OneMemberUpToTheMemberSizeThenOnePerMember) {
   }
   ASSERT_TRUE((*encoder)->Append(rest).ok());
   ASSERT_TRUE((*encoder)->Finish().ok());
-  EXPECT_EQ(CountMembers((*encoder)->output()), 3);
-  EXPECT_EQ(*GzipDecompress((*encoder)->output()), input);
+  const std::string& out = (*encoder)->output();
+  EXPECT_EQ(CountMembers(out), 1);
+  EXPECT_EQ(*GzipDecompress(out), input);
+  EXPECT_EQ(FirstMemberOnly(out), input);
+}
+
+// Pieces whose DEFLATE streams end in every way (stored, fixed or dynamic
+// final blocks, their last byte with few or many unused bits, at each
+// level) join into a stream zlib reads back whole, with the right CRC and
+// size.
+TEST(GzipTest, JoinsStreamsWhateverTheirLastByte) {
+  std::mt19937_64 gen(11);
+  for (int level : {0, 1, 5, 9}) {
+    for (int round = 0; round < 12; ++round) {
+      auto encoder = GzipEncoder::Create(level);
+      ASSERT_TRUE(encoder.ok());
+      std::string input;
+      for (int piece = 0; piece < 3; ++piece) {
+        // Text, random bytes (stored blocks) or a short tail.
+        std::string part;
+        const size_t kind = gen() % 3;
+        if (kind == 0) part = TraceLikeText(GzipEncoder::kMemberBytes, round + piece);
+        if (kind == 1) {
+          part.resize(GzipEncoder::kMemberBytes);
+          for (char& c : part) c = static_cast<char>(gen());
+        }
+        if (kind == 2) part = TraceLikeText(GzipEncoder::kMemberBytes, 99).substr(0, gen() % 2000);
+        part.resize(GzipEncoder::kMemberBytes, 'x');  // one piece each
+        input += part;
+      }
+      input += std::string(gen() % 100, 'y');
+      ASSERT_TRUE((*encoder)->Append(input).ok());
+      ASSERT_TRUE((*encoder)->Finish().ok());
+      const std::string& out = (*encoder)->output();
+      ASSERT_EQ(CountMembers(out), 1) << level << " " << round;
+      ASSERT_EQ(*GzipDecompress(out), input) << level << " " << round;
+      ASSERT_EQ(FirstMemberOnly(out), input) << level << " " << round;
+    }
+  }
 }
 
 // The stored traces were zlib level 6 before libdeflate: the default level
