@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -200,6 +202,62 @@ TEST(HostSamplerTest, DwarfUnwindingFindsCallersWithoutFramePointers) {
   EXPECT_EQ(unwound_to_outer, in_inner);
   // Without frame pointers the kernel's walk does not get there.
   EXPECT_LT(fp_to_outer * 10, in_inner) << fp_to_outer << " of " << in_inner;
+}
+
+// JIT frames of a real runtime: Node with --perf-basic-prof writes
+// /tmp/perf-<pid>.map as it compiles, and the sampled frames of a hot
+// JavaScript function are named from it.
+TEST(HostSamplerTest, NamesJitFramesThroughTheMapNodeWrites) {
+  constexpr char kNode[] = "/usr/bin/node";
+  if (access(kNode, X_OK) != 0) GTEST_SKIP() << kNode << " is not installed (Debian's nodejs)";
+  const char* script =
+      "function gpuctlHotJs(n) { let a = 0; for (let i = 0; i < n; i++) a = (a * 31 + i) | 0;"
+      " return a; }"
+      "const end = Date.now() + 20000; let s = 0;"
+      "while (Date.now() < end) s += gpuctlHotJs(100000);";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    execl(kNode, "node", "--perf-basic-prof", "--no-logfile-per-isolate", "--logfile=/dev/null",
+          "-e", script, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      unlink(("/tmp/perf-" + std::to_string(pid) + ".map").c_str());
+    }
+  } reap{pid};
+  const std::string map_path = "/tmp/perf-" + std::to_string(pid) + ".map";
+  bool compiled = false;
+  for (int i = 0; i < 200 && !compiled; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream map(map_path);
+    const std::string text((std::istreambuf_iterator<char>(map)), std::istreambuf_iterator<char>());
+    compiled = text.find("gpuctlHotJs") != std::string::npos;
+  }
+  ASSERT_TRUE(compiled) << map_path << " never named gpuctlHotJs";
+  RealClock clock;
+  HostSampler sampler(TestOptions(), &clock);
+  START_OR_SKIP(sampler, {pid});
+  SampleFor(&sampler, std::chrono::milliseconds(800));
+  const HostCapture capture = sampler.Stop();
+  Symbolizer symbolizer;
+  ASSERT_TRUE(symbolizer.LoadProcess(pid));
+  size_t main_thread = 0;
+  size_t in_hot = 0;
+  for (const CpuSample& sample : capture.samples) {
+    if (sample.tid != static_cast<uint32_t>(pid) || sample.ips.empty()) continue;
+    ++main_thread;
+    const Frame top = symbolizer.Symbolize(pid, sample.ips[0], false);
+    if (top.module == "[jit]" && top.function.find("gpuctlHotJs") != std::string::npos) ++in_hot;
+  }
+  ASSERT_GE(main_thread, 20u);
+  EXPECT_GE(in_hot * 2, main_thread) << in_hot << " of " << main_thread;
 }
 
 // A copy budget spent: later samples keep their frame-pointer chain only.

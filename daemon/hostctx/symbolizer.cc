@@ -264,6 +264,15 @@ class Symbolizer::Process {
 
   Frame Lookup(uint64_t address) {
     Frame frame;
+    // The perf map first: a JIT's code can lie inside the span libdwfl
+    // gives a module (Node's code space sits between the segments of
+    // /usr/bin/node), and the runtime knows what it compiled there.
+    if (const PerfMap::Entry* entry = perf_map_.Find(address)) {
+      frame.function = entry->name;
+      frame.module = "[jit]";
+      frame.offset = address - entry->start;
+      return frame;
+    }
     Dwfl_Module* module = dwfl_ != nullptr ? dwfl_addrmodule(dwfl_, address) : nullptr;
     if (module != nullptr) {
       Dwarf_Addr start = 0;
@@ -280,11 +289,6 @@ class Symbolizer::Process {
         frame.offset = symbol_offset;
       }
       return frame;
-    }
-    if (const PerfMap::Entry* entry = perf_map_.Find(address)) {
-      frame.function = entry->name;
-      frame.module = "[jit]";
-      frame.offset = address - entry->start;
     }
     return frame;
   }
