@@ -332,6 +332,9 @@ def test_a_host_with_a_skewed_clock_misses_the_window_and_is_named(
                         what="a window the skewed host asked for too late")
     assert events[0]["traceId"] == expected_trace_id(int(events[0]["slot"]))
     assert "clocks out of sync" in events[0]["error"], events[0]
+    # Recorded as a refusal of its own, local to the host, not a capture.
+    assert events[0]["outcome"] == "refused by this daemon (local)", events[0]
+    assert events[0]["local"] is True and not events[0].get("captured"), events[0]
     # The host in step captured that slot under the same id.
     wait_until(lambda: events[0]["traceId"] in completed_traces(good), timeout=15.0,
                what="the slot's trace on the host in step")
