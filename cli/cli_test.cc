@@ -127,8 +127,8 @@ TEST_F(CliTraceCommandTest, HappyPathPrintsTableAndDownloadsExactBytes) {
   for (const auto& [name, data] : files_) EXPECT_EQ(ReadFile(saved / name), data) << name;
   EXPECT_EQ(ListDir(saved).size(), files_.size());  // no temporaries left
   // It ends saying how to open the files.
-  EXPECT_THAT(out, ::testing::EndsWith("open a file in https://ui.perfetto.dev (Open trace file), "
-                                       "or zcat it for chrome://tracing\n"));
+  EXPECT_THAT(out, ::testing::EndsWith("open a file in https://ui.perfetto.dev (Open trace file) "
+                                       "or chrome://tracing (Load)\n"));
 
   const std::string err = console_.err.str();
   EXPECT_THAT(err, HasSubstr(absl::StrCat("trace ", kTraceId,

@@ -137,11 +137,9 @@ bool Download(const TraceOptions& options, const CliEnv& env, TraceReport& repor
   return true;
 }
 
-// How to look at what was saved, as people do: Perfetto reads .json.gz as
-// is; chrome://tracing inflates only a file's first gzip member
-// (docs/trace-format.md), so it gets the JSON.
+// How to look at what was saved, as people do: both read .json.gz as is.
 constexpr char kOpenHint[] =
-    "open a file in https://ui.perfetto.dev (Open trace file), or zcat it for chrome://tracing\n";
+    "open a file in https://ui.perfetto.dev (Open trace file) or chrome://tracing (Load)\n";
 
 // stdout (or stderr with --json) after the table: where things are.
 void PrintWhere(const TraceOptions& options, const TraceReport& report, std::ostream& out,

@@ -85,7 +85,7 @@ def test_trace_ends_with_how_to_open_the_files_and_json_keys_are_sorted(cli, sta
     assert result.returncode == 0, result.stdout + result.stderr
     assert trace is not None
     assert result.stdout.endswith(
-        "open a file in https://ui.perfetto.dev (Open trace file), or zcat it for chrome://tracing\n"
+        "open a file in https://ui.perfetto.dev (Open trace file) or chrome://tracing (Load)\n"
     ), result.stdout
 
     for args in (("ps", "--json"), ("traces", "--json"), ("status", "--json")):
