@@ -94,6 +94,10 @@ TEST(ScheduleOptionsTest, BadRulesAreRefusedNamingTheField) {
   r = TimeRuleForTest();
   r.activities = {"kernel", "telepathy"};
   refuse(r, "activities: unknown activity \"telepathy\"");
+  // Host context (docs/host-context.md) is asked for by name as well.
+  r = TimeRuleForTest();
+  r.activities = {"kernel", "cpu", "sched"};
+  EXPECT_TRUE(ValidateSchedule(OneRule(r)).ok());
 }
 
 TEST(ScheduleOptionsTest, ScheduleLevelChecks) {
