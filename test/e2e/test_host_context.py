@@ -148,3 +148,28 @@ def test_without_perf_privileges_the_trace_still_succeeds_and_says_why(
     assert doc["traceEvents"], doc
     assert not _events(doc, "cpu_sample") and not _events(doc, "off_cpu")
     assert proc.poll() is None
+
+
+def test_an_iteration_window_gets_the_host_context_of_its_steps(cli, start_workload):
+    # The sample workload spins through 20 ms steps; the window is 10 of them.
+    workload = start_workload(job="hc-iter", rank=0, world_size=1, step_ms=20)
+    cli.wait_attached([workload.pid])
+    result, trace = cli.trace("--job", "hc-iter", "--iterations", "10", "--duration", "60s",
+                              "--activities", "cpu", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    res = trace.result_for(workload.pid)
+    assert res["status"] == "CAPTURE_STATUS_OK", res
+    assert int(res["steps"]) == 10, res
+    host = res["host_context"]
+    assert host["state"] == "STATE_RECORDED", host
+    assert int(host.get("samples", 0)) > 0, host
+    assert int(host.get("off_cpu_intervals", 0)) == 0, host  # sched was not asked for
+    _, doc = load_trace(trace.path / res["file"])
+    base = doc["baseTimeNanoseconds"]
+    window = (timestamp_ns(res["window_start"]), timestamp_ns(res["window_end"]))
+    samples = _events(doc, "cpu_sample")
+    assert len(samples) == int(host["samples"]) and not _events(doc, "off_cpu")
+    # Only the steps' stretch, though recording began at the request.
+    for sample in samples:
+        at = base + round(sample["ts"] * 1000)
+        assert window[0] - 1000 <= at <= window[1] + 1000, (sample, window)
