@@ -4,6 +4,7 @@ structs), gpuctld validates and converts the records, the CLI downloads a
 kineto-compatible trace."""
 
 import json
+import subprocess
 
 from conftest import build_output
 from e2e_util import load_trace, trace_results
@@ -121,3 +122,38 @@ def test_cupti_unusable_says_why_and_the_job_goes_on(cli, start_workload, workdi
     # The library still answers the next request.
     code, output = _trace_without_file(cli, workload)
     assert str(workload.pid) in output and code in (0, 1), output
+
+
+def test_the_manifest_summary_is_what_gpuctl_analyze_finds(cli, start_workload, build_dir):
+    """gpuctld summarizes each process while converting its records: the
+    manifest's summary equals `gpuctl analyze --json` on the downloaded
+    file, and `gpuctl traces` prints it under the trace's row."""
+    workload = start_workload(job=43, rank=0, world_size=1, env=_fake_cupti_env(build_dir))
+    cli.wait_attached([workload.pid])
+    result, trace, res = _trace_one(cli, workload)
+    assert result.returncode == 0, result.stdout + result.stderr
+    stored = res["summary"]
+    analyzed = subprocess.run(
+        [cli.binary, "analyze", "--json", str(trace.path / res["file"])],
+        capture_output=True, text=True, timeout=60)
+    assert analyzed.returncode == 0, analyzed.stdout + analyzed.stderr
+    summary = json.loads(analyzed.stdout)["traces"][0]["summary"]
+    assert summary["gpu_span_ns"] > 0 and summary["top_kernel"], summary
+    for key, value in summary.items():
+        if key == "busy_ns":
+            got = sum(int(stored.get(k, 0)) for k in ("compute_ns", "communication_ns",
+                                                       "memory_ns"))
+        elif key == "top_kernel":
+            got = stored.get(key, "")
+        else:
+            got = int(stored.get(key, 0))  # int64 as a string; zero left out
+        assert got == value, (key, stored, summary)
+
+    listed = cli.run("traces")
+    assert listed.returncode == 0, listed.stderr
+    busy = f'{100 * summary["busy_ns"] / summary["gpu_span_ns"]:.0f}'
+    line = [l for l in listed.stdout.splitlines() if l.startswith("    GPU busy")]
+    assert len(line) == 1, listed.stdout
+    assert line[0].startswith(f"    GPU busy {busy}%"), line
+    assert f"top {summary['top_kernel']} " in line[0], line
+    assert len(line[0]) <= 100, line
