@@ -80,6 +80,9 @@ absl::Status ReadGroupName(const ConfigValue& value, std::string* group);
 // The keys of the kineto section (kineto_config_keys.cc).
 absl::Span<const ConfigKey> KinetoConfigKeys();
 
+// The keys of the host_context section (host_context_config_keys.cc).
+absl::Span<const ConfigKey> HostContextConfigKeys();
+
 // The keys of the metrics section (metrics_config_keys.cc).
 absl::Span<const ConfigKey> MetricsConfigKeys();
 

@@ -176,6 +176,7 @@ absl::Span<const ConfigKey> TopLevelKeys() {
       {.name = "tls", .keys = TlsConfigKeys},
       {.name = "auth", .keys = AuthConfigKeys},
       {.name = "metrics", .keys = MetricsConfigKeys},
+      {.name = "host_context", .keys = HostContextConfigKeys},
       {.name = "trace", .keys = TraceKeys, .check = CheckTraceSection},
       {.name = "store", .keys = StoreKeys},
       {.name = "schedule", .keys = ScheduleConfigKeys, .check = CheckScheduleSection},

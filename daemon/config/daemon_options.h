@@ -12,6 +12,7 @@
 #include "daemon/common/log.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/token_scope.h"
+#include "daemon/hostctx/recorder.h"
 #include "daemon/ipc/ipc_server.h"
 #include "daemon/kineto/kineto_bridge.h"
 #include "daemon/kineto/kineto_server.h"
@@ -111,6 +112,10 @@ struct DaemonOptions {
   // Prometheus listener, off unless listen is set; validated
   // (metrics::ValidateMetricsListen).
   metrics::MetricsOptions metrics;
+  // The host_context section (host_context.frequency_hz, .max_samples):
+  // the perf sampling of windows that ask for activities cpu / sched
+  // (docs/host-context.md); the /proc it reads is the daemon's.
+  hostctx::RecorderOptions host_context;
   // The schedule section: scheduled sampling rules and their budgets;
   // validated (scheduler::ValidateSchedule). No rules: no scheduled traces.
   scheduler::ScheduleOptions schedule;

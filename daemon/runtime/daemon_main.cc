@@ -124,8 +124,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& optio
   return daemon;
 }
 
-void Daemon::StartHostContext(const CoreOptions& core_options) {
+void Daemon::StartHostContext(const hostctx::RecorderOptions& recorder,
+                              const CoreOptions& core_options) {
   hostctx::HostContextServiceOptions options;
+  options.recorder = recorder;
   options.recorder.sampler.proc_root = core_options.proc_root;
   absl::StatusOr<std::unique_ptr<hostctx::HostContextService>> service =
       hostctx::HostContextService::Create(options, &clock_);
@@ -182,7 +184,7 @@ absl::Status Daemon::Init(const DaemonOptions& options) {
         options.schedule.worker_threads,
         ThreadPriority{.nice = options.schedule.worker_nice, .idle = options.schedule.worker_idle});
   }
-  StartHostContext(core_options);
+  StartHostContext(options.host_context, core_options);
   core_ = DaemonCore::Create(core_options,
                              DaemonCore::Deps{.clock = &clock_,
                                               .loop = loop_.get(),

@@ -61,7 +61,7 @@ class Daemon {
   absl::Status Init(const DaemonOptions& options);
   // The host context service and the core's view of it; on failure the
   // daemon runs without (traces asking for it say so).
-  void StartHostContext(const CoreOptions& core_options);
+  void StartHostContext(const hostctx::RecorderOptions& recorder, const CoreOptions& core_options);
   absl::Status StartGrpc(const DaemonOptions& options);
   // The local store, or with options.s3 the S3 store spooling in it.
   absl::Status OpenStore(const DaemonOptions& options);
