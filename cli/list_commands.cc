@@ -108,6 +108,18 @@ std::string KinetoText(const v1::KinetoBridgeStatus& k) {
 constexpr size_t kSummaryLineWidth = 100;
 constexpr size_t kNoteIndent = 4;
 
+// A summary whose numbers can be true: none negative or beyond a day, the
+// busy time within the span, p50 at most p99. Others are left out.
+bool Plausible(const v1::ProcessSummary& s) {
+  constexpr int64_t kDayNs = int64_t{86400} * 1'000'000'000;
+  for (int64_t ns : {s.gpu_span_ns(), s.compute_ns(), s.communication_ns(), s.memory_ns(),
+                     s.idle_ns(), s.step_p50_ns(), s.step_p99_ns(), s.top_kernel_ns()}) {
+    if (ns < 0 || ns > kDayNs) return false;
+  }
+  return s.compute_ns() + s.communication_ns() + s.memory_ns() <= s.gpu_span_ns() &&
+         s.step_p50_ns() <= s.step_p99_ns();
+}
+
 // The line under a trace's row from its processes' ingest summaries:
 // "GPU busy 72% (min 61% rank 3), step p50 181 ms p99 240 ms, top gemm 41%".
 // Busy is the processes' GPU busy time over their GPU spans (the least
@@ -115,19 +127,23 @@ constexpr size_t kNoteIndent = 4;
 // process, the top kernel the name with the most GPU time across them, as
 // a share of the busy time. Empty when no process has a summary.
 std::string SummaryText(const v1::TraceManifest& t) {
-  int64_t span = 0, busy = 0, step_p50 = 0, step_p99 = 0;
+  // Sums in double: a daemon's numbers are not trusted not to overflow.
+  double span = 0, busy = 0;
+  int64_t step_p50 = 0, step_p99 = 0;
   int gpu_processes = 0, min_rank = -1;
   double min_share = 2;
-  std::map<std::string, int64_t> kernels;
+  std::map<std::string, double> kernels;
   for (const v1::ProcessResult& r : t.results()) {
-    if (!r.has_summary()) continue;
+    if (!r.has_summary() || !Plausible(r.summary())) continue;
     const v1::ProcessSummary& s = r.summary();
-    const int64_t process_busy = s.compute_ns() + s.communication_ns() + s.memory_ns();
+    const double process_busy = static_cast<double>(s.compute_ns()) +
+                                static_cast<double>(s.communication_ns()) +
+                                static_cast<double>(s.memory_ns());
     if (s.gpu_span_ns() > 0) {
       ++gpu_processes;
-      span += s.gpu_span_ns();
+      span += static_cast<double>(s.gpu_span_ns());
       busy += process_busy;
-      const double share = static_cast<double>(process_busy) / static_cast<double>(s.gpu_span_ns());
+      const double share = process_busy / static_cast<double>(s.gpu_span_ns());
       if (share < min_share) {
         min_share = share;
         min_rank = r.rank();
@@ -137,11 +153,11 @@ std::string SummaryText(const v1::TraceManifest& t) {
       step_p50 = std::max(step_p50, s.step_p50_ns());
       step_p99 = std::max(step_p99, s.step_p99_ns());
     }
-    if (!s.top_kernel().empty()) kernels[s.top_kernel()] += s.top_kernel_ns();
+    if (!s.top_kernel().empty()) kernels[s.top_kernel()] += static_cast<double>(s.top_kernel_ns());
   }
   std::vector<std::string> parts;
   if (span > 0) {
-    const double share = static_cast<double>(busy) / static_cast<double>(span);
+    const double share = busy / span;
     std::string text = absl::StrFormat("GPU busy %.0f%%", 100 * share);
     if (gpu_processes > 1 && std::lround(100 * min_share) != std::lround(100 * share)) {
       absl::StrAppend(&text, absl::StrFormat(" (min %.0f%%", 100 * min_share),
@@ -158,8 +174,7 @@ std::string SummaryText(const v1::TraceManifest& t) {
     auto top = std::max_element(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) {
       return a.second != b.second ? a.second < b.second : a.first > b.first;
     });
-    const std::string share = absl::StrFormat(
-        " %.0f%%", 100 * static_cast<double>(top->second) / static_cast<double>(busy));
+    const std::string share = absl::StrFormat(" %.0f%%", 100 * top->second / busy);
     std::string name = Printable(top->first);
     const std::string lead = line.empty() ? "top " : ", top ";
     const size_t used = kNoteIndent + line.size() + lead.size() + share.size();
@@ -209,41 +224,71 @@ absl::StatusOr<v1::TriggerKind> ParseTriggerKind(absl::string_view word) {
                                                  "\" is not scheduled, anomaly or on-demand"));
 }
 
-int RunTraces(const std::string& target, const TracesQuery& query, bool json, const CliEnv& env) {
-  const std::string& job_id = query.job_id;
+absl::StatusOr<std::vector<v1::TraceManifest>> ListStoredTraces(v1::Gpuctl::StubInterface& stub,
+                                                                const std::string& target,
+                                                                const TracesQuery& query,
+                                                                absl::Duration rpc_timeout) {
   const v1::TriggerKind trigger = query.trigger;
   const int limit = query.limit;
-  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
-  if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
-  v1::ListTracesResponse all;
+  std::vector<v1::TraceManifest> all;
   std::set<std::string> seen_tokens;
   std::string token;
+  bool older_seen = false;
   do {
     v1::ListTracesRequest request;
-    request.set_job_id(job_id);
+    request.set_job_id(query.job_id);
     request.set_trigger(trigger);
     request.set_bucket(query.bucket);
     request.set_bucket_days(query.bucket_days);
     request.set_page_token(token);
-    if (limit > 0) request.set_page_size(std::min(limit - all.traces_size(), kMaxPageSize));
+    if (limit > 0) {
+      request.set_page_size(std::min(limit - static_cast<int>(all.size()), kMaxPageSize));
+    }
     v1::ListTracesResponse page;
     grpc::ClientContext context;
-    SetDeadline(context, env.rpc_timeout);
-    grpc::Status status = (*stub)->ListTraces(&context, request, &page);
-    if (!status.ok()) return ReportError(FromRpcStatus(status), target, *env.err);
+    SetDeadline(context, rpc_timeout);
+    grpc::Status status = stub.ListTraces(&context, request, &page);
+    if (!status.ok()) return FromRpcStatus(status);
     for (v1::TraceManifest& trace : *page.mutable_traces()) {
-      if (limit > 0 && all.traces_size() >= limit) break;
+      if (limit > 0 && static_cast<int>(all.size()) >= limit) break;
       // A daemon older than the trigger filter lists every trace.
       if (trigger != v1::TRIGGER_KIND_UNSPECIFIED && KindOf(trace) != trigger) continue;
-      *all.add_traces() = std::move(trace);
+      if (query.created_after != absl::InfinitePast() &&
+          absl::FromUnixSeconds(trace.created_at().seconds()) +
+                  absl::Nanoseconds(trace.created_at().nanos()) <
+              query.created_after) {
+        // Newest first: every later page is older still.
+        older_seen = true;
+        break;
+      }
+      all.push_back(std::move(trace));
     }
     token = page.next_page_token();
     // A token seen before would page forever.
     if (!token.empty() && !seen_tokens.insert(token).second) {
-      *env.err << "gpuctl: gpuctld at " << target << " repeated a page token; listing stopped\n";
+      return absl::DataLossError(
+          absl::StrCat("gpuctld at ", target, " repeated a page token; listing stopped"));
+    }
+  } while (!token.empty() && !older_seen && (limit <= 0 || static_cast<int>(all.size()) < limit));
+  return all;
+}
+
+int RunTraces(const std::string& target, const TracesQuery& query, bool json, const CliEnv& env) {
+  const std::string& job_id = query.job_id;
+  const v1::TriggerKind trigger = query.trigger;
+  absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
+  if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
+  absl::StatusOr<std::vector<v1::TraceManifest>> listed =
+      ListStoredTraces(**stub, target, query, env.rpc_timeout);
+  if (!listed.ok()) {
+    if (absl::IsDataLoss(listed.status()) && !IsRpcError(listed.status())) {
+      *env.err << "gpuctl: " << listed.status().message() << "\n";
       return kExitDaemonError;
     }
-  } while (!token.empty() && (limit <= 0 || all.traces_size() < limit));
+    return ReportError(listed.status(), target, *env.err);
+  }
+  v1::ListTracesResponse all;
+  for (v1::TraceManifest& trace : *listed) *all.add_traces() = std::move(trace);
 
   if (json) {
     *env.out << ToJson(all) << "\n";

@@ -223,6 +223,10 @@ TEST_F(CliListCommandsTest, TracesShowTheIngestSummaryUnderTheRow) {
   v1::TraceManifest long_name = Manifest("t2", 1, 0);
   SetSummary(long_name.mutable_results(0), 0, 500, 90, 90, std::string(200, 'k'), 250);
   *page.add_traces() = long_name;
+  v1::TraceManifest broken = Manifest("t0", 1, 0);  // numbers no conversion gives: left out
+  SetSummary(broken.mutable_results(0), 0, 500, 90, 90, "gemm", 250);
+  broken.mutable_results(0)->mutable_summary()->set_gpu_span_ns(-1);
+  *page.add_traces() = broken;
   *page.add_traces() = Manifest("t1", 1, 0);  // from a daemon that stored no summary
   ASSERT_EQ(Run({"traces"}), kExitOk) << console_.err.str();
   const std::string out = console_.out.str();
@@ -241,6 +245,7 @@ TEST_F(CliListCommandsTest, TracesShowTheIngestSummaryUnderTheRow) {
       EXPECT_LE(line.size(), 100u) << line;
     }
   }
+  EXPECT_THAT(out, HasSubstr("/var/lib/gpuctl/traces/t0\nt1 "));
   EXPECT_THAT(out, HasSubstr("/var/lib/gpuctl/traces/t1\n"));
   EXPECT_EQ(out.find("/var/lib/gpuctl/traces/t1\n") + 26, out.size());  // no line under t1
 }
