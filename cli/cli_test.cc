@@ -227,6 +227,25 @@ TEST_F(CliTraceCommandTest, PassesActivities) {
   EXPECT_THAT(requests[0].activities(), ElementsAre("kernel", "memcpy", "driver"));
   EXPECT_TRUE(requests[1].activities().empty());
   EXPECT_THAT(requests[2].activities(), ElementsAre("kernel", "cpu", "sched"));
+  EXPECT_EQ(requests[2].host_unwind(), v1::HOST_UNWIND_UNSPECIFIED);
+}
+
+TEST_F(CliTraceCommandTest, UnwindDwarfNeedsTheCpuActivity) {
+  server_.service().trace = Script({Process(7, -1)}, {Result(7, -1, v1::CAPTURE_STATUS_OK)});
+  ASSERT_EQ(Run(TraceArgs({"--activities", "cpu", "--unwind", "dwarf", "--no-download"})), kExitOk)
+      << console_.err.str();
+  ASSERT_EQ(Run(TraceArgs({"--activities", "cpu", "--unwind", "fp", "--no-download"})), kExitOk)
+      << console_.err.str();
+  std::vector<v1::TraceRequest> requests = server_.service().trace_requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].host_unwind(), v1::HOST_UNWIND_DWARF);
+  EXPECT_EQ(requests[1].host_unwind(), v1::HOST_UNWIND_FRAME_POINTER);
+
+  EXPECT_EQ(Run(TraceArgs({"--activities", "kernel", "--unwind", "dwarf"})), kExitUsage);
+  EXPECT_THAT(console_.err.str(), HasSubstr("--unwind: needs the cpu activity"));
+  EXPECT_EQ(Run(TraceArgs({"--activities", "cpu", "--unwind", "stack"})), kExitUsage);
+  EXPECT_THAT(console_.err.str(), HasSubstr("unknown unwinding \"stack\"; valid: fp,dwarf"));
+  EXPECT_EQ(server_.service().trace_requests().size(), 2u);
 }
 
 TEST_F(CliTraceCommandTest, ResultLinesSayWhatHostContextHolds) {

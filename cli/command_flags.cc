@@ -197,6 +197,10 @@ void AddTraceFlags(CLI::App* command, TraceFlags& f) {
                    "What PyTorch processes under the kineto bridge also record, comma-separated: "
                    "with_stack,record_shapes,profile_memory,with_flops,with_modules")
       ->delimiter(',');
+  command->add_option("--unwind", f.unwind,
+                      "With the cpu activity, how CPU samples find their callers: fp (frame "
+                      "pointers, the default) or dwarf (also a copy of each sample's stack, "
+                      "unwound with call-frame information: code built without frame pointers)");
   command->add_flag("--no-download", f.no_download, "Leave the trace on the daemons' hosts");
   command->add_flag("--json", f.json, "Print one machine-readable JSON document");
   f.start_delay_option = command->add_option(
@@ -259,6 +263,17 @@ absl::StatusOr<TraceOptions> ValidateTraceFlags(const TraceFlags& f, const Fleet
     }
   }
   options.kineto_options = f.kineto_options;
+  if (!f.unwind.empty()) {
+    if (f.unwind != "fp" && f.unwind != "dwarf") {
+      return Usage("--unwind", absl::StrCat("unknown unwinding \"", Printable(f.unwind),
+                                            "\"; valid: fp,dwarf"));
+    }
+    if (std::find(f.activities.begin(), f.activities.end(), "cpu") == f.activities.end()) {
+      return Usage("--unwind", "needs the cpu activity (--activities ...,cpu)");
+    }
+    options.host_unwind =
+        f.unwind == "dwarf" ? v1::HOST_UNWIND_DWARF : v1::HOST_UNWIND_FRAME_POINTER;
+  }
   if (f.output_root.empty()) return Usage("-o", "empty directory");
   options.output_root = f.output_root;
   options.download = !f.no_download;

@@ -32,6 +32,7 @@ struct TraceFlags {
   std::string trace_id;
   std::vector<std::string> activities;
   std::vector<std::string> kineto_options;
+  std::string unwind;  // --unwind: fp or dwarf
   std::string output_root = kDefaultOutputRoot;
   bool no_download = false;
   bool json = false;

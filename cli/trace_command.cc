@@ -286,6 +286,7 @@ int RunTrace(const TraceOptions& options, const CliEnv& env) {
   request.set_trace_id(report.trace_id);
   for (const std::string& activity : options.activities) request.add_activities(activity);
   for (const std::string& option : options.kineto_options) request.add_kineto_options(option);
+  request.set_host_unwind(options.host_unwind);
 
   // Hosts left out of the trace (no answer in the gather phase), by index.
   std::vector<std::optional<HostTrace>> left_out(hosts->size());

@@ -38,9 +38,10 @@ struct TraceOptions {
   // Required for a time window; for an iteration window the bound of the
   // wait (unset: the daemon's maximum).
   std::optional<absl::Duration> duration;
-  std::string trace_id;                     // empty: a new UUIDv7
-  std::vector<std::string> activities;      // empty: the daemon's default set
-  std::vector<std::string> kineto_options;  // TraceRequest.kineto_options
+  std::string trace_id;                                      // empty: a new UUIDv7
+  std::vector<std::string> activities;                       // empty: the daemon's default set
+  std::vector<std::string> kineto_options;                   // TraceRequest.kineto_options
+  v1::HostUnwind host_unwind = v1::HOST_UNWIND_UNSPECIFIED;  // --unwind
   std::string output_root = kDefaultOutputRoot;
   bool download = true;
   bool json = false;

@@ -52,6 +52,11 @@ std::string HostContextNote(const v1::ProcessResult& r) {
                    " off-CPU slices, ", h.threads(), " threads in ", h.processes(), " processes");
   const uint64_t missing = h.lost_records() + h.dropped_samples() + h.dropped_switches();
   if (missing > 0) absl::StrAppend(&note, ", ", missing, " records lost or over the cap");
+  if (h.unwind() == v1::HOST_UNWIND_DWARF) {
+    absl::StrAppend(&note, ", ", h.dwarf_unwound(), " unwound with DWARF");
+    if (h.stacks_dropped() > 0)
+      absl::StrAppend(&note, " (", h.stacks_dropped(), " past the copy budget)");
+  }
   return note;
 }
 

@@ -14,6 +14,7 @@ HostContextWanted HostContextOf(const v1::TraceRequest& request) {
     wanted.samples |= name == kHostActivityCpu;
     wanted.switches |= name == kHostActivitySched;
   }
+  wanted.dwarf = wanted.samples && request.host_unwind() == v1::HOST_UNWIND_DWARF;
   return wanted;
 }
 

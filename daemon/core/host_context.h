@@ -26,6 +26,7 @@ inline constexpr char kHostActivitySched[] = "sched";
 struct HostContextWanted {
   bool samples = false;   // "cpu"
   bool switches = false;  // "sched"
+  bool dwarf = false;     // samples unwound with DWARF too (TraceRequest.host_unwind)
   bool any() const { return samples || switches; }
 };
 HostContextWanted HostContextOf(const v1::TraceRequest& request);

@@ -91,10 +91,12 @@ class HostContextCoreTest : public DaemonCoreTest {
     MakeCore();
   }
 
-  absl::StatusOr<std::string> TraceWith(std::vector<std::string> activities) {
+  absl::StatusOr<std::string> TraceWith(std::vector<std::string> activities,
+                                        v1::HostUnwind unwind = v1::HOST_UNWIND_UNSPECIFIED) {
     v1::TraceRequest req;
     req.mutable_selector()->set_job_id("42");
     req.mutable_duration()->set_seconds(2);
+    req.set_host_unwind(unwind);
     for (std::string& a : activities) req.add_activities(std::move(a));
     return core_->StartTrace(req, observer_);
   }
@@ -318,6 +320,26 @@ TEST_F(HostContextCoreTest, UnknownNamesListTheHostActivities) {
   ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(id.status().message(), HasSubstr("unknown activity \"perf\""));
   EXPECT_THAT(id.status().message(), HasSubstr("overhead, cpu, sched"));
+}
+
+// DWARF unwinding reaches the source with the cpu activity, and is refused
+// without it (nothing would use it).
+TEST_F(HostContextCoreTest, DwarfUnwindingIsAskedWithTheCpuActivityOnly) {
+  Attach(1, 100, "42", 0);
+  ASSERT_TRUE(TraceWith({"cpu"}, v1::HOST_UNWIND_DWARF).ok());
+  RunAll();
+  loop_.AdvanceBy(absl::Seconds(1));
+  RunAll();
+  ASSERT_EQ(fake_.started.size(), 1u);
+  EXPECT_TRUE(fake_.started[0].wanted.samples);
+  EXPECT_TRUE(fake_.started[0].wanted.dwarf);
+
+  auto refused = TraceWith({"kernel", "sched"}, v1::HOST_UNWIND_DWARF);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("host_unwind DWARF needs the cpu activity"));
+  auto unknown = TraceWith({"cpu"}, static_cast<v1::HostUnwind>(9));
+  ASSERT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("host_unwind 9"));
 }
 
 class NoSourceTest : public DaemonCoreTest {};

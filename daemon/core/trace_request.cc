@@ -67,6 +67,18 @@ absl::StatusOr<absl::Duration> RequestStartSkew(const v1::TraceRequest& request)
   return *skew;
 }
 
+absl::Status ValidateHostUnwind(const v1::TraceRequest& request) {
+  if (!v1::HostUnwind_IsValid(request.host_unwind())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host_unwind ", request.host_unwind(), " is not a known unwinding"));
+  }
+  if (request.host_unwind() == v1::HOST_UNWIND_DWARF && !HostContextOf(request).samples) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host_unwind DWARF needs the ", kHostActivityCpu, " activity"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateActivities(const v1::TraceRequest& request) {
   if (request.activities_size() > kMaxActivities) {
     return absl::InvalidArgumentError(absl::StrCat("more than ", kMaxActivities,
@@ -137,6 +149,7 @@ absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time 
   }
   if (auto st = ValidateSelector(request.selector()); !st.ok()) return st;
   if (auto st = ValidateActivities(request); !st.ok()) return st;
+  if (auto st = ValidateHostUnwind(request); !st.ok()) return st;
   if (auto st = ValidateKinetoOptions(request); !st.ok()) return st;
   absl::StatusOr<absl::Duration> skew = RequestStartSkew(request);
   if (!skew.ok()) return skew.status();

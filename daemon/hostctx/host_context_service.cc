@@ -50,8 +50,10 @@ void HostContextService::Shutdown() {
   symbolizer_.Shutdown();
 }
 
-void HostContextService::Start(uint64_t key, pid_t pid, bool samples, bool switches) {
-  loop_->Post([this, key, pid, samples, switches] { StartOnLoop(key, pid, samples, switches); });
+void HostContextService::Start(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf) {
+  loop_->Post([this, key, pid, samples, switches, dwarf] {
+    StartOnLoop(key, pid, samples, switches, dwarf);
+  });
 }
 
 void HostContextService::Finish(uint64_t key, Done done) {
@@ -59,7 +61,8 @@ void HostContextService::Finish(uint64_t key, Done done) {
       [this, key, done = std::move(done)]() mutable { FinishOnLoop(key, std::move(done)); });
 }
 
-void HostContextService::StartOnLoop(uint64_t key, pid_t pid, bool samples, bool switches) {
+void HostContextService::StartOnLoop(uint64_t key, pid_t pid, bool samples, bool switches,
+                                     bool dwarf) {
   Recording recording;
   recording.samples = samples;
   recording.switches = switches;
@@ -67,8 +70,9 @@ void HostContextService::StartOnLoop(uint64_t key, pid_t pid, bool samples, bool
     recording.started = absl::ResourceExhaustedError(
         absl::StrCat("more than ", options_.max_recordings, " processes recorded at once"));
   } else {
-    recording.recorder =
-        std::make_unique<HostContextRecorder>(options_.recorder, clock_, loop_.get());
+    RecorderOptions recorder = options_.recorder;
+    recorder.sampler.dwarf_unwind = dwarf;
+    recording.recorder = std::make_unique<HostContextRecorder>(recorder, clock_, loop_.get());
     recording.started = recording.recorder->Start({pid});
   }
   recordings_.insert_or_assign(key, std::move(recording));

@@ -51,7 +51,9 @@ class HostContextService {
 
   // Starts recording `pid` and its descendants under `key` (unique). A
   // failure (no privilege, the process gone) is kept for Finish to report.
-  void Start(uint64_t key, pid_t pid, bool samples, bool switches);
+  // `dwarf`: samples also unwound with DWARF call-frame information
+  // (SamplerOptions::dwarf_unwind).
+  void Start(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf = false);
   // Stops the recording of `key` and calls `done` with its summary (state
   // RECORDED and the events, or UNAVAILABLE with the reason).
   void Finish(uint64_t key, Done done);
@@ -67,7 +69,7 @@ class HostContextService {
 
   HostContextService(HostContextServiceOptions options, Clock* clock,
                      std::unique_ptr<daemon::EventLoop> loop);
-  void StartOnLoop(uint64_t key, pid_t pid, bool samples, bool switches);
+  void StartOnLoop(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf);
   void FinishOnLoop(uint64_t key, Done done);
 
   const HostContextServiceOptions options_;

@@ -11,6 +11,7 @@
 
 #include "daemon/common/clock.h"
 #include "daemon/common/mutex.h"
+#include "daemon/hostctx/testing/no_frame_pointer_workload.h"
 #include "daemon/hostctx/testing/spin_workload.h"
 #include "gtest/gtest.h"
 
@@ -89,6 +90,44 @@ TEST(HostContextServiceTest, RecordsAProcessOnItsOwnThreadsAndSymbolizesIt) {
   // A key finishes once.
   EXPECT_EQ(FinishAndWait(service.get(), 7).summary.state(),
             v1::HostContextResult::STATE_UNAVAILABLE);
+}
+
+// A recording asked to unwind with DWARF turns each sample's stack copy
+// into its chain: code built without frame pointers shows its callers in
+// the events, and the summary says how many samples were unwound.
+TEST(HostContextServiceTest, DwarfRecordingsShowCallersOfCodeWithoutFramePointers) {
+  const pid_t child = fork();
+  if (child == 0) {
+    GpuctlHostctxNoFpOuter(testing::MonotonicNowNs() + 20'000'000'000);
+    _exit(0);
+  }
+  RealClock clock;
+  std::unique_ptr<HostContextService> service = MakeService(&clock);
+  const int64_t start = absl::ToUnixNanos(absl::Now());
+  service->Start(3, child, /*samples=*/true, /*switches=*/false, /*dwarf=*/true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Outcome outcome = FinishAndWait(service.get(), 3);
+  const int64_t end = absl::ToUnixNanos(absl::Now());
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  if (outcome.summary.state() == v1::HostContextResult::STATE_UNAVAILABLE &&
+      outcome.summary.reason().find("Permission denied") != std::string::npos) {
+    GTEST_SKIP() << outcome.summary.reason();
+  }
+  ASSERT_EQ(outcome.summary.state(), v1::HostContextResult::STATE_RECORDED)
+      << outcome.summary.reason();
+  EXPECT_EQ(outcome.summary.unwind(), v1::HOST_UNWIND_DWARF);
+  EXPECT_GT(outcome.summary.dwarf_unwound(), 10u);
+  EXPECT_EQ(outcome.summary.stacks_dropped(), 0u);
+  int through_outer = 0;
+  outcome.events->Write(start, start, end, [&](absl::string_view event) {
+    const size_t inner = event.find("\"GpuctlHostctxNoFpInner\"");
+    const size_t middle = event.find("\"GpuctlHostctxNoFpMiddle\"");
+    const size_t outer = event.find("\"GpuctlHostctxNoFpOuter\"");
+    through_outer += inner != absl::string_view::npos && middle != absl::string_view::npos &&
+                     outer != absl::string_view::npos && inner < middle && middle < outer;
+  });
+  EXPECT_GT(through_outer, 10);
 }
 
 TEST(HostContextServiceTest, AProcessThatCannotBeRecordedIsUnavailableWithTheReason) {

@@ -28,7 +28,19 @@ WindowEvents::WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, boo
                            bool switches)
     : capture_(std::move(capture)) {
   if (!samples) capture_.samples.clear();
-  for (const CpuSample& sample : capture_.samples) {
+  for (CpuSample& sample : capture_.samples) {
+    // A stack copy (DWARF unwinding) becomes its chain now, while the
+    // process's modules are at hand, and is freed.
+    if (!sample.user_stack.empty()) {
+      dwarf_ = true;
+      std::vector<uint64_t> chain = BestCallChain(sample, symbolizer);
+      if (chain.size() > sample.ips.size()) {
+        sample.ips = std::move(chain);
+        ++dwarf_unwound_;
+      }
+      sample.user_stack = {};
+      sample.user_regs = {};
+    }
     for (size_t i = 0; i < sample.ips.size(); ++i) {
       const FrameKey key{sample.pid, sample.ips[i], i > 0};
       if (frames_.contains(key)) continue;
@@ -73,6 +85,11 @@ v1::HostContextResult WindowEvents::Summary() const {
   summary.set_dropped_samples(capture_.dropped_samples);
   summary.set_dropped_switches(capture_.dropped_switches);
   summary.set_thread_errors(static_cast<uint32_t>(capture_.error_count));
+  if (dwarf_ || capture_.stacks_dropped > 0) {
+    summary.set_unwind(v1::HOST_UNWIND_DWARF);
+    summary.set_dwarf_unwound(dwarf_unwound_);
+    summary.set_stacks_dropped(capture_.stacks_dropped);
+  }
   if (!capture_.errors.empty()) {
     summary.set_reason(absl::StrCat(capture_.error_count, " thread(s) not sampled: ",
                                     capture_.errors.front().status.message()));

@@ -20,7 +20,8 @@ namespace gpuctl::hostctx {
 class WindowEvents {
  public:
   // Symbolizes every frame of `capture` with `symbolizer` now (the
-  // processes should still run: their maps are read at the first lookup)
+  // processes should still run: their maps are read at the first lookup),
+  // a sample with a stack copy unwound first (BestCallChain),
   // and computes the off-CPU intervals. `samples` / `switches` choose what
   // is written (activities cpu / sched).
   WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, bool samples, bool switches);
@@ -46,6 +47,9 @@ class WindowEvents {
 
   HostCapture capture_;
   std::vector<OffCpuInterval> off_cpu_;
+  // Samples had stack copies; how many got a deeper chain from them.
+  bool dwarf_ = false;
+  uint64_t dwarf_unwound_ = 0;
   struct FrameKey {
     uint32_t pid;
     uint64_t address;

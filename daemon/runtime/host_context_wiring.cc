@@ -23,7 +23,7 @@ class WindowEventsView final : public HostContextEvents {
 }  // namespace
 
 void HostContextWiring::Start(Key key, int32_t pid, HostContextWanted wanted) {
-  service_->Start(key, pid, wanted.samples, wanted.switches);
+  service_->Start(key, pid, wanted.samples, wanted.switches, wanted.dwarf);
 }
 
 void HostContextWiring::Finish(Key key, Done done) {
