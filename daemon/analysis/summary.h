@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_ANALYSIS_SUMMARY_H_
 #define GPUCTL_DAEMON_ANALYSIS_SUMMARY_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
