@@ -212,5 +212,35 @@ TEST(ChromeTraceTest, LargeTraceStreamsInPieces) {
   EXPECT_EQ(Events(doc, "X", "op").size(), 20000u);
 }
 
+TEST(ChromeTraceTest, ExtraEventsFollowTheRecordsOnTheFilesTimeBase) {
+  PayloadBuilder b(kPid, kStart, kEnd);
+  b.AddRange(kPid, kStart + 1000, kStart + 2000, "forward", 0, 1);
+  RecordReaderOptions options;
+  options.expected_pid = kPid;
+  auto records = ReadRecords(b.Build(), options);
+  ASSERT_TRUE(records.ok()) << records.status();
+  ChromeTraceMeta meta;
+  meta.trace_id = "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b";
+  meta.process.set_pid(kPid);
+  int calls = 0;
+  meta.extra_events = [&](int64_t base, int64_t start, int64_t end, ChromeTraceMeta::AddEvent add) {
+    ++calls;
+    EXPECT_EQ(base, kBase);
+    EXPECT_EQ(start, kStart);
+    EXPECT_EQ(end, kEnd);
+    add(R"({"ph": "i", "s": "t", "cat": "cpu_sample", "name": "hot", "pid": 4242, "tid": 7, "ts": 1.5})");
+    add(R"j({"ph": "X", "cat": "off_cpu", "name": "off_cpu (blocked)", "pid": 4242, "tid": 7, "ts": 2, "dur": 3})j");
+  };
+  StringSink sink;
+  ASSERT_TRUE(WriteChromeTrace(*records, meta, &sink).ok());
+  EXPECT_EQ(calls, 1);
+  const json doc = json::parse(sink.str());
+  const json& events = doc["traceEvents"];
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events[events.size() - 2]["cat"], "cpu_sample");
+  EXPECT_EQ(events.back()["cat"], "off_cpu");
+  EXPECT_EQ(Events(doc, "X", "forward").size(), 1u);
+}
+
 }  // namespace
 }  // namespace gpuctl::daemon
