@@ -15,12 +15,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cli/bounded_parallel.h"
+#include "cli/duration.h"
 #include "cli/exit_codes.h"
 #include "cli/flag_number.h"
+#include "cli/list_commands.h"
 #include "daemon/analysis/analyze.h"
 #include "daemon/analysis/report.h"
 #include "daemon/analysis/trace_reader.h"
 #include "daemon/common/posix_file.h"
+#include "daemon/common/trace_id.h"
 
 namespace gpuctl::cli {
 namespace {
@@ -69,11 +72,157 @@ bool IsTraceFileName(const std::string& name) {
   return absl::EndsWith(name, ".json") || absl::EndsWith(name, ".json.gz");
 }
 
+bool AnalyzeFlagGiven(const CLI::Option* option) {
+  return option != nullptr && option->count() > 0;
+}
+
+// What the fetching inputs need: the hosts, --parallel, --host-timeout,
+// --keep.
+absl::Status ValidateFetch(const AnalyzeFlags& f, absl::string_view env_host,
+                           AnalyzeCommandOptions& out) {
+  absl::StatusOr<std::vector<HostSpec>> hosts = ParseHostFlags(f.hosts, env_host);
+  if (!hosts.ok()) return hosts.status();
+  out.hosts = *std::move(hosts);
+  absl::StatusOr<uint64_t> parallel =
+      ParseFlagNumber("--parallel", f.parallel, "a number of hosts to fetch from at once", 1, 1024);
+  if (!parallel.ok()) return parallel.status();
+  out.parallel = static_cast<size_t>(*parallel);
+  absl::StatusOr<absl::Duration> timeout = ParseUserDuration(f.host_timeout);
+  if (!timeout.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--host-timeout: ", timeout.status().message()));
+  }
+  out.host_timeout = *timeout;
+  if (AnalyzeFlagGiven(f.keep_option)) {
+    std::error_code ec;
+    if (f.keep.empty()) return absl::InvalidArgumentError("--keep: expected a directory");
+    if (fs::exists(f.keep, ec) && !fs::is_directory(f.keep, ec)) {
+      return absl::InvalidArgumentError(absl::StrCat("--keep: ", f.keep, " is not a directory"));
+    }
+    out.keep_dir = f.keep;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateJobFlags(const AnalyzeFlags& f, AnalyzeCommandOptions& out) {
+  if (!AnalyzeFlagGiven(f.job_option)) return absl::InvalidArgumentError("--since needs --job JOB");
+  if (!AnalyzeFlagGiven(f.since_option))
+    return absl::InvalidArgumentError("--job needs --since DURATION");
+  if (f.job_id.empty()) return absl::InvalidArgumentError("--job: expected a job id");
+  out.job_id = f.job_id;
+  absl::StatusOr<absl::Duration> since = ParseUserDuration(f.since);
+  if (!since.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--since: ", since.status().message()));
+  }
+  out.since = *since;
+  if (AnalyzeFlagGiven(f.trigger_option)) {
+    absl::StatusOr<v1::TriggerKind> trigger = ParseTriggerKind(f.trigger);
+    if (!trigger.ok()) return trigger.status();
+    out.trigger = *trigger;
+  }
+  if (AnalyzeFlagGiven(f.max_traces_option)) {
+    absl::StatusOr<uint64_t> n =
+        ParseFlagNumber("--max-traces", f.max_traces, "a number of traces", 1, 1000);
+    if (!n.ok()) return n.status();
+    out.max_traces = static_cast<size_t>(*n);
+  }
+  return absl::OkStatus();
+}
+
+// Exactly one input: FILE..., --trace-id, --since/--job or --diff; the
+// flags of one input only with it.
+absl::Status ValidateSource(const AnalyzeFlags& f, absl::string_view env_host,
+                            AnalyzeCommandOptions& out) {
+  std::vector<std::pair<AnalyzeSource, std::string>> inputs;
+  if (!f.paths.empty()) inputs.emplace_back(AnalyzeSource::kPaths, "trace files or directories");
+  if (AnalyzeFlagGiven(f.trace_id_option))
+    inputs.emplace_back(AnalyzeSource::kTraceId, "--trace-id");
+  if (AnalyzeFlagGiven(f.since_option) || AnalyzeFlagGiven(f.job_option)) {
+    inputs.emplace_back(AnalyzeSource::kJob, "--since/--job");
+  }
+  if (AnalyzeFlagGiven(f.diff_option)) inputs.emplace_back(AnalyzeSource::kDiff, "--diff");
+  if (inputs.empty()) {
+    return absl::InvalidArgumentError(
+        "nothing to analyze: give trace files or directories, --trace-id ID, --since DURATION "
+        "--job JOB, or --diff A B");
+  }
+  if (inputs.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(inputs[0].second, " and ", inputs[1].second, " are two inputs; give one"));
+  }
+  out.source = inputs[0].first;
+  if (out.source != AnalyzeSource::kJob) {
+    for (const CLI::Option* option : {f.trigger_option, f.max_traces_option}) {
+      if (AnalyzeFlagGiven(option)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(option->get_name(), " goes with --since and --job"));
+      }
+    }
+  }
+  if (out.source == AnalyzeSource::kTraceId) {
+    if (!IsValidTraceId(f.trace_id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trace-id: \"", f.trace_id.substr(0, 64),
+                       "\" is not a lowercase UUIDv7 like 0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"));
+    }
+    out.trace_id = f.trace_id;
+  }
+  if (out.source == AnalyzeSource::kJob) {
+    if (absl::Status s = ValidateJobFlags(f, out); !s.ok()) return s;
+  }
+  if (!f.html.empty() && out.source != AnalyzeSource::kPaths &&
+      out.source != AnalyzeSource::kTraceId) {
+    return absl::InvalidArgumentError(
+        "--html goes with trace files, directories or --trace-id (not --since or --diff)");
+  }
+  if (out.Fetches()) return ValidateFetch(f, env_host, out);
+  for (const CLI::Option* option : f.host_options) {
+    if (AnalyzeFlagGiven(option)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          option->get_name(), " applies to traces fetched from gpuctld (--trace-id, --since)"));
+    }
+  }
+  if (AnalyzeFlagGiven(f.keep_option)) {
+    return absl::InvalidArgumentError(
+        "--keep applies to traces fetched from gpuctld (--trace-id, --since)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
-  cmd->add_option("traces", f.paths, "Trace files (.json, .json.gz) or trace directories")
-      ->required();
+  cmd->add_option("traces", f.paths, "Trace files (.json, .json.gz) or trace directories");
+  f.trace_id_option = cmd->add_option(
+      "--trace-id", f.trace_id, "Fetch this stored trace from every host that has it (--host)");
+  f.since_option = cmd->add_option("--since", f.since,
+                                   "With --job: fetch the job's traces stored this far back "
+                                   "(e.g. 24h, at most 24h)");
+  f.job_option = cmd->add_option("--job", f.job_id, "With --since: the job whose traces to fetch");
+  f.trigger_option =
+      cmd->add_option("--trigger", f.trigger,
+                      "With --since: only traces of this trigger: scheduled, anomaly or on-demand");
+  f.max_traces_option = cmd->add_option(
+      "--max-traces", f.max_traces, "With --since: fetch at most the newest N traces (default 20)");
+  f.keep_option = cmd->add_option(
+      "--keep", f.keep,
+      "Keep the fetched traces in this directory (default: a temporary one, removed after)");
+  f.host_options = {
+      cmd->add_option("--host", f.hosts.hosts,
+                      "gpuctld address HOST[:PORT], repeatable (default $GPUCTL_HOST, else "
+                      "127.0.0.1:7070)")
+          ->allow_extra_args(false)
+          ->delimiter(','),
+      cmd->add_option("--hosts-file", f.hosts.hosts_files,
+                      "File of gpuctld addresses, one per line, # comments (repeatable)")
+          ->allow_extra_args(false),
+      cmd->add_option("--hosts", f.hosts.dns,
+                      "dns:NAME[:PORT]: every address NAME resolves to (repeatable)")
+          ->allow_extra_args(false),
+      cmd->add_option("--parallel", f.parallel, "Hosts fetched from at once")
+          ->capture_default_str(),
+      cmd->add_option("--host-timeout", f.host_timeout, "Per host: connect within this")
+          ->capture_default_str(),
+  };
   cmd->add_flag("--json", f.json, "Print one machine-readable JSON document (docs/analyze.md)");
   cmd->add_option("--html", f.html,
                   "Also write a self-contained HTML report (charts, tables, findings) to this "
@@ -103,10 +252,12 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
                   "Files read at once (default: the CPUs, at most 8); memory grows with it");
 }
 
-absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f) {
+absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f,
+                                                           absl::string_view env_host) {
   AnalyzeCommandOptions out;
   out.paths = f.paths;
   out.json = f.json;
+  if (absl::Status s = ValidateSource(f, env_host, out); !s.ok()) return s;
   if (!f.html.empty()) {
     if (absl::Status s = CheckHtmlPath(f.html); !s.ok()) return s;
     out.html_path = f.html;
@@ -182,8 +333,47 @@ absl::StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std:
   return files;
 }
 
+AnalyzedFiles AnalyzeFiles(const std::vector<std::string>& files,
+                           const AnalyzeCommandOptions& options, const CliEnv& env) {
+  // One model per worker at a time; each is dropped once analysed.
+  std::vector<std::optional<absl::StatusOr<analysis::TraceReport>>> results(files.size());
+  RunBounded(files.size(), options.jobs, [&](size_t i) {
+    absl::StatusOr<analysis::TraceModel> model = analysis::ReadTraceFile(files[i]);
+    if (!model.ok()) {
+      results[i] = model.status();
+      return;
+    }
+    results[i] = analysis::AnalyzeModel(*model, options.thresholds);
+  });
+  AnalyzedFiles out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    absl::StatusOr<analysis::TraceReport>& result = *results[i];
+    if (!result.ok()) {
+      out.errors.push_back({files[i], std::string(result.status().message())});
+      *env.err << "gpuctl analyze: " << result.status().message() << "\n";
+      continue;
+    }
+    out.reports.push_back(*std::move(result));
+  }
+  return out;
+}
+
 int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env) {
-  absl::StatusOr<std::vector<std::string>> files = ExpandTracePaths(options.paths);
+  switch (options.source) {
+    case AnalyzeSource::kTraceId:
+      return RunAnalyzeTraceId(options, env);
+    case AnalyzeSource::kJob:
+      return RunAnalyzeJob(options, env);
+    case AnalyzeSource::kDiff:
+    case AnalyzeSource::kPaths:
+      break;
+  }
+  return AnalyzePaths(options.paths, options, env);
+}
+
+int AnalyzePaths(const std::vector<std::string>& paths, const AnalyzeCommandOptions& options,
+                 const CliEnv& env) {
+  absl::StatusOr<std::vector<std::string>> files = ExpandTracePaths(paths);
   if (!files.ok()) {
     *env.err << "gpuctl analyze: " << files.status().message() << "\n";
     return kExitNothingMatched;
@@ -197,27 +387,9 @@ int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env) {
     }
     html = *std::move(created);
   }
-  // One model per worker at a time; each is dropped once analysed.
-  std::vector<std::optional<absl::StatusOr<analysis::TraceReport>>> results(files->size());
-  RunBounded(files->size(), options.jobs, [&](size_t i) {
-    absl::StatusOr<analysis::TraceModel> model = analysis::ReadTraceFile((*files)[i]);
-    if (!model.ok()) {
-      results[i] = model.status();
-      return;
-    }
-    results[i] = analysis::AnalyzeModel(*model, options.thresholds);
-  });
-  std::vector<analysis::TraceReport> reports;
-  std::vector<analysis::TraceError> errors;
-  for (size_t i = 0; i < files->size(); ++i) {
-    absl::StatusOr<analysis::TraceReport>& result = *results[i];
-    if (!result.ok()) {
-      errors.push_back({(*files)[i], std::string(result.status().message())});
-      *env.err << "gpuctl analyze: " << result.status().message() << "\n";
-      continue;
-    }
-    reports.push_back(*std::move(result));
-  }
+  AnalyzedFiles analyzed = AnalyzeFiles(*files, options, env);
+  const std::vector<analysis::TraceReport>& reports = analyzed.reports;
+  const std::vector<analysis::TraceError>& errors = analyzed.errors;
   const std::vector<analysis::Finding> ranked = analysis::RankFindings(reports);
   if (options.json) {
     *env.out << analysis::RenderJson(reports, ranked, errors, options.thresholds);

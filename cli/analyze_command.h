@@ -5,11 +5,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "cli/command_env.h"
+#include "cli/host_list.h"
+#include "daemon/analysis/analyze.h"
 #include "daemon/analysis/finding.h"
+#include "daemon/analysis/report.h"
+#include "gpuctl/v1/manifest.pb.h"
 
 namespace CLI {
 class App;
+class Option;
 }  // namespace CLI
 
 namespace gpuctl::cli {
@@ -21,6 +27,31 @@ struct AnalyzeFlags {
   std::string html;
   std::string small_kernel_us, small_kernel_pct, min_kernels, launch_gap_us, min_pct,
       exposed_comm_pct, link_gbps, copy_bandwidth_pct, jobs;
+  // Fetched from the daemons instead of local paths.
+  std::string trace_id, since, job_id, trigger, max_traces, keep;
+  HostFlags hosts;
+  std::string parallel = "64", host_timeout = "10s";
+  // --diff A B.
+  std::vector<std::string> diff;
+  std::string top;
+  // Which were given, for the rules between flags.
+  std::vector<const CLI::Option*> host_options;
+  const CLI::Option* since_option = nullptr;
+  const CLI::Option* job_option = nullptr;
+  const CLI::Option* trace_id_option = nullptr;
+  const CLI::Option* trigger_option = nullptr;
+  const CLI::Option* max_traces_option = nullptr;
+  const CLI::Option* keep_option = nullptr;
+  const CLI::Option* diff_option = nullptr;
+  const CLI::Option* top_option = nullptr;
+};
+
+// Where `gpuctl analyze` takes its traces from.
+enum class AnalyzeSource {
+  kPaths,    // FILE...|DIR
+  kTraceId,  // --trace-id ID: one trace, fetched from every host that has it
+  kJob,      // --since D --job J: a job's stored traces, fetched
+  kDiff,     // --diff A B
 };
 
 struct AnalyzeCommandOptions {
@@ -33,13 +64,53 @@ struct AnalyzeCommandOptions {
   // not with the number of files.
   size_t jobs = 1;
   analysis::AnalyzeOptions thresholds;
+
+  AnalyzeSource source = AnalyzeSource::kPaths;
+  // kTraceId and kJob: the daemons, as the host flags name them.
+  std::vector<HostSpec> hosts;
+  size_t parallel = 64;
+  absl::Duration host_timeout = absl::Seconds(10);
+  std::string trace_id;
+  // kJob: traces of `job_id` created in the last `since`, of `trigger` when
+  // set, at most `max_traces` of them (the newest).
+  std::string job_id;
+  absl::Duration since;
+  v1::TriggerKind trigger = v1::TRIGGER_KIND_UNSPECIFIED;
+  size_t max_traces = 20;
+  // Where fetched traces are kept; empty: a temporary directory, removed
+  // after.
+  std::string keep_dir;
+  // kDiff: the two sides, each a file, a directory or "trace:ID"; the
+  // kernels listed.
+  std::vector<std::string> diff;
+  size_t top = 10;
+
+  bool Fetches() const {
+    return source == AnalyzeSource::kTraceId || source == AnalyzeSource::kJob ||
+           (source == AnalyzeSource::kDiff &&
+            (diff[0].rfind("trace:", 0) == 0 || diff[1].rfind("trace:", 0) == 0));
+  }
 };
 
+// The reports of some trace files, and the files that could not be read.
+struct AnalyzedFiles {
+  std::vector<analysis::TraceReport> reports;
+  std::vector<analysis::TraceError> errors;
+};
+
+// Reads and analyses `files`, options.jobs at a time; every error is also
+// printed to env.err.
+AnalyzedFiles AnalyzeFiles(const std::vector<std::string>& files,
+                           const AnalyzeCommandOptions& options, const CliEnv& env);
+
 void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& flags);
-// INVALID_ARGUMENT naming the flag for a value out of range, or an --html
-// path that cannot be a file: a directory, or in a directory that does not
-// exist.
-absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& flags);
+// INVALID_ARGUMENT naming the flag for a value out of range, an --html
+// path that cannot be a file (a directory, or in a directory that does not
+// exist), or flags that do not go together: more than one input (FILE...,
+// --trace-id, --since/--job, --diff) or none, --since without --job, host
+// flags without a fetching input. `env_host` is $GPUCTL_HOST.
+absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& flags,
+                                                           absl::string_view env_host = "");
 
 // The trace files `paths` name: a file as is; a directory (a downloaded or
 // stored trace, docs/trace-format.md) as its top-level *.json and *.json.gz
@@ -55,7 +126,23 @@ absl::StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std:
 // printed, the others are analysed) or the --html page could not be
 // written whole; 2 the --html file cannot be created (checked before any
 // trace is read); 3 a path does not exist or a directory holds no trace.
+// --trace-id and --since/--job (analyze_remote.cc) fetch first and then
+// do the same; --diff compares two inputs (docs/analyze.md). A host that
+// fails is named with its error; the exit code is then the worst of
+// kExitPartialFailure (some host failed, others delivered),
+// kExitNothingMatched (no host has the trace, or no trace matched) and
+// kExitDaemonError (no host could be asked).
 int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env);
+
+// The report on `paths` (files and directories) as RunAnalyze gives it for
+// FILE...|DIR, with the same exit codes.
+int AnalyzePaths(const std::vector<std::string>& paths, const AnalyzeCommandOptions& options,
+                 const CliEnv& env);
+
+// The fetching inputs (analyze_remote.cc).
+int RunAnalyzeTraceId(const AnalyzeCommandOptions& options, const CliEnv& env);
+int RunAnalyzeJob(const AnalyzeCommandOptions& options, const CliEnv& env);
+int RunAnalyzeDiff(const AnalyzeCommandOptions& options, const CliEnv& env);
 
 }  // namespace gpuctl::cli
 

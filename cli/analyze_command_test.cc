@@ -9,6 +9,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -173,6 +175,25 @@ TEST(AnalyzeBinaryTest, UsageErrors) {
   Ran missing = RunGpuctl("analyze /nonexistent/trace.json.gz");
   EXPECT_EQ(missing.rc, 3);
   EXPECT_THAT(missing.out, HasSubstr("/nonexistent/trace.json.gz: no such file"));
+}
+
+TEST(AnalyzeBinaryTest, FetchFlagsThatDoNotGoTogetherAreUsageErrors) {
+  const std::string id = "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"analyze " + kRank0 + " --trace-id " + id, "two inputs"},
+      {"analyze --since 1h", "--since needs --job"},
+      {"analyze --job 42", "--job needs --since"},
+      {"analyze --since 5 --job 42", "--since"},
+      {"analyze --trace-id " + id + " --since 1h --job 4", "two inputs"},
+      {"analyze --trace-id nope", "--trace-id"},
+      {"analyze " + kRank0 + " --host 10.0.0.1", "--host applies to traces fetched"},
+      {"analyze " + kRank0 + " --keep /tmp/x", "--keep applies"},
+  };
+  for (const auto& [args, message] : cases) {
+    Ran run = RunGpuctl(args);
+    EXPECT_EQ(run.rc, 2) << args << "\n" << run.out;
+    EXPECT_THAT(run.out, HasSubstr(message)) << args;
+  }
 }
 
 }  // namespace

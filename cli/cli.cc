@@ -96,6 +96,9 @@ struct Parser {
   CLI::App app{"gpuctl: trigger and collect GPU traces from gpuctld", "gpuctl"};
   Flags flags;
   std::function<int()> run;
+  // `analyze` fetches from gpuctld (--trace-id, --since) rather than
+  // reading local files only.
+  bool analyze_fetches = false;
 };
 
 void DefineCommands(Parser& p, const CliEnv& env) {
@@ -218,8 +221,11 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   CLI::App* analyze = p.app.add_subcommand(
       "analyze", "Diagnose trace files or trace directories: where the GPU time goes");
   AddAnalyzeFlags(analyze, f.analyze);
+  AddSecurityFlags(analyze, f.security);
   analyze->callback([&p, &env] {
-    AnalyzeCommandOptions options = OrUsageError(ValidateAnalyzeFlags(p.flags.analyze));
+    AnalyzeCommandOptions options =
+        OrUsageError(ValidateAnalyzeFlags(p.flags.analyze, env.env_host));
+    p.analyze_fetches = options.Fetches();
     p.run = [options, &env] { return RunAnalyze(options, env); };
   });
 
@@ -292,7 +298,8 @@ int RunCli(const std::vector<std::string>& args, const CliEnv& given_env) {
   }
   if (!parser.run) return kExitUsage;
   // Neither talks to gpuctld.
-  if (parser.app.got_subcommand("help") || parser.app.got_subcommand("analyze")) {
+  if (parser.app.got_subcommand("help") ||
+      (parser.app.got_subcommand("analyze") && !parser.analyze_fetches)) {
     return parser.run();
   }
   absl::StatusOr<ChannelSecurity> security =

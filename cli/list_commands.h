@@ -6,8 +6,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "cli/command_env.h"
 #include "gpuctl/v1/manifest.pb.h"
+#include "gpuctl/v1/service.grpc.pb.h"
 
 namespace gpuctl::cli {
 
@@ -23,7 +25,20 @@ struct TracesQuery {
   // `bucket_days` days (0: the daemon's default), not its own store's.
   bool bucket = false;
   uint32_t bucket_days = 0;
+  // Only traces created at or after this (the listing is newest first, so
+  // paging stops at the first older one).
+  absl::Time created_after = absl::InfinitePast();
 };
+
+// The listing `gpuctl traces` prints, from the daemon at `target`: newest
+// first, following page tokens until the end, `limit` traces or the first
+// trace older than `created_after`. Daemon errors come back marked by
+// FromRpcStatus; DATA_LOSS (not an RPC error) when the daemon repeats a page
+// token.
+absl::StatusOr<std::vector<v1::TraceManifest>> ListStoredTraces(v1::Gpuctl::StubInterface& stub,
+                                                                const std::string& target,
+                                                                const TracesQuery& query,
+                                                                absl::Duration rpc_timeout);
 
 // `gpuctl traces`: stored traces, newest first, following page tokens until
 // the end or `limit` traces; only those of `trigger` when it is set (the

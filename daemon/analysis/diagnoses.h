@@ -176,6 +176,9 @@ struct OpTotals {
 // largest first (ties by name), at most kTopOps of each.
 struct TopOps {
   std::vector<OpTotals> kernels, copies;
+  // Every kernel name, in the same order (kernels is its head): what a
+  // comparison of two traces needs to tell a new kernel from a demoted one.
+  std::vector<OpTotals> all_kernels;
 };
 
 TopOps ComputeTopOps(const TraceModel& model);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -8,15 +9,16 @@
 namespace gpuctl::analysis {
 namespace {
 
-// `by_name` by total time, largest first (ties by name), at most kTopOps.
-std::vector<OpTotals> TopByTotal(const absl::flat_hash_map<uint32_t, OpTotals>& by_name) {
+// `by_name` by total time, largest first (ties by name), at most `limit`.
+std::vector<OpTotals> TopByTotal(const absl::flat_hash_map<uint32_t, OpTotals>& by_name,
+                                 size_t limit = kTopOps) {
   std::vector<OpTotals> out;
   out.reserve(by_name.size());
   for (const auto& [name, totals] : by_name) out.push_back(totals);
   std::sort(out.begin(), out.end(), [](const OpTotals& a, const OpTotals& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
-  if (out.size() > kTopOps) out.resize(kTopOps);
+  if (out.size() > limit) out.resize(limit);
   return out;
 }
 
@@ -37,7 +39,10 @@ TopOps ComputeTopOps(const TraceModel& model) {
     t.bytes += op.bytes;
   }
   TopOps out;
-  out.kernels = TopByTotal(kernels);
+  out.all_kernels = TopByTotal(kernels, kernels.size());
+  out.kernels.assign(out.all_kernels.begin(),
+                     out.all_kernels.begin() +
+                         static_cast<std::ptrdiff_t>(std::min(kTopOps, out.all_kernels.size())));
   out.copies = TopByTotal(copies);
   return out;
 }
