@@ -96,8 +96,9 @@ void HostContextService::FinishOnLoop(uint64_t key, Done done) {
                    samples = recording.samples, switches = recording.switches,
                    done = std::move(done)]() mutable {
     Symbolizer symbolizer(proc_root);
-    auto events =
-        std::make_shared<const WindowEvents>(std::move(capture), &symbolizer, samples, switches);
+    absl::flat_hash_map<pid_t, pid_t> own_tids = NamespaceThreadIds(proc_root, capture);
+    auto events = std::make_shared<const WindowEvents>(std::move(capture), &symbolizer, samples,
+                                                       switches, std::move(own_tids));
     v1::HostContextResult summary = events->Summary();
     std::move(done)(std::move(summary), std::move(events));
   });

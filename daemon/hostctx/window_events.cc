@@ -1,11 +1,16 @@
 #include "daemon/hostctx/window_events.h"
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "daemon/hostctx/host_trace_json.h"
 
 namespace gpuctl::hostctx {
@@ -25,8 +30,8 @@ class WindowEvents::Frames final : public FrameSymbolizer {
 };
 
 WindowEvents::WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, bool samples,
-                           bool switches)
-    : capture_(std::move(capture)) {
+                           bool switches, absl::flat_hash_map<pid_t, pid_t> own_tids)
+    : capture_(std::move(capture)), own_tids_(std::move(own_tids)) {
   if (!samples) capture_.samples.clear();
   for (CpuSample& sample : capture_.samples) {
     // A stack copy (DWARF unwinding) becomes its chain now, while the
@@ -68,6 +73,17 @@ WindowEvents::Written WindowEvents::Write(int64_t base_time_ns, int64_t window_s
     interval.end_ns = std::min(interval.end_ns, end);
     if (interval.end_ns > interval.start_ns) intervals.push_back(interval);
   }
+  if (!own_tids_.empty()) {
+    auto own = [this](uint32_t tid) -> uint32_t {
+      auto it = own_tids_.find(static_cast<pid_t>(tid));
+      return it == own_tids_.end() ? tid : static_cast<uint32_t>(it->second);
+    };
+    for (SampledThread& thread : view.threads) {
+      thread.tid = static_cast<pid_t>(own(static_cast<uint32_t>(thread.tid)));
+    }
+    for (CpuSample& sample : view.samples) sample.tid = own(sample.tid);
+    for (OffCpuInterval& interval : intervals) interval.tid = own(interval.tid);
+  }
   Frames frames(&frames_);
   WriteHostContextEvents(view, intervals, &frames, static_cast<uint64_t>(base_time_ns), sink);
   return {.samples = view.samples.size(), .off_cpu_intervals = intervals.size()};
@@ -95,6 +111,30 @@ v1::HostContextResult WindowEvents::Summary() const {
                                     capture_.errors.front().status.message()));
   }
   return summary;
+}
+
+absl::flat_hash_map<pid_t, pid_t> NamespaceThreadIds(const std::string& proc_root,
+                                                     const HostCapture& capture) {
+  absl::flat_hash_map<pid_t, pid_t> out;
+  const absl::flat_hash_set<pid_t> roots(capture.roots.begin(), capture.roots.end());
+  for (const SampledThread& thread : capture.threads) {
+    if (!roots.contains(thread.pid)) continue;
+    std::ifstream status(absl::StrCat(proc_root, "/", thread.pid, "/task/", thread.tid, "/status"));
+    std::string line;
+    while (std::getline(status, line)) {
+      absl::string_view rest = line;
+      if (!absl::ConsumePrefix(&rest, "NSpid:")) continue;
+      const std::vector<absl::string_view> fields =
+          absl::StrSplit(rest, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+      pid_t own = 0;
+      if (!fields.empty() && absl::SimpleAtoi(fields.back(), &own) && own > 0 &&
+          own != thread.tid) {
+        out[thread.tid] = own;
+      }
+      break;
+    }
+  }
+  return out;
 }
 
 }  // namespace gpuctl::hostctx

@@ -1,7 +1,10 @@
 #ifndef GPUCTL_DAEMON_HOSTCTX_WINDOW_EVENTS_H_
 #define GPUCTL_DAEMON_HOSTCTX_WINDOW_EVENTS_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -24,7 +27,14 @@ class WindowEvents {
   // a sample with a stack copy unwound first (BestCallChain),
   // and computes the off-CPU intervals. `samples` / `switches` choose what
   // is written (activities cpu / sched).
-  WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, bool samples, bool switches);
+  //
+  // `own_tids` maps a traced process's thread ids as the daemon sees them
+  // to the ids in the process's own pid namespace (NamespaceThreadIds),
+  // which its trace records use: its rows are written with those, so a
+  // thread's samples share its row with its gpuctl ranges. Threads of
+  // descendants keep the daemon's ids, as their pids do.
+  WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, bool samples, bool switches,
+               absl::flat_hash_map<pid_t, pid_t> own_tids = {});
 
   struct Written {
     uint64_t samples = 0;
@@ -46,6 +56,7 @@ class WindowEvents {
   class Frames;
 
   HostCapture capture_;
+  absl::flat_hash_map<pid_t, pid_t> own_tids_;
   std::vector<OffCpuInterval> off_cpu_;
   // Samples had stack copies; how many got a deeper chain from them.
   bool dwarf_ = false;
@@ -62,6 +73,13 @@ class WindowEvents {
   };
   absl::flat_hash_map<FrameKey, Frame> frames_;
 };
+
+// The thread ids of the capture's roots (the traced processes) in their
+// own pid namespaces, from the last NSpid of <proc_root>/<pid>/task/<tid>/
+// status, for the threads whose ids differ there; read while the
+// processes run (a thread gone keeps the daemon's id).
+absl::flat_hash_map<pid_t, pid_t> NamespaceThreadIds(const std::string& proc_root,
+                                                     const HostCapture& capture);
 
 }  // namespace gpuctl::hostctx
 

@@ -1,8 +1,14 @@
 #include "daemon/hostctx/window_events.h"
 
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/hostctx/testing/samples.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -110,6 +116,38 @@ TEST(WindowEventsTest, CpuOrSchedAlone) {
   Events(switches_only, 0, 1'000'000'000, 3'000'000'000, &written);
   EXPECT_EQ(written.samples, 0u);
   EXPECT_GT(written.off_cpu_intervals, 0u);
+}
+
+TEST(WindowEventsTest, ATracedProcessesThreadsTakeTheIdsOfItsOwnNamespace) {
+  CountingFrames frames;
+  WindowEvents events(Capture(), &frames, true, true, {{10, 1}, {11, 2}});
+  WindowEvents::Written written;
+  const auto out = Events(events, 0, 1'000'000'000, 3'000'000'000, &written);
+  std::vector<std::pair<int, int>> rows;
+  for (const auto& e : out) {
+    if (e.value("name", "") == "thread_name") rows.emplace_back(e["pid"], e["tid"]);
+    if (e.value("cat", "") == "cpu_sample" && e["pid"] == 10) EXPECT_EQ(e["tid"], 1);
+    if (e.value("cat", "") == "off_cpu") EXPECT_EQ(e["tid"], 2);
+  }
+  // The helper's threads keep the daemon's ids, as its pid does.
+  EXPECT_EQ(rows, (std::vector<std::pair<int, int>>{{10, 1}, {10, 2}, {20, 20}}));
+}
+
+TEST(WindowEventsTest, NamespaceThreadIdsReadsTheRootsThreadsLastNsPid) {
+  char dir_template[] = "/tmp/gpuctl-nstid-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string root = dir_template;
+  auto status = [&](int pid, int tid, const std::string& nspid) {
+    const std::string dir = absl::StrCat(root, "/", pid, "/task/", tid);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/status") << "Name:\tx\nNSpid:\t" << nspid << "\nNStgid:\t1\n";
+  };
+  status(10, 10, "10\t1");
+  status(10, 11, "11");     // the same id: left out
+  status(20, 20, "20\t5");  // a descendant: left out
+  const absl::flat_hash_map<pid_t, pid_t> ids = NamespaceThreadIds(root, Capture());
+  std::filesystem::remove_all(root);
+  EXPECT_EQ(ids, (absl::flat_hash_map<pid_t, pid_t>{{10, 1}}));
 }
 
 TEST(WindowEventsTest, SummaryCountsTheCapture) {
