@@ -128,6 +128,29 @@ absl::Status ValidateJobFlags(const AnalyzeFlags& f, AnalyzeCommandOptions& out)
   return absl::OkStatus();
 }
 
+// --diff A B: each side a path or trace:ID; --top.
+absl::Status ValidateDiffFlags(const AnalyzeFlags& f, AnalyzeCommandOptions& out) {
+  if (f.diff.size() != 2) {
+    return absl::InvalidArgumentError("--diff: expected two inputs, before and after");
+  }
+  for (const std::string& side : f.diff) {
+    if (side.empty()) return absl::InvalidArgumentError("--diff: an input is empty");
+    if (side.rfind("trace:", 0) == 0 && !IsValidTraceId(side.substr(6))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--diff: \"", side.substr(0, 70),
+                       "\" is not trace:ID with a lowercase UUIDv7 ID like "
+                       "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b"));
+    }
+  }
+  out.diff = f.diff;
+  if (AnalyzeFlagGiven(f.top_option)) {
+    absl::StatusOr<uint64_t> n = ParseFlagNumber("--top", f.top, "a number of kernels", 1, 1000);
+    if (!n.ok()) return n.status();
+    out.top = static_cast<size_t>(*n);
+  }
+  return absl::OkStatus();
+}
+
 // Exactly one input: FILE..., --trace-id, --since/--job or --diff; the
 // flags of one input only with it.
 absl::Status ValidateSource(const AnalyzeFlags& f, absl::string_view env_host,
@@ -169,6 +192,11 @@ absl::Status ValidateSource(const AnalyzeFlags& f, absl::string_view env_host,
   if (out.source == AnalyzeSource::kJob) {
     if (absl::Status s = ValidateJobFlags(f, out); !s.ok()) return s;
   }
+  if (out.source == AnalyzeSource::kDiff) {
+    if (absl::Status s = ValidateDiffFlags(f, out); !s.ok()) return s;
+  } else if (AnalyzeFlagGiven(f.top_option)) {
+    return absl::InvalidArgumentError("--top goes with --diff");
+  }
   if (!f.html.empty() && out.source != AnalyzeSource::kPaths &&
       out.source != AnalyzeSource::kTraceId) {
     return absl::InvalidArgumentError(
@@ -206,6 +234,13 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
   f.keep_option = cmd->add_option(
       "--keep", f.keep,
       "Keep the fetched traces in this directory (default: a temporary one, removed after)");
+  f.diff_option = cmd->add_option("--diff", f.diff,
+                                  "Compare two inputs, before and after: each a trace file, a "
+                                  "trace directory or trace:ID (fetched, --host)")
+                      ->expected(2)
+                      ->allow_extra_args(false);
+  f.top_option =
+      cmd->add_option("--top", f.top, "With --diff: kernels listed per change kind (default 10)");
   f.host_options = {
       cmd->add_option("--host", f.hosts.hosts,
                       "gpuctld address HOST[:PORT], repeatable (default $GPUCTL_HOST, else "
@@ -365,6 +400,7 @@ int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env) {
     case AnalyzeSource::kJob:
       return RunAnalyzeJob(options, env);
     case AnalyzeSource::kDiff:
+      return RunAnalyzeDiff(options, env);
     case AnalyzeSource::kPaths:
       break;
   }

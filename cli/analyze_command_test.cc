@@ -177,7 +177,7 @@ TEST(AnalyzeBinaryTest, UsageErrors) {
   EXPECT_THAT(missing.out, HasSubstr("/nonexistent/trace.json.gz: no such file"));
 }
 
-TEST(AnalyzeBinaryTest, FetchFlagsThatDoNotGoTogetherAreUsageErrors) {
+TEST(AnalyzeBinaryTest, FetchAndDiffFlagsThatDoNotGoTogetherAreUsageErrors) {
   const std::string id = "0190c3a2-7b1e-7c4d-9a2b-3c4d5e6f7a8b";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"analyze " + kRank0 + " --trace-id " + id, "two inputs"},
@@ -188,12 +188,77 @@ TEST(AnalyzeBinaryTest, FetchFlagsThatDoNotGoTogetherAreUsageErrors) {
       {"analyze --trace-id nope", "--trace-id"},
       {"analyze " + kRank0 + " --host 10.0.0.1", "--host applies to traces fetched"},
       {"analyze " + kRank0 + " --keep /tmp/x", "--keep applies"},
+      {"analyze --diff " + kRank0, "--diff"},
+      {"analyze --diff " + kRank0 + " trace:nope", "trace:ID"},
+      {"analyze --top 3 " + kRank0, "--top goes with --diff"},
+      {"analyze --diff " + kRank0 + " " + kRank1 + " --html /tmp/x.html", "--html goes with"},
   };
   for (const auto& [args, message] : cases) {
     Ran run = RunGpuctl(args);
     EXPECT_EQ(run.rc, 2) << args << "\n" << run.out;
     EXPECT_THAT(run.out, HasSubstr(message)) << args;
   }
+}
+
+// The diff of the fixture's two ranks against each rank's own report.
+TEST(AnalyzeBinaryTest, DiffOfTwoFilesComparesTheirReports) {
+  Ran before = RunGpuctl("analyze --json " + kRank0);
+  Ran after = RunGpuctl("analyze --json " + kRank1);
+  ASSERT_EQ(before.rc, 0) << before.out;
+  ASSERT_EQ(after.rc, 0) << after.out;
+  const nlohmann::json b = nlohmann::json::parse(before.out)["traces"][0];
+  const nlohmann::json a = nlohmann::json::parse(after.out)["traces"][0];
+
+  Ran diff = RunGpuctl("analyze --json --diff " + kRank0 + " " + kRank1);
+  ASSERT_EQ(diff.rc, 0) << diff.out;
+  const nlohmann::json d = nlohmann::json::parse(diff.out);
+  EXPECT_EQ(d["schema"], "gpuctl.analyze.diff/1");
+  EXPECT_EQ(d["before"]["input"], kRank0);
+  EXPECT_EQ(d["before"]["summary"]["gpu_span_ns"], b["gpu"]["span_ns"]);
+  EXPECT_EQ(d["after"]["summary"]["idle_ns"], a["gpu"]["idle_ns"]);
+  EXPECT_EQ(d["before"]["summary"]["steps"]["p50_ns"], b["step_ns"]["p50"]);
+  EXPECT_EQ(d["after"]["summary"]["steps"]["p99_ns"], a["step_ns"]["p99"]);
+  if (b["step_ns"]["p50"].get<int64_t>() > 0 && a["step_ns"]["p50"].get<int64_t>() > 0) {
+    EXPECT_DOUBLE_EQ(d["step_p50_ratio"].get<double>(),
+                     a["step_ns"]["p50"].get<double>() / b["step_ns"]["p50"].get<double>());
+  }
+  // A kernel in both top lists: its change is after - before.
+  for (const nlohmann::json& kb : b["top"]["kernels"]) {
+    for (const nlohmann::json& ka : a["top"]["kernels"]) {
+      if (kb["name"] != ka["name"] || kb["total_ns"] == ka["total_ns"]) continue;
+      bool listed = false;
+      for (const nlohmann::json& c : d["kernels"]["changed"]) {
+        if (c["name"] != kb["name"]) continue;
+        listed = true;
+        EXPECT_EQ(c["ns_before"], kb["total_ns"]);
+        EXPECT_EQ(c["ns_after"], ka["total_ns"]);
+      }
+      EXPECT_TRUE(listed || d["kernels"]["changed_total"].get<size_t>() > 10) << kb["name"];
+    }
+  }
+
+  // A side against itself: nothing changed.
+  Ran same = RunGpuctl("analyze --json --diff " + kTraceDir + " " + kTraceDir);
+  ASSERT_EQ(same.rc, 0) << same.out;
+  const nlohmann::json s = nlohmann::json::parse(same.out);
+  EXPECT_EQ(s["kernels"]["changed_total"], 0);
+  EXPECT_EQ(s["kernels"]["appeared_total"], 0);
+  EXPECT_EQ(s["kernels"]["disappeared_total"], 0);
+  EXPECT_TRUE(s["findings_only_before"].empty());
+  EXPECT_TRUE(s["findings_only_after"].empty());
+  EXPECT_EQ(s["busy_pct_shift"], 0.0);
+
+  Ran text = RunGpuctl("analyze --diff " + kRank0 + " " + kRank1);
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("Step time"));
+  for (size_t start = 0; start < text.out.size();) {
+    const size_t end = text.out.find('\n', start);
+    const size_t len = (end == std::string::npos ? text.out.size() : end) - start;
+    EXPECT_LE(len, 100u) << text.out.substr(start, len);
+    start = end == std::string::npos ? text.out.size() : end + 1;
+  }
+  Ran missing = RunGpuctl("analyze --diff /nonexistent " + kRank1);
+  EXPECT_EQ(missing.rc, 3) << missing.out;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// `gpuctl analyze --trace-id` and `--since --job`: traces fetched from the
-// daemons as `gpuctl get` fetches them, then analysed as local directories.
+// `gpuctl analyze --trace-id`, `--since --job` and `--diff`: traces fetched
+// from the daemons as `gpuctl get` fetches them (trace:ID for --diff), then
+// analysed as local directories.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include "cli/exit_codes.h"
 #include "cli/format.h"
 #include "cli/list_commands.h"
+#include "daemon/analysis/diff.h"
 #include "daemon/analysis/trace_set.h"
 #include "nlohmann/json.hpp"
 
@@ -240,6 +242,78 @@ int RunAnalyzeJob(const AnalyzeCommandOptions& options, const CliEnv& env) {
     PrintJobText(traces, set, env);
   }
   return incomplete ? kExitPartialFailure : kExitOk;
+}
+
+namespace {
+
+// One side of --diff: its trace files, fetched first for trace:ID; empty
+// with the error printed and `code` set otherwise.
+std::vector<std::string> DiffSideFiles(const std::string& side, const std::string& name,
+                                       const AnalyzeCommandOptions& options, const CliEnv& env,
+                                       std::optional<FetchContext>& ctx, int& code) {
+  std::vector<std::string> paths = {side};
+  if (side.rfind("trace:", 0) == 0) {
+    const std::string id = side.substr(6);
+    if (!ctx.has_value()) {
+      ctx.emplace();
+      if (int prepared = PrepareFetch(options, env, *ctx); prepared != kExitOk) {
+        code = prepared;
+        ctx.reset();
+        return {};
+      }
+    }
+    FetchSettings settings = ctx->settings;
+    settings.root = absl::StrCat(settings.root, "/", name);
+    CancelGroup cancel(env.interrupts);
+    const FetchOutcome outcome =
+        Summarize(id, FetchTrace(id, settings.hosts, settings, ctx->env, cancel), env);
+    if (cancel.cancelled()) {
+      code = kExitInterrupted;
+      return {};
+    }
+    if (outcome.directories.empty()) {
+      code = NothingDeliveredCode(outcome);
+      return {};
+    }
+    if (outcome.failed > 0) code = kExitPartialFailure;
+    paths = outcome.directories;
+  }
+  absl::StatusOr<std::vector<std::string>> files = ExpandTracePaths(paths);
+  if (!files.ok()) {
+    *env.err << "gpuctl analyze: --diff " << name << ": " << files.status().message() << "\n";
+    code = kExitNothingMatched;
+    return {};
+  }
+  return *std::move(files);
+}
+
+}  // namespace
+
+int RunAnalyzeDiff(const AnalyzeCommandOptions& options, const CliEnv& env) {
+  std::optional<FetchContext> ctx;
+  int code = kExitOk;
+  std::vector<analysis::TraceReport> sides[2];
+  bool read_errors = false;
+  const char* names[2] = {"before", "after"};
+  for (int i = 0; i < 2; ++i) {
+    int side_code = kExitOk;
+    const std::vector<std::string> files =
+        DiffSideFiles(options.diff[i], names[i], options, env, ctx, side_code);
+    if (files.empty()) return side_code;
+    code = std::max(code, side_code);
+    AnalyzedFiles analyzed = AnalyzeFiles(files, options, env);
+    read_errors |= !analyzed.errors.empty();
+    if (analyzed.reports.empty()) {
+      *env.err << "gpuctl analyze: --diff " << names[i] << ": no trace file could be read\n";
+      return kExitPartialFailure;
+    }
+    sides[i] = std::move(analyzed.reports);
+  }
+  const analysis::TraceSetDiff diff = analysis::DiffTraceSets(sides[0], sides[1], options.top);
+  *env.out << (options.json
+                   ? analysis::RenderDiffJson(diff, options.diff[0], options.diff[1])
+                   : analysis::RenderDiffText(diff, options.diff[0], options.diff[1], 100));
+  return read_errors ? std::max(code, kExitPartialFailure) : code;
 }
 
 }  // namespace gpuctl::cli

@@ -138,6 +138,39 @@ def test_since_job_fetches_each_trace_and_aggregates(cli, start_workload, workdi
     assert "no traces of job nosuchjob in the last 1h" in none.stderr
 
 
+def test_diff_of_two_fetched_traces(cli, start_workload, build_dir):
+    worker = start_workload(job=5, rank=0, world_size=1)
+    cli.wait_attached([worker.pid])
+    first = take_trace(cli, 5)
+    second = take_trace(cli, 5)
+
+    result = cli.run("analyze", "--json", "--diff", f"trace:{first.trace_id}",
+                     f"trace:{second.trace_id}")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "gpuctl.analyze.diff/1"
+    assert doc["before"]["input"] == f"trace:{first.trace_id}"
+    # Each side is its trace's own analysis.
+    for side, trace in (("before", first), ("after", second)):
+        local = analyze_local(build_dir, str(trace.path), "--json")
+        assert local.returncode == 0, local.stderr
+        reports = json.loads(local.stdout)["traces"]
+        summary = doc[side]["summary"]
+        assert summary["processes"] == len(reports) == 1
+        assert summary["gpu_span_ns"] == sum(r["gpu"]["span_ns"] for r in reports)
+
+    # One side fetched, the other a local directory: the same trace, no change.
+    same = cli.run("analyze", "--json", "--diff", f"trace:{first.trace_id}", str(first.path))
+    assert same.returncode == 0, same.stderr
+    same_doc = json.loads(same.stdout)
+    assert same_doc["kernels"]["changed_total"] == 0
+    assert same_doc["kernels"]["appeared_total"] == 0
+    assert same_doc["step_p50_ratio"] in (0, 1.0)
+
+    missing = cli.run("analyze", "--diff", f"trace:{MISSING_ID}", str(first.path))
+    assert missing.returncode == 3, missing.stderr
+
+
 def test_conflicting_or_bad_fetch_flags_are_usage_errors(cli, workdir):
     cases = [
         (["analyze", str(workdir), "--trace-id", MISSING_ID], "two inputs"),
