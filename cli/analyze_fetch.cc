@@ -61,11 +61,17 @@ std::vector<HostFetch> FetchTrace(const std::string& trace_id, const std::vector
     options.output_root = absl::StrCat(settings.root, "/", HostLabel(fetch.target));
     options.timeout = env.download_timeout;
     options.cancel = &cancel;
+    // What a failed download leaves is removed, but never a directory that
+    // was there before (a --keep directory of an earlier run).
+    const fs::path trace_dir = fs::path(options.output_root) / trace_id;
+    std::error_code ec;
+    const bool host_dir_existed = fs::exists(options.output_root, ec);
+    const bool trace_dir_existed = fs::exists(trace_dir, ec);
     absl::StatusOr<DownloadResult> result = DownloadTrace(**stub, options);
     if (!result.ok()) {
       fetch.status = result.status();
-      std::error_code ec;
-      fs::remove_all(options.output_root, ec);
+      if (!trace_dir_existed) fs::remove_all(trace_dir, ec);
+      if (!host_dir_existed) fs::remove(options.output_root, ec);  // only when empty
       return;
     }
     fetch.directory = result->directory;

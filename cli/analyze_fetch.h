@@ -36,8 +36,9 @@ struct HostFetch {
 
 // Downloads every file of `trace_id` from each of `hosts` (a subset of
 // settings.hosts' targets, or all of them when empty) with DownloadTrace, as
-// `gpuctl get` does. A host whose download fails leaves no directory. One
-// entry per host, in order.
+// `gpuctl get` does. A host whose download fails leaves no directory the
+// download created (one that existed before stays). One entry per host, in
+// order.
 std::vector<HostFetch> FetchTrace(const std::string& trace_id, const std::vector<HostEntry>& hosts,
                                   const FetchSettings& settings, const CliEnv& env,
                                   CancelGroup& cancel);
