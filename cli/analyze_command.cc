@@ -380,11 +380,20 @@ AnalyzedFiles AnalyzeFiles(const std::vector<std::string>& files,
     }
     results[i] = analysis::AnalyzeModel(*model, options.thresholds);
   });
+  const std::string root =
+      options.display_root.empty() ? "" : absl::StrCat(options.display_root, "/");
+  auto shown = [&root](const std::string& path) {
+    return !root.empty() && absl::StartsWith(path, root) ? path.substr(root.size()) : path;
+  };
   AnalyzedFiles out;
   for (size_t i = 0; i < files.size(); ++i) {
     absl::StatusOr<analysis::TraceReport>& result = *results[i];
+    if (result.ok()) {
+      result->info.path = shown(result->info.path);
+      for (analysis::Finding& f : result->findings) f.trace = shown(f.trace);
+    }
     if (!result.ok()) {
-      out.errors.push_back({files[i], std::string(result.status().message())});
+      out.errors.push_back({shown(files[i]), std::string(result.status().message())});
       *env.err << "gpuctl analyze: " << result.status().message() << "\n";
       continue;
     }

@@ -84,6 +84,9 @@ struct AnalyzeCommandOptions {
   // kernels listed.
   std::vector<std::string> diff;
   size_t top = 10;
+  // Fetched into a temporary directory: the reports name files relative to
+  // it (they are gone when the command returns); empty: as read.
+  std::string display_root;
 
   bool Fetches() const {
     return source == AnalyzeSource::kTraceId || source == AnalyzeSource::kJob ||

@@ -72,6 +72,15 @@ void PrintHostError(const HostFetch& f, const CliEnv& env) {
   }
 }
 
+// `options` naming the fetched files relative to the temporary directory
+// (not with --keep, whose paths stay valid).
+AnalyzeCommandOptions WithDisplayRoot(const AnalyzeCommandOptions& options,
+                                      const FetchContext& ctx) {
+  AnalyzeCommandOptions out = options;
+  if (options.keep_dir.empty() && ctx.dir.has_value()) out.display_root = ctx.dir->path();
+  return out;
+}
+
 // How the hosts' part of one trace went.
 struct FetchOutcome {
   std::vector<std::string> directories;  // of the hosts that delivered
@@ -120,7 +129,7 @@ int RunAnalyzeTraceId(const AnalyzeCommandOptions& options, const CliEnv& env) {
     return kExitInterrupted;
   }
   if (outcome.directories.empty()) return NothingDeliveredCode(outcome);
-  int code = AnalyzePaths(outcome.directories, options, env);
+  int code = AnalyzePaths(outcome.directories, WithDisplayRoot(options, ctx), env);
   if (outcome.failed > 0) code = std::max(code, kExitPartialFailure);
   if (!options.keep_dir.empty()) {
     *env.err << "trace " << options.trace_id << " kept in " << options.keep_dir << "\n";
@@ -137,10 +146,14 @@ struct JobTrace {
   AnalyzedFiles analyzed;
 };
 
+// "=== trace ID, created TIME ===" and "from HOST, HOST", or "from N
+// hosts" when the names would not fit 100 columns.
 std::string TraceHeading(const JobTrace& t, const CliEnv& env) {
+  std::string from = absl::StrCat("from ", Printable(absl::StrJoin(t.hosts, ", ")));
+  if (from.size() > 100) from = absl::StrCat("from ", t.hosts.size(), " hosts");
   return absl::StrCat("=== trace ", t.listed.trace_id, ", created ",
                       absl::FormatTime("%Y-%m-%d %H:%M:%S", t.listed.created, env.time_zone),
-                      ", from ", absl::StrJoin(t.hosts, ", "), " ===\n");
+                      " ===\n", from, "\n");
 }
 
 void PrintJobText(const std::vector<JobTrace>& traces, const analysis::SetSummary& set,
@@ -225,7 +238,7 @@ int RunAnalyzeJob(const AnalyzeCommandOptions& options, const CliEnv& env) {
     absl::StatusOr<std::vector<std::string>> files = ExpandTracePaths(outcome.directories);
     JobTrace t{std::move(listed), outcome.hosts, {}};
     if (files.ok()) {
-      t.analyzed = AnalyzeFiles(*files, options, env);
+      t.analyzed = AnalyzeFiles(*files, WithDisplayRoot(options, ctx), env);
     } else {
       *env.err << "gpuctl analyze: trace " << t.listed.trace_id << ": " << files.status().message()
                << "\n";
@@ -301,7 +314,8 @@ int RunAnalyzeDiff(const AnalyzeCommandOptions& options, const CliEnv& env) {
         DiffSideFiles(options.diff[i], names[i], options, env, ctx, side_code);
     if (files.empty()) return side_code;
     code = std::max(code, side_code);
-    AnalyzedFiles analyzed = AnalyzeFiles(files, options, env);
+    AnalyzedFiles analyzed =
+        AnalyzeFiles(files, ctx.has_value() ? WithDisplayRoot(options, *ctx) : options, env);
     read_errors |= !analyzed.errors.empty();
     if (analyzed.reports.empty()) {
       *env.err << "gpuctl analyze: --diff " << names[i] << ": no trace file could be read\n";

@@ -132,6 +132,7 @@ def test_since_job_fetches_each_trace_and_aggregates(cli, start_workload, workdi
     assert f"trace {second.trace_id}" in bounded.stdout
     assert first.trace_id not in bounded.stdout
     assert "=== aggregate ===" in bounded.stdout
+    assert all(len(line) <= 100 for line in bounded.stdout.splitlines()), bounded.stdout
 
     none = cli.run("analyze", "--since", "1h", "--job", "nosuchjob")
     assert none.returncode == 3, none.stderr
