@@ -217,7 +217,9 @@ TEST(ChromeTraceTest, ExtraEventsFollowTheRecordsOnTheFilesTimeBase) {
   b.AddRange(kPid, kStart + 1000, kStart + 2000, "forward", 0, 1);
   RecordReaderOptions options;
   options.expected_pid = kPid;
-  auto records = ReadRecords(b.Build(), options);
+  // The records point into the payload: it outlives them.
+  const std::vector<uint8_t> payload = b.Build();
+  auto records = ReadRecords(payload, options);
   ASSERT_TRUE(records.ok()) << records.status();
   ChromeTraceMeta meta;
   meta.trace_id = "018cc251-f47b-7c4d-9a2b-3c4d5e6f7a8b";
