@@ -27,31 +27,42 @@ std::string BaseName(const std::string& path) {
 
 bool SocketWatch::Arm() {
   if (fd_ >= 0) return true;
-  // From the socket up to the first directory that exists.
-  std::string name = BaseName(socket_path_);
-  std::string directory = Parent(socket_path_);
-  bool socket_directory = true;
-  for (int depth = 0; depth < 64 && !name.empty(); ++depth) {
-    if (access(directory.c_str(), F_OK) == 0) break;
-    if (directory == "/" || directory == ".") return false;
-    name = BaseName(directory);
-    directory = Parent(directory);
-    socket_directory = false;
-  }
-  if (name.empty()) return false;
   const int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) return false;
   constexpr uint32_t kMask = IN_CREATE | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF |
                              IN_ONLYDIR | IN_EXCL_UNLINK;
-  if (inotify_add_watch(fd, directory.c_str(), kMask) < 0) {
-    close(fd);
-    return false;
+  // A directory found can be removed before it is watched (systemd
+  // removing a RuntimeDirectory= and its parent): then look again, from
+  // the socket up.
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    // From the socket up to the first directory that exists.
+    std::string name = BaseName(socket_path_);
+    std::string directory = Parent(socket_path_);
+    bool socket_directory = true;
+    bool found = false;
+    for (int depth = 0; depth < 64 && !name.empty(); ++depth) {
+      if (access(directory.c_str(), F_OK) == 0) {
+        found = true;
+        break;
+      }
+      if (directory == "/" || directory == ".") break;
+      name = BaseName(directory);
+      directory = Parent(directory);
+      socket_directory = false;
+    }
+    if (!found || name.empty()) break;
+    if (inotify_add_watch(fd, directory.c_str(), kMask) < 0) {
+      if (errno == ENOENT || errno == ENOTDIR) continue;
+      break;
+    }
+    fd_ = fd;
+    watched_ = std::move(directory);
+    name_ = std::move(name);
+    watching_socket_directory_ = socket_directory;
+    return true;
   }
-  fd_ = fd;
-  watched_ = std::move(directory);
-  name_ = std::move(name);
-  watching_socket_directory_ = socket_directory;
-  return true;
+  close(fd);
+  return false;
 }
 
 void SocketWatch::Close() {
