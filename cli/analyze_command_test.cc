@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -157,7 +158,7 @@ TEST(AnalyzeBinaryTest, HtmlBesideJson) {
 TEST(AnalyzeBinaryTest, HtmlPathThatCannotBeWrittenIsAUsageError) {
   TempDir dir;
   for (const std::string& path : {dir.path() + "/no/such/dir/r.html", dir.path()}) {
-    Ran run = RunGpuctl("analyze --html " + path + " " + kTraceDir);
+    Ran run = RunGpuctl(absl::StrCat("analyze --html ", path, " ", kTraceDir));
     EXPECT_EQ(run.rc, 2) << run.out;
     EXPECT_THAT(run.out, HasSubstr("--html: "));
     EXPECT_THAT(run.out, ::testing::Not(HasSubstr("TRACE")));  // nothing was analysed

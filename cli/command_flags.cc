@@ -330,7 +330,7 @@ absl::StatusOr<ScheduleCommandOptions> ValidateScheduleFlags(const ScheduleFlags
   if (f.job.empty()) return absl::InvalidArgumentError("schedule: --preview needs --job ID");
   options.preview_job = f.job;
   absl::StatusOr<uint64_t> hours =
-      ParseFlagNumber("--hours", f.hours, "a number of hours", 1, 24 * 7);
+      ParseFlagNumber("--hours", f.hours, "a number of hours", 1, uint64_t{24} * 7);
   if (!hours.ok()) return hours.status();
   options.preview_duration = absl::Hours(static_cast<int64_t>(*hours));
   return options;

@@ -19,7 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::TraceBuilder;
-using ::testing::UnorderedElementsAre;
 
 constexpr int64_t kUs = 1000;
 
@@ -75,8 +74,8 @@ TEST(DiffTest, StepPercentilesPoolTheSidesProcessesAndRatiosCompareThem) {
   // totals follow the step counts (3 steps before, 2 after), gemm's most.
   ASSERT_EQ(d.changed.size(), 2u);
   EXPECT_EQ(d.changed[0].name, "gemm");
-  EXPECT_EQ(d.changed[0].ns_before, 6 * 100 * kUs);
-  EXPECT_EQ(d.changed[0].ns_after, 4 * 100 * kUs);
+  EXPECT_EQ(d.changed[0].ns_before, int64_t{6} * 100 * kUs);
+  EXPECT_EQ(d.changed[0].ns_after, int64_t{4} * 100 * kUs);
   EXPECT_EQ(d.changed[0].delta_ns(), -200 * kUs);
   EXPECT_EQ(d.changed[1].name, "attn");
   EXPECT_EQ(d.changed[1].count_before, 3u);
@@ -130,7 +129,7 @@ TEST(DiffTest, TopCutsEachListAndCountsWhatWasCut) {
   TraceBuilder b;
   b.Gpuctl({.window_start_ns = 0, .window_end_ns = 10'000 * kUs});
   for (int i = 0; i < 5; ++i) {
-    b.Kernel("k" + std::to_string(i), int64_t{i} * 1000 * kUs, (i + 1) * 10 * kUs, i + 1);
+    b.Kernel("k" + std::to_string(i), int64_t{i} * 1000 * kUs, int64_t{i + 1} * 10 * kUs, i + 1);
   }
   const TraceSetDiff d = DiffTraceSets(before, {Analyze(b.Json())}, 2);
   EXPECT_EQ(d.appeared_total, 5u);

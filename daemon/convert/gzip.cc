@@ -13,7 +13,7 @@ namespace {
 
 // windowBits 15 + 32: zlib detects the gzip wrapper on input.
 constexpr int kAutoWindowBits = 15 + 32;
-constexpr size_t kChunk = 64 * 1024;
+constexpr size_t kChunk = size_t{64} * 1024;
 constexpr size_t kMaxZlibInput = std::numeric_limits<uInt>::max();
 
 // zlib takes non-const input pointers but never writes through them.

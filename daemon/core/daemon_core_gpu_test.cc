@@ -14,11 +14,11 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-v1::TraceRequest Request(const std::string& job, std::vector<std::string> activities) {
+v1::TraceRequest Request(const std::string& job, const std::vector<std::string>& activities) {
   v1::TraceRequest req;
   req.mutable_selector()->set_job_id(job);
   req.mutable_duration()->set_seconds(1);
-  for (auto& a : activities) req.add_activities(a);
+  for (const std::string& a : activities) req.add_activities(a);
   return req;
 }
 

@@ -273,7 +273,7 @@ TEST(HostSamplerTest, StackCopiesPastTheBudgetAreDroppedAndCounted) {
   SamplerOptions options = TestOptions();
   options.dwarf_unwind = true;
   options.stack_bytes = 4096;
-  options.max_stack_copy_bytes = 3 * 4096;
+  options.max_stack_copy_bytes = size_t{3} * 4096;
   HostSampler sampler(options, &clock);
   START_OR_SKIP(sampler, {child.pid()});
   SampleFor(&sampler, std::chrono::milliseconds(300));
