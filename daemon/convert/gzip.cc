@@ -44,8 +44,7 @@ struct GzipEncoder::State {
   bool holding = false;
   uint32_t crc = 0;
   uint64_t input_bytes = 0;
-  z_stream walker{};
-  bool walker_ready = false;
+  z_stream walker{};  // initialised by Create, ended by the destructor
   std::string scratch;
 };
 
@@ -133,7 +132,6 @@ absl::StatusOr<std::unique_ptr<GzipEncoder>> GzipEncoder::Create(int level) {
     libdeflate_free_compressor(state->compressor);
     return absl::ResourceExhaustedError("zlib: inflateInit2 failed");
   }
-  state->walker_ready = true;
   state->scratch.resize(kChunk);
   state->pending.reserve(kMemberBytes);
   return std::unique_ptr<GzipEncoder>(new GzipEncoder(std::move(state)));
@@ -145,7 +143,7 @@ GzipEncoder::GzipEncoder(std::unique_ptr<State> state) : state_(std::move(state)
 
 GzipEncoder::~GzipEncoder() {
   libdeflate_free_compressor(state_->compressor);
-  if (state_->walker_ready) inflateEnd(&state_->walker);
+  inflateEnd(&state_->walker);
 }
 
 // Appends the held stream to the output; `more` says another stream
