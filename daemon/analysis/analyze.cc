@@ -23,6 +23,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
   r.sync = ComputeSyncStats(model, index, r.breakdown);
   r.top = ComputeTopOps(model);
   r.step_ns = WholeStepDurations(r.breakdown);
+  r.host = ComputeHostContext(model, r.breakdown, r.gaps);
   r.summary = Summarize(r.breakdown, r.top);
 
   std::vector<Finding> quality = DataQualityFindings(model, r.breakdown);
@@ -37,6 +38,10 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
       f.low_confidence = incomplete;
       r.findings.push_back(std::move(f));
     }
+  }
+  for (Finding& f : HostContextFindings(model, r.breakdown, r.gaps, r.host, options)) {
+    f.low_confidence = incomplete;
+    r.findings.push_back(std::move(f));
   }
   r.findings.insert(r.findings.begin(), quality.begin(), quality.end());
   return r;

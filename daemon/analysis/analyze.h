@@ -7,6 +7,7 @@
 
 #include "daemon/analysis/diagnoses.h"
 #include "daemon/analysis/finding.h"
+#include "daemon/analysis/host_context.h"
 #include "daemon/analysis/summary.h"
 #include "daemon/analysis/trace_model.h"
 
@@ -23,6 +24,7 @@ struct TraceReport {
   SyncStats sync;
   Percentiles step_ns;  // durations of the whole steps
   TopOps top;
+  HostContext host;  // what the threads did on the CPU (gpuctld's host context)
   // The numbers gpuctld stores in the manifest at ingest (summary.h).
   ProcessSummary summary;
   std::vector<Finding> findings;

@@ -102,8 +102,19 @@ struct NamedTime {
   uint64_t count = 0;
 };
 
+// A host-bound gap with GPU-idle time: the gap on its stream, and the
+// thread that launched the op after it.
+struct HostBoundGap {
+  int64_t start_ns = 0, end_ns = 0;
+  int32_t device = 0;
+  int64_t pid = 0, tid = 0;
+};
+
 struct IdleGaps {
   std::array<GapTotals, kGapClasses> classes;
+  // Every host-bound gap with GPU-idle time, in the order of the model's
+  // GPU ops (what the launching thread did then: host_context.h).
+  std::vector<HostBoundGap> host_bound;
   // Host-bound GPU-idle time by the host range that covered it most, largest
   // first (at most 5); "(no range)" when none did.
   std::vector<NamedTime> host_bound_ranges;

@@ -85,6 +85,7 @@ IdleGaps ClassifyIdleGaps(const TraceModel& model, const ModelIndex& index,
       totals.largest = {a, b};
     }
     if (cls == GapClass::kHostBound && gpu_idle > 0) {
+      out.host_bound.push_back(HostBoundGap{a, b, next.device, launch->pid, launch->tid});
       const HostRange* range =
           index.MostOverlapping(launch->pid, launch->tid, a, std::max(a, launch->start_ns));
       NamedTime& named = by_range[range == nullptr ? -1 : int64_t{range->name}];

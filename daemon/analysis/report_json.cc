@@ -4,6 +4,7 @@
 
 #include "daemon/analysis/event_names.h"
 #include "daemon/analysis/report.h"
+#include "daemon/analysis/report_host_context.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuctl::analysis {
@@ -179,6 +180,7 @@ Json Trace(const TraceReport& r) {
               {"step_ns", Pct(r.step_ns)},
               {"summary", Summary(r.summary)},
               {"idle_gaps", Gaps(r.gaps)},
+              {"host_context", HostContextJson(r.host)},
               {"launch", Launch(r.launch)},
               {"copies", Copies(r.copies)},
               {"sync", Json{{"calls", r.sync.calls},

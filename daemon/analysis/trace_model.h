@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/analysis/host_events.h"
+
 namespace gpuctl::analysis {
 
 // The normalised event model every diagnosis reads: one process's trace,
@@ -112,6 +114,8 @@ struct TraceModel {
   std::vector<SyncRecord> syncs;   // sorted by start
   std::vector<HostRange> ranges;   // sorted by (pid, tid, start)
   std::vector<Step> steps;         // sorted by start
+
+  HostEvents host;  // gpuctld's host context (cpu, sched activities)
 
   const std::string& Name(uint32_t index) const { return names[index]; }
 };

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/analysis/event_names.h"
+#include "daemon/analysis/host_events.h"
 #include "daemon/common/excerpt.h"
 #include "nlohmann/json.hpp"
 
@@ -289,6 +290,7 @@ class TraceSax {
   int64_t span_start_ = 0, span_end_ = 0;
   int64_t distributed_rank_ = -1, distributed_world_ = -1;
   absl::flat_hash_map<std::string, uint32_t> name_index_;
+  HostEventCollector host_;
 };
 
 bool TraceSax::key(std::string& k) {
@@ -302,6 +304,7 @@ bool TraceSax::key(std::string& k) {
     event_key_ = ClassifyEventKey(k);
   } else if (InArgs()) {
     arg_key_ = ClassifyArgKey(k);
+    host_.OnArgKey(k);
   } else if (depth_ == 2) {
     member_key_ = k;
   }
@@ -322,6 +325,7 @@ bool TraceSax::Start(bool object) {
     if (!object) return Fail("a traceEvents element is not an object");
     event_ = PendingEvent{};
     event_key_ = EventKey::kOther;
+    host_.BeginEvent();
   } else if (depth_ == 2 && top_ == TopKey::kDevices && object) {
     ++model_->info.device_count;
   }
@@ -348,6 +352,10 @@ bool TraceSax::OnScalar(const Scalar& v) {
     return true;
   }
   if (depth_ == 2 && in_events_) return Fail("a traceEvents element is not an object");
+  if (in_events_ && (depth_ == 4 || depth_ == 5) && event_key_ == EventKey::kArgs &&
+      v.type == Scalar::Type::kString) {
+    host_.OnArgString(*v.text, /*in_array=*/depth_ == 5);
+  }
   if (InEvent()) {
     OnEventScalar(v);
   } else if (InArgs()) {
@@ -394,7 +402,10 @@ void TraceSax::OnEventScalar(const Scalar& v) {
       if (v.type == Scalar::Type::kString && v.text->size() == 1) e.ph = (*v.text)[0];
       break;
     case EventKey::kCat:
-      if (v.type == Scalar::Type::kString) e.category = ClassifyCategory(*v.text);
+      if (v.type == Scalar::Type::kString) {
+        e.category = ClassifyCategory(*v.text);
+        host_.OnCategory(*v.text);
+      }
       break;
     case EventKey::kName:
       if (v.type == Scalar::Type::kString) e.name = *v.text;
@@ -505,6 +516,12 @@ void TraceSax::EndEvent() {
   PendingEvent& e = event_;
   TraceInfo& info = model_->info;
   ++info.events;
+  if (host_.EndEvent(
+          e.ph, e.name, e.has_ts && !e.bad_time, e.ts_ns, e.dur_ns, e.pid, e.tid,
+          [this](absl::string_view s) { return Intern(std::string(s)); }, &model_->host,
+          &info.skipped_events)) {
+    return;
+  }
   if (e.ph != 'X') return;  // metadata, instants, flows, counters
   if (!e.has_ts || e.bad_time || e.dur_ns < 0 || e.dur_ns > kMaxExtentNs) {
     ++info.skipped_events;
@@ -664,6 +681,7 @@ absl::StatusOr<TraceModel> ReadTrace(TraceInput input, const std::string& name) 
   }
   model.info.gzip = input.gzip();
   SortModel(model);
+  SortHostEvents(&model.host);
   return model;
 }
 

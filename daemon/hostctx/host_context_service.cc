@@ -72,6 +72,7 @@ void HostContextService::StartOnLoop(uint64_t key, pid_t pid, bool samples, bool
   } else {
     RecorderOptions recorder = options_.recorder;
     recorder.sampler.dwarf_unwind = dwarf;
+    recorder.sampler.switch_stacks = switches;
     recording.recorder = std::make_unique<HostContextRecorder>(recorder, clock_, loop_.get());
     recording.started = recording.recorder->Start({pid});
   }

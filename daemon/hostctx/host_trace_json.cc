@@ -11,20 +11,28 @@ void AppendTime(std::string* out, uint64_t time_ns, uint64_t base_time_ns) {
   daemon::AppendMicrosFromNanos(out, static_cast<int64_t>(time_ns - base_time_ns));
 }
 
-void AppendSample(std::string* out, const CpuSample& sample, FrameSymbolizer* symbolizer,
-                  uint64_t base_time_ns) {
-  std::string stack = "[";
+// The sample's frames as a JSON array of labels, innermost first, into
+// `stack`; returns the innermost label (empty without frames).
+std::string AppendStack(std::string* stack, const CpuSample& sample, FrameSymbolizer* symbolizer) {
   std::string top;
+  *stack += "[";
   const std::vector<uint64_t> chain = BestCallChain(sample, symbolizer);
   for (size_t i = 0; i < chain.size(); ++i) {
     const uint64_t ip = chain[i];
     std::string label =
         FrameLabel(symbolizer->Symbolize(static_cast<pid_t>(sample.pid), ip, i > 0), ip);
-    if (i > 0) stack += ",";
-    daemon::AppendJsonString(&stack, label);
+    if (i > 0) *stack += ",";
+    daemon::AppendJsonString(stack, label);
     if (i == 0) top = std::move(label);
   }
-  stack += "]";
+  *stack += "]";
+  return top;
+}
+
+void AppendSample(std::string* out, const CpuSample& sample, FrameSymbolizer* symbolizer,
+                  uint64_t base_time_ns) {
+  std::string stack;
+  const std::string top = AppendStack(&stack, sample, symbolizer);
   absl::StrAppend(out, R"({"ph":"i","s":"t","cat":"cpu_sample","name":)");
   daemon::AppendJsonString(out, top.empty() ? "[no frames]" : top);
   absl::StrAppend(out, R"(,"pid":)", sample.pid, R"(,"tid":)", sample.tid, R"(,"ts":)");
@@ -32,14 +40,20 @@ void AppendSample(std::string* out, const CpuSample& sample, FrameSymbolizer* sy
   absl::StrAppend(out, R"(,"args":{"stack":)", stack, "}}");
 }
 
-void AppendOffCpu(std::string* out, const OffCpuInterval& interval, uint64_t base_time_ns) {
+void AppendOffCpu(std::string* out, const OffCpuInterval& interval, const HostCapture& capture,
+                  FrameSymbolizer* symbolizer, uint64_t base_time_ns) {
   const absl::string_view reason = OffCpuReasonName(interval.reason);
   absl::StrAppend(out, R"json({"ph":"X","cat":"off_cpu","name":"off_cpu ()json", reason,
                   R"json()","pid":)json", interval.pid, R"(,"tid":)", interval.tid, R"(,"ts":)");
   AppendTime(out, interval.start_ns, base_time_ns);
   absl::StrAppend(out, R"(,"dur":)");
   daemon::AppendMicrosFromNanos(out, static_cast<int64_t>(interval.end_ns - interval.start_ns));
-  absl::StrAppend(out, R"(,"args":{"reason":")", reason, R"("}})");
+  absl::StrAppend(out, R"(,"args":{"reason":")", reason, R"(")");
+  if (interval.stack >= 0 && static_cast<size_t>(interval.stack) < capture.switch_stacks.size()) {
+    absl::StrAppend(out, R"(,"stack":)");
+    AppendStack(out, capture.switch_stacks[static_cast<size_t>(interval.stack)], symbolizer);
+  }
+  absl::StrAppend(out, "}}");
 }
 
 void AppendName(std::string* out, absl::string_view kind, pid_t pid, pid_t tid,
@@ -81,7 +95,7 @@ void WriteHostContextEvents(const HostCapture& capture, absl::Span<const OffCpuI
   }
   for (const OffCpuInterval& interval : off_cpu) {
     event.clear();
-    AppendOffCpu(&event, interval, base_time_ns);
+    AppendOffCpu(&event, interval, capture, symbolizer, base_time_ns);
     sink(event);
   }
 }

@@ -33,13 +33,15 @@ TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
   capture.samples.push_back(SampleAt(10, 11, 5'000'250'500, {0x1000, 0x2000, 0x3000}));
   capture.samples.push_back(SampleAt(10, 12, 5'000'300'000, {}));
   capture.lost_records = 2;
+  capture.switch_stacks.push_back(SampleAt(10, 11, 5'000'400'000, {0x2000, 0x1000}));
   const std::vector<OffCpuInterval> off_cpu = {
-      {10, 11, 5'000'400'000, 5'010'400'000, OffCpuReason::kBlocked}};
+      {10, 11, 5'000'400'000, 5'010'400'000, OffCpuReason::kBlocked, 0},
+      {10, 12, 5'000'500'000, 5'000'600'000, OffCpuReason::kPreempted, -1}};
   NamedFrames names;
   const std::string text = HostContextTraceJson(capture, off_cpu, &names, 5'000'000'000);
   const auto json = nlohmann::json::parse(text);
   const auto& events = json.at("traceEvents");
-  ASSERT_EQ(events.size(), 3u);
+  ASSERT_EQ(events.size(), 4u);
   EXPECT_EQ(json.at("gpuctl").at("threads_sampled"), 0);
   EXPECT_EQ(events[0].at("ph"), "i");
   EXPECT_EQ(events[0].at("cat"), "cpu_sample");
@@ -54,6 +56,11 @@ TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
   EXPECT_EQ(events[2].at("cat"), "off_cpu");
   EXPECT_EQ(events[2].at("name"), "off_cpu (blocked)");
   EXPECT_EQ(events[2].at("args").at("reason"), "blocked");
+  // The chain it left the CPU with, innermost first.
+  EXPECT_EQ(events[2].at("args").at("stack"),
+            nlohmann::json::array({"/bin/app+0x200", "hot \"loop\""}));
+  EXPECT_EQ(events[3].at("name"), "off_cpu (preempted)");
+  EXPECT_FALSE(events[3].at("args").contains("stack"));
   EXPECT_NE(text.find("\"dur\":10000.000"), std::string::npos);
   EXPECT_EQ(json.at("baseTimeNanoseconds"), 5'000'000'000);
   EXPECT_EQ(json.at("gpuctl").at("lost_records"), 2);

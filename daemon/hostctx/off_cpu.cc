@@ -31,7 +31,7 @@ std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> swit
   auto emit = [&](const ContextSwitch& at, uint64_t start, uint64_t end, OffCpuReason reason) {
     start = std::max(start, window_start_ns);
     end = std::min(end, window_end_ns);
-    if (end > start) out.push_back(OffCpuInterval{at.pid, at.tid, start, end, reason});
+    if (end > start) out.push_back(OffCpuInterval{at.pid, at.tid, start, end, reason, -1});
   };
   for (size_t i = 0; i < sorted.size();) {
     size_t end = i;
@@ -60,6 +60,38 @@ std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> swit
   return out;
 }
 
+namespace {
+
+// Sets each blocked or preempted interval's `stack` to the switch-out
+// sample of its thread nearest its start, within kSwitchStackSlackNs.
+void PairSwitchStacks(absl::Span<const CpuSample> stacks, std::vector<OffCpuInterval>* out) {
+  if (stacks.empty()) return;
+  std::vector<int64_t> order(stacks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  auto key = [&](int64_t i) { return std::tie(stacks[i].tid, stacks[i].time_ns); };
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(a) < key(b); });
+  for (OffCpuInterval& interval : *out) {
+    if (interval.reason == OffCpuReason::kUnknown) continue;
+    const uint64_t at = interval.start_ns;
+    auto it = std::lower_bound(order.begin(), order.end(), std::make_tuple(interval.tid, at),
+                               [&](int64_t i, const std::tuple<uint32_t, uint64_t>& k) {
+                                 return std::make_tuple(stacks[i].tid, stacks[i].time_ns) < k;
+                               });
+    uint64_t best_distance = kSwitchStackSlackNs + 1;
+    for (auto c : {it, it == order.begin() ? order.end() : it - 1}) {
+      if (c == order.end() || stacks[*c].tid != interval.tid) continue;
+      const uint64_t t = stacks[*c].time_ns;
+      const uint64_t distance = t > at ? t - at : at - t;
+      if (distance < best_distance) {
+        best_distance = distance;
+        interval.stack = *c;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<OffCpuInterval> OffCpuIntervals(const HostCapture& capture) {
   std::vector<OffCpuInterval> out =
       OffCpuIntervals(capture.switches, capture.start_ns, capture.stop_ns);
@@ -86,8 +118,9 @@ std::vector<OffCpuInterval> OffCpuIntervals(const HostCapture& capture) {
     if (active.contains(static_cast<uint32_t>(thread.tid)) || start >= capture.stop_ns) continue;
     clipped.push_back(OffCpuInterval{static_cast<uint32_t>(thread.pid),
                                      static_cast<uint32_t>(thread.tid), start, capture.stop_ns,
-                                     OffCpuReason::kUnknown});
+                                     OffCpuReason::kUnknown, -1});
   }
+  PairSwitchStacks(capture.switch_stacks, &clipped);
   return clipped;
 }
 

@@ -25,7 +25,14 @@ struct OffCpuInterval {
   uint64_t start_ns = 0;
   uint64_t end_ns = 0;
   OffCpuReason reason = OffCpuReason::kBlocked;
+  // The thread's call chain as it left the CPU: an index into
+  // HostCapture::switch_stacks, or -1 when none was recorded.
+  int64_t stack = -1;
 };
+
+// A switch-out's call chain is sampled just before its switch record: the
+// two are paired when at most this far apart.
+inline constexpr uint64_t kSwitchStackSlackNs = 1'000'000;
 
 // The intervals each thread spent off the CPU within [window_start_ns,
 // window_end_ns], from its switch-out and switch-in records (in any order,
@@ -39,7 +46,8 @@ std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> swit
 // its window, with a thread's leading `unknown` interval starting when its
 // event opened; and a thread with no record at all (neither a sample nor a
 // switch: off the CPU from its opening to the end) as one `unknown`
-// interval over that span.
+// interval over that span. A blocked or preempted interval that begins at
+// a switch-out carries the chain sampled at it (`stack`), when recorded.
 std::vector<OffCpuInterval> OffCpuIntervals(const HostCapture& capture);
 
 }  // namespace gpuctl::hostctx

@@ -72,5 +72,26 @@ TEST(OffCpuTest, ACaptureAddsThreadsWithoutRecordsAndClipsToTheirOpening) {
   EXPECT_EQ(intervals[2].start_ns, 400u);
 }
 
+TEST(OffCpuTest, AnIntervalCarriesTheChainSampledAtItsSwitchOut) {
+  HostCapture capture;
+  capture.start_ns = 0;
+  capture.stop_ns = 10'000'000;
+  capture.threads = {{1, 7, 0, "", ""}, {1, 8, 0, "", ""}};
+  capture.switches = {Out(7, 2'000'000), In(7, 3'000'000),  Out(7, 5'000'000, true),
+                      In(7, 6'000'000),  Out(8, 2'000'000), In(8, 2'500'000)};
+  // Thread 7's two switch-outs (sampled a little before their records),
+  // thread 8's sampled too far from its switch-out to be paired.
+  capture.switch_stacks = {SampleAt(1, 7, 4'999'990, {0x30}), SampleAt(1, 7, 1'999'900, {0x20}),
+                           SampleAt(1, 8, 2'000'000 - kSwitchStackSlackNs - 1, {0x40})};
+  const auto intervals = OffCpuIntervals(capture);
+  ASSERT_EQ(intervals.size(), 3u);
+  EXPECT_EQ(intervals[0].reason, OffCpuReason::kBlocked);
+  EXPECT_EQ(intervals[0].stack, 1);
+  EXPECT_EQ(intervals[1].reason, OffCpuReason::kPreempted);
+  EXPECT_EQ(intervals[1].stack, 0);
+  EXPECT_EQ(intervals[2].tid, 8u);
+  EXPECT_EQ(intervals[2].stack, -1);
+}
+
 }  // namespace
 }  // namespace gpuctl::hostctx

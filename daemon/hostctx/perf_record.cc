@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -139,8 +140,14 @@ absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record,
   }
   FieldReader reader(record.subspan(sizeof(header)));
   switch (header.type) {
-    case PERF_RECORD_SAMPLE:
-      return ParseSample(&reader, layout);
+    case PERF_RECORD_SAMPLE: {
+      const bool at_switch =
+          (header.misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL;
+      absl::StatusOr<PerfRecord> sample =
+          ParseSample(&reader, at_switch ? kSwitchStackLayout : layout);
+      if (sample.ok() && at_switch) std::get<CpuSample>(*sample).at_switch = true;
+      return sample;
+    }
     case PERF_RECORD_SWITCH: {
       SampleId id;
       if (!ReadSampleId(&reader, &id)) {

@@ -60,6 +60,18 @@ struct SampleLayout {
   bool user_stack = false;  // PERF_SAMPLE_STACK_USER
 };
 
+// The samples of the context-switch event (SamplerOptions::switch_stacks):
+// on x86-64 they carry the user registers and the top kSwitchStackBytes of
+// the stack whatever the cpu-clock's layout, so that the caller of the
+// frame-pointer-less libc wrapper a thread blocks in (read, futex) is found
+// by DWARF unwinding: the kernel's frame-pointer walk skips it.
+#if defined(__x86_64__)
+inline constexpr SampleLayout kSwitchStackLayout{.user_regs = true, .user_stack = true};
+#else
+inline constexpr SampleLayout kSwitchStackLayout{};
+#endif
+inline constexpr uint32_t kSwitchStackBytes = 1024;
+
 struct CpuSample {
   uint32_t pid = 0;  // the thread group (process) id
   uint32_t tid = 0;
@@ -74,6 +86,12 @@ struct CpuSample {
   // is spent.
   std::vector<uint64_t> user_regs;
   std::vector<uint8_t> user_stack;
+  // Taken in the kernel (PERF_RECORD_MISC_KERNEL): the sampler's cpu-clock
+  // samples exclude the kernel, so such a sample is its context-switch
+  // event's, taken as the thread left the CPU (SamplerOptions::
+  // switch_stacks). Its fields are kSwitchStackLayout's whatever `layout`
+  // says.
+  bool at_switch = false;
 };
 
 struct ContextSwitch {

@@ -94,6 +94,39 @@ TEST(ParseRecordTest, SampleCarriesUserRegistersAndTheStackItHeld) {
   EXPECT_EQ(std::get<CpuSample>(*bare).ips.size(), 1u);
 }
 
+// The context-switch event's samples are taken in the kernel and carry
+// kSwitchStackLayout whatever the cpu-clock's: here the plain one.
+TEST(ParseRecordTest, AKernelModeSampleIsASwitchOutInItsOwnLayout) {
+  const SampleLayout plain;
+  RecordBytes record_bytes(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL);
+  record_bytes.U32Pair(10, 12).U64(777).U64(3);
+  record_bytes.U64(static_cast<uint64_t>(PERF_CONTEXT_USER)).U64(0x401000).U64(0x402000);
+  if (kSwitchStackLayout.user_regs) {
+    record_bytes.U64(PERF_SAMPLE_REGS_ABI_64);
+    for (uint64_t r = 0; r < kUnwindRegsCount; ++r) record_bytes.U64(0x1000 + r);
+  }
+  if (kSwitchStackLayout.user_stack) record_bytes.U64(16).U64(0xaaaa).U64(0xbbbb).U64(16);
+  const auto bytes = record_bytes.Build();
+  auto record = ParseRecord(bytes, plain);
+  ASSERT_TRUE(record.ok()) << record.status();
+  const auto& sample = std::get<CpuSample>(*record);
+  EXPECT_TRUE(sample.at_switch);
+  EXPECT_EQ(sample.tid, 12u);
+  EXPECT_EQ(sample.time_ns, 777u);
+  EXPECT_EQ(sample.ips, (std::vector<uint64_t>{0x401000, 0x402000}));
+  EXPECT_EQ(sample.user_stack.size(), kSwitchStackLayout.user_stack ? 16u : 0u);
+  EXPECT_EQ(sample.user_regs.size(), kSwitchStackLayout.user_regs ? kUnwindRegsCount : 0u);
+
+  auto user = ParseRecord(RecordBytes(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER)
+                              .U32Pair(10, 12)
+                              .U64(777)
+                              .U64(1)
+                              .U64(0x401000)
+                              .Build());
+  ASSERT_TRUE(user.ok()) << user.status();
+  EXPECT_FALSE(std::get<CpuSample>(*user).at_switch);
+}
+
 TEST(ParseRecordTest, RejectsAStackCopyThatDoesNotAddUp) {
   const SampleLayout layout{.user_regs = true, .user_stack = true};
   auto with_stack = [](uint64_t size, int words, bool dyn, uint64_t dyn_size) {

@@ -58,6 +58,32 @@ perf_event_attr SamplingAttr(const SamplerOptions& options) {
   return attr;
 }
 
+// Samples every context switch of the thread (period 1) with the user call
+// chain. The kernel takes the sample in the scheduler with kernel
+// registers, which exclude_kernel would drop: the kernel part of the chain
+// is left out instead. Same clock as the ring's event, as
+// PERF_EVENT_IOC_SET_OUTPUT requires.
+perf_event_attr SwitchStackAttr() {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+  attr.sample_period = 1;
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
+  if (kSwitchStackLayout.user_regs) {
+    attr.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+    attr.sample_regs_user = kUnwindRegsMask;
+    attr.sample_stack_user = kSwitchStackBytes;
+  }
+  attr.exclude_hv = 1;
+  attr.exclude_callchain_kernel = 1;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_REALTIME;
+  attr.sample_id_all = 1;
+  return attr;
+}
+
 // The ring's data pages: SamplerOptions::ring_pages, grown with
 // dwarf_unwind to hold the stack copies of a quarter second of one busy
 // thread, at least kUnwindRingSamples (a power of two, at most
@@ -89,9 +115,12 @@ absl::Status OpenError(pid_t tid, int err) {
 // One thread's perf event and its mapped ring buffer.
 class HostSampler::ThreadRing {
  public:
-  ThreadRing(pid_t tid, int fd, void* base, size_t map_bytes)
-      : tid_(tid), fd_(fd), base_(base), map_bytes_(map_bytes) {}
+  // `switch_fd`: the thread's context-switch event writing into this ring,
+  // or -1.
+  ThreadRing(pid_t tid, int fd, int switch_fd, void* base, size_t map_bytes)
+      : tid_(tid), fd_(fd), switch_fd_(switch_fd), base_(base), map_bytes_(map_bytes) {}
   ~ThreadRing() {
+    if (switch_fd_ >= 0) close(switch_fd_);
     munmap(base_, map_bytes_);
     close(fd_);
   }
@@ -99,7 +128,10 @@ class HostSampler::ThreadRing {
   ThreadRing& operator=(const ThreadRing&) = delete;
 
   pid_t tid() const { return tid_; }
-  void Disable() { ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0); }
+  void Disable() {
+    if (switch_fd_ >= 0) ioctl(switch_fd_, PERF_EVENT_IOC_DISABLE, 0);
+    ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0);
+  }
 
   template <typename OnRecord>
   void Drain(OnRecord&& on_record, RingDrainStats* stats) {
@@ -125,6 +157,7 @@ class HostSampler::ThreadRing {
  private:
   const pid_t tid_;
   const int fd_;
+  const int switch_fd_;
   void* const base_;
   const size_t map_bytes_;
 };
@@ -216,7 +249,8 @@ void HostSampler::OpenThread(pid_t pid, pid_t tid) {
           err == EPERM ? " (kernel.perf_event_mlock_kb is too small for the rings)" : ""));
     } else {
       opened_.insert(tid);
-      rings_.push_back(std::make_unique<ThreadRing>(tid, fd, base, map_bytes));
+      const int switch_fd = options_.switch_stacks ? OpenSwitchStacks(tid, fd) : -1;
+      rings_.push_back(std::make_unique<ThreadRing>(tid, fd, switch_fd, base, map_bytes));
       capture_.threads.push_back(SampledThread{
           pid, tid, NowNs(clock_),
           ReadComm(absl::StrCat(options_.proc_root, "/", pid, "/task/", tid, "/comm")),
@@ -236,6 +270,29 @@ void HostSampler::OpenThread(pid_t pid, pid_t tid) {
   }
 }
 
+int HostSampler::OpenSwitchStacks(pid_t tid, int ring_fd) {
+  perf_event_attr attr = SwitchStackAttr();
+  const int fd =
+      static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+  int err = errno;
+  if (fd >= 0 && ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, ring_fd) == 0) return fd;
+  if (fd >= 0) {
+    err = errno;
+    close(fd);
+  }
+  if (err == ESRCH || err == ENOENT) return -1;  // exited; its ring says so
+  if (capture_.switch_stack_errors++ == 0) {
+    std::string why = absl::StrCat("the context-switch event of thread ", tid, ": ", strerror(err));
+    if (err == EACCES || err == EPERM) {
+      absl::StrAppend(&why,
+                      "; call chains at switch-out need CAP_PERFMON or "
+                      "kernel.perf_event_paranoid <= 1");
+    }
+    capture_.switch_stack_error = absl::UnavailableError(why);
+  }
+  return -1;
+}
+
 void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
   const SampleLayout layout{.user_regs = options_.dwarf_unwind,
                             .user_stack = options_.dwarf_unwind};
@@ -244,7 +301,21 @@ void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
     ++capture_.corrupt_records;
     return;
   }
-  if (auto* sample = std::get_if<CpuSample>(&*parsed)) {
+  if (auto* sample = std::get_if<CpuSample>(&*parsed); sample != nullptr && sample->at_switch) {
+    if (capture_.switch_stacks.size() >= options_.max_switches ||
+        stack_entries_ + sample->ips.size() > options_.max_stack_entries) {
+      ++capture_.dropped_switches;
+      return;
+    }
+    stack_entries_ += sample->ips.size();
+    // Past the copies' budget a switch-out keeps its frame-pointer chain.
+    if (stack_copy_bytes_ + sample->user_stack.size() > options_.max_stack_copy_bytes) {
+      sample->user_stack = {};
+      sample->user_regs = {};
+    }
+    stack_copy_bytes_ += sample->user_stack.size();
+    capture_.switch_stacks.push_back(std::move(*sample));
+  } else if (sample != nullptr) {
     if (capture_.samples.size() >= options_.max_samples ||
         stack_entries_ + sample->ips.size() > options_.max_stack_entries) {
       ++capture_.dropped_samples;

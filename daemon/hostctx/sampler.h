@@ -48,6 +48,14 @@ struct SamplerOptions {
   size_t max_samples = 200000;
   size_t max_stack_entries = 4000000;  // 32 MiB of return addresses
   size_t max_switches = 1000000;
+  // Also record each thread's user call chain as it leaves the CPU: a
+  // software context-switch event sampling every switch, writing into the
+  // thread's ring, so an off-CPU interval names what the thread blocked in
+  // (`read` and its caller). Its samples are taken in the kernel, so the
+  // event cannot exclude the kernel (user chains only all the same): it
+  // needs CAP_PERFMON or kernel.perf_event_paranoid <= 1; a thread refused
+  // keeps its other records (HostCapture::switch_stack_errors).
+  bool switch_stacks = false;
 };
 
 // Why a thread is not sampled.
@@ -73,6 +81,14 @@ struct HostCapture {
   uint64_t stop_ns = 0;
   std::vector<CpuSample> samples;
   std::vector<ContextSwitch> switches;
+  // With switch_stacks: the call chain of each switch-out (at_switch
+  // samples), bounded by max_switches and max_stack_entries with the rest;
+  // OffCpuIntervals pairs them with the intervals.
+  std::vector<CpuSample> switch_stacks;
+  // Threads whose context-switch event could not be opened, and why (the
+  // first one).
+  size_t switch_stack_errors = 0;
+  absl::Status switch_stack_error;
   // The processes given to Start; the others sampled are descendants.
   std::vector<pid_t> roots;
   // Threads that had events open (every thread of every process sampled).
@@ -139,6 +155,9 @@ class HostSampler {
 
   void OpenThreadsOf(const std::vector<pid_t>& pids);
   void OpenThread(pid_t pid, pid_t tid);
+  // The context-switch event of `tid`, writing into the ring of `ring_fd`;
+  // -1 (counted in the capture) when refused.
+  int OpenSwitchStacks(pid_t tid, int ring_fd);
   void OnRecord(absl::Span<const uint8_t> record);
 
   const SamplerOptions options_;

@@ -334,6 +334,51 @@ TEST(HostSamplerTest, ASleepingChildIsOffCpuBlocked) {
   EXPECT_GE(blocked_ns * 2, capture.stop_ns - capture.start_ns);
 }
 
+// With switch_stacks each switch-out carries the thread's user chain: the
+// naps' intervals name nanosleep's caller.
+TEST(HostSamplerTest, ABlockedIntervalCarriesTheChainItBlockedWith) {
+  Pipe ready;
+  Child child([&] {
+    WriteValue(ready.fds[1], 'r');
+    GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 10);
+  });
+  char byte = 0;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  RealClock clock;
+  SamplerOptions options = TestOptions();
+  options.switch_stacks = true;
+  HostSampler sampler(options, &clock);
+  START_OR_SKIP(sampler, {child.pid()});
+  Symbolizer symbolizer;
+  ASSERT_TRUE(symbolizer.LoadProcess(child.pid()));
+  SampleFor(&sampler, std::chrono::milliseconds(400));
+  const HostCapture capture = sampler.Stop();
+  if (capture.switch_stack_errors > 0) GTEST_SKIP() << capture.switch_stack_error;
+
+  ASSERT_GE(capture.switch_stacks.size(), 10u);
+  EXPECT_TRUE(capture.samples.size() < capture.switch_stacks.size());
+  size_t blocked = 0, named = 0;
+  for (const OffCpuInterval& interval : OffCpuIntervals(capture)) {
+    if (interval.reason != OffCpuReason::kBlocked) continue;
+    ++blocked;
+    if (interval.stack < 0) continue;
+    const CpuSample& stack = capture.switch_stacks[static_cast<size_t>(interval.stack)];
+    EXPECT_TRUE(stack.at_switch);
+    EXPECT_EQ(stack.tid, interval.tid);
+    // The leaf (clock_nanosleep) has no frame: its caller's is found in the
+    // stack copy.
+    const std::vector<uint64_t> chain = BestCallChain(stack, &symbolizer);
+    for (size_t i = 1; i < chain.size() && i < 4; ++i) {
+      if (symbolizer.Symbolize(child.pid(), chain[i], true).function == "GpuctlHostctxNapUntil") {
+        ++named;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(blocked, 10u);
+  EXPECT_GE(named * 10, blocked * 9) << named << " of " << blocked;
+}
+
 TEST(HostSamplerTest, AThreadBlockedForTheWholeWindowIsOffCpuThroughout) {
   Pipe ready;
   Pipe never;

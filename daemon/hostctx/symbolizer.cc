@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -181,10 +182,24 @@ int CollectFrame(Dwfl_Frame* frame, void* arg) {
 
 }  // namespace
 
+std::vector<uint64_t> SpliceCallChains(const std::vector<uint64_t>& unwound,
+                                       const std::vector<uint64_t>& walked) {
+  const std::vector<uint64_t>& deeper = unwound.size() > walked.size() ? unwound : walked;
+  if (walked.empty()) return deeper;
+  for (size_t k = unwound.size(); k-- > 1;) {
+    auto at = std::find(walked.begin() + 1, walked.end(), unwound[k]);
+    if (at == walked.end()) continue;
+    std::vector<uint64_t> out(unwound.begin(), unwound.begin() + static_cast<ptrdiff_t>(k) + 1);
+    out.insert(out.end(), at + 1, walked.end());
+    return out.size() >= deeper.size() ? out : deeper;
+  }
+  return deeper;
+}
+
 std::vector<uint64_t> BestCallChain(const CpuSample& sample, FrameSymbolizer* symbolizer) {
   if (!sample.user_stack.empty() && symbolizer != nullptr) {
     std::vector<uint64_t> unwound = symbolizer->Unwind(sample);
-    if (unwound.size() > sample.ips.size()) return unwound;
+    if (!unwound.empty()) return SpliceCallChains(unwound, sample.ips);
   }
   return sample.ips;
 }

@@ -38,9 +38,19 @@ class FrameSymbolizer {
   virtual std::vector<uint64_t> Unwind(const CpuSample& sample) { return {}; }
 };
 
-// The call chain to show for `sample`: the DWARF-unwound one when it goes
-// deeper than the frame-pointer chain the kernel walked, else the latter.
+// The call chain to show for `sample`: SpliceCallChains of the
+// DWARF-unwound chain (when it has a stack copy) and the frame-pointer
+// chain the kernel walked.
 std::vector<uint64_t> BestCallChain(const CpuSample& sample, FrameSymbolizer* symbolizer);
+
+// One chain of a DWARF-unwound chain (right from the top, but cut where the
+// stack copy ends) and a frame-pointer one (deep, but it skips the caller of
+// a function without a frame, such as libc's system-call wrappers): the
+// unwound frames down to the deepest one the walked chain also holds, then
+// the walked chain's frames below it, when that is at least as deep as
+// either; else the deeper of the two.
+std::vector<uint64_t> SpliceCallChains(const std::vector<uint64_t>& unwound,
+                                       const std::vector<uint64_t>& walked);
 
 // Symbolizes native frames with elfutils' libdwfl from the files the process
 // maps, opened inside its own root (<proc_root>/<pid>/root, so a

@@ -135,5 +135,18 @@ TEST(FrameLabelTest, FallsBackToModuleAndOffset) {
   EXPECT_EQ(FrameLabel(frame, 0x7f00), "/usr/lib/libfoo.so+0x1f");
 }
 
+TEST(SpliceCallChainsTest, RestoresTheFramesAFramePointerWalkSkipped) {
+  // The walk lost 0xb (the caller of a frameless leaf); the copy ended at 0xd.
+  EXPECT_EQ(SpliceCallChains({0xa, 0xb, 0xc, 0xd}, {0xa, 0xc, 0xd, 0xe, 0xf}),
+            (std::vector<uint64_t>{0xa, 0xb, 0xc, 0xd, 0xe, 0xf}));
+  // No common frame: the deeper chain.
+  EXPECT_EQ(SpliceCallChains({0xa, 0xb}, {0xa, 0x1, 0x2}), (std::vector<uint64_t>{0xa, 0x1, 0x2}));
+  EXPECT_EQ(SpliceCallChains({0xa, 0xb, 0xc}, {0xa}), (std::vector<uint64_t>{0xa, 0xb, 0xc}));
+  // A common frame that would cut a deeper unwound chain short: the latter.
+  EXPECT_EQ(SpliceCallChains({0xa, 0xb, 0xc, 0xd, 0xe}, {0xa, 0xc, 0x9}),
+            (std::vector<uint64_t>{0xa, 0xb, 0xc, 0xd, 0xe}));
+  EXPECT_EQ(SpliceCallChains({}, {0xa, 0xb}), (std::vector<uint64_t>{0xa, 0xb}));
+}
+
 }  // namespace
 }  // namespace gpuctl::hostctx

@@ -33,27 +33,31 @@ WindowEvents::WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, boo
                            bool switches, absl::flat_hash_map<pid_t, pid_t> own_tids)
     : capture_(std::move(capture)), own_tids_(std::move(own_tids)) {
   if (!samples) capture_.samples.clear();
-  for (CpuSample& sample : capture_.samples) {
-    // A stack copy (DWARF unwinding) becomes its chain now, while the
-    // process's modules are at hand, and is freed.
-    if (!sample.user_stack.empty()) {
-      dwarf_ = true;
-      std::vector<uint64_t> chain = BestCallChain(sample, symbolizer);
-      if (chain.size() > sample.ips.size()) {
-        sample.ips = std::move(chain);
-        ++dwarf_unwound_;
-      }
-      sample.user_stack = {};
-      sample.user_regs = {};
-    }
-    for (size_t i = 0; i < sample.ips.size(); ++i) {
-      const FrameKey key{sample.pid, sample.ips[i], i > 0};
-      if (frames_.contains(key)) continue;
-      frames_.emplace(key,
-                      symbolizer->Symbolize(static_cast<pid_t>(sample.pid), sample.ips[i], i > 0));
-    }
-  }
+  if (!switches) capture_.switch_stacks.clear();
+  for (CpuSample& sample : capture_.samples) AddFrames(sample, symbolizer);
+  for (CpuSample& stack : capture_.switch_stacks) AddFrames(stack, symbolizer);
   if (switches) off_cpu_ = OffCpuIntervals(capture_);
+}
+
+void WindowEvents::AddFrames(CpuSample& sample, FrameSymbolizer* symbolizer) {
+  // A stack copy (DWARF unwinding) becomes its chain now, while the
+  // process's modules are at hand, and is freed.
+  if (!sample.user_stack.empty()) {
+    std::vector<uint64_t> chain = BestCallChain(sample, symbolizer);
+    if (!sample.at_switch) {
+      dwarf_ = true;
+      if (chain.size() > sample.ips.size()) ++dwarf_unwound_;
+    }
+    sample.ips = std::move(chain);
+    sample.user_stack = {};
+    sample.user_regs = {};
+  }
+  for (size_t i = 0; i < sample.ips.size(); ++i) {
+    const FrameKey key{sample.pid, sample.ips[i], i > 0};
+    if (frames_.contains(key)) continue;
+    frames_.emplace(key,
+                    symbolizer->Symbolize(static_cast<pid_t>(sample.pid), sample.ips[i], i > 0));
+  }
 }
 
 WindowEvents::Written WindowEvents::Write(int64_t base_time_ns, int64_t window_start_ns,
@@ -64,6 +68,7 @@ WindowEvents::Written WindowEvents::Write(int64_t base_time_ns, int64_t window_s
   HostCapture view;
   view.roots = capture_.roots;
   view.threads = capture_.threads;
+  view.switch_stacks = capture_.switch_stacks;  // the intervals' `stack` indices
   for (const CpuSample& sample : capture_.samples) {
     if (sample.time_ns >= start && sample.time_ns <= end) view.samples.push_back(sample);
   }
@@ -109,6 +114,10 @@ v1::HostContextResult WindowEvents::Summary() const {
   if (!capture_.errors.empty()) {
     summary.set_reason(absl::StrCat(capture_.error_count, " thread(s) not sampled: ",
                                     capture_.errors.front().status.message()));
+  } else if (capture_.switch_stack_errors > 0) {
+    summary.set_reason(absl::StrCat(
+        capture_.switch_stack_errors,
+        " thread(s) without call chains at switch-out: ", capture_.switch_stack_error.message()));
   }
   return summary;
 }

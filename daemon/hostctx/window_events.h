@@ -55,6 +55,10 @@ class WindowEvents {
  private:
   class Frames;
 
+  // Unwinds a sample's stack copy into its chain (and frees it), then
+  // names its frames.
+  void AddFrames(CpuSample& sample, FrameSymbolizer* symbolizer);
+
   HostCapture capture_;
   absl::flat_hash_map<pid_t, pid_t> own_tids_;
   std::vector<OffCpuInterval> off_cpu_;

@@ -3,6 +3,7 @@ the traced process and its helper with perf events during the window, and
 the stored trace shows where each thread spent CPU time and how long it was
 off the CPU. Without the privilege the trace still succeeds and says why."""
 
+import json
 import os
 import shutil
 import signal
@@ -118,6 +119,29 @@ def test_cpu_and_sched_show_the_hot_function_the_blocking_calls_and_the_helper(
         # Slices of one thread never overlap.
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in mine)
         assert all(a[1] <= b[0] + 0.001 for a, b in zip(spans, spans[1:])), spans
+    # A blocked slice carries the stack its thread left the CPU with: the
+    # system call's wrapper, then the workload's function that called it.
+    stacks = [e["args"]["stack"] for e in off_cpu
+              if e["tid"] == threads["blocker"] and "stack" in e["args"]]
+    assert stacks and all(len(s) >= 2 for s in stacks), stacks[:3]
+    assert sum(s[1] == "blocker" for s in stacks) * 10 >= len(stacks) * 9, stacks[:5]
+
+    # gpuctl analyze reads it back: the blocker thread's time goes to its
+    # blocking read, named with its caller.
+    analyzed = subprocess.run([cli.binary, "analyze", "--json", str(trace.path / res["file"])],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert analyzed.returncode in (0, 1), analyzed.stdout + analyzed.stderr
+    (report,) = json.loads(analyzed.stdout)["traces"]
+    host_context = report["host_context"]
+    assert host_context["samples"] == len(samples), host_context
+    by_tid = {t["tid"]: t for t in host_context["threads"]}
+    blocker = by_tid[threads["blocker"]]
+    assert blocker["name"] == "blocker", blocker
+    assert blocker["blocked_in"][0]["name"].endswith(" <- blocker"), blocker["blocked_in"]
+    # Blocked most of the window, the rest of it on the CPU or preempted.
+    assert blocker["blocked_ns"] >= 0.8 * blocker["total_ns"], blocker
+    hot = by_tid[proc.pid]
+    assert hot["on_cpu"][0]["name"] == HOT, hot["on_cpu"]
     assert proc.poll() is None
 
 
