@@ -283,6 +283,13 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
                   "Host-device link bandwidth in GB/s, to judge copies (default: not judged)");
   cmd->add_option("--copy-bandwidth-pct", f.copy_bandwidth_pct,
                   "With --link-gbps: copies under this % of the link are slow (default 50)");
+  cmd->add_option("--straggler-mad", f.straggler_mad,
+                  "A rank is a straggler beyond the ranks' median by this many median absolute "
+                  "deviations (default 3)");
+  cmd->add_option("--straggler-pct", f.straggler_pct,
+                  "... and by at least this % of the ranks' median step time (default 5)");
+  cmd->add_option("--comm-wait-pct", f.comm_wait_pct,
+                  "Report NCCL time waiting for other ranks above this % of it (default 25)");
   cmd->add_option("--jobs", f.jobs,
                   "Files read at once (default: the CPUs, at most 8); memory grows with it");
 }
@@ -320,6 +327,12 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
            decimal("--link-gbps", f.link_gbps, "GB/s", 0, 1e5, &t.link_gbps, 1),
            decimal("--copy-bandwidth-pct", f.copy_bandwidth_pct, "a percentage", 0, 100,
                    &t.copy_bandwidth_share, 0.01),
+           decimal("--straggler-mad", f.straggler_mad, "a number of deviations", 0, 1000,
+                   &t.straggler_mad, 1),
+           decimal("--straggler-pct", f.straggler_pct, "a percentage", 0, 1000, &t.straggler_share,
+                   0.01),
+           decimal("--comm-wait-pct", f.comm_wait_pct, "a percentage", 0, 100, &t.comm_wait_share,
+                   0.01),
        }) {
     if (!s.ok()) return s;
   }
@@ -399,6 +412,8 @@ AnalyzedFiles AnalyzeFiles(const std::vector<std::string>& files,
     }
     out.reports.push_back(*std::move(result));
   }
+  // The ranks of one trace are compared once all are read (diagnosis 7).
+  analysis::AnalyzeRanks(out.reports, options.thresholds);
   return out;
 }
 

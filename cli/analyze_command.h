@@ -27,6 +27,7 @@ struct AnalyzeFlags {
   std::string html;
   std::string small_kernel_us, small_kernel_pct, min_kernels, launch_gap_us, min_pct,
       exposed_comm_pct, link_gbps, copy_bandwidth_pct, jobs;
+  std::string straggler_mad, straggler_pct, comm_wait_pct;
   // Fetched from the daemons instead of local paths.
   std::string trace_id, since, job_id, trigger, max_traces, keep;
   HostFlags hosts;
@@ -101,8 +102,9 @@ struct AnalyzedFiles {
   std::vector<analysis::TraceError> errors;
 };
 
-// Reads and analyses `files`, options.jobs at a time; every error is also
-// printed to env.err.
+// Reads and analyses `files`, options.jobs at a time, then compares the
+// ranks of each trace among them (analysis::AnalyzeRanks); every error is
+// also printed to env.err.
 AnalyzedFiles AnalyzeFiles(const std::vector<std::string>& files,
                            const AnalyzeCommandOptions& options, const CliEnv& env);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/analysis/testing/trace_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -84,6 +85,69 @@ TEST(AnalyzeFlagsTest, ThresholdsConvertAndValidate) {
               HasSubstr("--min-pct: expected a percentage from 0 to 100, got \"200\""));
   flags.min_pct = "-1";
   EXPECT_FALSE(ValidateAnalyzeFlags(flags).ok());
+
+  flags.min_pct = "";
+  flags.straggler_mad = "2.5";
+  flags.straggler_pct = "10";
+  flags.comm_wait_pct = "40";
+  options = ValidateAnalyzeFlags(flags);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_DOUBLE_EQ(options->thresholds.straggler_mad, 2.5);
+  EXPECT_DOUBLE_EQ(options->thresholds.straggler_share, 0.1);
+  EXPECT_DOUBLE_EQ(options->thresholds.comm_wait_share, 0.4);
+  flags.comm_wait_pct = "101";
+  EXPECT_FALSE(ValidateAnalyzeFlags(flags).ok());
+}
+
+// Rank `rank` of a three-rank trace: per step a gemm, then an all-reduce
+// that ends for every rank at 800 µs into the step; rank 2's gemm takes
+// 700 µs against the others' 500 µs, so the others wait for it.
+std::string StragglerRankTrace(int64_t rank) {
+  constexpr int64_t kUs = 1000;
+  const int64_t compute = (rank == 2 ? 700 : 500) * kUs;
+  analysis::testing::TraceBuilder b;
+  b.Gpuctl({.rank = rank});
+  for (int64_t step = 0; step < 4; ++step) {
+    const int64_t t0 = 100 * kUs + step * 1000 * kUs;
+    b.Step(step, t0 - 50 * kUs, 900 * kUs);
+    b.Runtime("cudaLaunchKernel", t0 - 20 * kUs, 5 * kUs, 10 + 2 * step);
+    b.Kernel("gemm", t0, compute, 10 + 2 * step);
+    b.Runtime("cudaLaunchKernel", t0 - 10 * kUs, 5 * kUs, 11 + 2 * step);
+    b.Kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t0 + compute, 800 * kUs - compute,
+             11 + 2 * step, 9);
+  }
+  return b.Json();
+}
+
+TEST(AnalyzeBinaryTest, RanksOfADirectoryAreComparedForStragglers) {
+  TempDir dir;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    std::ofstream(absl::StrCat(dir.path(), "/node1-rank", rank, ".json"))
+        << StragglerRankTrace(rank);
+  }
+  Ran run = RunGpuctl("analyze --json " + dir.path());
+  ASSERT_EQ(run.rc, 0) << run.out;
+  nlohmann::json doc = nlohmann::json::parse(run.out);
+  ASSERT_EQ(doc["traces"].size(), 3u);
+  const nlohmann::json& late = doc["traces"][2]["communication"]["across_ranks"];
+  EXPECT_EQ(late["ranks"], 3);
+  EXPECT_EQ(late["lateness_ns"]["p50"], 200000);
+  EXPECT_EQ(late["arrival_straggler"], true);
+  EXPECT_EQ(doc["traces"][0]["communication"]["across_ranks"]["waiting_ns"], 800000);
+  std::vector<std::string> ids;
+  for (const nlohmann::json& f : doc["findings"]) {
+    if (f["id"] == "straggler_arrival" || f["id"] == "communication_waiting") {
+      ids.push_back(absl::StrCat(f["id"].get<std::string>(), "@", f["rank"].get<int64_t>()));
+    }
+  }
+  EXPECT_THAT(ids, ElementsAre("communication_waiting@0", "straggler_arrival@2"));
+
+  // Equal ranks: no straggler, whatever the threshold.
+  Ran text = RunGpuctl("analyze --straggler-mad 0 --straggler-pct 0 " + dir.path() +
+                       "/node1-rank0.json " + dir.path() + "/node1-rank1.json");
+  EXPECT_EQ(text.rc, 0) << text.out;
+  EXPECT_THAT(text.out, HasSubstr("COMMUNICATION ACROSS RANKS (trace "));
+  EXPECT_THAT(text.out, ::testing::Not(HasSubstr("straggler_")));
 }
 
 TEST(AnalyzeFlagsTest, DirectoryExpandsToItsTracesWithoutManifests) {

@@ -23,6 +23,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
   r.sync = ComputeSyncStats(model, index, r.breakdown);
   r.top = ComputeTopOps(model);
   r.step_ns = WholeStepDurations(r.breakdown);
+  r.communication = ComputeCommunication(model, r.breakdown);
   r.host = ComputeHostContext(model, r.breakdown, r.gaps);
   r.summary = Summarize(r.breakdown, r.top);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/analysis/communication.h"
 #include "daemon/analysis/diagnoses.h"
 #include "daemon/analysis/finding.h"
 #include "daemon/analysis/host_context.h"
@@ -24,6 +25,8 @@ struct TraceReport {
   SyncStats sync;
   Percentiles step_ns;  // durations of the whole steps
   TopOps top;
+  // NCCL kernels; `communication.across` is filled by AnalyzeRanks.
+  CommunicationReport communication;
   HostContext host;  // what the threads did on the CPU (gpuctld's host context)
   // The numbers gpuctld stores in the manifest at ingest (summary.h).
   ProcessSummary summary;

@@ -30,6 +30,15 @@ struct AnalyzeOptions {
   // a finding; link_gbps 0 (unknown) turns the check off.
   double link_gbps = 0;
   double copy_bandwidth_share = 0.5;
+  // Across the ranks of one trace: a rank is a straggler when its median
+  // step time (or collective arrival lateness) exceeds the ranks' median by
+  // more than straggler_mad times the median absolute deviation and by at
+  // least straggler_share of the median step time.
+  double straggler_mad = 3;
+  double straggler_share = 0.05;
+  // NCCL time spent waiting for slower ranks above this share of a rank's
+  // matched NCCL time is a finding.
+  double comm_wait_share = 0.25;
 };
 
 // An interval on a trace's `ts` axis (ns); empty when end <= start.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "daemon/analysis/html_writer.h"
 #include "daemon/analysis/report.h"
+#include "daemon/analysis/report_communication.h"
 #include "daemon/analysis/units.h"
 
 namespace gpuctl::analysis {
@@ -255,9 +256,11 @@ void AppendHtmlErrorsAndOptions(std::string* out, const std::vector<TraceError>&
       absl::StrFormat(
           "small kernel under %s (launch-bound from %.0f%% small and %d kernels); launch "
           "gaps up to %s are launch overhead; findings from %.1f%% of the GPU span; exposed "
-          "communication from %.0f%%; ",
+          "communication from %.0f%%; waiting for other ranks from %.0f%% of NCCL time; "
+          "stragglers over the ranks' median by %.1f MADs and %.0f%%; ",
           FormatNs(o.small_kernel_ns), 100 * o.small_kernel_share, o.min_kernels,
-          FormatNs(o.launch_gap_ns), 100 * o.min_share, 100 * o.exposed_comm_share),
+          FormatNs(o.launch_gap_ns), 100 * o.min_share, 100 * o.exposed_comm_share,
+          100 * o.comm_wait_share, o.straggler_mad, 100 * o.straggler_share),
       o.link_gbps > 0 ? absl::StrFormat("copies under %.0f%% of a %.1f GB/s link are slow",
                                         100 * o.copy_bandwidth_share, o.link_gbps)
                       : std::string("copy bandwidth not judged (no --link-gbps)"),
@@ -279,6 +282,7 @@ std::string RenderHtml(const std::vector<TraceReport>& reports,
                   "time</a> \xC2\xB7 <a href=\"#top\">top kernels, copies, syncs</a> \xC2\xB7 <a "
                   "href=\"#findings\">findings</a></nav></header>\n");
   AppendHtmlSummary(&out, reports, findings);
+  AppendHtmlRanks(&out, reports);
   absl::StrAppend(&out, "<section id=\"heatmap\"><h2>GPU busy over time</h2>\n");
   html::AppendHeatmap(&out, reports);
   absl::StrAppend(&out, "</section>\n");

@@ -4,6 +4,7 @@
 
 #include "daemon/analysis/event_names.h"
 #include "daemon/analysis/report.h"
+#include "daemon/analysis/report_communication.h"
 #include "daemon/analysis/report_host_context.h"
 #include "nlohmann/json.hpp"
 
@@ -183,6 +184,7 @@ Json Trace(const TraceReport& r) {
               {"host_context", HostContextJson(r.host)},
               {"launch", Launch(r.launch)},
               {"copies", Copies(r.copies)},
+              {"communication", CommunicationJson(r.communication)},
               {"sync", Json{{"calls", r.sync.calls},
                             {"host_ns", r.sync.host_ns},
                             {"call_sites", Named(r.sync.call_sites)},
@@ -219,7 +221,10 @@ std::string RenderJson(const std::vector<TraceReport>& reports,
                         {"min_share", options.min_share},
                         {"exposed_comm_share", options.exposed_comm_share},
                         {"link_gbps", options.link_gbps},
-                        {"copy_bandwidth_share", options.copy_bandwidth_share}};
+                        {"copy_bandwidth_share", options.copy_bandwidth_share},
+                        {"straggler_mad", options.straggler_mad},
+                        {"straggler_share", options.straggler_share},
+                        {"comm_wait_share", options.comm_wait_share}};
   Json traces = Json::array();
   for (const TraceReport& r : reports) traces.push_back(Trace(r));
   doc["traces"] = std::move(traces);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "daemon/analysis/report.h"
+#include "daemon/analysis/report_communication.h"
 #include "daemon/analysis/units.h"
 
 namespace gpuctl::analysis {
@@ -80,6 +81,7 @@ std::string RenderText(const std::vector<TraceReport>& reports,
   columns = std::max<size_t>(columns, 80);
   std::string out;
   AppendSummary(&out, reports, columns);
+  out += RenderRanksText(reports, columns);
   size_t n = 0;
   bool quality_header = false, findings_header = false;
   for (const Finding& f : findings) {

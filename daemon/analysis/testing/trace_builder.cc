@@ -100,7 +100,7 @@ std::string TraceBuilder::Json() const {
     std::vector<std::string> activities;
     for (const std::string& a : meta_.activities) activities.push_back(Quote(a));
     absl::StrAppend(
-        &out, "  \"gpuctl\": {\"trace_id\": \"0190c0de-0000-7000-8000-000000000001\", ",
+        &out, "  \"gpuctl\": {\"trace_id\": ", Quote(meta_.trace_id), ", ",
         "\"host\": \"node1\", \"pid\": ", kPid, ", \"job_id\": \"42\", \"rank\": ", meta_.rank,
         ", \"world_size\": 2, \"library_version\": \"1.0\", \"dropped_events\": ",
         meta_.dropped_events, ", \"window_start_ns\": ", meta_.window_start_ns,
@@ -119,7 +119,7 @@ std::string TraceBuilder::Json() const {
   for (const std::string& e : events_) absl::StrAppend(&out, ",\n  ", e);
   absl::StrAppend(&out, "\n  ],\n  \"traceName\": \"node1-rank", meta_.rank,
                   "-pid4242.json.gz\",\n  \"displayTimeUnit\": \"ms\",\n",
-                  "  \"baseTimeNanoseconds\": 0\n}\n");
+                  "  \"baseTimeNanoseconds\": ", meta_.base_time_ns, "\n}\n");
   return out;
 }
 

@@ -24,6 +24,9 @@ class TraceBuilder {
     std::string cupti_message{};
     std::vector<std::string> activities = {"kernel", "memcpy", "memset", "runtime", "sync"};
     int64_t window_start_ns = 0, window_end_ns = 10'000'000'000;
+    std::string trace_id{"0190c0de-0000-7000-8000-000000000001"};
+    // Written as baseTimeNanoseconds (also without the gpuctl member).
+    int64_t base_time_ns = 0;
   };
   TraceBuilder& Gpuctl(const Meta& meta);
 
