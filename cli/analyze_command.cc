@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/analyze_merge.h"
 #include "cli/bounded_parallel.h"
 #include "cli/duration.h"
 #include "cli/exit_codes.h"
@@ -258,6 +259,13 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
       cmd->add_option("--host-timeout", f.host_timeout, "Per host: connect within this")
           ->capture_default_str(),
   };
+  f.merge_option = cmd->add_option(
+      "--merge", f.merge,
+      "Write every rank into this one trace file for Perfetto instead of analysing (.json, "
+      ".json.gz or .pftrace), hosts' clocks aligned");
+  f.merge_format_option = cmd->add_option(
+      "--merge-format", f.merge_format,
+      "With --merge: auto (JSON up to 1M events / 256 MiB, else protobuf), json or proto");
   cmd->add_flag("--json", f.json, "Print one machine-readable JSON document (docs/analyze.md)");
   cmd->add_option("--html", f.html,
                   "Also write a self-contained HTML report (charts, tables, findings) to this "
@@ -300,6 +308,7 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
   out.paths = f.paths;
   out.json = f.json;
   if (absl::Status s = ValidateSource(f, env_host, out); !s.ok()) return s;
+  if (absl::Status s = ValidateMergeFlags(f, out); !s.ok()) return s;
   if (!f.html.empty()) {
     if (absl::Status s = CheckHtmlPath(f.html); !s.ok()) return s;
     out.html_path = f.html;
@@ -433,6 +442,7 @@ int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env) {
 
 int AnalyzePaths(const std::vector<std::string>& paths, const AnalyzeCommandOptions& options,
                  const CliEnv& env) {
+  if (!options.merge_path.empty()) return MergePaths(paths, options, env);
   absl::StatusOr<std::vector<std::string>> files = ExpandTracePaths(paths);
   if (!files.ok()) {
     *env.err << "gpuctl analyze: " << files.status().message() << "\n";

@@ -11,6 +11,7 @@
 #include "daemon/analysis/analyze.h"
 #include "daemon/analysis/finding.h"
 #include "daemon/analysis/report.h"
+#include "daemon/merge/merge.h"
 #include "gpuctl/v1/manifest.pb.h"
 
 namespace CLI {
@@ -35,6 +36,8 @@ struct AnalyzeFlags {
   // --diff A B.
   std::vector<std::string> diff;
   std::string top;
+  // --merge OUT, --merge-format auto|json|proto.
+  std::string merge, merge_format;
   // Which were given, for the rules between flags.
   std::vector<const CLI::Option*> host_options;
   const CLI::Option* since_option = nullptr;
@@ -45,6 +48,8 @@ struct AnalyzeFlags {
   const CLI::Option* keep_option = nullptr;
   const CLI::Option* diff_option = nullptr;
   const CLI::Option* top_option = nullptr;
+  const CLI::Option* merge_option = nullptr;
+  const CLI::Option* merge_format_option = nullptr;
 };
 
 // Where `gpuctl analyze` takes its traces from.
@@ -88,6 +93,10 @@ struct AnalyzeCommandOptions {
   // Fetched into a temporary directory: the reports name files relative to
   // it (they are gone when the command returns); empty: as read.
   std::string display_root;
+  // --merge: the inputs merged into one trace at this path
+  // (cli/analyze_merge.h) instead of analysed; empty: analysed.
+  std::string merge_path;
+  merge::MergeFormat merge_format = merge::MergeFormat::kAuto;
 
   bool Fetches() const {
     return source == AnalyzeSource::kTraceId || source == AnalyzeSource::kJob ||

@@ -7,7 +7,7 @@ source tree, so it sees what is linked, not what is included.
 
 Rules (what each target must never reach, directly or transitively):
   gpuctl_daemon_core, gpuctl_convert, gpuctl_store, gpuctl_scheduler, gpuctl_analysis,
-  gpuctl_hostctx: gRPC (gRPC::*)
+  gpuctl_merge, gpuctl_hostctx: gRPC (gRPC::*)
   gpuctl_hostctx: the core (gpuctl_daemon_core)
   libgpuctl: gRPC, protobuf, abseil, libcuda
 """
@@ -20,6 +20,7 @@ FORBIDDEN = {
     "gpuctl_daemon_core": ["gRPC::"],
     "gpuctl_convert": ["gRPC::"],
     "gpuctl_analysis": ["gRPC::"],
+    "gpuctl_merge": ["gRPC::"],
     "gpuctl_store": ["gRPC::"],
     "gpuctl_scheduler": ["gRPC::"],
     "gpuctl_hostctx": ["gRPC::", "gpuctl_daemon_core"],

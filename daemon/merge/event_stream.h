@@ -1,0 +1,56 @@
+#ifndef GPUCTL_DAEMON_MERGE_EVENT_STREAM_H_
+#define GPUCTL_DAEMON_MERGE_EVENT_STREAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "daemon/analysis/trace_input.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuctl::merge {
+
+// Members keep the order the file has them in, so an event written back
+// out reads as it was written (kineto's `args` order included).
+using Json = nlohmann::ordered_json;
+
+// One traceEvents element as parsed, with `ts` and `dur` as the file wrote
+// them: the number's text, so that ns survive exactly (a double cannot hold
+// a Unix time in µs with three decimals); empty when absent or not a number.
+struct StreamedEvent {
+  Json value;
+  std::string ts_text, dur_text;
+};
+
+// Called once per traceEvents element, in file order; a non-OK status stops
+// the stream and is returned by StreamTrace.
+using EventVisitor = std::function<absl::Status(const StreamedEvent& event)>;
+
+// What StreamTrace saw besides the events.
+struct StreamedHeader {
+  // Every top-level member but traceEvents (baseTimeNanoseconds, gpuctl,
+  // distributedInfo, ...), as parsed.
+  Json members = Json::object();
+  uint64_t events = 0;              // traceEvents elements, objects or not
+  uint64_t decompressed_bytes = 0;  // the JSON's size
+};
+
+// Parses a Chrome trace-event JSON document (an object with a traceEvents
+// array) from `input` as a stream: only one event is held at a time, never
+// the document. `name` begins every error message. Errors are
+// INVALID_ARGUMENT naming the byte offset (in the decompressed JSON for
+// syntax, in the file for gzip, as analysis::TraceInput does): malformed
+// JSON, a document that is not an object, no traceEvents array, nesting
+// deeper than 64 levels, an element that is not an object.
+absl::StatusOr<StreamedHeader> StreamTrace(analysis::TraceInput input, const std::string& name,
+                                           const EventVisitor& visit);
+
+// µs as a trace writes them ("251234.567", "12", "1.5e3") to ns: exact for
+// up to three decimals (more round half up), exponents through a double.
+// nullopt for text that is not a number or beyond ±9e15 µs (285 years).
+std::optional<int64_t> MicrosTextToNs(const std::string& text);
+
+}  // namespace gpuctl::merge
+
+#endif  // GPUCTL_DAEMON_MERGE_EVENT_STREAM_H_

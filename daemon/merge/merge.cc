@@ -1,0 +1,209 @@
+#include "daemon/merge/merge.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/merge/merge_output.h"
+#include "daemon/merge/rank_plan.h"
+
+namespace gpuctl::merge {
+namespace {
+
+constexpr char kAlignment[] =
+    "Each rank's times are moved onto the clock of the caller that requested the trace with its "
+    "host's manifest clock offset (daemon clock at receipt minus caller clock at sending). That "
+    "offset includes the request's one-way transit, so each host's times are early by its "
+    "transit (typically tens to hundreds of microseconds on a LAN; not measured), and two hosts "
+    "are off from each other by the difference of their transits plus their clocks' drift since "
+    "the request. Ranks without an offset keep their host's clock.";
+
+// Flow and async ids are scoped per file; the merged trace needs them per
+// rank. FNV-1a over (rank, category, id), cut to 53 bits so that a
+// JavaScript number holds it exactly.
+uint64_t MergedFlowId(int64_t merged_pid, const Json& event) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto mix = [&h](absl::string_view bytes) {
+    for (char c : bytes) {
+      h ^= static_cast<uint8_t>(c);
+      h *= 0x100000001b3ULL;
+    }
+    h ^= 0xff;  // field separator
+    h *= 0x100000001b3ULL;
+  };
+  mix(absl::StrCat(merged_pid));
+  mix(event.value("cat", Json()).dump());
+  mix(event.value("id", Json()).dump());
+  const uint64_t id = h & ((uint64_t{1} << 53) - 1);
+  return id == 0 ? 1 : id;
+}
+
+bool HasFlowId(const std::string& ph, const Json& event) {
+  const bool flow_phase =
+      ph == "s" || ph == "t" || ph == "f" || ph == "b" || ph == "e" || ph == "n";
+  return flow_phase && event.contains("id");
+}
+
+// The second pass over one rank: every event aligned and handed to `sink`.
+absl::Status WriteRank(const RankPlan& plan, MergeSink& sink, MergedRank& counts) {
+  if (absl::Status s = sink.BeginRank(plan); !s.ok()) return s;
+  absl::StatusOr<analysis::TraceInput> input = analysis::TraceInput::OpenFile(plan.path);
+  if (!input.ok()) return input.status();
+  absl::StatusOr<StreamedHeader> header =
+      StreamTrace(*std::move(input), plan.path, [&](const StreamedEvent& e) -> absl::Status {
+        MergeEvent event;
+        event.streamed = &e;
+        event.ph = e.value.value("ph", "");
+        if (event.ph == "M") {
+          ++counts.metadata;
+          return absl::OkStatus();
+        }
+        std::optional<int64_t> ts = MicrosTextToNs(e.ts_text);
+        if (event.ph == "X") {
+          event.dur_ns = MicrosTextToNs(e.dur_text);
+          if (!event.dur_ns.has_value() || *event.dur_ns < 0) ts.reset();
+        }
+        if (!ts.has_value()) {
+          ++counts.skipped;
+          return absl::OkStatus();
+        }
+        event.aligned_ns = plan.Align(*ts);
+        event.row = plan.FindRow(e.value);
+        if (event.row == nullptr) {
+          return absl::FailedPreconditionError(
+              absl::StrCat(plan.path,
+                           ": changed while it was merged (a row the first read did "
+                           "not see); nothing was written"));
+        }
+        if (HasFlowId(event.ph, e.value)) event.flow_id = MergedFlowId(plan.merged_pid, e.value);
+        absl::StatusOr<bool> wrote = sink.Event(plan, event);
+        if (!wrote.ok()) return wrote.status();
+        ++(*wrote ? counts.written : counts.unsupported);
+        return absl::OkStatus();
+      });
+  if (!header.ok()) return header.status();
+  if (header->events != plan.events) {
+    return absl::FailedPreconditionError(absl::StrCat(plan.path, ": changed while it was merged (",
+                                                      plan.events, " events, then ", header->events,
+                                                      "); nothing was written"));
+  }
+  return absl::OkStatus();
+}
+
+Json Metadata(const MergeResult& result, const std::vector<RankPlan>& plans) {
+  Json ranks = Json::array();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const RankPlan& p = plans[i];
+    const MergedRank& r = result.ranks[i];
+    ranks.push_back(Json{
+        {"file", p.path},
+        {"format", p.format},
+        {"host", p.host},
+        {"rank", p.rank},
+        {"pid", p.pid},
+        {"trace_id", p.trace_id},
+        {"merged_pid", p.merged_pid},
+        {"process_name", p.process_name},
+        {"base_time_ns", p.base_time_ns},
+        {"clock_offset_ns", p.clock.has_value() ? Json(p.clock->offset_ns) : Json(nullptr)},
+        {"clock_manifest", p.clock.has_value() ? p.clock->manifest : ""},
+        {"events", r.events},
+        {"written", r.written},
+        {"skipped", r.skipped},
+        {"unsupported", r.unsupported},
+    });
+  }
+  return Json{{"schema", "gpuctl.merge/1"},
+              {"alignment", kAlignment},
+              {"ranks", std::move(ranks)},
+              {"warnings", result.warnings}};
+}
+
+}  // namespace
+
+MergeResult ChooseOutput(const std::string& out, const MergeOptions& options, uint64_t events,
+                         uint64_t bytes) {
+  MergeResult result;
+  result.path = out;
+  const bool proto_name = absl::EndsWith(out, ".pftrace") || absl::EndsWith(out, ".perfetto-trace");
+  if (options.format != MergeFormat::kAuto) {
+    result.format = options.format;
+  } else if (proto_name) {
+    result.format = MergeFormat::kProto;
+  } else if (events > options.json_max_events || bytes > options.json_max_bytes) {
+    result.format = MergeFormat::kProto;
+    for (absl::string_view suffix : {".json.gz", ".json"}) {
+      if (absl::EndsWith(out, suffix)) {
+        result.path = absl::StrCat(out.substr(0, out.size() - suffix.size()), ".pftrace");
+        break;
+      }
+    }
+  } else {
+    result.format = MergeFormat::kJson;
+  }
+  result.gzip = result.format == MergeFormat::kJson && absl::EndsWith(result.path, ".gz");
+  return result;
+}
+
+absl::StatusOr<MergeResult> MergeTraces(const std::vector<std::string>& files,
+                                        const std::string& out, const MergeOptions& options) {
+  if (files.empty()) return absl::InvalidArgumentError("no trace files to merge");
+  ManifestClocks clocks;
+  std::set<std::string> dirs;
+  for (const std::string& file : files) {
+    dirs.insert(std::filesystem::path(file).parent_path().string());
+  }
+  for (const std::string& dir : dirs) ReadManifestClocks(dir.empty() ? "." : dir, clocks);
+  std::vector<RankPlan> plans;
+  uint64_t events = 0, bytes = 0;
+  for (const std::string& file : files) {
+    absl::StatusOr<RankPlan> plan = ScanRank(file, clocks);
+    if (!plan.ok()) return plan.status();
+    events += plan->events;
+    bytes += plan->decompressed_bytes;
+    plans.push_back(*std::move(plan));
+  }
+  if (absl::Status s = AssignMergedIds(plans); !s.ok()) return s;
+  MergeResult result = ChooseOutput(out, options, events, bytes);
+  result.warnings = clocks.warnings;
+  int64_t earliest = INT64_MAX;
+  for (const RankPlan& p : plans) {
+    earliest = std::min(earliest, p.min_aligned_ns);
+    if (!p.clock.has_value() && !clocks.by_host.empty()) {
+      result.warnings.push_back(absl::StrCat(p.path, ": no manifest clock offset for host ", p.host,
+                                             "; this rank keeps its own clock"));
+    }
+  }
+  // JSON's ts axis starts at the earliest event's second, as gpuctl's files do.
+  if (earliest != INT64_MAX && earliest > 0) {
+    result.base_time_ns = earliest / 1'000'000'000 * 1'000'000'000;
+  }
+  absl::StatusOr<std::unique_ptr<MergeOutput>> output =
+      MergeOutput::Create(result.path, result.gzip);
+  if (!output.ok()) return output.status();
+  std::unique_ptr<MergeSink> sink = result.format == MergeFormat::kProto
+                                        ? NewProtoSink(output->get())
+                                        : NewJsonSink(output->get(), result.base_time_ns);
+  for (const RankPlan& p : plans) {
+    MergedRank& rank = result.ranks.emplace_back();
+    rank.path = p.path;
+    rank.process_name = p.process_name;
+    rank.host = p.host;
+    rank.rank = p.rank;
+    rank.pid = p.pid;
+    rank.merged_pid = p.merged_pid;
+    rank.clock = p.clock;
+    rank.events = p.events;
+    if (absl::Status s = WriteRank(p, *sink, rank); !s.ok()) return s;
+  }
+  if (absl::Status s = sink->Finish(Metadata(result, plans)); !s.ok()) return s;
+  if (absl::Status s = (*output)->Commit(); !s.ok()) return s;
+  result.stored_bytes = (*output)->stored_bytes();
+  return result;
+}
+
+}  // namespace gpuctl::merge
