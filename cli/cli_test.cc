@@ -606,7 +606,7 @@ TEST(CliUsageTest, BadUsageExitsTwoWithoutContactingTheDaemon) {
       {{"trace", "--job", "1", "--duration", "5s", "--activities", "kernel,kernels", "--host",
         host},
        "--activities: unknown activity \"kernels\"; valid: kernel,memcpy,memset,runtime,driver,"
-       "sync,nvtx,overhead,cpu,sched"},
+       "sync,nvtx,overhead,memory,cpu,sched"},
       {{"trace", "--job", "1", "--duration", "5s", "--bogus"}, "--bogus"},
       {{"get", "--host", host}, "trace_id"},
       {{"get", "../etc", "--host", host}, "get: \"../etc\" is not a lowercase UUIDv7"},

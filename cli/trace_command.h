@@ -29,8 +29,9 @@ inline constexpr uint32_t kMaxIterations = 1000000;
 // The activity names gpuctld accepts (service.proto
 // TraceRequest.activities): GPU activity (docs/cupti.md), then the host
 // context gpuctld records itself (docs/host-context.md).
-inline constexpr std::array<absl::string_view, 10> kActivityNames = {
-    "kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead", "cpu", "sched"};
+inline constexpr std::array<absl::string_view, 11> kActivityNames = {
+    "kernel", "memcpy",   "memset", "runtime", "driver", "sync",
+    "nvtx",   "overhead", "memory", "cpu",     "sched"};
 
 struct TraceOptions {
   std::vector<HostSpec> hosts;

@@ -15,6 +15,7 @@ constexpr NamedActivity kActivities[] = {
     {"memset", records::kActivityMemset}, {"runtime", records::kActivityRuntime},
     {"driver", records::kActivityDriver}, {"sync", records::kActivitySync},
     {"nvtx", records::kActivityNvtx},     {"overhead", records::kActivityOverhead},
+    {"memory", records::kActivityMemory},
 };
 
 }  // namespace

@@ -41,11 +41,16 @@ struct GpuLayout {
   int end_off;
 };
 
+// An instant (a `ts_ns` field) starts and ends at the same time.
 template <typename R>
 constexpr GpuLayout LayoutOf(const char* name_field = "", const char* domain_field = "") {
-  return {records::Layout<R>::kKind,        records::Layout<R>::kSize,
-          records::OffsetOf<R>(name_field), records::OffsetOf<R>(domain_field),
-          records::OffsetOf<R>("start_ns"), records::OffsetOf<R>("end_ns")};
+  const int ts = records::OffsetOf<R>("ts_ns");
+  return {records::Layout<R>::kKind,
+          records::Layout<R>::kSize,
+          records::OffsetOf<R>(name_field),
+          records::OffsetOf<R>(domain_field),
+          ts >= 0 ? ts : records::OffsetOf<R>("start_ns"),
+          ts >= 0 ? ts : records::OffsetOf<R>("end_ns")};
 }
 
 constexpr GpuLayout kGpuLayouts[] = {
@@ -59,6 +64,8 @@ constexpr GpuLayout kGpuLayouts[] = {
     LayoutOf<records::ExternalCorrelationRecord>(),
     LayoutOf<records::DeviceInfoRecord>("name"),
     LayoutOf<records::CaptureInfoRecord>("message", "cupti_path"),
+    LayoutOf<records::MemoryRecord>(),
+    LayoutOf<records::MemoryPoolRecord>(),
 };
 
 // The record of kind R at `b[off]`, exactly Layout<R>::kSize bytes long.

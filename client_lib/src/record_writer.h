@@ -23,6 +23,8 @@ using records::ExternalCorrelationRecord;
 using records::KernelRecord;
 using records::MarkerRecord;
 using records::MemcpyRecord;
+using records::MemoryPoolRecord;
+using records::MemoryRecord;
 using records::MemsetRecord;
 using records::OverheadRecord;
 using records::SyncRecord;

@@ -82,6 +82,7 @@ class GpuEventWriter {
     for (const MemsetRecord& m : r_.memsets) WriteMemset(m);
     for (const SyncRecord& s : r_.syncs) WriteSync(s);
     for (const OverheadRecord& o : r_.overheads) WriteOverhead(o);
+    WriteMemoryEvents(r_, ev_);
   }
 
  private:
@@ -112,6 +113,9 @@ class GpuEventWriter {
       devices_.emplace(d.device_id, &d);
       streams_[d.device_id];
     }
+    // A device with memory records only still gets its named GPU row.
+    for (const MemoryRecord& m : r_.memory_ops) streams_[m.device_id];
+    for (const MemoryPoolRecord& p : r_.memory_pools) streams_[p.device_id];
     for (const KernelRecord& k : r_.kernels) {
       NoteGpuOp(k.device_id, k.context_id, k.stream_id, k.correlation_id);
     }
@@ -413,6 +417,12 @@ void AppendCaptureInfo(const DecodedRecords& records, std::string* out) {
   AppendJsonString(out, host_only ? absl::string_view() : message);
   absl::StrAppend(out, ", \"cupti_dropped_records\": ", info.dropped_by_cupti,
                   ", \"dropped_at_cap\": ", info.dropped_at_cap);
+  if (info.activities & rec::kActivityMemory) {
+    // The counter tracks start at 0: allocations before the window are
+    // not seen, so their bytes are missing from every sample.
+    absl::StrAppend(out, ", \"memory_counter_baseline\": \"window_start\"",
+                    ", \"memory_records_skipped\": ", records.skipped_memory_records);
+  }
 }
 
 void WriteGpuEvents(const DecodedRecords& records, int64_t pid, EventWriter* events) {

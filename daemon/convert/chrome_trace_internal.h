@@ -21,6 +21,9 @@ inline constexpr int64_t kGpuSortIndexBase = 5000000;
 // Kineto's row for CUPTI overhead events.
 inline constexpr int64_t kOverheadPid = -1;
 inline constexpr int64_t kOverheadSortIndex = 0x100000;
+// The tid of a GPU's "device memory" row (allocations, releases, pools):
+// past kineto's stream-synchronize rows (stream + 1000000).
+inline constexpr int64_t kMemoryRowTid = 2000000;
 
 // Buffers JSON text and hands it to the sink in large pieces.
 class Writer {
@@ -79,6 +82,16 @@ class EventWriter {
     absl::StrAppend(out_, "\"ph\": \"i\", \"s\": \"t\", \"cat\": \"", cat, "\", \"name\": ");
     AppendJsonString(out_, name);
     absl::StrAppend(out_, ", \"pid\": ", pid, ", \"tid\": ", tid, ", \"ts\": ");
+    AppendMicrosFromNanos(out_, ts_ns - base_);
+  }
+
+  // A process-scoped counter sample: {"ph": "C", ...; its "args" hold the
+  // series' values.
+  void Counter(absl::string_view cat, absl::string_view name, int64_t pid, int64_t ts_ns) {
+    Begin();
+    absl::StrAppend(out_, "\"ph\": \"C\", \"cat\": \"", cat, "\", \"name\": ");
+    AppendJsonString(out_, name);
+    absl::StrAppend(out_, ", \"pid\": ", pid, ", \"tid\": 0, \"ts\": ");
     AppendMicrosFromNanos(out_, ts_ns - base_);
   }
 
@@ -149,6 +162,11 @@ void AppendCaptureInfo(const DecodedRecords& records, std::string* out);
 // and the ac2g flows between launches and GPU ops. `pid` is the host
 // process's row.
 void WriteGpuEvents(const DecodedRecords& records, int64_t pid, EventWriter* events);
+
+// Writes the device memory events (chrome_trace_memory.cc): per device the
+// "Device memory allocated (GPU N)" counter, from 0 at the window's start,
+// and an instant per allocation, release and memory pool operation.
+void WriteMemoryEvents(const DecodedRecords& records, EventWriter* events);
 
 }  // namespace gpuctl::daemon::chrome_internal
 

@@ -65,9 +65,9 @@ absl::string_view OverheadKindName(uint32_t overhead_kind) {
 
 const std::vector<absl::string_view>& ActivityNames() {
   // Index i is bit 1 << i (records.h kActivity*).
-  static const std::vector<absl::string_view> kNames = {"kernel", "memcpy", "memset", "runtime",
-                                                        "driver", "sync",   "nvtx",   "overhead"};
-  static_assert(records::kActivityOverhead == 1u << 7);
+  static const std::vector<absl::string_view> kNames = {
+      "kernel", "memcpy", "memset", "runtime", "driver", "sync", "nvtx", "overhead", "memory"};
+  static_assert(records::kActivityMemory == 1u << 8);
   return kNames;
 }
 

@@ -80,6 +80,9 @@ absl::Status Accept(uint64_t index, const ExternalCorrelationRecord& e, Limits l
                     DecodedRecords* out);
 absl::Status Accept(uint64_t index, const DeviceInfoRecord& d, Limits limits, DecodedRecords* out);
 absl::Status Accept(uint64_t index, const CaptureInfoRecord& c, Limits limits, DecodedRecords* out);
+// record_reader_memory.cc: never an error; bad records are counted.
+absl::Status Accept(uint64_t index, const MemoryRecord& m, Limits limits, DecodedRecords* out);
+absl::Status Accept(uint64_t index, const MemoryPoolRecord& p, Limits limits, DecodedRecords* out);
 
 }  // namespace gpuctl::daemon::record_decode
 

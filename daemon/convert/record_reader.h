@@ -25,6 +25,8 @@ using records::ExternalCorrelationRecord;
 using records::KernelRecord;  // grid and block dimensions each >= 1
 using records::MarkerRecord;
 using records::MemcpyRecord;
+using records::MemoryPoolRecord;
+using records::MemoryRecord;
 using records::MemsetRecord;
 using records::OverheadRecord;
 using records::RangeRecord;
@@ -55,6 +57,12 @@ struct DecodedRecords {
   std::vector<ExternalCorrelationRecord> external_correlations;
   std::vector<DeviceInfoRecord> device_infos;     // at most one per device_id
   std::optional<CaptureInfoRecord> capture_info;  // at most one per payload
+  // Device memory (the "memory" activity). A memory record that fails its
+  // checks is counted here and skipped: it costs one sample of the counter,
+  // not the payload.
+  std::vector<MemoryRecord> memory_ops;
+  std::vector<MemoryPoolRecord> memory_pools;
+  uint64_t skipped_memory_records = 0;
 };
 
 struct RecordReaderOptions {
@@ -74,7 +82,8 @@ struct RecordReaderOptions {
 // interval must have end >= start and lie within the window widened by the
 // slack; kernel grid and block dimensions must be positive; API calls must
 // name a known domain; a device may be described once and the capture info
-// given once. Kinds this reader does not know are counted and skipped. An
+// given once. Kinds this reader does not know are counted and skipped, and
+// so are device memory records with values out of range. An
 // error names the first problem found, e.g.
 // "record 17: string index 99 >= string count 12" (INVALID_ARGUMENT).
 absl::StatusOr<DecodedRecords> ReadRecords(absl::Span<const uint8_t> payload,

@@ -29,7 +29,7 @@ TEST_F(DaemonCoreTest, RejectsUnknownActivitiesListingValidOnes) {
   ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(id.status().message(),
             "unknown activity \"kernels\"; valid activities: kernel, memcpy, memset, runtime, "
-            "driver, sync, nvtx, overhead, cpu, sched");
+            "driver, sync, nvtx, overhead, memory, cpu, sched");
   EXPECT_THAT(core_->StartTrace(Request("42", std::vector<std::string>(65, "kernel")), obs)
                   .status()
                   .message(),

@@ -319,7 +319,7 @@ TEST_F(HostContextCoreTest, UnknownNamesListTheHostActivities) {
   auto id = TraceWith({"cpu", "perf"});
   ASSERT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(id.status().message(), HasSubstr("unknown activity \"perf\""));
-  EXPECT_THAT(id.status().message(), HasSubstr("overhead, cpu, sched"));
+  EXPECT_THAT(id.status().message(), HasSubstr("overhead, memory, cpu, sched"));
 }
 
 // DWARF unwinding reaches the source with the cpu activity, and is refused

@@ -1,6 +1,7 @@
 #include "client_lib/src/cupti/activity_translator.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "gpuctl/v1/records.h"
 
@@ -32,7 +33,11 @@ std::string StripVersionSuffix(std::string name) {
 
 template <typename R>
 bool Overlaps(const R& r, int64_t start, int64_t end) {
-  return r.end_ns >= start && r.start_ns <= end;
+  if constexpr (std::is_same_v<R, MemoryRecord> || std::is_same_v<R, MemoryPoolRecord>) {
+    return r.ts_ns >= start && r.ts_ns <= end;
+  } else {
+    return r.end_ns >= start && r.start_ns <= end;
+  }
 }
 
 }  // namespace
@@ -152,6 +157,10 @@ void ActivityTranslator::Add(const CUpti_Activity* record) {
       return AddExternalCorrelation(As<CUpti_ActivityExternalCorrelation>(record));
     case CUPTI_ACTIVITY_KIND_DEVICE:
       return AddDevice(As<CUpti_ActivityDevice5>(record));
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      return AddMemory(As<CUpti_ActivityMemory4>(record));
+    case CUPTI_ACTIVITY_KIND_MEMORY_POOL:
+      return AddMemoryPool(As<CUpti_ActivityMemoryPool3>(record));
     default:
       ++skipped_unknown_;
       return;

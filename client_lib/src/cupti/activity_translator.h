@@ -55,9 +55,9 @@ class ActivityTranslator {
   static bool IsNoiseCall(CUpti_CallbackDomain domain, uint32_t cbid);
 
  private:
-  using Record =
-      std::variant<KernelRecord, MemcpyRecord, MemsetRecord, ApiCallRecord, SyncRecord,
-                   MarkerRecord, OverheadRecord, ExternalCorrelationRecord, DeviceInfoRecord>;
+  using Record = std::variant<KernelRecord, MemcpyRecord, MemsetRecord, ApiCallRecord, SyncRecord,
+                              MarkerRecord, OverheadRecord, ExternalCorrelationRecord,
+                              DeviceInfoRecord, MemoryRecord, MemoryPoolRecord>;
 
   // Reserves room for a record of `size` bytes; false (and counted) past
   // the cap.
@@ -74,6 +74,9 @@ class ActivityTranslator {
   void AddOverhead(const CUpti_ActivityOverhead3& o);
   void AddExternalCorrelation(const CUpti_ActivityExternalCorrelation& e);
   void AddDevice(const CUpti_ActivityDevice5& d);
+  // activity_translator_memory.cc.
+  void AddMemory(const CUpti_ActivityMemory4& m);
+  void AddMemoryPool(const CUpti_ActivityMemoryPool3& p);
 
   uint64_t bytes_left_ = 0;
   int64_t clock_offset_ns_ = 0;

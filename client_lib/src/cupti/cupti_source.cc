@@ -33,6 +33,8 @@ constexpr KindForActivity kKinds[] = {
     {records::kActivitySync, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
     {records::kActivityNvtx, CUPTI_ACTIVITY_KIND_MARKER},
     {records::kActivityOverhead, CUPTI_ACTIVITY_KIND_OVERHEAD},
+    {records::kActivityMemory, CUPTI_ACTIVITY_KIND_MEMORY2},
+    {records::kActivityMemory, CUPTI_ACTIVITY_KIND_MEMORY_POOL},
 };
 
 // What CUPTI returns when the driver finds no usable GPU.

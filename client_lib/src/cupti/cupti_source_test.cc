@@ -259,6 +259,70 @@ TEST_F(CuptiSourceTest, OnlyTheAskedKindsAreRecorded) {
   EXPECT_EQ(Count(("enable:" + Kind(CUPTI_ACTIVITY_KIND_RUNTIME)).c_str()), 0);
 }
 
+TEST_F(CuptiSourceTest, DeviceMemoryIsOffByDefault) {
+  CuptiSource source(Deps());
+  PrepareError error;
+  ASSERT_TRUE(source.Prepare(Request(), &error));
+  DecodedPayload p = Window(source);
+  EXPECT_FALSE(p.OfKind(K(records::Kind::kKernel)).empty());
+  EXPECT_TRUE(p.OfKind(K(records::Kind::kMemory)).empty());
+  EXPECT_TRUE(p.OfKind(K(records::Kind::kMemoryPool)).empty());
+  EXPECT_EQ(Count(("enable:" + Kind(CUPTI_ACTIVITY_KIND_MEMORY2)).c_str()), 0);
+  EXPECT_EQ(Count(("enable:" + Kind(CUPTI_ACTIVITY_KIND_MEMORY_POOL)).c_str()), 0);
+}
+
+TEST_F(CuptiSourceTest, DeviceMemoryRecordsWhenAsked) {
+  using records::MemoryRecord;
+  CuptiSource source(Deps());
+  PrepareError error;
+  ASSERT_TRUE(source.Prepare(Request(records::kActivityMemory), &error));
+  DecodedPayload p = Window(source);
+  EXPECT_EQ(Count(("enable:" + Kind(CUPTI_ACTIVITY_KIND_MEMORY2)).c_str()), 1);
+  EXPECT_EQ(Count(("enable:" + Kind(CUPTI_ACTIVITY_KIND_MEMORY_POOL)).c_str()), 1);
+  EXPECT_TRUE(p.OfKind(K(records::Kind::kKernel)).empty());
+  std::vector<DecodedEvent> ops = p.OfKind(K(records::Kind::kMemory));
+  // The fake's 64 MiB allocation before the window is clipped.
+  ASSERT_EQ(ops.size(), 17u);
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  const auto at = [](const char* field) {
+    return static_cast<size_t>(records::OffsetOf<MemoryRecord>(field));
+  };
+  int64_t net = 0;
+  for (const DecodedEvent& e : ops) {
+    EXPECT_GE(e.start_ns, start_);
+    EXPECT_LE(e.start_ns, end_);
+    const auto bytes = static_cast<int64_t>(e.U64(at("bytes")));
+    net += e.raw[at("operation")] == records::kMemoryOpAllocation ? bytes : -bytes;
+  }
+  EXPECT_EQ(net, static_cast<int64_t>(18 * kMiB));
+  // The stream-ordered allocation from the pool keeps its stream and pool.
+  const DecodedEvent& async = ops[0];
+  EXPECT_EQ(async.raw[at("operation")], records::kMemoryOpAllocation);
+  EXPECT_EQ(async.raw[at("flags")], records::kMemoryFlagAsync);
+  EXPECT_EQ(async.raw[at("memory_kind")], CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+  EXPECT_EQ(async.raw[at("pool_type")], CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL);
+  EXPECT_EQ(async.U32(at("stream_id")), 7u);
+  EXPECT_EQ(async.U64(at("bytes")), kMiB);
+  EXPECT_EQ(async.U64(at("pool_size")), 2 * kMiB);
+  EXPECT_EQ(async.U64(at("pool_address")), 0x7f0040000000u);
+  const DecodedEvent& sync = ops[1];
+  EXPECT_EQ(sync.raw[at("flags")], 0);
+  EXPECT_EQ(sync.raw[at("pool_type")], 0);
+  EXPECT_EQ(sync.U32(at("stream_id")), records::kInvalidId);
+  EXPECT_EQ(sync.U64(at("bytes")), 4 * kMiB);
+
+  std::vector<DecodedEvent> pools = p.OfKind(K(records::Kind::kMemoryPool));
+  ASSERT_EQ(pools.size(), 2u);
+  using records::MemoryPoolRecord;
+  const auto pool_at = [](const char* field) {
+    return static_cast<size_t>(records::OffsetOf<MemoryPoolRecord>(field));
+  };
+  EXPECT_EQ(pools[0].raw[pool_at("operation")], records::kPoolOpCreated);
+  EXPECT_EQ(pools[0].U64(pool_at("size")), 2 * kMiB);
+  EXPECT_EQ(pools[1].raw[pool_at("operation")], records::kPoolOpTrimmed);
+  EXPECT_EQ(pools[1].U64(pool_at("address")), 0x7f0040000000u);
+}
+
 TEST_F(CuptiSourceTest, RecordsOutsideTheWindowAreClipped) {
   CuptiSource source(Deps());
   PrepareError error;

@@ -33,8 +33,9 @@ namespace gpuctl::records {
 
 inline constexpr uint32_t kMagic = 0x52435047;  // "GPCR"
 inline constexpr uint16_t kVersionMajor = 1;
-// Minor 1 adds the GPU kinds (kKernel .. kCaptureInfo).
-inline constexpr uint16_t kVersionMinor = 1;
+// Minor 1 adds the GPU kinds (kKernel .. kCaptureInfo); minor 2 the device
+// memory kinds (kMemory, kMemoryPool).
+inline constexpr uint16_t kVersionMinor = 2;
 inline constexpr uint32_t kHeaderSize = 96;
 inline constexpr uint32_t kRecordPrefixSize = 4;
 inline constexpr uint32_t kMaxStringLength = 4096;
@@ -106,6 +107,15 @@ enum class Kind : uint16_t {
   // How the GPU part of the capture went. Exactly one per payload from a
   // library that supports CUPTI (absent when no GPU activity was asked).
   kCaptureInfo = 19,
+
+  // ---- Device memory (minor 2), the "memory" activity.
+
+  // A device memory allocation or release (CUpti_ActivityMemory4 of
+  // CUPTI_ACTIVITY_KIND_MEMORY2): what the CUDA driver hands out or takes
+  // back, not what a caching allocator (PyTorch's) gives its tensors.
+  kMemory = 20,
+  // A memory pool created, destroyed or trimmed (CUpti_ActivityMemoryPool3).
+  kMemoryPool = 21,
 };
 
 // Every record kind: X(Name, enumerator, minimum size). The table of kind
@@ -126,7 +136,9 @@ enum class Kind : uint16_t {
   X(Overhead, kOverhead, 48)                       \
   X(ExternalCorrelation, kExternalCorrelation, 24) \
   X(DeviceInfo, kDeviceInfo, 80)                   \
-  X(CaptureInfo, kCaptureInfo, 40)
+  X(CaptureInfo, kCaptureInfo, 40)                 \
+  X(Memory, kMemory, 80)                           \
+  X(MemoryPool, kMemoryPool, 64)
 
 // Record tables. Offsets from the start of the record; fields start after
 // the 4-byte kind and size.
@@ -285,6 +297,37 @@ enum class Kind : uint16_t {
   F(StringIndex, message, 32)       /* why host-only, or what failed; "" if none */ \
   F(StringIndex, cupti_path, 36)    /* the library loaded; "" if none */
 
+#define GPUCTL_RECORD_FIELDS_Memory(F, PAD)                                          \
+  F(uint32_t, device_id, 4)                                                          \
+  F(uint32_t, context_id, 8)                                                         \
+  F(uint32_t, stream_id, 12) /* kInvalidId when not stream-ordered */                \
+  F(uint32_t, correlation_id, 16)                                                    \
+  F(uint8_t, operation, 20)   /* kMemoryOpAllocation or kMemoryOpRelease */          \
+  F(uint8_t, memory_kind, 21) /* CUpti_ActivityMemoryKind */                         \
+  F(uint8_t, flags, 22)       /* kMemoryFlagAsync */                                 \
+  F(uint8_t, pool_type, 23)   /* CUpti_ActivityMemoryPoolType; 0: not from a pool */ \
+  F(int64_t, ts_ns, 24)                                                              \
+  F(uint64_t, address, 32)                                                           \
+  F(uint64_t, bytes, 40)                                                             \
+  F(uint64_t, pool_address, 48) /* the pool's fields: 0 when pool_type is 0 */       \
+  F(uint64_t, pool_release_threshold, 56)                                            \
+  F(uint64_t, pool_size, 64)                                                         \
+  F(uint64_t, pool_utilized, 72)
+
+#define GPUCTL_RECORD_FIELDS_MemoryPool(F, PAD)                                     \
+  F(uint32_t, device_id, 4)                                                         \
+  F(uint32_t, correlation_id, 8)                                                    \
+  F(uint8_t, operation, 12) /* kPoolOpCreated, kPoolOpDestroyed, kPoolOpTrimmed */  \
+  F(uint8_t, pool_type, 13) /* CUpti_ActivityMemoryPoolType: 1 local, 2 imported */ \
+  F(uint8_t, flags, 14)     /* kMemoryPoolFlagManaged */                            \
+  PAD(15, 1)                                                                        \
+  F(int64_t, ts_ns, 16)                                                             \
+  F(uint64_t, address, 24)                                                          \
+  F(uint64_t, size, 32) /* bytes the pool holds */                                  \
+  F(uint64_t, release_threshold, 40)                                                \
+  F(uint64_t, utilized, 48)          /* bytes of the pool in use */                 \
+  F(uint64_t, min_bytes_to_keep, 56) /* a trim's argument */
+
 // kMemcpy flags.
 inline constexpr uint8_t kMemcpyFlagAsync = 1;
 inline constexpr uint8_t kMemcpyFlagPeer = 2;
@@ -293,6 +336,15 @@ inline constexpr uint16_t kMemsetFlagAsync = 1;
 // kApiCall domains.
 inline constexpr uint32_t kApiDomainRuntime = 1;
 inline constexpr uint32_t kApiDomainDriver = 2;
+// kMemory operations (CUpti_ActivityMemoryOperationType) and flags.
+inline constexpr uint8_t kMemoryOpAllocation = 1;
+inline constexpr uint8_t kMemoryOpRelease = 2;
+inline constexpr uint8_t kMemoryFlagAsync = 1;  // cudaMallocAsync / cudaFreeAsync
+// kMemoryPool operations (CUpti_ActivityMemoryPoolOperationType) and flags.
+inline constexpr uint8_t kPoolOpCreated = 1;
+inline constexpr uint8_t kPoolOpDestroyed = 2;
+inline constexpr uint8_t kPoolOpTrimmed = 3;
+inline constexpr uint8_t kMemoryPoolFlagManaged = 1;
 // kMarker flags.
 inline constexpr uint32_t kMarkerFlagInstant = 1;
 // kExternalCorrelation: the kind gpuctl ranges use (CUPTI's CUSTOM0).
@@ -321,7 +373,9 @@ inline constexpr uint32_t kActivityDriver = 16;     // "driver"
 inline constexpr uint32_t kActivitySync = 32;       // "sync"
 inline constexpr uint32_t kActivityNvtx = 64;       // "nvtx"
 inline constexpr uint32_t kActivityOverhead = 128;  // "overhead"
-// Used when StartCapture.activities is empty.
+inline constexpr uint32_t kActivityMemory = 256;    // "memory": kMemory, kMemoryPool
+// Used when StartCapture.activities is empty. "driver" and "memory" are
+// asked for by name only.
 inline constexpr uint32_t kDefaultActivities = kActivityKernel | kActivityMemcpy | kActivityMemset |
                                                kActivityRuntime | kActivitySync | kActivityNvtx |
                                                kActivityOverhead;

@@ -77,6 +77,47 @@ std::string Device(uint32_t id, const char* name) {
   return Bytes(d);
 }
 
+std::string Memory(CUpti_ActivityMemoryOperationType op, uint32_t device, uint64_t address,
+                   uint64_t bytes, uint64_t ts, uint32_t stream, uint64_t pool_bytes) {
+  CUpti_ActivityMemory4 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
+  m.memoryOperationType = op;
+  m.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.correlationId = static_cast<uint32_t>(address >> 12);
+  m.address = address;
+  m.bytes = bytes;
+  m.timestamp = ts;
+  m.processId = static_cast<uint32_t>(getpid());
+  m.deviceId = device;
+  m.contextId = device + 1;
+  m.streamId = pool_bytes > 0 ? stream : CUPTI_INVALID_STREAM_ID;
+  m.isAsync = pool_bytes > 0 ? 1 : 0;
+  if (pool_bytes > 0) {
+    m.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+    m.memoryPoolConfig.address = address & ~((uint64_t{1} << 30) - 1);
+    m.memoryPoolConfig.releaseThreshold = 0;
+    m.memoryPoolConfig.pool.size = pool_bytes;
+    m.memoryPoolConfig.utilizedSize = bytes;
+  }
+  return Bytes(m);
+}
+
+std::string MemoryPool(CUpti_ActivityMemoryPoolOperationType op, uint32_t device, uint64_t address,
+                       uint64_t size, uint64_t utilized, uint64_t ts) {
+  CUpti_ActivityMemoryPool3 p{};
+  p.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+  p.memoryPoolOperationType = op;
+  p.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+  p.processId = static_cast<uint32_t>(getpid());
+  p.deviceId = device;
+  p.address = address;
+  p.size = size;
+  p.releaseThreshold = 0;
+  p.timestamp = ts;
+  p.utilizedSize = utilized;
+  return Bytes(p);
+}
+
 std::string ExternalCorrelation(uint64_t external_id, uint32_t correlation) {
   CUpti_ActivityExternalCorrelation e{};
   e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;

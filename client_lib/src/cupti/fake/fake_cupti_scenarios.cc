@@ -180,6 +180,37 @@ void AddTransfersAndSync(const Scenario& scenario, const Window& w, Records* out
   if (w.Has(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION)) out->push_back(StreamSynchronize(w));
 }
 
+// Device memory, device 0: in the window's first sixteenth a pool created,
+// a 1 MiB stream-ordered allocation from it, a 4 MiB cudaMalloc, the 1 MiB
+// freed and the pool trimmed; then fourteen 1 MiB allocations at even
+// steps to 94 % of the window (18 MiB allocated at the end, the peak).
+// multi_device adds 8 MiB on device 1. One allocation lies before the
+// window (clipped by the library).
+void AddDeviceMemory(const Scenario& scenario, const Window& w, Records* out) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  constexpr uint64_t kPool = 0x7f0040000000;
+  if (w.Has(CUPTI_ACTIVITY_KIND_MEMORY_POOL)) {
+    out->push_back(MemoryPool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED, 0, kPool, 2 * kMiB,
+                              0, w.at(1)));
+    out->push_back(
+        MemoryPool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED, 0, kPool, 0, 0, w.at(4)));
+  }
+  if (!w.Has(CUPTI_ACTIVITY_KIND_MEMORY2)) return;
+  const auto alloc = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+  out->push_back(Memory(alloc, 0, 0x7e0000000000, 64 * kMiB, w.t0() - 10'000'000'000, 0, 0));
+  out->push_back(Memory(alloc, 0, kPool, kMiB, w.at(1), 7, 2 * kMiB));
+  out->push_back(Memory(alloc, 0, 0x7f0000000000, 4 * kMiB, w.at(2), 0, 0));
+  out->push_back(
+      Memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0, kPool, kMiB, w.at(3), 7, 2 * kMiB));
+  for (uint64_t i = 0; i < 14; ++i) {
+    out->push_back(
+        Memory(alloc, 0, 0x7f0100000000 + i * kMiB, kMiB, w.at(8 + 4 * static_cast<int>(i)), 0, 0));
+  }
+  if (scenario.devices == 2) {
+    out->push_back(Memory(alloc, 1, 0x7f2000000000, 8 * kMiB, w.at(5), 0, 0));
+  }
+}
+
 }  // namespace
 
 Scenario ScenarioNamed(const std::string& name) {
@@ -210,6 +241,7 @@ std::vector<std::string> ScenarioRecords(const Scenario& scenario,
   AddTransfersAndSync(scenario, w, &out);
   if (w.Has(CUPTI_ACTIVITY_KIND_MARKER)) AddMarkers(w, &out);
   if (w.Has(CUPTI_ACTIVITY_KIND_OVERHEAD)) out.push_back(BufferFlushOverhead(w));
+  AddDeviceMemory(scenario, w, &out);
   if (w.Has(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) out.push_back(ExternalCorrelation(0xabc, 1));
   // A kind gpuctl does not use: skipped by the library.
   CUpti_ActivityCudaEvent2 unknown{};
