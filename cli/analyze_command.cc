@@ -291,6 +291,9 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
                   "Host-device link bandwidth in GB/s, to judge copies (default: not judged)");
   cmd->add_option("--copy-bandwidth-pct", f.copy_bandwidth_pct,
                   "With --link-gbps: copies under this % of the link are slow (default 50)");
+  cmd->add_option("--memory-peak-pct", f.memory_peak_pct,
+                  "Report a device whose allocated memory peaks at this % of its size (default "
+                  "90)");
   cmd->add_option("--straggler-mad", f.straggler_mad,
                   "A rank is a straggler beyond the ranks' median by this many median absolute "
                   "deviations (default 3)");
@@ -336,6 +339,8 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
            decimal("--link-gbps", f.link_gbps, "GB/s", 0, 1e5, &t.link_gbps, 1),
            decimal("--copy-bandwidth-pct", f.copy_bandwidth_pct, "a percentage", 0, 100,
                    &t.copy_bandwidth_share, 0.01),
+           decimal("--memory-peak-pct", f.memory_peak_pct, "a percentage", 0, 100,
+                   &t.memory_peak_share, 0.01),
            decimal("--straggler-mad", f.straggler_mad, "a number of deviations", 0, 1000,
                    &t.straggler_mad, 1),
            decimal("--straggler-pct", f.straggler_pct, "a percentage", 0, 1000, &t.straggler_share,

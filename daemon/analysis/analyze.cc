@@ -23,6 +23,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
   r.sync = ComputeSyncStats(model, index, r.breakdown);
   r.top = ComputeTopOps(model);
   r.step_ns = WholeStepDurations(r.breakdown);
+  r.memory = ComputeDeviceMemory(model, r.breakdown);
   r.communication = ComputeCommunication(model, r.breakdown);
   r.host = ComputeHostContext(model, r.breakdown, r.gaps);
   r.summary = Summarize(r.breakdown, r.top);
@@ -34,7 +35,8 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
                                      IdleGapFindings(model, r.breakdown, r.gaps, options),
                                      LaunchFindings(model, r.breakdown, r.gaps, r.launch, options),
                                      CopyFindings(model, r.breakdown, r.copies, options),
-                                     SyncFindings(model, r.breakdown, r.sync, options)}) {
+                                     SyncFindings(model, r.breakdown, r.sync, options),
+                                     DeviceMemoryFindings(model, r.memory, options)}) {
     for (Finding& f : found) {
       f.low_confidence = incomplete;
       r.findings.push_back(std::move(f));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "daemon/analysis/communication.h"
+#include "daemon/analysis/device_memory.h"
 #include "daemon/analysis/diagnoses.h"
 #include "daemon/analysis/finding.h"
 #include "daemon/analysis/host_context.h"
@@ -25,6 +26,7 @@ struct TraceReport {
   SyncStats sync;
   Percentiles step_ns;  // durations of the whole steps
   TopOps top;
+  DeviceMemoryStats memory;
   // NCCL kernels; `communication.across` is filled by AnalyzeRanks.
   CommunicationReport communication;
   HostContext host;  // what the threads did on the CPU (gpuctld's host context)

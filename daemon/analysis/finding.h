@@ -30,6 +30,9 @@ struct AnalyzeOptions {
   // a finding; link_gbps 0 (unknown) turns the check off.
   double link_gbps = 0;
   double copy_bandwidth_share = 0.5;
+  // A device whose allocated memory peaks at this share of its size or
+  // more is a finding (device memory diagnosis).
+  double memory_peak_share = 0.9;
   // Across the ranks of one trace: a rank is a straggler when its median
   // step time (or collective arrival lateness) exceeds the ranks' median by
   // more than straggler_mad times the median absolute deviation and by at

@@ -77,6 +77,24 @@ struct Step {
   int64_t pid = 0, tid = 0;
 };
 
+// A sample of one device's allocated memory after an allocation or free:
+// gpuctl's "Device memory allocated (GPU N)" counter (CUDA driver
+// allocations seen by CUPTI, counted from 0 at the window's start, so it
+// may go below 0), or PyTorch's "[memory]" events in kineto's traces (the
+// caching allocator's "Total Allocated", absolute).
+struct MemorySample {
+  int64_t ts_ns = 0;
+  int64_t bytes = 0;
+  int32_t device = 0;
+  bool allocator = false;  // PyTorch's caching allocator's view
+};
+
+// A device's memory size (deviceProperties' totalGlobalMem).
+struct DeviceMemoryTotal {
+  int32_t device = 0;
+  uint64_t bytes = 0;
+};
+
 enum class TraceFormat : uint8_t { kGpuctl, kKineto };
 
 // What the trace says about itself: gpuctl's `gpuctl` member, kineto's
@@ -109,11 +127,13 @@ struct TraceInfo {
 struct TraceModel {
   TraceInfo info;
   std::vector<std::string> names;
-  std::vector<GpuOp> gpu_ops;      // sorted by (device, stream, start)
-  std::vector<ApiCall> api_calls;  // sorted by start
-  std::vector<SyncRecord> syncs;   // sorted by start
-  std::vector<HostRange> ranges;   // sorted by (pid, tid, start)
-  std::vector<Step> steps;         // sorted by start
+  std::vector<GpuOp> gpu_ops;                    // sorted by (device, stream, start)
+  std::vector<ApiCall> api_calls;                // sorted by start
+  std::vector<SyncRecord> syncs;                 // sorted by start
+  std::vector<HostRange> ranges;                 // sorted by (pid, tid, start)
+  std::vector<Step> steps;                       // sorted by start
+  std::vector<MemorySample> memory;              // sorted by (device, allocator, ts)
+  std::vector<DeviceMemoryTotal> device_memory;  // sorted by device
 
   HostEvents host;  // gpuctld's host context (cpu, sched activities)
 

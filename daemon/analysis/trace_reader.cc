@@ -97,6 +97,8 @@ enum class Category : uint8_t {
   kAnnotation,
   kCpuOp,
   kTraceSpan,
+  kGpuMemory,   // gpuctl's device memory counter and instants
+  kCpuInstant,  // kineto's instants, among them PyTorch's "[memory]"
 };
 
 Category ClassifyCategory(absl::string_view cat) {
@@ -109,6 +111,8 @@ Category ClassifyCategory(absl::string_view cat) {
   if (cat == "user_annotation") return Category::kAnnotation;
   if (cat == "cpu_op" || cat == "Operator") return Category::kCpuOp;
   if (cat == "Trace") return Category::kTraceSpan;
+  if (cat == "gpu_memory") return Category::kGpuMemory;
+  if (cat == "cpu_instant_event") return Category::kCpuInstant;
   return Category::kOther;
 }
 
@@ -167,6 +171,10 @@ struct PendingEvent {
   int64_t device = 0, stream = 0, sync_stream = 0;
   uint64_t correlation = 0, bytes = 0;
   bool graph = false;
+  // Device memory: gpuctl's counter value ("bytes", signed), kineto's
+  // "[memory]" args.
+  bool has_signed_bytes = false, has_total_allocated = false, has_memory_device = false;
+  int64_t signed_bytes = 0, total_allocated = 0, memory_device = 0, device_type = -1;
 };
 
 enum class TopKey : uint8_t { kOther, kEvents, kGpuctl, kDistributed, kBaseTime, kDevices };
@@ -178,7 +186,10 @@ enum class ArgKey : uint8_t {
   kSyncStream,
   kCorrelation,
   kBytes,
-  kGraphId
+  kGraphId,
+  kTotalAllocated,
+  kDeviceId,
+  kDeviceType
 };
 
 TopKey ClassifyTopKey(absl::string_view k) {
@@ -209,6 +220,9 @@ ArgKey ClassifyArgKey(absl::string_view k) {
   if (k == "correlation") return ArgKey::kCorrelation;
   if (k == "bytes") return ArgKey::kBytes;
   if (k == "graph id") return ArgKey::kGraphId;
+  if (k == "Total Allocated") return ArgKey::kTotalAllocated;
+  if (k == "Device Id") return ArgKey::kDeviceId;
+  if (k == "Device Type") return ArgKey::kDeviceType;
   return ArgKey::kOther;
 }
 
@@ -269,7 +283,9 @@ class TraceSax {
   void OnEventScalar(const Scalar& v);
   void OnArgScalar(const Scalar& v);
   void OnGpuctlScalar(const Scalar& v);
+  void OnDeviceScalar(const Scalar& v);
   void EndEvent();
+  void EndMemoryEvent(const PendingEvent& e);
   uint32_t Intern(const std::string& name);
 
   CharStream* stream_;
@@ -290,6 +306,7 @@ class TraceSax {
   int64_t span_start_ = 0, span_end_ = 0;
   int64_t distributed_rank_ = -1, distributed_world_ = -1;
   absl::flat_hash_map<std::string, uint32_t> name_index_;
+  DeviceMemoryTotal device_;  // the deviceProperties element being read
   HostEventCollector host_;
 };
 
@@ -305,7 +322,7 @@ bool TraceSax::key(std::string& k) {
   } else if (InArgs()) {
     arg_key_ = ClassifyArgKey(k);
     host_.OnArgKey(k);
-  } else if (depth_ == 2) {
+  } else if (depth_ == 2 || (depth_ == 3 && top_ == TopKey::kDevices)) {
     member_key_ = k;
   }
   return true;
@@ -328,6 +345,7 @@ bool TraceSax::Start(bool object) {
     host_.BeginEvent();
   } else if (depth_ == 2 && top_ == TopKey::kDevices && object) {
     ++model_->info.device_count;
+    device_ = DeviceMemoryTotal{-1, 0};
   }
   ++depth_;
   return true;
@@ -335,6 +353,9 @@ bool TraceSax::Start(bool object) {
 
 bool TraceSax::End() {
   if (InEvent()) EndEvent();
+  if (depth_ == 3 && top_ == TopKey::kDevices && device_.device >= 0 && device_.bytes > 0) {
+    model_->device_memory.push_back(device_);
+  }
   --depth_;
   if (depth_ == 1 && in_events_) in_events_ = false;
   if (depth_ == 1) top_ = TopKey::kOther;
@@ -362,6 +383,8 @@ bool TraceSax::OnScalar(const Scalar& v) {
     OnArgScalar(v);
   } else if (top_ == TopKey::kGpuctl) {
     OnGpuctlScalar(v);
+  } else if (top_ == TopKey::kDevices && depth_ == 3) {
+    OnDeviceScalar(v);
   } else if (top_ == TopKey::kDistributed && depth_ == 2 && v.type == Scalar::Type::kInt) {
     if (member_key_ == "rank") distributed_rank_ = v.i;
     if (member_key_ == "world_size") distributed_world_ = v.i;
@@ -457,6 +480,19 @@ void TraceSax::OnArgScalar(const Scalar& v) {
       break;
     case ArgKey::kBytes:
       event_.bytes = *i > 0 ? static_cast<uint64_t>(*i) : 0;
+      event_.has_signed_bytes = true;
+      event_.signed_bytes = *i;
+      break;
+    case ArgKey::kTotalAllocated:
+      event_.has_total_allocated = true;
+      event_.total_allocated = *i;
+      break;
+    case ArgKey::kDeviceId:
+      event_.has_memory_device = true;
+      event_.memory_device = *i;
+      break;
+    case ArgKey::kDeviceType:
+      event_.device_type = *i;
       break;
     case ArgKey::kGraphId:
       event_.graph = *i != 0;
@@ -506,6 +542,13 @@ void TraceSax::OnGpuctlScalar(const Scalar& v) {
   }
 }
 
+void TraceSax::OnDeviceScalar(const Scalar& v) {
+  std::optional<int64_t> i = AsInt(v);
+  if (!i.has_value() || *i < 0) return;
+  if (member_key_ == "id" && *i <= INT32_MAX) device_.device = static_cast<int32_t>(*i);
+  if (member_key_ == "totalGlobalMem") device_.bytes = static_cast<uint64_t>(*i);
+}
+
 uint32_t TraceSax::Intern(const std::string& name) {
   auto [it, inserted] = name_index_.try_emplace(name, static_cast<uint32_t>(model_->names.size()));
   if (inserted) model_->names.push_back(name);
@@ -516,6 +559,7 @@ void TraceSax::EndEvent() {
   PendingEvent& e = event_;
   TraceInfo& info = model_->info;
   ++info.events;
+  if (e.ph == 'C' || e.ph == 'i' || e.ph == 'I') EndMemoryEvent(e);
   if (host_.EndEvent(
           e.ph, e.name, e.has_ts && !e.bad_time, e.ts_ns, e.dur_ns, e.pid, e.tid,
           [this](absl::string_view s) { return Intern(std::string(s)); }, &model_->host,
@@ -588,9 +632,34 @@ void TraceSax::EndEvent() {
       span_end_ = has_span_ ? std::max(span_end_, end) : end;
       has_span_ = true;
       break;
+    case Category::kGpuMemory:  // EndMemoryEvent's
+    case Category::kCpuInstant:
     case Category::kOther:
       break;
   }
+}
+
+// gpuctl's "Device memory allocated (GPU N)" counter samples (pid: the
+// device), and PyTorch's "[memory]" instants of CUDA memory (Device Type 1)
+// with the caching allocator's "Total Allocated".
+void TraceSax::EndMemoryEvent(const PendingEvent& e) {
+  MemorySample sample;
+  if (e.ph == 'C' && e.category == Category::kGpuMemory && e.has_signed_bytes) {
+    sample = MemorySample{e.ts_ns, e.signed_bytes, static_cast<int32_t>(e.pid), false};
+  } else if (e.ph != 'C' && e.category == Category::kCpuInstant && e.name == "[memory]" &&
+             e.device_type == 1 && e.has_total_allocated && e.has_memory_device) {
+    sample = MemorySample{e.ts_ns, e.total_allocated, static_cast<int32_t>(e.memory_device), true};
+  } else {
+    return;
+  }
+  if (!e.has_ts || e.bad_time || e.pid < INT32_MIN || e.pid > INT32_MAX || e.memory_device < 0 ||
+      e.memory_device > INT32_MAX ||
+      (has_anchor_ &&
+       (e.ts_ns < anchor_ns_ - kMaxExtentNs || e.ts_ns > anchor_ns_ + kMaxExtentNs))) {
+    ++model_->info.skipped_events;
+    return;
+  }
+  model_->memory.push_back(sample);
 }
 
 bool TraceSax::parse_error(size_t position, const std::string& last_token,
@@ -642,6 +711,13 @@ void SortModel(TraceModel& m) {
   std::stable_sort(m.api_calls.begin(), m.api_calls.end(), by_start);
   std::stable_sort(m.syncs.begin(), m.syncs.end(), by_start);
   std::stable_sort(m.steps.begin(), m.steps.end(), by_start);
+  std::stable_sort(
+      m.memory.begin(), m.memory.end(), [](const MemorySample& a, const MemorySample& b) {
+        return std::tie(a.device, a.allocator, a.ts_ns) < std::tie(b.device, b.allocator, b.ts_ns);
+      });
+  std::sort(
+      m.device_memory.begin(), m.device_memory.end(),
+      [](const DeviceMemoryTotal& a, const DeviceMemoryTotal& b) { return a.device < b.device; });
   std::sort(m.ranges.begin(), m.ranges.end(), [](const HostRange& a, const HostRange& b) {
     return std::tie(a.pid, a.tid, a.start_ns, b.end_ns) <
            std::tie(b.pid, b.tid, b.start_ns, a.end_ns);
