@@ -62,11 +62,11 @@ absl::Status MergeOutput::Flush(bool finish) {
     s.pending.clear();
     return written;
   }
-  s.zs.next_in = reinterpret_cast<Bytef*>(s.pending.data());
+  s.zs.next_in = reinterpret_cast<Bytef*>(s.pending.data());  // NOLINT: zlib's unsigned bytes
   s.zs.avail_in = static_cast<uInt>(s.pending.size());
   int rc = Z_OK;
   do {
-    s.zs.next_out = reinterpret_cast<Bytef*>(s.compressed.data());
+    s.zs.next_out = reinterpret_cast<Bytef*>(s.compressed.data());  // NOLINT: zlib's unsigned bytes
     s.zs.avail_out = static_cast<uInt>(s.compressed.size());
     rc = deflate(&s.zs, finish ? Z_FINISH : Z_NO_FLUSH);
     if (rc == Z_STREAM_ERROR) {
