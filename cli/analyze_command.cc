@@ -301,6 +301,8 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
                   "... and by at least this % of the ranks' median step time (default 5)");
   cmd->add_option("--comm-wait-pct", f.comm_wait_pct,
                   "Report NCCL time waiting for other ranks above this % of it (default 25)");
+  cmd->add_option("--occupancy-pct", f.occupancy_pct,
+                  "Report compute kernels under this % estimated occupancy (default 25)");
   cmd->add_option("--jobs", f.jobs,
                   "Files read at once (default: the CPUs, at most 8); memory grows with it");
 }
@@ -346,6 +348,8 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
            decimal("--straggler-pct", f.straggler_pct, "a percentage", 0, 1000, &t.straggler_share,
                    0.01),
            decimal("--comm-wait-pct", f.comm_wait_pct, "a percentage", 0, 100, &t.comm_wait_share,
+                   0.01),
+           decimal("--occupancy-pct", f.occupancy_pct, "a percentage", 0.1, 100, &t.occupancy_share,
                    0.01),
        }) {
     if (!s.ok()) return s;

@@ -25,6 +25,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
   r.step_ns = WholeStepDurations(r.breakdown);
   r.memory = ComputeDeviceMemory(model, r.breakdown);
   r.communication = ComputeCommunication(model, r.breakdown);
+  r.occupancy = ComputeOccupancy(model);
   r.host = ComputeHostContext(model, r.breakdown, r.gaps);
   r.summary = Summarize(r.breakdown, r.top);
 
@@ -36,6 +37,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
                                      LaunchFindings(model, r.breakdown, r.gaps, r.launch, options),
                                      CopyFindings(model, r.breakdown, r.copies, options),
                                      SyncFindings(model, r.breakdown, r.sync, options),
+                                     OccupancyFindings(model, r.breakdown, r.occupancy, options),
                                      DeviceMemoryFindings(model, r.memory, options)}) {
     for (Finding& f : found) {
       f.low_confidence = incomplete;

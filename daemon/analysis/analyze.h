@@ -10,6 +10,7 @@
 #include "daemon/analysis/diagnoses.h"
 #include "daemon/analysis/finding.h"
 #include "daemon/analysis/host_context.h"
+#include "daemon/analysis/occupancy.h"
 #include "daemon/analysis/summary.h"
 #include "daemon/analysis/trace_model.h"
 
@@ -29,6 +30,7 @@ struct TraceReport {
   DeviceMemoryStats memory;
   // NCCL kernels; `communication.across` is filled by AnalyzeRanks.
   CommunicationReport communication;
+  OccupancyStats occupancy;
   HostContext host;  // what the threads did on the CPU (gpuctld's host context)
   // The numbers gpuctld stores in the manifest at ingest (summary.h).
   ProcessSummary summary;

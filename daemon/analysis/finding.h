@@ -42,6 +42,9 @@ struct AnalyzeOptions {
   // NCCL time spent waiting for slower ranks above this share of a rank's
   // matched NCCL time is a finding.
   double comm_wait_share = 0.25;
+  // Compute kernels whose duration-weighted estimated occupancy is under
+  // this share are a finding (low_occupancy).
+  double occupancy_share = 0.25;
 };
 
 // An interval on a trace's `ts` axis (ns); empty when end <= start.

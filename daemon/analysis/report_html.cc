@@ -7,6 +7,7 @@
 #include "daemon/analysis/html_writer.h"
 #include "daemon/analysis/report.h"
 #include "daemon/analysis/report_communication.h"
+#include "daemon/analysis/report_occupancy.h"
 #include "daemon/analysis/units.h"
 
 namespace gpuctl::analysis {
@@ -257,10 +258,12 @@ void AppendHtmlErrorsAndOptions(std::string* out, const std::vector<TraceError>&
           "small kernel under %s (launch-bound from %.0f%% small and %d kernels); launch "
           "gaps up to %s are launch overhead; findings from %.1f%% of the GPU span; exposed "
           "communication from %.0f%%; waiting for other ranks from %.0f%% of NCCL time; "
-          "stragglers over the ranks' median by %.1f MADs and %.0f%%; ",
+          "stragglers over the ranks' median by %.1f MADs and %.0f%%; occupancy under "
+          "%.0f%% is low; ",
           FormatNs(o.small_kernel_ns), 100 * o.small_kernel_share, o.min_kernels,
           FormatNs(o.launch_gap_ns), 100 * o.min_share, 100 * o.exposed_comm_share,
-          100 * o.comm_wait_share, o.straggler_mad, 100 * o.straggler_share),
+          100 * o.comm_wait_share, o.straggler_mad, 100 * o.straggler_share,
+          100 * o.occupancy_share),
       o.link_gbps > 0 ? absl::StrFormat("copies under %.0f%% of a %.1f GB/s link are slow",
                                         100 * o.copy_bandwidth_share, o.link_gbps)
                       : std::string("copy bandwidth not judged (no --link-gbps)"),
@@ -292,6 +295,7 @@ std::string RenderHtml(const std::vector<TraceReport>& reports,
                   " rows each; synchronize calls are host time.</p>\n");
   for (const TraceReport& r : reports) AppendHtmlTopTables(&out, r);
   absl::StrAppend(&out, "</section>\n");
+  AppendHtmlOccupancy(&out, reports);
   AppendHtmlFindings(&out, reports, findings);
   AppendHtmlErrorsAndOptions(&out, errors, options);
   absl::StrAppend(&out, "</body>\n</html>\n");

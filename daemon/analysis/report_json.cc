@@ -6,6 +6,7 @@
 #include "daemon/analysis/report.h"
 #include "daemon/analysis/report_communication.h"
 #include "daemon/analysis/report_host_context.h"
+#include "daemon/analysis/report_occupancy.h"
 #include "nlohmann/json.hpp"
 
 namespace gpuctl::analysis {
@@ -186,6 +187,7 @@ Json Trace(const TraceReport& r) {
               {"copies", Copies(r.copies)},
               {"device_memory", DeviceMemoryJson(r.memory)},
               {"communication", CommunicationJson(r.communication)},
+              {"occupancy", OccupancyJson(r.occupancy)},
               {"sync", Json{{"calls", r.sync.calls},
                             {"host_ns", r.sync.host_ns},
                             {"call_sites", Named(r.sync.call_sites)},
@@ -226,7 +228,8 @@ std::string RenderJson(const std::vector<TraceReport>& reports,
                         {"memory_peak_share", options.memory_peak_share},
                         {"straggler_mad", options.straggler_mad},
                         {"straggler_share", options.straggler_share},
-                        {"comm_wait_share", options.comm_wait_share}};
+                        {"comm_wait_share", options.comm_wait_share},
+                        {"occupancy_share", options.occupancy_share}};
   Json traces = Json::array();
   for (const TraceReport& r : reports) traces.push_back(Trace(r));
   doc["traces"] = std::move(traces);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "daemon/analysis/report.h"
 #include "daemon/analysis/report_communication.h"
+#include "daemon/analysis/report_occupancy.h"
 #include "daemon/analysis/units.h"
 
 namespace gpuctl::analysis {
@@ -82,6 +83,7 @@ std::string RenderText(const std::vector<TraceReport>& reports,
   std::string out;
   AppendSummary(&out, reports, columns);
   out += RenderRanksText(reports, columns);
+  out += RenderOccupancyText(reports, columns);
   size_t n = 0;
   bool quality_header = false, findings_header = false;
   for (const Finding& f : findings) {

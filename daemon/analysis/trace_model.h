@@ -30,6 +30,20 @@ enum class ApiKind : uint8_t {
   kMemcpyAsync,   // *Async copies and memsets
 };
 
+// A kernel's launch configuration and the occupancy figures its writer
+// derived from it and the device (gpuctl's converter and kineto write the
+// same args: "grid", "block", "registers per thread", "shared memory",
+// "blocks per SM", "warps per SM", "est. achieved occupancy %"). Negative
+// or 0 where the file does not say. Kernels share one entry per distinct
+// configuration (TraceModel::launches).
+struct KernelLaunch {
+  float blocks_per_sm = -1, warps_per_sm = -1;
+  int32_t occupancy_pct = -1;
+  uint32_t block_threads = 0, registers_per_thread = 0, shared_memory_bytes = 0;
+  uint64_t grid_blocks = 0;
+};
+inline constexpr uint32_t kNoLaunch = 0xffffffff;
+
 struct GpuOp {
   int64_t start_ns = 0, end_ns = 0;
   uint64_t bytes = 0;        // copies and memsets
@@ -41,6 +55,8 @@ struct GpuOp {
   CopyDirection direction = CopyDirection::kOther;
   bool pageable = false;  // a copy from or to pageable host memory
   bool graph = false;     // launched from a CUDA graph
+  // Kernels: the index of their launch args in TraceModel::launches.
+  uint32_t launch = kNoLaunch;
 };
 
 struct ApiCall {
@@ -136,6 +152,8 @@ struct TraceModel {
   std::vector<DeviceMemoryTotal> device_memory;  // sorted by device
 
   HostEvents host;  // gpuctld's host context (cpu, sched activities)
+  // The distinct launch configurations of the kernels, in first-seen order.
+  std::vector<KernelLaunch> launches;
 
   const std::string& Name(uint32_t index) const { return names[index]; }
 };

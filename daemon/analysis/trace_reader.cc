@@ -175,6 +175,10 @@ struct PendingEvent {
   // "[memory]" args.
   bool has_signed_bytes = false, has_total_allocated = false, has_memory_device = false;
   int64_t signed_bytes = 0, total_allocated = 0, memory_device = 0, device_type = -1;
+  // A kernel's launch args; grid and block as the products of their arrays.
+  bool has_launch = false, has_grid = false, has_block = false;
+  uint64_t grid = 1, block = 1;
+  KernelLaunch launch;
 };
 
 enum class TopKey : uint8_t { kOther, kEvents, kGpuctl, kDistributed, kBaseTime, kDevices };
@@ -189,7 +193,14 @@ enum class ArgKey : uint8_t {
   kGraphId,
   kTotalAllocated,
   kDeviceId,
-  kDeviceType
+  kDeviceType,
+  kBlocksPerSm,
+  kWarpsPerSm,
+  kOccupancy,
+  kGrid,
+  kBlock,
+  kRegisters,
+  kSharedMemory,
 };
 
 TopKey ClassifyTopKey(absl::string_view k) {
@@ -223,6 +234,13 @@ ArgKey ClassifyArgKey(absl::string_view k) {
   if (k == "Total Allocated") return ArgKey::kTotalAllocated;
   if (k == "Device Id") return ArgKey::kDeviceId;
   if (k == "Device Type") return ArgKey::kDeviceType;
+  if (k == "blocks per SM") return ArgKey::kBlocksPerSm;
+  if (k == "warps per SM") return ArgKey::kWarpsPerSm;
+  if (k == "est. achieved occupancy %") return ArgKey::kOccupancy;
+  if (k == "grid") return ArgKey::kGrid;
+  if (k == "block") return ArgKey::kBlock;
+  if (k == "registers per thread") return ArgKey::kRegisters;
+  if (k == "shared memory") return ArgKey::kSharedMemory;
   return ArgKey::kOther;
 }
 
@@ -282,6 +300,13 @@ class TraceSax {
   bool OnScalar(const Scalar& v);
   void OnEventScalar(const Scalar& v);
   void OnArgScalar(const Scalar& v);
+  void OnLaunchArg(const Scalar& v, int64_t i);
+  void OnLaunchArrayScalar(const Scalar& v);
+  bool InLaunchArray() const {
+    return in_events_ && depth_ == 5 && event_key_ == EventKey::kArgs &&
+           (arg_key_ == ArgKey::kGrid || arg_key_ == ArgKey::kBlock);
+  }
+  uint32_t InternLaunch(const PendingEvent& e);
   void OnGpuctlScalar(const Scalar& v);
   void OnDeviceScalar(const Scalar& v);
   void EndEvent();
@@ -306,6 +331,9 @@ class TraceSax {
   int64_t span_start_ = 0, span_end_ = 0;
   int64_t distributed_rank_ = -1, distributed_world_ = -1;
   absl::flat_hash_map<std::string, uint32_t> name_index_;
+  absl::flat_hash_map<std::tuple<float, float, int32_t, uint32_t, uint32_t, uint32_t, uint64_t>,
+                      uint32_t>
+      launch_index_;
   DeviceMemoryTotal device_;  // the deviceProperties element being read
   HostEventCollector host_;
 };
@@ -381,6 +409,8 @@ bool TraceSax::OnScalar(const Scalar& v) {
     OnEventScalar(v);
   } else if (InArgs()) {
     OnArgScalar(v);
+  } else if (InLaunchArray()) {
+    OnLaunchArrayScalar(v);
   } else if (top_ == TopKey::kGpuctl) {
     OnGpuctlScalar(v);
   } else if (top_ == TopKey::kDevices && depth_ == 3) {
@@ -497,6 +527,15 @@ void TraceSax::OnArgScalar(const Scalar& v) {
     case ArgKey::kGraphId:
       event_.graph = *i != 0;
       break;
+    case ArgKey::kBlocksPerSm:
+    case ArgKey::kWarpsPerSm:
+    case ArgKey::kOccupancy:
+    case ArgKey::kGrid:
+    case ArgKey::kBlock:
+    case ArgKey::kRegisters:
+    case ArgKey::kSharedMemory:
+      OnLaunchArg(v, *i);
+      break;
     case ArgKey::kOther:
       break;
   }
@@ -549,6 +588,62 @@ void TraceSax::OnDeviceScalar(const Scalar& v) {
   if (member_key_ == "totalGlobalMem") device_.bytes = static_cast<uint64_t>(*i);
 }
 
+void TraceSax::OnLaunchArg(const Scalar& v, int64_t i) {
+  // Products beyond this are nonsense from the file; they saturate here.
+  constexpr uint64_t kMaxProduct = uint64_t{1} << 48;
+  PendingEvent& e = event_;
+  KernelLaunch& l = e.launch;
+  const double d = v.type == Scalar::Type::kString ? static_cast<double>(i) : v.d;
+  const bool count = i >= 0 && i <= std::numeric_limits<int32_t>::max();
+  switch (arg_key_) {
+    case ArgKey::kBlocksPerSm:
+    case ArgKey::kWarpsPerSm:
+      if (!std::isfinite(d) || d < 0 || d > 1e9) return;
+      (arg_key_ == ArgKey::kBlocksPerSm ? l.blocks_per_sm : l.warps_per_sm) = static_cast<float>(d);
+      break;
+    case ArgKey::kOccupancy:
+      if (i < 0 || i > 100) return;
+      l.occupancy_pct = static_cast<int32_t>(i);
+      break;
+    case ArgKey::kGrid:
+    case ArgKey::kBlock: {
+      if (i < 0) return;
+      const bool grid = arg_key_ == ArgKey::kGrid;
+      uint64_t& product = grid ? e.grid : e.block;
+      const uint64_t dim = static_cast<uint64_t>(i);
+      product = dim != 0 && product > kMaxProduct / dim ? kMaxProduct : product * dim;
+      (grid ? e.has_grid : e.has_block) = true;
+      break;
+    }
+    case ArgKey::kRegisters:
+      if (count) l.registers_per_thread = static_cast<uint32_t>(i);
+      break;
+    case ArgKey::kSharedMemory:
+      if (count) l.shared_memory_bytes = static_cast<uint32_t>(i);
+      break;
+    default:
+      return;
+  }
+  e.has_launch = true;
+}
+
+void TraceSax::OnLaunchArrayScalar(const Scalar& v) {
+  if (std::optional<int64_t> i = AsInt(v); i.has_value()) OnLaunchArg(v, *i);
+}
+
+uint32_t TraceSax::InternLaunch(const PendingEvent& e) {
+  KernelLaunch l = e.launch;
+  if (e.has_grid) l.grid_blocks = e.grid;
+  if (e.has_block) l.block_threads = static_cast<uint32_t>(std::min<uint64_t>(e.block, 1u << 30));
+  const auto key =
+      std::make_tuple(l.blocks_per_sm, l.warps_per_sm, l.occupancy_pct, l.block_threads,
+                      l.registers_per_thread, l.shared_memory_bytes, l.grid_blocks);
+  auto [it, inserted] =
+      launch_index_.try_emplace(key, static_cast<uint32_t>(model_->launches.size()));
+  if (inserted) model_->launches.push_back(l);
+  return it->second;
+}
+
 uint32_t TraceSax::Intern(const std::string& name) {
   auto [it, inserted] = name_index_.try_emplace(name, static_cast<uint32_t>(model_->names.size()));
   if (inserted) model_->names.push_back(name);
@@ -593,6 +688,7 @@ void TraceSax::EndEvent() {
       op.stream = e.has_stream ? e.stream : e.tid;
       op.bytes = e.bytes;
       op.graph = e.graph;
+      if (e.category == Category::kKernel && e.has_launch) op.launch = InternLaunch(e);
       if (e.category == Category::kKernel) {
         op.kind = IsCommunicationKernel(e.name) ? GpuOpKind::kCommKernel : GpuOpKind::kKernel;
       } else {

@@ -12,7 +12,9 @@
 // CUPTI_ERROR_UNKNOWN, as the real one does without a driver); what each
 // does is in fake_cupti_scenarios.h. Generated records lie inside
 // [first enable, flush] (by the registered timestamp callback), plus one
-// kernel before and one after, an unknown record kind and noise API calls.
+// kernel before and one after, an unknown record kind and noise API calls;
+// with MEMORY2 and MEMORY_POOL enabled, device memory allocations, a
+// release and pool records (AddDeviceMemory in fake_cupti_scenarios.cc).
 #ifndef GPUCTL_CLIENT_LIB_SRC_CUPTI_FAKE_FAKE_CUPTI_H_
 #define GPUCTL_CLIENT_LIB_SRC_CUPTI_FAKE_FAKE_CUPTI_H_
 

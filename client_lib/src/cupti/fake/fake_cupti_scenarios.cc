@@ -183,7 +183,7 @@ void AddTransfersAndSync(const Scenario& scenario, const Window& w, Records* out
 // Device memory, device 0: in the window's first sixteenth a pool created,
 // a 1 MiB stream-ordered allocation from it, a 4 MiB cudaMalloc, the 1 MiB
 // freed and the pool trimmed; then fourteen 1 MiB allocations at even
-// steps to 94 % of the window (18 MiB allocated at the end, the peak).
+// steps to 73 % of the window (18 MiB allocated at the end, the peak).
 // multi_device adds 8 MiB on device 1. One allocation lies before the
 // window (clipped by the library).
 void AddDeviceMemory(const Scenario& scenario, const Window& w, Records* out) {
@@ -204,7 +204,7 @@ void AddDeviceMemory(const Scenario& scenario, const Window& w, Records* out) {
       Memory(CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE, 0, kPool, kMiB, w.at(3), 7, 2 * kMiB));
   for (uint64_t i = 0; i < 14; ++i) {
     out->push_back(
-        Memory(alloc, 0, 0x7f0100000000 + i * kMiB, kMiB, w.at(8 + 4 * static_cast<int>(i)), 0, 0));
+        Memory(alloc, 0, 0x7f0100000000 + i * kMiB, kMiB, w.at(8 + 3 * static_cast<int>(i)), 0, 0));
   }
   if (scenario.devices == 2) {
     out->push_back(Memory(alloc, 1, 0x7f2000000000, 8 * kMiB, w.at(5), 0, 0));
