@@ -189,8 +189,8 @@ void AddTraceFlags(CLI::App* command, TraceFlags& f) {
   command
       ->add_option("--activities", f.activities,
                    "What to record, comma-separated: GPU activity kernel,memcpy,memset,runtime,"
-                   "driver,sync,nvtx,overhead (default: all but driver); host context cpu "
-                   "(CPU samples), sched (off-CPU time), off by default")
+                   "driver,sync,nvtx,overhead,memory (default: all but driver and memory); host "
+                   "context cpu (CPU samples), sched (off-CPU time), off by default")
       ->delimiter(',');
   command
       ->add_option("--kineto", f.kineto_options,
