@@ -110,7 +110,7 @@ absl::Status ValidateJobFlags(const AnalyzeFlags& f, AnalyzeCommandOptions& out)
     return absl::InvalidArgumentError("--job needs --since DURATION");
   if (f.job_id.empty()) return absl::InvalidArgumentError("--job: expected a job id");
   out.job_id = f.job_id;
-  absl::StatusOr<absl::Duration> since = ParseUserDuration(f.since);
+  absl::StatusOr<absl::Duration> since = ParseLookback(f.since);
   if (!since.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--since: ", since.status().message()));
   }
@@ -193,6 +193,12 @@ absl::Status ValidateSource(const AnalyzeFlags& f, absl::string_view env_host,
   if (out.source == AnalyzeSource::kJob) {
     if (absl::Status s = ValidateJobFlags(f, out); !s.ok()) return s;
   }
+  if (AnalyzeFlagGiven(f.bucket_option)) {
+    if (out.source != AnalyzeSource::kTraceId && out.source != AnalyzeSource::kJob) {
+      return absl::InvalidArgumentError("--bucket goes with --trace-id or --since and --job");
+    }
+    out.bucket = true;
+  }
   if (out.source == AnalyzeSource::kDiff) {
     if (absl::Status s = ValidateDiffFlags(f, out); !s.ok()) return s;
   } else if (AnalyzeFlagGiven(f.top_option)) {
@@ -225,13 +231,17 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
       "--trace-id", f.trace_id, "Fetch this stored trace from every host that has it (--host)");
   f.since_option = cmd->add_option("--since", f.since,
                                    "With --job: fetch the job's traces stored this far back "
-                                   "(e.g. 24h, at most 24h)");
+                                   "(e.g. 6h or 7d, at most 366d)");
   f.job_option = cmd->add_option("--job", f.job_id, "With --since: the job whose traces to fetch");
   f.trigger_option =
       cmd->add_option("--trigger", f.trigger,
                       "With --since: only traces of this trigger: scheduled, anomaly or on-demand");
   f.max_traces_option = cmd->add_option(
       "--max-traces", f.max_traces, "With --since: fetch at most the newest N traces (default 20)");
+  f.bucket_option = cmd->add_flag(
+      "--bucket", f.bucket,
+      "With --trace-id or --since: from the daemons' S3 bucket, every host's part of a trace "
+      "(pods gone included)");
   f.keep_option = cmd->add_option(
       "--keep", f.keep,
       "Keep the fetched traces in this directory (default: a temporary one, removed after)");

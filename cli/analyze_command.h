@@ -32,6 +32,7 @@ struct AnalyzeFlags {
   std::string straggler_mad, straggler_pct, comm_wait_pct, occupancy_pct;
   // Fetched from the daemons instead of local paths.
   std::string trace_id, since, job_id, trigger, max_traces, keep;
+  bool bucket = false;
   HostFlags hosts;
   std::string parallel = "64", host_timeout = "10s";
   // --diff A B.
@@ -47,6 +48,7 @@ struct AnalyzeFlags {
   const CLI::Option* trigger_option = nullptr;
   const CLI::Option* max_traces_option = nullptr;
   const CLI::Option* keep_option = nullptr;
+  const CLI::Option* bucket_option = nullptr;
   const CLI::Option* diff_option = nullptr;
   const CLI::Option* top_option = nullptr;
   const CLI::Option* merge_option = nullptr;
@@ -84,6 +86,10 @@ struct AnalyzeCommandOptions {
   absl::Duration since;
   v1::TriggerKind trigger = v1::TRIGGER_KIND_UNSPECIFIED;
   size_t max_traces = 20;
+  // kTraceId and kJob: from the daemons' S3 bucket (every host's part of a
+  // trace from one daemon, pods that are gone included) rather than their
+  // own stores.
+  bool bucket = false;
   // Where fetched traces are kept; empty: a temporary directory, removed
   // after.
   std::string keep_dir;

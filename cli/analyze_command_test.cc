@@ -257,6 +257,10 @@ TEST(AnalyzeBinaryTest, FetchAndDiffFlagsThatDoNotGoTogetherAreUsageErrors) {
       {"analyze --diff " + kRank0 + " trace:nope", "trace:ID"},
       {"analyze --top 3 " + kRank0, "--top goes with --diff"},
       {"analyze --diff " + kRank0 + " " + kRank1 + " --html /tmp/x.html", "--html goes with"},
+      {"analyze " + kRank0 + " --bucket", "--bucket goes with --trace-id or --since"},
+      {"analyze --diff " + kRank0 + " " + kRank1 + " --bucket", "--bucket goes with"},
+      {"analyze --since 367d --job 4", "longer than the 366d maximum"},
+      {"analyze --since 2w --job 4", "unknown unit \"w\""},
   };
   for (const auto& [args, message] : cases) {
     Ran run = RunGpuctl(args);

@@ -59,6 +59,7 @@ std::vector<HostFetch> FetchTrace(const std::string& trace_id, const std::vector
     DownloadOptions options;
     options.trace_id = trace_id;
     options.output_root = absl::StrCat(settings.root, "/", HostLabel(fetch.target));
+    options.bucket = settings.bucket;
     options.timeout = env.download_timeout;
     options.cancel = &cancel;
     // What a failed download leaves is removed, but never a directory that
@@ -79,6 +80,27 @@ std::vector<HostFetch> FetchTrace(const std::string& trace_id, const std::vector
   return out;
 }
 
+std::vector<HostFetch> FetchTraceFromBucket(const std::string& trace_id,
+                                            const std::vector<HostEntry>& hosts,
+                                            const FetchSettings& settings, const CliEnv& env,
+                                            CancelGroup& cancel) {
+  std::vector<HostFetch> tried;
+  for (const HostEntry& host : hosts) {
+    std::vector<HostFetch> one = FetchTrace(trace_id, {host}, settings, env, cancel);
+    if (one.front().status.ok()) return one;
+    tried.push_back(std::move(one.front()));
+    if (cancel.cancelled()) break;
+  }
+  return tried;
+}
+
+uint32_t BucketDaysSince(absl::Time created_after, absl::Time now) {
+  if (created_after >= now) return 1;
+  const absl::CivilDay today = absl::ToCivilDay(now, absl::UTCTimeZone());
+  const absl::CivilDay first = absl::ToCivilDay(created_after, absl::UTCTimeZone());
+  return static_cast<uint32_t>(std::clamp<absl::civil_diff_t>(today - first + 1, 1, 366));
+}
+
 TraceListing ListJobTraces(const std::string& job_id, v1::TriggerKind trigger,
                            absl::Time created_after, const FetchSettings& settings,
                            const CliEnv& env) {
@@ -95,6 +117,10 @@ TraceListing ListJobTraces(const std::string& job_id, v1::TriggerKind trigger,
       return;
     }
     TracesQuery query{.job_id = job_id, .trigger = trigger, .created_after = created_after};
+    if (settings.bucket) {
+      query.bucket = true;
+      query.bucket_days = BucketDaysSince(created_after, absl::Now());
+    }
     listed[i] = ListStoredTraces(**stub, hosts[i].target, query, env.rpc_timeout);
   });
   TraceListing out;

@@ -2,6 +2,7 @@
 #define GPUCTL_CLI_ANALYZE_FETCH_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct FetchSettings {
   // Downloads go to <root>/<host label>/<trace id>/ (HostLabel), so that two
   // hosts' files never share a directory.
   std::string root;
+  // From the daemons' S3 bucket (GetTraceRequest.bucket, ListTracesRequest.bucket)
+  // instead of their own stores.
+  bool bucket = false;
 };
 
 // `target` as a directory name: every character but [A-Za-z0-9.-] becomes
@@ -43,6 +47,19 @@ std::vector<HostFetch> FetchTrace(const std::string& trace_id, const std::vector
                                   const FetchSettings& settings, const CliEnv& env,
                                   CancelGroup& cancel);
 
+// With settings.bucket: `trace_id` as the bucket holds it, every host's
+// part, from the first of `hosts` that delivers it (any daemon sharing the
+// bucket serves all of it). One entry: that host's, else, when none
+// delivered, one per host asked, in order.
+std::vector<HostFetch> FetchTraceFromBucket(const std::string& trace_id,
+                                            const std::vector<HostEntry>& hosts,
+                                            const FetchSettings& settings, const CliEnv& env,
+                                            CancelGroup& cancel);
+
+// The UTC days, today included, a bucket listing must cover to reach back
+// to `created_after` (at most 366).
+uint32_t BucketDaysSince(absl::Time created_after, absl::Time now);
+
 // One trace the daemons listed: its id, when it was created, which hosts
 // store it (every host's manifest names the trace).
 struct ListedTrace {
@@ -58,8 +75,9 @@ struct TraceListing {
 };
 
 // The traces of `job_id` (and `trigger` when set) created at or after
-// `created_after` on every host, as `gpuctl traces` lists them, merged by
-// trace id, newest first.
+// `created_after` on every host, as `gpuctl traces` lists them (with
+// settings.bucket, as `gpuctl traces --bucket`), merged by trace id, newest
+// first.
 TraceListing ListJobTraces(const std::string& job_id, v1::TriggerKind trigger,
                            absl::Time created_after, const FetchSettings& settings,
                            const CliEnv& env);

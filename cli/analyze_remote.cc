@@ -57,6 +57,7 @@ int PrepareFetch(const AnalyzeCommandOptions& options, const CliEnv& env, FetchC
   out.settings.hosts = *std::move(hosts);
   out.settings.parallel = options.parallel;
   out.settings.root = out.dir->path();
+  out.settings.bucket = options.bucket;
   out.env = env;
   out.env.connect_timeout = options.host_timeout;
   return kExitOk;
@@ -110,6 +111,14 @@ FetchOutcome Summarize(const std::string& trace_id, const std::vector<HostFetch>
   return out;
 }
 
+// The trace's files from `hosts`: each host's own part, or with --bucket
+// the whole trace from the first host that delivers it.
+std::vector<HostFetch> FetchParts(const std::string& trace_id, const std::vector<HostEntry>& hosts,
+                                  const FetchContext& ctx, CancelGroup& cancel) {
+  return ctx.settings.bucket ? FetchTraceFromBucket(trace_id, hosts, ctx.settings, ctx.env, cancel)
+                             : FetchTrace(trace_id, hosts, ctx.settings, ctx.env, cancel);
+}
+
 // When nothing was delivered: no host has it, or some could not be asked.
 int NothingDeliveredCode(const FetchOutcome& outcome) {
   return outcome.failed == 0 ? kExitNothingMatched : kExitDaemonError;
@@ -122,8 +131,7 @@ int RunAnalyzeTraceId(const AnalyzeCommandOptions& options, const CliEnv& env) {
   if (int code = PrepareFetch(options, env, ctx); code != kExitOk) return code;
   CancelGroup cancel(env.interrupts);
   const FetchOutcome outcome = Summarize(
-      options.trace_id,
-      FetchTrace(options.trace_id, ctx.settings.hosts, ctx.settings, ctx.env, cancel), env);
+      options.trace_id, FetchParts(options.trace_id, ctx.settings.hosts, ctx, cancel), env);
   if (cancel.cancelled()) {
     *env.err << "gpuctl analyze: download of trace " << options.trace_id << " cancelled\n";
     return kExitInterrupted;
@@ -227,8 +235,7 @@ int RunAnalyzeJob(const AnalyzeCommandOptions& options, const CliEnv& env) {
   bool incomplete = hosts_failed;
   for (ListedTrace& listed : listing.traces) {
     const FetchOutcome outcome =
-        Summarize(listed.trace_id,
-                  FetchTrace(listed.trace_id, listed.hosts, ctx.settings, ctx.env, cancel), env);
+        Summarize(listed.trace_id, FetchParts(listed.trace_id, listed.hosts, ctx, cancel), env);
     if (cancel.cancelled()) {
       *env.err << "gpuctl analyze: download of trace " << listed.trace_id << " cancelled\n";
       return kExitInterrupted;

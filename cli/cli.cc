@@ -174,6 +174,8 @@ void DefineCommands(Parser& p, const CliEnv& env) {
   get->add_option("-o,--output", f.output_root, "Download directory")->capture_default_str();
   get->add_option("--file", f.files, "Only this file of the trace (repeatable)")
       ->allow_extra_args(false);
+  get->add_flag("--bucket", f.bucket,
+                "From the daemon's S3 bucket: every host's part of the trace (pods gone included)");
   get->callback([&p, &env] {
     std::string target = ResolveTarget(p.flags, env);
     if (absl::Status s = ValidateTraceId("get", p.flags.trace_id); !s.ok()) {
@@ -185,7 +187,8 @@ void DefineCommands(Parser& p, const CliEnv& env) {
     }
     if (p.flags.output_root.empty()) throw UsageError("-o: empty directory");
     p.run = [target, &p, &env] {
-      return RunGet(target, p.flags.trace_id, p.flags.files, p.flags.output_root, env);
+      return RunGet(target, p.flags.trace_id, p.flags.files, p.flags.output_root, p.flags.bucket,
+                    env);
     };
   });
 

@@ -165,6 +165,7 @@ absl::StatusOr<DownloadResult> DownloadTrace(v1::Gpuctl::StubInterface& stub,
 
   v1::GetTraceRequest request;
   request.set_trace_id(options.trace_id);
+  request.set_bucket(options.bucket);
   for (const std::string& name : options.files) request.add_files(name);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));

@@ -40,6 +40,9 @@ struct DownloadOptions {
   // must be safe (IsSafeName).
   std::map<std::string, std::string> local_names;
   std::string output_root;
+  // The trace as the daemon's bucket holds it: every host's part
+  // (GetTraceRequest.bucket).
+  bool bucket = false;
   absl::Duration timeout = absl::Minutes(30);
   // Optional; cancelling the group cancels the transfer.
   CancelGroup* cancel = nullptr;

@@ -22,6 +22,15 @@ inline constexpr absl::Duration kMaxUserDuration = absl::Hours(24);
 // `allow_zero`, a zero duration ("0s", "0ms") is accepted too.
 absl::StatusOr<absl::Duration> ParseUserDuration(absl::string_view text, bool allow_zero = false);
 
+// The longest look back ParseLookback accepts: as far as a bucket listing
+// goes (ListTracesRequest.bucket_days).
+inline constexpr absl::Duration kMaxLookback = absl::Hours(24 * 366);
+
+// A look back into stored traces (`gpuctl analyze --since`): the grammar of
+// ParseUserDuration plus days ("7d", "1d12h"), positive and at most
+// kMaxLookback.
+absl::StatusOr<absl::Duration> ParseLookback(absl::string_view text);
+
 // The compact form used in output ("5s", "1m30s", "500ms").
 std::string FormatUserDuration(absl::Duration d);
 

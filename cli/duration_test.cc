@@ -73,6 +73,40 @@ TEST(CliParseUserDurationTest, ZeroOnlyWhenAllowed) {
               HasSubstr("unit is required"));
 }
 
+TEST(CliParseLookbackTest, AcceptsDaysAndTheUsualUnits) {
+  EXPECT_EQ(*ParseLookback("7d"), absl::Hours(24 * 7));
+  EXPECT_EQ(*ParseLookback("1d12h"), absl::Hours(36));
+  EXPECT_EQ(*ParseLookback("1.5d"), absl::Hours(36));
+  EXPECT_EQ(*ParseLookback("90m"), absl::Minutes(90));
+  EXPECT_EQ(*ParseLookback("366d"), kMaxLookback);
+  EXPECT_EQ(*ParseLookback("365d24h"), kMaxLookback);
+}
+
+TEST(CliParseLookbackTest, RejectsWithReason) {
+  struct Case {
+    const char* text;
+    const char* reason;
+  } cases[] = {
+      {"", "empty"},
+      {"-1d", "must be positive"},
+      {"7", "unit is required"},
+      {"7w", "unknown unit \"w\" (units: d, h"},
+      {"367d", "longer than the 366d maximum"},
+      {"366d1s", "longer than the 366d maximum"},
+      {"99999999999999999999d", "out of range"},
+      {"0d", "must be greater than zero"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<absl::Duration> d = ParseLookback(c.text);
+    ASSERT_FALSE(d.ok()) << c.text;
+    EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << c.text;
+    EXPECT_THAT(d.status().message(), HasSubstr(c.reason)) << c.text;
+    EXPECT_THAT(d.status().message(), HasSubstr("e.g. 6h, 7d")) << c.text;
+  }
+  // Days stay a look-back unit: a profiling window is not given in days.
+  EXPECT_THAT(ParseUserDuration("1d").status().message(), HasSubstr("unknown unit \"d\""));
+}
+
 TEST(CliFormatUserDurationTest, Compact) {
   EXPECT_EQ(FormatUserDuration(absl::Seconds(90)), "1m30s");
   EXPECT_EQ(FormatUserDuration(absl::Milliseconds(500)), "500ms");

@@ -360,7 +360,7 @@ int RunStatus(const std::string& target, bool json, const CliEnv& env) {
 }
 
 int RunGet(const std::string& target, const std::string& trace_id,
-           const std::vector<std::string>& files, const std::string& output_root,
+           const std::vector<std::string>& files, const std::string& output_root, bool bucket,
            const CliEnv& env) {
   absl::StatusOr<std::unique_ptr<v1::Gpuctl::Stub>> stub = OpenStub(target, env);
   if (!stub.ok()) return ReportError(stub.status(), target, *env.err);
@@ -368,6 +368,7 @@ int RunGet(const std::string& target, const std::string& trace_id,
   options.trace_id = trace_id;
   options.files = files;
   options.output_root = output_root;
+  options.bucket = bucket;
   options.timeout = env.download_timeout;
   CancelGroup cancel(env.interrupts);
   options.cancel = &cancel;

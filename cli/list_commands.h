@@ -54,9 +54,10 @@ absl::StatusOr<v1::TriggerKind> ParseTriggerKind(absl::string_view word);
 int RunStatus(const std::string& target, bool json, const CliEnv& env);
 
 // `gpuctl get`: downloads `files` (empty: all) of a trace into
-// <output_root>/<trace_id>/.
+// <output_root>/<trace_id>/; with `bucket`, every host's part of it from the
+// daemon's bucket.
 int RunGet(const std::string& target, const std::string& trace_id,
-           const std::vector<std::string>& files, const std::string& output_root,
+           const std::vector<std::string>& files, const std::string& output_root, bool bucket,
            const CliEnv& env);
 
 }  // namespace gpuctl::cli

@@ -84,6 +84,7 @@ absl::Status GetTraceReactor::ResolveFiles() {
   for (const std::string& name : request_.files()) {
     if (absl::Status s = ValidateTraceFileName(name); !s.ok()) return s;
   }
+  if (request_.bucket()) return ResolveBucketFiles();
   absl::StatusOr<v1::TraceManifest> manifest = store_->GetManifest(request_.trace_id());
   // The store's message names its paths, which are the daemon's business.
   if (absl::IsNotFound(manifest.status())) {
@@ -104,14 +105,55 @@ absl::Status GetTraceReactor::ResolveFiles() {
     }
     stored.push_back(result.file());
   }
+  return SelectFiles(std::move(stored), /*any_manifest_name=*/true);
+}
+
+absl::Status GetTraceReactor::ResolveBucketFiles() {
+  absl::StatusOr<std::vector<std::pair<std::string, v1::TraceManifest>>> manifests =
+      store_->GetBucketManifests(request_.trace_id());
+  if (absl::IsNotFound(manifests.status())) {
+    return absl::NotFoundError(absl::StrCat("no trace ", request_.trace_id(), " in the bucket"));
+  }
+  if (!manifests.ok()) return manifests.status();
+  std::vector<std::string> stored;
+  bool first = true;
+  for (const auto& [name, manifest] : *manifests) {
+    // A host's part outside a scoped token's reach is left out, as if absent.
+    if (scope_ != nullptr && !ManifestInScope(*scope_, manifest, manifest.trigger().token())) {
+      continue;
+    }
+    if (first) {
+      trace_status_ = manifest.status();
+      cancellation_ = manifest.cancellation();
+      first = false;
+    }
+    stored.push_back(name);
+    for (const v1::ProcessResult& result : manifest.results()) {
+      if (result.file().empty()) continue;
+      if (absl::Status s = ValidateTraceFileName(result.file()); !s.ok()) {
+        return absl::DataLossError(absl::StrCat("a manifest in the bucket lists an ", s.message()));
+      }
+      // Two hosts' manifests never name one file (names carry the host);
+      // a repeat is served once.
+      if (std::find(stored.begin(), stored.end(), result.file()) == stored.end()) {
+        stored.push_back(result.file());
+      }
+    }
+  }
+  if (stored.empty()) return absl::NotFoundError(absl::StrCat("no trace ", request_.trace_id()));
+  return SelectFiles(std::move(stored), /*any_manifest_name=*/false);
+}
+
+absl::Status GetTraceReactor::SelectFiles(std::vector<std::string> stored, bool any_manifest_name) {
   if (request_.files().empty()) {
     files_ = std::move(stored);
     return absl::OkStatus();
   }
   for (const std::string& name : request_.files()) {
-    // Any manifest name ("manifest.json" too) names the trace's manifest.
-    if (!layout::IsManifestName(name) &&
-        std::find(stored.begin(), stored.end(), name) == stored.end()) {
+    // Any manifest name ("manifest.json" too) names the trace's manifest;
+    // from the bucket, each host's manifest is named by its own path.
+    const bool listed = std::find(stored.begin(), stored.end(), name) != stored.end();
+    if (!listed && !(any_manifest_name && layout::IsManifestName(name))) {
       return absl::NotFoundError(absl::StrCat("trace ", request_.trace_id(), " has no file \"",
                                               Excerpt(name),
                                               "\"; its files: ", FileListText(stored)));
@@ -132,7 +174,8 @@ absl::Status GetTraceReactor::NextChunk(bool* have_chunk) {
       if (next_file_ >= files_.size()) return absl::OkStatus();
       current_file_ = files_[next_file_++];
       absl::StatusOr<std::unique_ptr<TraceFileReader>> reader =
-          store_->Open(request_.trace_id(), current_file_);
+          request_.bucket() ? store_->OpenInBucket(request_.trace_id(), current_file_)
+                            : store_->Open(request_.trace_id(), current_file_);
       if (absl::IsNotFound(reader.status())) {
         return absl::NotFoundError(absl::StrCat("trace ", request_.trace_id(), " lists \"",
                                                 current_file_, "\" but it is not stored"));

@@ -45,6 +45,11 @@ class GetTraceReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   // Fills chunk_ with the next chunk; false when every file was sent.
   absl::Status NextChunk(bool* have_chunk);
   absl::Status ResolveFiles();
+  // GetTraceRequest.bucket: every host's part of the trace, from the bucket.
+  absl::Status ResolveBucketFiles();
+  // files_: `stored`, or the request's files when it names some (each one
+  // of `stored`, or any manifest name when `any_manifest_name`).
+  absl::Status SelectFiles(std::vector<std::string> stored, bool any_manifest_name);
 
   TraceStore* const store_;
   Executor* const io_;

@@ -458,6 +458,19 @@ TEST_F(GetTraceTest, AnUnknownTraceIsNotFoundWithTheTraceIdOnly) {
   EXPECT_EQ(status.error_message(), "no trace t-404");
 }
 
+TEST_F(GetTraceTest, ABucketReadFromADaemonWithoutABucketSaysSo) {
+  PutTrace();
+  v1::GetTraceRequest request;
+  request.set_trace_id("t-2");
+  request.set_bucket(true);
+  std::map<std::string, std::string> files;
+  std::vector<std::string> order;
+  grpc::Status status = Download(request, &files, &order);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(status.error_message(), HasSubstr("no bucket (store.s3)"));
+  EXPECT_TRUE(files.empty());
+}
+
 TEST_F(GetTraceTest, TheListOfFilesInAMessageIsBounded) {
   v1::TraceManifest manifest;
   manifest.set_trace_id("t-many");

@@ -91,4 +91,22 @@ absl::StatusOr<v1::TraceManifest> ReadRemoteManifest(S3Client& client, absl::str
   return ReadManifestObject(client, trace_id, has_preferred ? preferred : names->front());
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, v1::TraceManifest>>> ReadRemoteManifests(
+    S3Client& client, absl::string_view trace_id) {
+  absl::StatusOr<std::vector<std::string>> names = ListRemoteManifests(client, trace_id);
+  if (!names.ok()) return names.status();
+  if (names->empty()) names->emplace_back(layout::kLegacyManifestName);
+  std::vector<std::pair<std::string, v1::TraceManifest>> out;
+  out.reserve(names->size());
+  for (std::string& name : *names) {
+    absl::StatusOr<v1::TraceManifest> manifest = ReadManifestObject(client, trace_id, name);
+    if (absl::IsNotFound(manifest.status()) && name == layout::kLegacyManifestName) {
+      return absl::NotFoundError(absl::StrCat("no trace ", trace_id, " in the bucket"));
+    }
+    if (!manifest.ok()) return manifest.status();
+    out.emplace_back(std::move(name), *std::move(manifest));
+  }
+  return out;
+}
+
 }  // namespace gpuctl::s3

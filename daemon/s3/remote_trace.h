@@ -2,6 +2,7 @@
 #define GPUCTL_DAEMON_S3_REMOTE_TRACE_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,14 @@ absl::StatusOr<std::vector<std::string>> ListRemoteManifests(S3Client& client,
 // DATA_LOSS when the one read does not parse or names another trace.
 absl::StatusOr<v1::TraceManifest> ReadRemoteManifest(S3Client& client, absl::string_view trace_id,
                                                      absl::string_view preferred);
+
+// Every manifest of the trace in the bucket, each with the trace file path
+// it is stored under ("_gpuctl/<host>.json", or "manifest.json" for a trace
+// of the legacy layout), in key order: every host's part of a fan-out
+// trace. NOT_FOUND when the bucket holds none; DATA_LOSS when one does not
+// parse or names another trace.
+absl::StatusOr<std::vector<std::pair<std::string, v1::TraceManifest>>> ReadRemoteManifests(
+    S3Client& client, absl::string_view trace_id);
 
 }  // namespace gpuctl::s3
 

@@ -262,6 +262,50 @@ TEST_F(RemoteTraceTest, ALegacyManifestIsReadWhenNoHostHasOne) {
   EXPECT_EQ(ReadAll(store_->ServedManifestName(*got)), manifest);
 }
 
+TEST_F(RemoteTraceTest, EveryHostsPartIsReadFromTheBucketWhateverTheSpoolHolds) {
+  const std::string h1 = PutManifest("h1", "_gpuctl/h1.json");
+  const std::string h2 = PutManifest("h2", "_gpuctl/h2.json");
+  bucket_.Put(Key(kH1File), "rank zero of h1");
+  bucket_.Put(Key("h2-rank0-pid5.json.gz"), "rank zero of h2");
+  // Any daemon of the bucket, h1's own included, reads every host's
+  // manifest and file there.
+  OpenStore("h1");
+  auto manifests = store_->GetBucketManifests(id_);
+  ASSERT_TRUE(manifests.ok()) << manifests.status();
+  ASSERT_EQ(manifests->size(), 2u);
+  EXPECT_EQ((*manifests)[0].first, "_gpuctl/h1.json");
+  EXPECT_EQ((*manifests)[0].second.results(0).file(), kH1File);
+  EXPECT_EQ((*manifests)[1].first, "_gpuctl/h2.json");
+  EXPECT_EQ((*manifests)[1].second.host(), "h2");
+  auto read_in_bucket = [&](const std::string& name) {
+    auto reader = store_->OpenInBucket(id_, name);
+    EXPECT_TRUE(reader.ok()) << name << ": " << reader.status();
+    std::string all, chunk;
+    if (!reader.ok()) return all;
+    do {
+      EXPECT_TRUE((*reader)->Read(5, &chunk).ok());
+      all += chunk;
+    } while (!chunk.empty());
+    return all;
+  };
+  EXPECT_EQ(read_in_bucket("_gpuctl/h2.json"), h2);
+  EXPECT_EQ(read_in_bucket("_gpuctl/h1.json"), h1);
+  EXPECT_EQ(read_in_bucket("h2-rank0-pid5.json.gz"), "rank zero of h2");
+  EXPECT_TRUE(absl::IsNotFound(store_->OpenInBucket(id_, "h3-rank0-pid5.json.gz").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->GetBucketManifests("not-a-trace").status()));
+  // A trace of the legacy layout: its one manifest.json.
+  id_ = GenerateTraceId(absl::FromUnixMillis(1'700'000'000'001), gen_);
+  PutManifest("h0", "manifest.json");
+  manifests = store_->GetBucketManifests(id_);
+  ASSERT_TRUE(manifests.ok()) << manifests.status();
+  ASSERT_EQ(manifests->size(), 1u);
+  EXPECT_EQ((*manifests)[0].first, "manifest.json");
+  EXPECT_EQ((*manifests)[0].second.host(), "h0");
+  // None at all.
+  id_ = GenerateTraceId(absl::FromUnixMillis(1'700'000'000'002), gen_);
+  EXPECT_TRUE(absl::IsNotFound(store_->GetBucketManifests(id_).status()));
+}
+
 TEST_F(RemoteTraceTest, ATraceNeitherInTheSpoolNorInTheBucketIsNotFound) {
   OpenStore("h9");
   absl::StatusOr<v1::TraceManifest> got = store_->GetManifest(id_);

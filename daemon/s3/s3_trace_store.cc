@@ -285,6 +285,24 @@ absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::OpenRemot
   return missing;
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, v1::TraceManifest>>>
+S3TraceStore::GetBucketManifests(absl::string_view trace_id) {
+  if (!IsValidTraceId(trace_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", trace_id, "\""));
+  }
+  return ReadRemoteManifests(*client_, trace_id);
+}
+
+absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> S3TraceStore::OpenInBucket(
+    absl::string_view trace_id, absl::string_view name) {
+  if (!IsValidTraceId(trace_id)) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid trace id \"", trace_id, "\""));
+  }
+  // Read as a trace the spool does not know: a manifest asked by its host's
+  // path is that object, or the legacy manifest.json of an older bucket.
+  return OpenRemote(trace_id, name, /*only_in_bucket=*/true);
+}
+
 absl::StatusOr<daemon::TracePin> S3TraceStore::Pin(absl::string_view trace_id) {
   return spool_->Pin(trace_id);
 }

@@ -3,6 +3,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -87,6 +89,11 @@ class S3TraceStore final : public daemon::TraceStore {
   absl::StatusOr<v1::ListTracesResponse> List(const v1::ListTracesRequest& request) override;
   absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> Open(absl::string_view trace_id,
                                                                 absl::string_view name) override;
+  // Every host's manifest of the trace in the bucket (ReadRemoteManifests).
+  absl::StatusOr<std::vector<std::pair<std::string, v1::TraceManifest>>> GetBucketManifests(
+      absl::string_view trace_id) override;
+  absl::StatusOr<std::unique_ptr<daemon::TraceFileReader>> OpenInBucket(
+      absl::string_view trace_id, absl::string_view name) override;
   absl::StatusOr<daemon::TracePin> Pin(absl::string_view trace_id) override;
   absl::Status SetAwaitingUpload(absl::string_view trace_id, bool awaiting) override;
   size_t EnforceRetention() override;

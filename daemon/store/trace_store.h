@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -97,6 +98,28 @@ class TraceStore {
   virtual absl::StatusOr<TracePin> Pin(absl::string_view trace_id) {
     (void)trace_id;
     return TracePin();
+  }
+
+  // A trace as the store's bucket holds it (store.s3), every host's part:
+  // each manifest with the trace file path it is served under
+  // ("_gpuctl/<host>.json"), for GetTrace's `bucket`. FAILED_PRECONDITION
+  // for a store without a bucket; NOT_FOUND when the bucket has no manifest
+  // of the trace.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, v1::TraceManifest>>> GetBucketManifests(
+      absl::string_view trace_id) {
+    (void)trace_id;
+    return absl::FailedPreconditionError(
+        "this gpuctld stores traces locally only: it has no bucket (store.s3)");
+  }
+  // `name` of the trace read from the bucket, whether or not this store
+  // holds a copy: one of the files GetBucketManifests lists, or one of the
+  // manifest paths it names.
+  virtual absl::StatusOr<std::unique_ptr<TraceFileReader>> OpenInBucket(absl::string_view trace_id,
+                                                                        absl::string_view name) {
+    (void)trace_id;
+    (void)name;
+    return absl::FailedPreconditionError(
+        "this gpuctld stores traces locally only: it has no bucket (store.s3)");
   }
 
   // Marks whether a trace still has to be copied to a remote backend;

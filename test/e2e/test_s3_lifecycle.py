@@ -7,6 +7,7 @@ daemon sharing it.
 
 import json
 import shutil
+import subprocess
 import time
 import uuid
 
@@ -151,3 +152,64 @@ def test_any_daemon_of_the_bucket_serves_a_trace_whose_pod_is_gone(
     missing = cli_b.run("get", unknown, "-o", str(workdir / "from-b"))
     assert missing.returncode != 0, missing.stdout
     assert f"no trace {unknown}" in missing.stderr, missing.stderr
+
+
+def test_a_fan_out_trace_of_pods_that_are_gone_is_fetched_and_analysed_whole_from_the_bucket(
+        build_dir, start_s3_daemon, cli_for, start_workload, bucket, workdir):
+    # Two pods' sidecars take one fan-out trace, rank 0 and rank 1; both pods
+    # then go, spools and all. A third daemon of the bucket serves the whole
+    # trace: every host's manifest and process file.
+    pods = [start_s3_daemon(name=f"pod-{n}") for n in ("a", "b")]
+    workloads = [start_workload(job="s3-whole", rank=i, world_size=2, socket=p.socket)
+                 for i, p in enumerate(pods)]
+    for pod, workload in zip(pods, workloads):
+        cli_for(pod).wait_attached([workload.pid])
+    taken = subprocess.run(
+        [str(build_dir / "bin" / "gpuctl"), "trace", "--job", "s3-whole", "--duration", "1s",
+         "--json", "-o", str(workdir / "taken"),
+         *[arg for p in pods for arg in ("--host", p.address)]],
+        capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert taken.returncode == 0, taken.stdout + taken.stderr
+    trace_id = snake_keys(json.loads(taken.stdout))["trace_id"]
+    for pod in pods:
+        wait_uploaded(cli_for(pod), trace_id)
+    originals = {p.name: p.read_bytes() for p in (workdir / "taken" / trace_id).glob("*.json.gz")}
+    assert len(originals) == 2, originals.keys()
+    for pod in pods:
+        assert pod.stop() == 0, pod.log()
+        shutil.rmtree(pod.store)
+
+    cli_c = cli_for(start_s3_daemon(name="pod-c"))
+    # Without --bucket: the one host's part the daemon picks for a trace it
+    # never stored.
+    one = cli_c.run("get", trace_id, "-o", str(workdir / "one"))
+    assert one.returncode == 0, one.stdout + one.stderr
+    assert len(data_files(workdir / "one" / trace_id)) == 1
+    # With it: every host's files, byte for byte, and every host's manifest.
+    whole = cli_c.run("get", trace_id, "--bucket", "-o", str(workdir / "whole"))
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    fetched = workdir / "whole" / trace_id
+    assert {f: (fetched / f).read_bytes() for f in data_files(fetched)} == originals
+    manifests = sorted(p.name for p in (fetched / "_gpuctl").glob("*.json"))
+    assert manifests == sorted(f"{p.host_name}.json" for p in pods), manifests
+
+    # analyze --trace-id --bucket: both ranks, from one daemon.
+    by_id = cli_c.run("analyze", "--trace-id", trace_id, "--bucket", "--json", timeout=120)
+    assert by_id.returncode == 0, by_id.stdout + by_id.stderr
+    doc = json.loads(by_id.stdout)
+    assert sorted((r["rank"], r["pid"]) for r in doc["traces"]) == \
+        [(i, w.pid) for i, w in enumerate(workloads)], doc["traces"]
+    # analyze --since --job --bucket: looked up in the bucket (days back), a
+    # week is a valid look-back, and the trace is analysed whole.
+    by_job = cli_c.run("analyze", "--since", "7d", "--job", "s3-whole", "--bucket", "--json",
+                       timeout=120)
+    assert by_job.returncode == 0, by_job.stdout + by_job.stderr
+    job = json.loads(by_job.stdout)
+    assert job["matched"] == 1 and job["since_s"] == 7 * 86400, job
+    (listed,) = job["traces"]
+    assert listed["trace_id"] == trace_id
+    assert sorted(r["pid"] for r in listed["report"]["traces"]) == sorted(w.pid for w in workloads)
+    assert job["aggregate"]["processes"] == 2
+    # Its own store knows none of it.
+    own = cli_c.run("analyze", "--since", "7d", "--job", "s3-whole", "--json")
+    assert own.returncode == 3, own.stdout + own.stderr
