@@ -1,0 +1,235 @@
+"""`gpuctl analyze --merge OUT`: a real two-host trace (two gpuctld, each with
+its own host name and a rank of the sample workload on the fake CUPTI) merged
+into one file, as JSON and as Perfetto's protobuf format. The protobuf output
+is decoded with the classes of the `perfetto` Python package, and every rank's
+process track and events are checked against its input file: counts per kind
+and timestamps moved onto the caller's clock by the host's manifest offset."""
+
+import gzip
+import json
+import subprocess
+from collections import Counter, defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+from e2e_util import manifest_paths, snake_keys
+
+FAKE_SCENARIO = "multi_device"
+SHIFT_NS = 2_500_000_000  # added to one host's manifest offset
+
+
+def gpuctl(build_dir, *args, timeout=120):
+    return subprocess.run([str(build_dir / "bin" / "gpuctl"), *args], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def micros_to_ns(value):
+    """A trace's µs with three decimals as exact ns, from the JSON text."""
+    text = str(value)
+    whole, _, frac = text.partition(".")
+    sign = -1 if whole.startswith("-") else 1
+    return sign * (abs(int(whole)) * 1000 + int((frac + "000")[:3]))
+
+
+def load(path):
+    raw = Path(path).read_bytes()
+    text = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+    # Floats as decimals, so that ts keeps its ns exactly.
+    return json.loads(text, parse_float=Decimal)
+
+
+def offset_ns(manifest):
+    """A manifest's clock offset ("0.000123s") in ns."""
+    text = snake_keys(json.loads(manifest.read_text()))["clock"]["offset"].rstrip("s")
+    whole, _, frac = text.partition(".")
+    sign = -1 if whole.startswith("-") else 1
+    return sign * (abs(int(whole)) * 1_000_000_000 + int((frac + "000000000")[:9]))
+
+
+def expected_ranks(trace_dir):
+    """Per process file: its name in the merged trace, and the aligned (Unix
+    ns on the caller's clock) times of its events by phase."""
+    offsets = {}
+    for manifest in manifest_paths(trace_dir):
+        doc = snake_keys(json.loads(manifest.read_text()))
+        for result in doc["results"]:
+            offsets[result["file"]] = (offset_ns(manifest), doc["host"])
+    ranks = {}
+    for path in sorted(trace_dir.glob("*.json.gz")):
+        doc = load(path)
+        meta = doc["gpuctl"]
+        offset, host = offsets[path.name]
+        assert meta["host"] == host
+        base = int(doc["baseTimeNanoseconds"])
+        by_phase = defaultdict(list)
+        for e in doc["traceEvents"]:
+            if e["ph"] == "M" or "ts" not in e:
+                continue
+            start = base + micros_to_ns(e["ts"]) - offset
+            extra = None
+            if e["ph"] == "X":
+                extra = micros_to_ns(e["dur"])
+            elif e["ph"] == "C":  # one counter value per numeric arg
+                extra = sum(1 for v in e.get("args", {}).values()
+                            if isinstance(v, (int, Decimal)) and not isinstance(v, bool))
+            by_phase[e["ph"]].append((e.get("name"), start, extra))
+        name = f"{meta['host']} rank {meta['rank']} pid {meta['pid']}"
+        ranks[name] = by_phase
+    return ranks
+
+
+def start_two_hosts(start_daemon, start_workload, cli_for, build_dir):
+    env = {"GPUCTL_CUPTI_PATH": str(build_dir / "lib" / "libcupti_fake.so"),
+           "GPUCTL_FAKE_CUPTI_SCENARIO": FAKE_SCENARIO}
+    daemons, workloads = [], []
+    for i, name in enumerate(["node-a", "node-b"]):  # hosts e2e-node-a, e2e-node-b
+        daemon = start_daemon(name=name)
+        daemons.append(daemon)
+        workloads.append(start_workload(job="merge", rank=i, world_size=2,
+                                        socket=daemon.socket, env=env))
+    for daemon, workload in zip(daemons, workloads):
+        cli_for(daemon).wait_attached([workload.pid])
+    return daemons, workloads
+
+
+def decode(path):
+    """Track events of a protobuf trace by process name, names resolved."""
+    trace = pb.Trace()
+    trace.ParseFromString(Path(path).read_bytes())
+    names, processes, track_process, thread_names = {}, {}, {}, {}
+    events = defaultdict(list)
+    pids = set()
+    for packet in trace.packet:
+        for n in packet.interned_data.event_names:
+            names[n.iid] = n.name
+        if packet.HasField("track_descriptor"):
+            t = packet.track_descriptor
+            if t.HasField("process"):
+                processes[t.uuid] = t.process.process_name
+                pids.add(t.process.pid)
+            else:
+                track_process[t.uuid] = processes[t.parent_uuid]
+                if t.HasField("thread"):
+                    thread_names[t.uuid] = t.thread.thread_name
+        if packet.HasField("track_event"):
+            e = packet.track_event
+            name = names.get(e.name_iid, e.name) if e.HasField("name_iid") else e.name
+            events[track_process[e.track_uuid]].append((e, name, packet.timestamp))
+    assert len(pids) == len(processes), "two ranks share a pid"
+    return events, thread_names
+
+
+def test_merge_writes_every_rank_on_one_clock_as_json_and_protobuf(
+        build_dir, start_daemon, start_workload, cli_for, workdir):
+    daemons, workloads = start_two_hosts(start_daemon, start_workload, cli_for, build_dir)
+    out = workdir / "dl"
+    traced = gpuctl(build_dir, "trace", "--job", "merge", "--duration", "1s", "-o", str(out),
+                    "--host", daemons[0].address, "--host", daemons[1].address)
+    assert traced.returncode == 0, traced.stdout + traced.stderr
+    trace_dir = next(out.iterdir())
+    assert len(manifest_paths(trace_dir)) == 2
+    # One host's clock 2.5 s ahead: its ranks must come back by that much.
+    manifest = next(m for m in manifest_paths(trace_dir) if "node-b" in m.name)
+    doc = json.loads(manifest.read_text())
+    doc["clock"]["offset"] = f"{(offset_ns(manifest) + SHIFT_NS) / 1e9:.9f}s"
+    manifest.write_text(json.dumps(doc))
+    expected = expected_ranks(trace_dir)
+    assert sorted(expected) == sorted(
+        f"e2e-node-{h} rank {r} pid {w.pid}" for h, r, w in zip("ab", (0, 1), workloads))
+
+    # JSON: every rank its own process, every event on the merged ts axis.
+    merged_json = workdir / "merged.json"
+    result = gpuctl(build_dir, "analyze", str(trace_dir), "--merge", str(merged_json))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Merged 2 ranks" in result.stdout, result.stdout
+    merged = load(merged_json)
+    base = int(merged["baseTimeNanoseconds"])
+    process_names = {e["pid"]: e["args"]["name"] for e in merged["traceEvents"]
+                     if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted(process_names.values()) == sorted(expected)
+    got = defaultdict(lambda: defaultdict(list))
+    for e in merged["traceEvents"]:
+        if e["ph"] != "M":
+            extra = micros_to_ns(e["dur"]) if e["ph"] == "X" else None
+            if e["ph"] == "C":
+                extra = sum(1 for v in e.get("args", {}).values()
+                            if isinstance(v, (int, Decimal)) and not isinstance(v, bool))
+            got[process_names[e["pid"]]][e["ph"]].append(
+                (e.get("name"), base + micros_to_ns(e["ts"]), extra))
+    for name, by_phase in expected.items():
+        assert set(by_phase) == set(got[name]), name
+        for ph, items in by_phase.items():
+            assert sorted(got[name][ph]) == sorted(items), (name, ph)
+    ranks = {r["process_name"]: r for r in merged["gpuctlMerge"]["ranks"]}
+    assert ranks["e2e-node-b rank 1 pid %d" % workloads[1].pid]["clock_offset_ns"] >= SHIFT_NS - 10**9
+
+    # Protobuf, fetched from both daemons by trace id.
+    merged_proto = workdir / "merged.pftrace"
+    result = gpuctl(build_dir, "analyze", "--trace-id", trace_dir.name, "--merge",
+                    str(merged_proto), "--host", daemons[0].address, "--host",
+                    daemons[1].address)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Perfetto protobuf" in result.stdout, result.stdout
+    events, thread_names = decode(merged_proto)
+    assert sorted(events) == sorted(expected)
+    assert any(" / stream " in n for n in thread_names.values()), thread_names
+    for name, by_phase in expected.items():
+        kinds = Counter()
+        begins, instants = [], []
+        for e, event_name, ts in events[name]:
+            kinds[e.type] += 1
+            if e.type == pb.TrackEvent.TYPE_SLICE_BEGIN:
+                begins.append((event_name, ts))
+            elif e.type == pb.TrackEvent.TYPE_INSTANT:
+                instants.append((event_name, ts))
+        slices = by_phase.get("X", [])
+        assert kinds[pb.TrackEvent.TYPE_SLICE_BEGIN] == len(slices), name
+        assert kinds[pb.TrackEvent.TYPE_SLICE_END] == len(slices), name
+        # Fetched again from the daemons, node-b's manifest holds its
+        # measured offset, not the shifted one: its times are SHIFT_NS later.
+        shift = SHIFT_NS if name.startswith("e2e-node-b") else 0
+        assert sorted(begins) == sorted((n, t + shift) for n, t, _ in slices), name
+        points = [(n, t + shift) for ph in "iIstf" for n, t, _ in by_phase.get(ph, [])]
+        assert sorted(instants) == sorted(points), name
+        assert kinds[pb.TrackEvent.TYPE_COUNTER] == sum(c for _, _, c in by_phase.get("C", [])), name
+
+
+def test_merge_usage_errors_and_a_bad_rank_leave_nothing_written(build_dir, workdir):
+    trace_dir = workdir / "local"
+    trace_dir.mkdir()
+    kineto = {"distributedInfo": {"rank": 0}, "traceEvents": [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1700000000000001.5,
+         "dur": 2},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}}]}
+    (trace_dir / "a.pt.trace.json").write_text(json.dumps(kineto))
+    out = workdir / "m.json"
+    for args, message in [
+            (["--merge", str(out), "--json"], "without --json and --html"),
+            (["--merge", str(out), "--merge-format", "xml"], "expected auto, json or proto"),
+            (["--merge-format", "json"], "--merge-format goes with --merge OUT"),
+            (["--merge", str(workdir / "nowhere" / "m.json")], "is not a directory"),
+            (["--merge", str(workdir)], "expected the merged file's path")]:
+        result = gpuctl(build_dir, "analyze", str(trace_dir), *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+    assert not out.exists()
+
+    # A kineto file without baseTimeNanoseconds: its ts is absolute, and no
+    # manifest leaves it on its own clock.
+    result = gpuctl(build_dir, "analyze", str(trace_dir), "--merge", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    merged = load(out)
+    [kernel] = [e for e in merged["traceEvents"] if e["ph"] == "X"]
+    assert int(merged["baseTimeNanoseconds"]) + micros_to_ns(kernel["ts"]) == \
+        1700000000000001500
+    assert merged["gpuctlMerge"]["ranks"][0]["clock_offset_ns"] is None
+
+    (trace_dir / "b.json").write_text('{"traceEvents": [{"ph": "X", "ts": 1,')
+    before = out.read_bytes()
+    result = gpuctl(build_dir, "analyze", str(trace_dir), "--merge", str(out))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "b.json: malformed JSON at byte" in result.stderr, result.stderr
+    assert out.read_bytes() == before
+    assert sorted(p.name for p in workdir.iterdir() if p.name.startswith(".gpuctl-merge")) == []
