@@ -239,6 +239,11 @@ absl::StatusOr<StreamedHeader> StreamTrace(analysis::TraceInput input, const std
   return std::move(sax.header());
 }
 
+std::string PhaseOf(const Json& event) {
+  auto it = event.find("ph");
+  return it != event.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 std::optional<int64_t> MicrosTextToNs(const std::string& text) {
   if (text.find_first_of("eE") != std::string::npos || text.size() > 40) {
     double v = 0;

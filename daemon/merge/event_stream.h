@@ -3,9 +3,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "daemon/analysis/trace_input.h"
 #include "nlohmann/json.hpp"
 
@@ -22,6 +24,9 @@ struct StreamedEvent {
   Json value;
   std::string ts_text, dur_text;
 };
+
+// An event's `ph`; "" when absent or not a string.
+std::string PhaseOf(const Json& event);
 
 // Called once per traceEvents element, in file order; a non-OK status stops
 // the stream and is returned by StreamTrace.

@@ -57,9 +57,13 @@ absl::Status WriteRank(const RankPlan& plan, MergeSink& sink, MergedRank& counts
       StreamTrace(*std::move(input), plan.path, [&](const StreamedEvent& e) -> absl::Status {
         MergeEvent event;
         event.streamed = &e;
-        event.ph = e.value.value("ph", "");
+        event.ph = PhaseOf(e.value);
         if (event.ph == "M") {
           ++counts.metadata;
+          return absl::OkStatus();
+        }
+        if (event.ph.empty()) {  // no phase: nothing a viewer could draw
+          ++counts.unsupported;
           return absl::OkStatus();
         }
         std::optional<int64_t> ts = MicrosTextToNs(e.ts_text);

@@ -76,6 +76,25 @@ TEST(EventStreamTest, NamesWhatIsWrongWithADocument) {
   }
 }
 
+// Valid JSON of the wrong shape is the file's business, not an error: an
+// event whose `ph` is not a string is counted and left out.
+TEST(MergeRobustnessTest, AnEventWithoutAStringPhaseIsCountedNotWritten) {
+  const fs::path dir = fs::path(::testing::TempDir()) /
+                       absl::StrCat("merge_ph_", ::testing::UnitTest::GetInstance()->random_seed());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "r.json") << R"({"traceEvents":[{"ph":5,"ts":1,"pid":1,"tid":1},)"
+                                   R"({"ph":"i","ts":2,"pid":1,"tid":1,"name":"x"}]})";
+  for (const char* out : {"m.json", "m.pftrace"}) {
+    absl::StatusOr<MergeResult> result =
+        MergeTraces({(dir / "r.json").string()}, (dir / out).string(), {});
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->ranks[0].unsupported, 1u) << out;
+    EXPECT_EQ(result->ranks[0].written, 1u) << out;
+  }
+  fs::remove_all(dir);
+}
+
 // Seeded mutations of a valid rank (cut short, bytes changed, bytes
 // inserted): each merges or fails with a message naming the file, and a
 // failure leaves no file behind.

@@ -129,7 +129,7 @@ absl::StatusOr<RankPlan> ScanRank(const std::string& path, const ManifestClocks&
   absl::StatusOr<StreamedHeader> header =
       StreamTrace(*std::move(input), path, [&](const StreamedEvent& e) -> absl::Status {
         const Json& event = e.value;
-        if (event.value("ph", "") == "M") {
+        if (PhaseOf(event) == "M") {
           NoteMetadata(event, names);
           return absl::OkStatus();
         }
