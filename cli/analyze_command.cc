@@ -313,6 +313,9 @@ void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
                   "Report NCCL time waiting for other ranks above this % of it (default 25)");
   cmd->add_option("--occupancy-pct", f.occupancy_pct,
                   "Report compute kernels under this % estimated occupancy (default 25)");
+  cmd->add_option("--launch-queue-depth", f.launch_queue_depth,
+                  "Report a stream with this many launched, unfinished ops (default 1000 of "
+                  "CUDA's 1024)");
   cmd->add_option("--jobs", f.jobs,
                   "Files read at once (default: the CPUs, at most 8); memory grows with it");
 }
@@ -371,6 +374,12 @@ absl::StatusOr<AnalyzeCommandOptions> ValidateAnalyzeFlags(const AnalyzeFlags& f
     absl::StatusOr<uint64_t> n = ParseFlagNumber("--jobs", f.jobs, "a number of files", 1, 256);
     if (!n.ok()) return n.status();
     out.jobs = static_cast<size_t>(*n);
+  }
+  if (!f.launch_queue_depth.empty()) {
+    absl::StatusOr<uint64_t> n = ParseFlagNumber("--launch-queue-depth", f.launch_queue_depth,
+                                                 "a number of queued ops", 1, 1'000'000);
+    if (!n.ok()) return n.status();
+    t.launch_queue_limit = static_cast<int64_t>(*n);
   }
   if (!f.min_kernels.empty()) {
     absl::StatusOr<uint64_t> n =

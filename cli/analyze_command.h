@@ -29,7 +29,7 @@ struct AnalyzeFlags {
   std::string small_kernel_us, small_kernel_pct, min_kernels, launch_gap_us, min_pct,
       exposed_comm_pct, link_gbps, copy_bandwidth_pct, jobs;
   std::string memory_peak_pct;
-  std::string straggler_mad, straggler_pct, comm_wait_pct, occupancy_pct;
+  std::string straggler_mad, straggler_pct, comm_wait_pct, occupancy_pct, launch_queue_depth;
   // Fetched from the daemons instead of local paths.
   std::string trace_id, since, job_id, trigger, max_traces, keep;
   bool bucket = false;

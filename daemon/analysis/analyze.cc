@@ -26,6 +26,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
   r.memory = ComputeDeviceMemory(model, r.breakdown);
   r.communication = ComputeCommunication(model, r.breakdown);
   r.occupancy = ComputeOccupancy(model);
+  r.launch_queue = ComputeLaunchQueues(model, index, options.launch_queue_limit);
   r.host = ComputeHostContext(model, r.breakdown, r.gaps);
   r.summary = Summarize(r.breakdown, r.top);
 
@@ -38,6 +39,7 @@ TraceReport AnalyzeModel(const TraceModel& model, const AnalyzeOptions& options)
                                      CopyFindings(model, r.breakdown, r.copies, options),
                                      SyncFindings(model, r.breakdown, r.sync, options),
                                      OccupancyFindings(model, r.breakdown, r.occupancy, options),
+                                     LaunchQueueFindings(model, r.launch_queue, options),
                                      DeviceMemoryFindings(model, r.memory, options)}) {
     for (Finding& f : found) {
       f.low_confidence = incomplete;

@@ -10,6 +10,7 @@
 #include "daemon/analysis/diagnoses.h"
 #include "daemon/analysis/finding.h"
 #include "daemon/analysis/host_context.h"
+#include "daemon/analysis/launch_queue.h"
 #include "daemon/analysis/occupancy.h"
 #include "daemon/analysis/summary.h"
 #include "daemon/analysis/trace_model.h"
@@ -31,6 +32,7 @@ struct TraceReport {
   // NCCL kernels; `communication.across` is filled by AnalyzeRanks.
   CommunicationReport communication;
   OccupancyStats occupancy;
+  LaunchQueueStats launch_queue;
   HostContext host;  // what the threads did on the CPU (gpuctld's host context)
   // The numbers gpuctld stores in the manifest at ingest (summary.h).
   ProcessSummary summary;

@@ -45,6 +45,9 @@ struct AnalyzeOptions {
   // Compute kernels whose duration-weighted estimated occupancy is under
   // this share are a finding (low_occupancy).
   double occupancy_share = 0.25;
+  // A stream with this many launched, unfinished ops at a launch is a
+  // finding: CUDA's per-stream queue holds about 1024.
+  int64_t launch_queue_limit = 1000;
 };
 
 // An interval on a trace's `ts` axis (ns); empty when end <= start.

@@ -154,6 +154,20 @@ Json Summary(const ProcessSummary& s) {
               {"top_kernel_count", s.top_kernel_count}};
 }
 
+// The kTopOps deepest streams.
+Json LaunchQueues(const LaunchQueueStats& q) {
+  Json streams = Json::array();
+  for (size_t i = 0; i < q.streams.size() && i < kTopOps; ++i) {
+    const StreamQueue& s = q.streams[i];
+    streams.push_back(Json{{"device", s.device},
+                           {"stream", s.stream},
+                           {"depth", Pct(s.depth)},
+                           {"full_launches", s.full_launches},
+                           {"full_launch_host_ns", s.full_launch_host_ns}});
+  }
+  return Json{{"streams", std::move(streams)}};
+}
+
 Json Trace(const TraceReport& r) {
   const TraceInfo& i = r.info;
   Json window = nullptr;
@@ -188,6 +202,7 @@ Json Trace(const TraceReport& r) {
               {"device_memory", DeviceMemoryJson(r.memory)},
               {"communication", CommunicationJson(r.communication)},
               {"occupancy", OccupancyJson(r.occupancy)},
+              {"launch_queue", LaunchQueues(r.launch_queue)},
               {"sync", Json{{"calls", r.sync.calls},
                             {"host_ns", r.sync.host_ns},
                             {"call_sites", Named(r.sync.call_sites)},
@@ -229,7 +244,8 @@ std::string RenderJson(const std::vector<TraceReport>& reports,
                         {"straggler_mad", options.straggler_mad},
                         {"straggler_share", options.straggler_share},
                         {"comm_wait_share", options.comm_wait_share},
-                        {"occupancy_share", options.occupancy_share}};
+                        {"occupancy_share", options.occupancy_share},
+                        {"launch_queue_limit", options.launch_queue_limit}};
   Json traces = Json::array();
   for (const TraceReport& r : reports) traces.push_back(Trace(r));
   doc["traces"] = std::move(traces);
