@@ -166,7 +166,9 @@ class EventSax {
     }
     if (in_events_) {
       if (!v.is_object()) return Fail("a traceEvents element is not an object");
-      event_ = StreamedEvent{std::move(v), "", ""};
+      event_.value = std::move(v);
+      event_.ts_text.clear();
+      event_.dur_text.clear();
       stack_.push_back(&event_.value);
       return true;
     }

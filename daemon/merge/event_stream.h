@@ -21,7 +21,7 @@ using Json = nlohmann::ordered_json;
 // them: the number's text, so that ns survive exactly (a double cannot hold
 // a Unix time in µs with three decimals); empty when absent or not a number.
 struct StreamedEvent {
-  Json value;
+  Json value = Json::object();
   std::string ts_text, dur_text;
 };
 

@@ -72,9 +72,9 @@ std::string RowName(const RankRow& row, const RankPlan& plan, const RowNames& na
   const std::string key = absl::StrCat(row.pid.dump(), "/", row.tid.dump());
   const std::string tid = row.tid.is_string() ? row.tid.get<std::string>() : row.tid.dump();
   auto thread = names.thread.find(key);
-  const std::string thread_name = thread != names.thread.end() && !thread->second.empty()
-                                      ? thread->second
-                                      : absl::StrCat("thread ", tid);
+  std::string thread_name = thread != names.thread.end() && !thread->second.empty()
+                                ? thread->second
+                                : absl::StrCat("thread ", tid);
   if (row.pid.is_number_integer() && row.pid.get<int64_t>() == plan.pid) return thread_name;
   const std::string pid_text = row.pid.dump();
   std::string process = absl::StrCat("pid ", pid_text);
