@@ -1,6 +1,7 @@
 #include "daemon/analysis/host_context.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -163,9 +164,10 @@ std::vector<ThreadActivity> WindowThreads(const TraceModel& model,
   for (const auto& [tid, t] : index) {
     int64_t a = model.info.window_start_ns, b = model.info.window_end_ns;
     if (!model.info.has_window) {
-      a = t.samples_end > t.samples_begin ? model.host.samples[t.samples_begin].ts_ns : INT64_MAX;
+      a = t.samples_end > t.samples_begin ? model.host.samples[t.samples_begin].ts_ns
+                                          : std::numeric_limits<int64_t>::max();
       b = t.samples_end > t.samples_begin ? model.host.samples[t.samples_end - 1].ts_ns + 1
-                                          : INT64_MIN;
+                                          : std::numeric_limits<int64_t>::min();
       if (t.slices_end > t.slices_begin) {
         a = std::min(a, model.host.off_cpu[t.slices_begin].start_ns);
         b = std::max(b, model.host.off_cpu[t.slices_end - 1].end_ns);

@@ -142,6 +142,8 @@ std::vector<KeyCase> EveryKey() {
        [](DaemonOptions& o) { o.host_context.sampler.frequency_hz = 499; }},
       {"host_context.max_samples", "5000",
        [](DaemonOptions& o) { o.host_context.sampler.max_samples = 5000; }},
+      {"host_context.ring_pages", "64",
+       [](DaemonOptions& o) { o.host_context.sampler.ring_pages = 64; }},
       {"trace.max_duration", "2h", [](DaemonOptions& o) { o.max_duration = absl::Hours(2); }},
       {"trace.start_delay", "0", [](DaemonOptions& o) { o.start_delay = absl::ZeroDuration(); }},
       {"trace.result_grace", "45s", [](DaemonOptions& o) { o.result_grace = absl::Seconds(45); }},
@@ -396,7 +398,12 @@ TEST(DaemonConfigTest, BadHostContextValuesAreErrors) {
   EXPECT_THAT(ParseError("host_context:\n  frequency_hz: 0\n"), HasSubstr("out of range"));
   EXPECT_THAT(ParseError("host_context:\n  frequency_hz: 1001\n"), HasSubstr("out of range"));
   EXPECT_THAT(ParseError("host_context:\n  max_samples: 999\n"), HasSubstr("out of range"));
-  EXPECT_THAT(ParseError("host_context:\n  ring_pages: 8\n"), HasSubstr("host_context.ring_pages"));
+  EXPECT_THAT(ParseError("host_context:\n  ring_pages: 24\n"),
+              HasSubstr("host_context.ring_pages: 24 is not a power of two"));
+  EXPECT_THAT(ParseError("host_context:\n  ring_pages: 0\n"), HasSubstr("out of range"));
+  EXPECT_THAT(ParseError("host_context:\n  ring_pages: 8192\n"), HasSubstr("out of range"));
+  EXPECT_THAT(ParseError("host_context:\n  ring_pages: many\n"),
+              HasSubstr("host_context.ring_pages"));
 }
 
 TEST(DaemonConfigTest, AStartDelayAboveAnHourIsAnError) {
@@ -620,20 +627,21 @@ TEST(DaemonConfigTest, KeysAreTheDocumentedSchema) {
           "kineto.max_processes", "kineto.max_trace_bytes", "kineto.max_total_bytes",
           "kineto.poll_period", "kineto.warmup", "tls.cert", "tls.key", "tls.client_ca",
           "auth.token_file", "auth.tokens", "metrics.listen", "metrics.allow_insecure",
-          "host_context.frequency_hz", "host_context.max_samples", "trace.max_duration",
-          "trace.start_delay", "trace.result_grace", "trace.max_payload_bytes",
-          "trace.max_buffer_bytes", "trace.max_ingest_bytes", "store.path",
-          "store.retention.max_bytes", "store.retention.max_age", "store.retention.max_count",
-          "store.s3.endpoint", "store.s3.region", "store.s3.bucket", "store.s3.prefix",
-          "store.s3.path_style", "store.s3.access_key_id", "store.s3.secret_access_key",
-          "store.s3.session_token", "store.s3.credentials_file", "store.s3.profile",
-          "store.s3.ca_file", "store.s3.multipart_threshold", "store.s3.part_size",
-          "store.s3.connect_timeout", "store.s3.request_timeout", "store.s3.idle_timeout",
-          "store.s3.max_attempts", "store.s3.initial_backoff", "store.s3.max_backoff",
-          "store.s3.upload_wait", "store.s3.keep_local", "store.s3.upload_retry_max",
-          "store.s3.shutdown_wait", "schedule.seed", "schedule.max_duty_cycle",
-          "schedule.capture_time_per_day", "schedule.min_free_store_bytes", "schedule.rules",
-          "schedule.worker_threads", "schedule.worker_nice"));
+          "host_context.frequency_hz", "host_context.max_samples", "host_context.ring_pages",
+          "trace.max_duration", "trace.start_delay", "trace.result_grace",
+          "trace.max_payload_bytes", "trace.max_buffer_bytes", "trace.max_ingest_bytes",
+          "store.path", "store.retention.max_bytes", "store.retention.max_age",
+          "store.retention.max_count", "store.s3.endpoint", "store.s3.region", "store.s3.bucket",
+          "store.s3.prefix", "store.s3.path_style", "store.s3.access_key_id",
+          "store.s3.secret_access_key", "store.s3.session_token", "store.s3.credentials_file",
+          "store.s3.profile", "store.s3.ca_file", "store.s3.multipart_threshold",
+          "store.s3.part_size", "store.s3.connect_timeout", "store.s3.request_timeout",
+          "store.s3.idle_timeout", "store.s3.max_attempts", "store.s3.initial_backoff",
+          "store.s3.max_backoff", "store.s3.upload_wait", "store.s3.keep_local",
+          "store.s3.upload_retry_max", "store.s3.shutdown_wait", "schedule.seed",
+          "schedule.max_duty_cycle", "schedule.capture_time_per_day",
+          "schedule.min_free_store_bytes", "schedule.rules", "schedule.worker_threads",
+          "schedule.worker_nice"));
 }
 
 class ConfigFileTest : public ::testing::Test {

@@ -112,7 +112,8 @@ struct DaemonOptions {
   // Prometheus listener, off unless listen is set; validated
   // (metrics::ValidateMetricsListen).
   metrics::MetricsOptions metrics;
-  // The host_context section (host_context.frequency_hz, .max_samples):
+  // The host_context section (host_context.frequency_hz, .max_samples,
+  // .ring_pages):
   // the perf sampling of windows that ask for activities cpu / sched
   // (docs/host-context.md); the /proc it reads is the daemon's.
   hostctx::RecorderOptions host_context;

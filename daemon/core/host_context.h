@@ -27,6 +27,10 @@ struct HostContextWanted {
   bool samples = false;   // "cpu"
   bool switches = false;  // "sched"
   bool dwarf = false;     // samples unwound with DWARF too (TraceRequest.host_unwind)
+  // The trace's other processes, each recorded on its own: a recording
+  // leaves them (and their descendants) out of its descendants, so a
+  // selected process that descends from another is recorded once.
+  std::vector<int32_t> recorded_apart;
   bool any() const { return samples || switches; }
 };
 HostContextWanted HostContextOf(const v1::TraceRequest& request);

@@ -59,7 +59,11 @@ void DaemonCoreImpl::StartSlotHostContext(TraceSession& session, TraceSlot& slot
   }
   slot.host_context_key = next_host_context_key_++;
   slot.host_context_phase = HostContextPhase::kRecording;
-  deps_.host_context->Start(slot.host_context_key, slot.info.pid(), session.host_context);
+  HostContextWanted wanted = session.host_context;
+  for (const TraceSlot& other : session.slots) {
+    if (&other != &slot) wanted.recorded_apart.push_back(other.info.pid());
+  }
+  deps_.host_context->Start(slot.host_context_key, slot.info.pid(), std::move(wanted));
 }
 
 void DaemonCoreImpl::EndHostContext(const std::string& trace_id) {

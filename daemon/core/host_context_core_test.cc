@@ -19,6 +19,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAreArray;
 
 // One sample per instant: written when inside the window asked for, with
 // its time from the base handed over (as hostctx's writer does).
@@ -340,6 +341,27 @@ TEST_F(HostContextCoreTest, DwarfUnwindingIsAskedWithTheCpuActivityOnly) {
   auto unknown = TraceWith({"cpu"}, static_cast<v1::HostUnwind>(9));
   ASSERT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(unknown.status().message(), HasSubstr("host_unwind 9"));
+}
+
+// Each process of the trace is recorded on its own; a recording leaves the
+// others out of its descendants, so a selected process that descends from
+// another (a launcher's worker) is recorded once.
+TEST_F(HostContextCoreTest, EachRecordingLeavesTheTracesOtherProcessesApart) {
+  Attach(1, 100, "42", 0);
+  Attach(2, 200, "42", 1);
+  Attach(3, 300, "42", 2);
+  ASSERT_TRUE(TraceWith({"kernel", "sched"}).ok());
+  RunAll();
+  loop_.AdvanceBy(absl::Seconds(1));
+  RunAll();
+  ASSERT_EQ(fake_.started.size(), 3u);
+  for (const FakeHostContext::Started& started : fake_.started) {
+    std::vector<int32_t> others;
+    for (int32_t pid : {100, 200, 300}) {
+      if (pid != started.pid) others.push_back(pid);
+    }
+    EXPECT_THAT(started.wanted.recorded_apart, UnorderedElementsAreArray(others)) << started.pid;
+  }
 }
 
 class NoSourceTest : public DaemonCoreTest {};

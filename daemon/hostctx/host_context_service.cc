@@ -50,9 +50,10 @@ void HostContextService::Shutdown() {
   symbolizer_.Shutdown();
 }
 
-void HostContextService::Start(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf) {
-  loop_->Post([this, key, pid, samples, switches, dwarf] {
-    StartOnLoop(key, pid, samples, switches, dwarf);
+void HostContextService::Start(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf,
+                               std::vector<pid_t> apart) {
+  loop_->Post([this, key, pid, samples, switches, dwarf, apart = std::move(apart)] {
+    StartOnLoop(key, pid, samples, switches, dwarf, apart);
   });
 }
 
@@ -62,7 +63,7 @@ void HostContextService::Finish(uint64_t key, Done done) {
 }
 
 void HostContextService::StartOnLoop(uint64_t key, pid_t pid, bool samples, bool switches,
-                                     bool dwarf) {
+                                     bool dwarf, const std::vector<pid_t>& apart) {
   Recording recording;
   recording.samples = samples;
   recording.switches = switches;
@@ -73,8 +74,9 @@ void HostContextService::StartOnLoop(uint64_t key, pid_t pid, bool samples, bool
     RecorderOptions recorder = options_.recorder;
     recorder.sampler.dwarf_unwind = dwarf;
     recorder.sampler.switch_stacks = switches;
+    recorder.sampler.cpu_wide_switches = switches;
     recording.recorder = std::make_unique<HostContextRecorder>(recorder, clock_, loop_.get());
-    recording.started = recording.recorder->Start({pid});
+    recording.started = recording.recorder->Start({pid}, apart);
   }
   recordings_.insert_or_assign(key, std::move(recording));
 }

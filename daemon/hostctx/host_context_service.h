@@ -52,8 +52,10 @@ class HostContextService {
   // Starts recording `pid` and its descendants under `key` (unique). A
   // failure (no privilege, the process gone) is kept for Finish to report.
   // `dwarf`: samples also unwound with DWARF call-frame information
-  // (SamplerOptions::dwarf_unwind).
-  void Start(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf = false);
+  // (SamplerOptions::dwarf_unwind). `apart`: processes recorded on their
+  // own, left out of the descendants with theirs (HostSampler::Start).
+  void Start(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf = false,
+             std::vector<pid_t> apart = {});
   // Stops the recording of `key` and calls `done` with its summary (state
   // RECORDED and the events, or UNAVAILABLE with the reason).
   void Finish(uint64_t key, Done done);
@@ -69,7 +71,8 @@ class HostContextService {
 
   HostContextService(HostContextServiceOptions options, Clock* clock,
                      std::unique_ptr<daemon::EventLoop> loop);
-  void StartOnLoop(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf);
+  void StartOnLoop(uint64_t key, pid_t pid, bool samples, bool switches, bool dwarf,
+                   const std::vector<pid_t>& apart);
   void FinishOnLoop(uint64_t key, Done done);
 
   const HostContextServiceOptions options_;

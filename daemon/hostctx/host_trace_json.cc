@@ -53,6 +53,15 @@ void AppendOffCpu(std::string* out, const OffCpuInterval& interval, const HostCa
     absl::StrAppend(out, R"(,"stack":)");
     AppendStack(out, capture.switch_stacks[static_cast<size_t>(interval.stack)], symbolizer);
   }
+  if (interval.preempted_by != 0) {
+    // The comm and pid only: another user's command line is not exposed.
+    auto name = capture.preemptor_names.find(interval.preempted_by);
+    absl::StrAppend(out, R"(,"preempted_by":)");
+    daemon::AppendJsonString(
+        out, name == capture.preemptor_names.end()
+                 ? absl::StrCat("pid ", interval.preempted_by)
+                 : absl::StrCat(name->second, " (pid ", interval.preempted_by, ")"));
+  }
   absl::StrAppend(out, "}}");
 }
 

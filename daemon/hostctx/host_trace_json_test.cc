@@ -35,13 +35,15 @@ TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
   capture.lost_records = 2;
   capture.switch_stacks.push_back(SampleAt(10, 11, 5'000'400'000, {0x2000, 0x1000}));
   const std::vector<OffCpuInterval> off_cpu = {
-      {10, 11, 5'000'400'000, 5'010'400'000, OffCpuReason::kBlocked, 0},
-      {10, 12, 5'000'500'000, 5'000'600'000, OffCpuReason::kPreempted, -1}};
+      {10, 11, 5'000'400'000, 5'010'400'000, OffCpuReason::kBlocked, 0, 0},
+      {10, 12, 5'000'500'000, 5'000'600'000, OffCpuReason::kPreempted, -1, 900},
+      {10, 12, 5'000'700'000, 5'000'800'000, OffCpuReason::kPreempted, -1, 901}};
+  capture.preemptor_names = {{900, "stress\"ng"}};
   NamedFrames names;
   const std::string text = HostContextTraceJson(capture, off_cpu, &names, 5'000'000'000);
   const auto json = nlohmann::json::parse(text);
   const auto& events = json.at("traceEvents");
-  ASSERT_EQ(events.size(), 4u);
+  ASSERT_EQ(events.size(), 5u);
   EXPECT_EQ(json.at("gpuctl").at("threads_sampled"), 0);
   EXPECT_EQ(events[0].at("ph"), "i");
   EXPECT_EQ(events[0].at("cat"), "cpu_sample");
@@ -61,6 +63,11 @@ TEST(HostTraceJsonTest, WritesSamplesAndOffCpuIntervals) {
             nlohmann::json::array({"/bin/app+0x200", "hot \"loop\""}));
   EXPECT_EQ(events[3].at("name"), "off_cpu (preempted)");
   EXPECT_FALSE(events[3].at("args").contains("stack"));
+  // The preempting process by its comm and pid; by its pid alone when its
+  // comm could not be read.
+  EXPECT_EQ(events[3].at("args").at("preempted_by"), "stress\"ng (pid 900)");
+  EXPECT_EQ(events[4].at("args").at("preempted_by"), "pid 901");
+  EXPECT_FALSE(events[2].at("args").contains("preempted_by"));
   EXPECT_NE(text.find("\"dur\":10000.000"), std::string::npos);
   EXPECT_EQ(json.at("baseTimeNanoseconds"), 5'000'000'000);
   EXPECT_EQ(json.at("gpuctl").at("lost_records"), 2);

@@ -31,7 +31,7 @@ std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> swit
   auto emit = [&](const ContextSwitch& at, uint64_t start, uint64_t end, OffCpuReason reason) {
     start = std::max(start, window_start_ns);
     end = std::min(end, window_end_ns);
-    if (end > start) out.push_back(OffCpuInterval{at.pid, at.tid, start, end, reason, -1});
+    if (end > start) out.push_back(OffCpuInterval{at.pid, at.tid, start, end, reason, -1, 0});
   };
   for (size_t i = 0; i < sorted.size();) {
     size_t end = i;
@@ -62,31 +62,55 @@ std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> swit
 
 namespace {
 
-// Sets each blocked or preempted interval's `stack` to the switch-out
-// sample of its thread nearest its start, within kSwitchStackSlackNs.
-void PairSwitchStacks(absl::Span<const CpuSample> stacks, std::vector<OffCpuInterval>* out) {
-  if (stacks.empty()) return;
-  std::vector<int64_t> order(stacks.size());
+// The index of the record of `items` (each with a tid and a time_ns) of
+// thread `tid` nearest `at`, within kSwitchStackSlackNs; -1 when none.
+// `order`: the indices sorted by (tid, time).
+template <typename T>
+int64_t NearestOfThread(absl::Span<const T> items, const std::vector<int64_t>& order, uint32_t tid,
+                        uint64_t at) {
+  auto it = std::lower_bound(order.begin(), order.end(), std::make_tuple(tid, at),
+                             [&](int64_t i, const std::tuple<uint32_t, uint64_t>& k) {
+                               return std::make_tuple(items[i].tid, items[i].time_ns) < k;
+                             });
+  int64_t best = -1;
+  uint64_t best_distance = kSwitchStackSlackNs + 1;
+  for (auto c : {it, it == order.begin() ? order.end() : it - 1}) {
+    if (c == order.end() || items[*c].tid != tid) continue;
+    const uint64_t t = items[*c].time_ns;
+    const uint64_t distance = t > at ? t - at : at - t;
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = *c;
+    }
+  }
+  return best;
+}
+
+template <typename T>
+std::vector<int64_t> ByThreadAndTime(absl::Span<const T> items) {
+  std::vector<int64_t> order(items.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  auto key = [&](int64_t i) { return std::tie(stacks[i].tid, stacks[i].time_ns); };
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(a) < key(b); });
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return std::tie(items[a].tid, items[a].time_ns) < std::tie(items[b].tid, items[b].time_ns);
+  });
+  return order;
+}
+
+// Sets each blocked or preempted interval's `stack` to the switch-out
+// sample of its thread nearest its start, and each preempted one's
+// `preempted_by` to the task a CPU-wide event saw take its CPU then.
+void PairSwitchOuts(const HostCapture& capture, std::vector<OffCpuInterval>* out) {
+  const absl::Span<const CpuSample> stacks(capture.switch_stacks);
+  const absl::Span<const CpuSwitch> preemptions(capture.preemptions);
+  const std::vector<int64_t> stack_order = ByThreadAndTime(stacks);
+  const std::vector<int64_t> preemption_order = ByThreadAndTime(preemptions);
   for (OffCpuInterval& interval : *out) {
     if (interval.reason == OffCpuReason::kUnknown) continue;
-    const uint64_t at = interval.start_ns;
-    auto it = std::lower_bound(order.begin(), order.end(), std::make_tuple(interval.tid, at),
-                               [&](int64_t i, const std::tuple<uint32_t, uint64_t>& k) {
-                                 return std::make_tuple(stacks[i].tid, stacks[i].time_ns) < k;
-                               });
-    uint64_t best_distance = kSwitchStackSlackNs + 1;
-    for (auto c : {it, it == order.begin() ? order.end() : it - 1}) {
-      if (c == order.end() || stacks[*c].tid != interval.tid) continue;
-      const uint64_t t = stacks[*c].time_ns;
-      const uint64_t distance = t > at ? t - at : at - t;
-      if (distance < best_distance) {
-        best_distance = distance;
-        interval.stack = *c;
-      }
-    }
+    interval.stack = NearestOfThread(stacks, stack_order, interval.tid, interval.start_ns);
+    if (interval.reason != OffCpuReason::kPreempted) continue;
+    const int64_t by =
+        NearestOfThread(preemptions, preemption_order, interval.tid, interval.start_ns);
+    if (by >= 0) interval.preempted_by = preemptions[static_cast<size_t>(by)].next_prev_pid;
   }
 }
 
@@ -118,9 +142,9 @@ std::vector<OffCpuInterval> OffCpuIntervals(const HostCapture& capture) {
     if (active.contains(static_cast<uint32_t>(thread.tid)) || start >= capture.stop_ns) continue;
     clipped.push_back(OffCpuInterval{static_cast<uint32_t>(thread.pid),
                                      static_cast<uint32_t>(thread.tid), start, capture.stop_ns,
-                                     OffCpuReason::kUnknown, -1});
+                                     OffCpuReason::kUnknown, -1, 0});
   }
-  PairSwitchStacks(capture.switch_stacks, &clipped);
+  PairSwitchOuts(capture, &clipped);
   return clipped;
 }
 

@@ -28,6 +28,9 @@ struct OffCpuInterval {
   // The thread's call chain as it left the CPU: an index into
   // HostCapture::switch_stacks, or -1 when none was recorded.
   int64_t stack = -1;
+  // A preempted interval: the process that took the thread's CPU (the
+  // daemon's pid, HostCapture::preemptions), or 0 when unknown.
+  uint32_t preempted_by = 0;
 };
 
 // A switch-out's call chain is sampled just before its switch record: the
@@ -47,7 +50,9 @@ std::vector<OffCpuInterval> OffCpuIntervals(absl::Span<const ContextSwitch> swit
 // event opened; and a thread with no record at all (neither a sample nor a
 // switch: off the CPU from its opening to the end) as one `unknown`
 // interval over that span. A blocked or preempted interval that begins at
-// a switch-out carries the chain sampled at it (`stack`), when recorded.
+// a switch-out carries the chain sampled at it (`stack`), when recorded; a
+// preempted one the process that took its CPU (`preempted_by`), when a
+// CPU-wide event saw that switch-out.
 std::vector<OffCpuInterval> OffCpuIntervals(const HostCapture& capture);
 
 }  // namespace gpuctl::hostctx

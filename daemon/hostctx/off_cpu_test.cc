@@ -93,5 +93,25 @@ TEST(OffCpuTest, AnIntervalCarriesTheChainSampledAtItsSwitchOut) {
   EXPECT_EQ(intervals[2].stack, -1);
 }
 
+TEST(OffCpuTest, APreemptedIntervalNamesTheTaskThatTookItsCpu) {
+  HostCapture capture;
+  capture.start_ns = 0;
+  capture.stop_ns = 10'000'000;
+  capture.threads = {{1, 7, 0, "", ""}};
+  capture.switches = {Out(7, 2'000'000, true), In(7, 3'000'000),  Out(7, 5'000'000, true),
+                      In(7, 6'000'000),        Out(7, 8'000'000), In(7, 9'000'000)};
+  // The CPU-wide event saw the first preemption (by pid 900) and another
+  // thread's; the second preemption went unseen.
+  capture.preemptions = {CpuSwitch{1, 7, 2'000'000, 0, 900, 901, true, true},
+                         CpuSwitch{1, 8, 5'000'000, 0, 902, 902, true, true}};
+  const auto intervals = OffCpuIntervals(capture);
+  ASSERT_EQ(intervals.size(), 3u);
+  EXPECT_EQ(intervals[0].preempted_by, 900u);
+  EXPECT_EQ(intervals[1].reason, OffCpuReason::kPreempted);
+  EXPECT_EQ(intervals[1].preempted_by, 0u);
+  EXPECT_EQ(intervals[2].reason, OffCpuReason::kBlocked);
+  EXPECT_EQ(intervals[2].preempted_by, 0u);
+}
+
 }  // namespace
 }  // namespace gpuctl::hostctx

@@ -161,6 +161,20 @@ absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record,
       sw.preempted = sw.out && (header.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0;
       return PerfRecord(sw);
     }
+    case PERF_RECORD_SWITCH_CPU_WIDE: {
+      CpuSwitch sw;
+      SampleId id;
+      if (!reader.Read(&sw.next_prev_pid) || !reader.Read(&sw.next_prev_tid) ||
+          !ReadSampleId(&reader, &id) || !reader.Read(&sw.cpu)) {
+        return absl::InvalidArgumentError("CPU-wide switch record shorter than its fields");
+      }
+      sw.pid = id.pid;
+      sw.tid = id.tid;
+      sw.time_ns = id.time_ns;
+      sw.out = (header.misc & PERF_RECORD_MISC_SWITCH_OUT) != 0;
+      sw.preempted = sw.out && (header.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0;
+      return PerfRecord(sw);
+    }
     case PERF_RECORD_LOST: {
       uint64_t id = 0;
       LostRecords lost;

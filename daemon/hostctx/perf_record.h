@@ -102,6 +102,21 @@ struct ContextSwitch {
   bool preempted = false;  // switched out while still runnable
 };
 
+// A switch on one CPU seen by a CPU-wide event (PERF_RECORD_SWITCH_CPU_WIDE,
+// sample_id_all with PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU):
+// the task switched out or in (pid, tid) and the one on the other side of
+// the switch (next_prev_*: the task coming in for a switch-out).
+struct CpuSwitch {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t time_ns = 0;
+  uint32_t cpu = 0;
+  uint32_t next_prev_pid = 0;
+  uint32_t next_prev_tid = 0;
+  bool out = false;
+  bool preempted = false;  // switched out while still runnable
+};
+
 struct LostRecords {
   uint64_t count = 0;
 };
@@ -111,7 +126,7 @@ struct OtherRecord {
   uint32_t type = 0;
 };
 
-using PerfRecord = std::variant<CpuSample, ContextSwitch, LostRecords, OtherRecord>;
+using PerfRecord = std::variant<CpuSample, ContextSwitch, CpuSwitch, LostRecords, OtherRecord>;
 
 // Decodes one whole record (its 8-byte header included), of an event whose
 // samples carry what `layout` says.

@@ -127,6 +127,36 @@ TEST(ParseRecordTest, AKernelModeSampleIsASwitchOutInItsOwnLayout) {
   EXPECT_FALSE(std::get<CpuSample>(*user).at_switch);
 }
 
+// A CPU-wide event's switch-out: the thread preempted and the task that
+// took its CPU.
+TEST(ParseRecordTest, CpuWideSwitchNamesTheTaskOnTheOtherSide) {
+  auto record =
+      ParseRecord(RecordBytes(PERF_RECORD_SWITCH_CPU_WIDE,
+                              PERF_RECORD_MISC_SWITCH_OUT | PERF_RECORD_MISC_SWITCH_OUT_PREEMPT)
+                      .U32Pair(900, 901)  // next_prev pid, tid
+                      .U32Pair(10, 11)
+                      .U64(5555)
+                      .U32Pair(3, 0)  // cpu, reserved
+                      .Build());
+  ASSERT_TRUE(record.ok()) << record.status();
+  const auto& sw = std::get<CpuSwitch>(*record);
+  EXPECT_EQ(sw.pid, 10u);
+  EXPECT_EQ(sw.tid, 11u);
+  EXPECT_EQ(sw.time_ns, 5555u);
+  EXPECT_EQ(sw.cpu, 3u);
+  EXPECT_EQ(sw.next_prev_pid, 900u);
+  EXPECT_EQ(sw.next_prev_tid, 901u);
+  EXPECT_TRUE(sw.out);
+  EXPECT_TRUE(sw.preempted);
+
+  EXPECT_FALSE(ParseRecord(RecordBytes(PERF_RECORD_SWITCH_CPU_WIDE, 0)
+                               .U32Pair(900, 901)
+                               .U32Pair(10, 11)
+                               .U64(5555)
+                               .Build())
+                   .ok());
+}
+
 TEST(ParseRecordTest, RejectsAStackCopyThatDoesNotAddUp) {
   const SampleLayout layout{.user_regs = true, .user_stack = true};
   auto with_stack = [](uint64_t size, int words, bool dyn, uint64_t dyn_size) {

@@ -64,14 +64,17 @@ pid_t ParentOf(const std::string& proc_root, pid_t pid) {
 }
 
 std::vector<pid_t> ProcessesWithDescendants(const std::string& proc_root,
-                                            const std::vector<pid_t>& pids) {
+                                            const std::vector<pid_t>& pids,
+                                            const std::vector<pid_t>& excluded) {
   absl::flat_hash_map<pid_t, std::vector<pid_t>> children;
   for (pid_t candidate : NumericEntries(proc_root)) {
     const pid_t parent = ParentOf(proc_root, candidate);
     if (parent > 0) children[parent].push_back(candidate);
   }
   std::vector<pid_t> out;
-  absl::flat_hash_set<pid_t> seen;
+  // Marked seen, an excluded process is never reached as a descendant.
+  absl::flat_hash_set<pid_t> seen(excluded.begin(), excluded.end());
+  for (pid_t pid : pids) seen.erase(pid);
   std::deque<pid_t> queue(pids.begin(), pids.end());
   while (!queue.empty()) {
     const pid_t pid = queue.front();

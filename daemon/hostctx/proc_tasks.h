@@ -13,9 +13,11 @@ namespace gpuctl::hostctx {
 // while this runs: one that is gone is simply left out.
 
 // The processes `pids` and every descendant of theirs alive now (from the
-// ppid field of each <proc_root>/<n>/stat), each once, the given ones first.
+// ppid field of each <proc_root>/<n>/stat), each once, the given ones
+// first; a descendant in `excluded` is left out with its own descendants.
 std::vector<pid_t> ProcessesWithDescendants(const std::string& proc_root,
-                                            const std::vector<pid_t>& pids);
+                                            const std::vector<pid_t>& pids,
+                                            const std::vector<pid_t>& excluded = {});
 
 // The threads of `pid` (<proc_root>/<pid>/task); empty when it is gone.
 std::vector<pid_t> ThreadsOf(const std::string& proc_root, pid_t pid);

@@ -52,6 +52,28 @@ TEST(ProcTasksTest, FindsDescendantsAndThreads) {
   EXPECT_EQ(ParentOf(proc.root(), 999), -1);
 }
 
+// A launcher traced with its worker, which is traced too: the launcher's
+// recording leaves the worker and the worker's own children to the
+// worker's.
+TEST(ProcTasksTest, AProcessRecordedApartIsLeftOutWithItsDescendants) {
+  FakeProc proc;
+  proc.Add(1, 0, "init", {1});
+  proc.Add(100, 1, "torchrun", {100});
+  proc.Add(150, 100, "compile", {150});
+  proc.Add(200, 100, "python", {200, 201});
+  proc.Add(300, 200, "pt_data_worker", {300});
+  auto launcher = ProcessesWithDescendants(proc.root(), {100}, {200, 999});
+  std::sort(launcher.begin(), launcher.end());
+  EXPECT_EQ(launcher, (std::vector<pid_t>{100, 150}));
+  auto worker = ProcessesWithDescendants(proc.root(), {200}, {100});
+  std::sort(worker.begin(), worker.end());
+  EXPECT_EQ(worker, (std::vector<pid_t>{200, 300}));
+  // A process asked for is recorded even when also listed apart.
+  auto both = ProcessesWithDescendants(proc.root(), {200}, {200});
+  std::sort(both.begin(), both.end());
+  EXPECT_EQ(both, (std::vector<pid_t>{200, 300}));
+}
+
 TEST(ProcTasksTest, ReadsTheRealProc) {
   const auto threads = ThreadsOf("/proc", getpid());
   EXPECT_NE(std::find(threads.begin(), threads.end(), getpid()), threads.end());

@@ -9,11 +9,12 @@ HostContextRecorder::HostContextRecorder(RecorderOptions options, Clock* clock, 
 
 HostContextRecorder::~HostContextRecorder() { CancelTimers(); }
 
-absl::Status HostContextRecorder::Start(const std::vector<pid_t>& pids) {
+absl::Status HostContextRecorder::Start(const std::vector<pid_t>& pids,
+                                        const std::vector<pid_t>& apart) {
   if (options_.poll_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("host context needs a positive poll interval");
   }
-  absl::Status started = sampler_.Start(pids);
+  absl::Status started = sampler_.Start(pids, apart);
   if (!started.ok()) return started;
   SchedulePoll();
   ScheduleRescan();

@@ -37,7 +37,7 @@ class HostContextRecorder {
   HostContextRecorder& operator=(const HostContextRecorder&) = delete;
 
   // As HostSampler::Start.
-  absl::Status Start(const std::vector<pid_t>& pids);
+  absl::Status Start(const std::vector<pid_t>& pids, const std::vector<pid_t>& apart = {});
   // Stops and returns what the window recorded; an empty capture when not
   // started.
   HostCapture Finish();

@@ -1,6 +1,7 @@
 #include "daemon/hostctx/sampler.h"
 
 #include <linux/perf_event.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -83,6 +84,25 @@ perf_event_attr SwitchStackAttr() {
   attr.sample_id_all = 1;
   return attr;
 }
+
+// Every switch on one CPU (PERF_RECORD_SWITCH_CPU_WIDE), on the clock of
+// the threads' events.
+perf_event_attr CpuWideSwitchAttr() {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof(attr));
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_DUMMY;
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
+  attr.context_switch = 1;
+  attr.sample_id_all = 1;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_REALTIME;
+  return attr;
+}
+
+// Preempting processes named per capture.
+constexpr size_t kMaxPreemptorNames = 256;
 
 // The ring's data pages: SamplerOptions::ring_pages, grown with
 // dwarf_unwind to hold the stack copies of a quarter second of one busy
@@ -167,7 +187,7 @@ HostSampler::HostSampler(SamplerOptions options, Clock* clock)
 
 HostSampler::~HostSampler() = default;
 
-absl::Status HostSampler::Start(const std::vector<pid_t>& pids) {
+absl::Status HostSampler::Start(const std::vector<pid_t>& pids, const std::vector<pid_t>& apart) {
   if (running_) return absl::FailedPreconditionError("the host sampler is already running");
   if (options_.frequency_hz <= 0 || options_.ring_pages == 0 ||
       options_.ring_pages > kMaxRingPages ||
@@ -189,11 +209,15 @@ absl::Status HostSampler::Start(const std::vector<pid_t>& pids) {
     }
   }
   capture_ = HostCapture();
+  cpu_rings_.clear();
+  watched_cpus_.clear();
+  cpu_wide_refused_ = false;
   stack_entries_ = 0;
   stack_copy_bytes_ = 0;
   rings_.clear();
   opened_.clear();
   roots_ = pids;
+  apart_ = apart;
   capture_.roots = pids;
   capture_.start_ns = NowNs(clock_);
   OpenThreadsOf(pids);
@@ -218,7 +242,7 @@ size_t HostSampler::Rescan() {
 }
 
 void HostSampler::OpenThreadsOf(const std::vector<pid_t>& pids) {
-  for (pid_t pid : ProcessesWithDescendants(options_.proc_root, pids)) {
+  for (pid_t pid : ProcessesWithDescendants(options_.proc_root, pids, apart_)) {
     for (pid_t tid : ThreadsOf(options_.proc_root, pid)) {
       if (opened_.contains(tid)) continue;
       if (opened_.size() >= options_.max_threads) {
@@ -251,6 +275,7 @@ void HostSampler::OpenThread(pid_t pid, pid_t tid) {
       opened_.insert(tid);
       const int switch_fd = options_.switch_stacks ? OpenSwitchStacks(tid, fd) : -1;
       rings_.push_back(std::make_unique<ThreadRing>(tid, fd, switch_fd, base, map_bytes));
+      if (options_.cpu_wide_switches) WatchCpusOf(tid);
       capture_.threads.push_back(SampledThread{
           pid, tid, NowNs(clock_),
           ReadComm(absl::StrCat(options_.proc_root, "/", pid, "/task/", tid, "/comm")),
@@ -291,6 +316,59 @@ int HostSampler::OpenSwitchStacks(pid_t tid, int ring_fd) {
     capture_.switch_stack_error = absl::UnavailableError(why);
   }
   return -1;
+}
+
+void HostSampler::WatchCpusOf(pid_t tid) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(tid, sizeof(allowed), &allowed) != 0) return;  // exited
+  for (int cpu = 0; cpu < CPU_SETSIZE && !cpu_wide_refused_; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || watched_cpus_.contains(cpu)) continue;
+    if (watched_cpus_.size() >= options_.max_cpus) return;
+    watched_cpus_.insert(cpu);
+    OpenCpuRing(cpu);
+  }
+}
+
+void HostSampler::OpenCpuRing(int cpu) {
+  perf_event_attr attr = CpuWideSwitchAttr();
+  const int fd =
+      static_cast<int>(syscall(SYS_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC));
+  const int err = errno;
+  if (fd < 0) {
+    if (err == ENODEV || err == ENXIO) return;  // an offline CPU
+    cpu_wide_refused_ = true;
+    std::string why = absl::StrCat("the CPU-wide switch event of CPU ", cpu, ": ", strerror(err));
+    if (err == EACCES || err == EPERM) {
+      absl::StrAppend(&why,
+                      "; naming the process that preempted a thread needs CAP_PERFMON (or "
+                      "CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 0");
+    }
+    capture_.cpu_wide_error = absl::PermissionDeniedError(why);
+    return;
+  }
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t map_bytes = (std::min(options_.ring_pages * 4, kMaxRingPages) + 1) * page;
+  void* base = mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    const int map_err = errno;
+    close(fd);
+    cpu_wide_refused_ = true;
+    capture_.cpu_wide_error = absl::ResourceExhaustedError(
+        absl::StrCat("mapping the ring buffer of CPU ", cpu, ": ", strerror(map_err)));
+    return;
+  }
+  cpu_rings_.push_back(std::make_unique<ThreadRing>(cpu, fd, -1, base, map_bytes));
+  ++capture_.cpus_watched;
+}
+
+void HostSampler::NamePreemptors() {
+  for (const CpuSwitch& sw : capture_.preemptions) {
+    if (capture_.preemptor_names.size() >= kMaxPreemptorNames) return;
+    if (sw.next_prev_pid == 0 || capture_.preemptor_names.contains(sw.next_prev_pid)) continue;
+    std::string comm = ReadComm(absl::StrCat(options_.proc_root, "/", sw.next_prev_pid, "/comm"));
+    if (!comm.empty()) capture_.preemptor_names.emplace(sw.next_prev_pid, std::move(comm));
+  }
 }
 
 void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
@@ -338,6 +416,15 @@ void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
       return;
     }
     capture_.switches.push_back(*sw);
+  } else if (auto* cpu_switch = std::get_if<CpuSwitch>(&*parsed)) {
+    // Every task's switches on the CPU: only a sampled thread's preemption
+    // is kept.
+    if (!cpu_switch->preempted || !opened_.contains(static_cast<pid_t>(cpu_switch->tid))) return;
+    if (capture_.preemptions.size() >= options_.max_switches) {
+      ++capture_.dropped_switches;
+      return;
+    }
+    capture_.preemptions.push_back(*cpu_switch);
   } else if (auto* lost = std::get_if<LostRecords>(&*parsed)) {
     capture_.lost_records += lost->count;
   }
@@ -348,14 +435,21 @@ void HostSampler::Poll() {
   for (auto& ring : rings_) {
     ring->Drain([this](absl::Span<const uint8_t> record) { OnRecord(record); }, &stats);
   }
+  for (auto& ring : cpu_rings_) {
+    ring->Drain([this](absl::Span<const uint8_t> record) { OnRecord(record); }, &stats);
+  }
   capture_.corrupt_records += stats.corrupt;
 }
 
 HostCapture HostSampler::Stop() {
   for (auto& ring : rings_) ring->Disable();
+  for (auto& ring : cpu_rings_) ring->Disable();
   capture_.stop_ns = NowNs(clock_);
   Poll();
+  NamePreemptors();
   rings_.clear();
+  cpu_rings_.clear();
+  watched_cpus_.clear();
   opened_.clear();
   running_ = false;
   HostCapture out = std::move(capture_);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "daemon/common/clock.h"
@@ -56,6 +57,14 @@ struct SamplerOptions {
   // needs CAP_PERFMON or kernel.perf_event_paranoid <= 1; a thread refused
   // keeps its other records (HostCapture::switch_stack_errors).
   bool switch_stacks = false;
+  // Also watch every switch on the CPUs the sampled threads may run on
+  // (their affinity), with one CPU-wide event per CPU, so that a preempted
+  // thread's interval names the task that took its CPU. Each CPU's ring
+  // has 4 x ring_pages (at most 4096). CPU-wide events need CAP_PERFMON (or
+  // CAP_SYS_ADMIN) or kernel.perf_event_paranoid <= 0; when refused, the
+  // capture says why (HostCapture::cpu_wide_error) and keeps the rest.
+  bool cpu_wide_switches = false;
+  size_t max_cpus = 1024;
 };
 
 // Why a thread is not sampled.
@@ -89,6 +98,16 @@ struct HostCapture {
   // first one).
   size_t switch_stack_errors = 0;
   absl::Status switch_stack_error;
+  // With cpu_wide_switches: each switch-out of a sampled thread while it
+  // was runnable, with the task that took its CPU (bounded by
+  // max_switches, the rest in dropped_switches); the comm of each of those
+  // tasks' processes, read when the capture stopped (the first 256; a
+  // process gone by then has none); the CPUs watched, and why none or not
+  // all could be.
+  std::vector<CpuSwitch> preemptions;
+  absl::flat_hash_map<uint32_t, std::string> preemptor_names;
+  size_t cpus_watched = 0;
+  absl::Status cpu_wide_error;
   // The processes given to Start; the others sampled are descendants.
   std::vector<pid_t> roots;
   // Threads that had events open (every thread of every process sampled).
@@ -131,11 +150,12 @@ class HostSampler {
   HostSampler& operator=(const HostSampler&) = delete;
 
   // Opens an event on every thread of `pids` and of their descendants alive
-  // now. Fails when none could be opened: PermissionDenied (with what the
-  // daemon lacks) when perf_event_open was refused, NotFound when the
-  // processes are gone, FailedPrecondition when already started. Threads
-  // that fail while others succeed are reported in the capture.
-  absl::Status Start(const std::vector<pid_t>& pids);
+  // now, but for the processes `apart` (recorded by another capture) and
+  // their descendants, now and at each Rescan. Fails when none could be opened: PermissionDenied
+  // (with what the daemon lacks) when perf_event_open was refused, NotFound when the processes are
+  // gone, FailedPrecondition when already started. Threads that fail while others succeed are
+  // reported in the capture.
+  absl::Status Start(const std::vector<pid_t>& pids, const std::vector<pid_t>& apart = {});
 
   // Opens the threads and descendants that appeared since Start or the
   // last Rescan. Returns how many were added.
@@ -158,13 +178,22 @@ class HostSampler {
   // The context-switch event of `tid`, writing into the ring of `ring_fd`;
   // -1 (counted in the capture) when refused.
   int OpenSwitchStacks(pid_t tid, int ring_fd);
+  // The CPU-wide switch events of the CPUs `tid` may run on that are not
+  // watched yet.
+  void WatchCpusOf(pid_t tid);
+  void OpenCpuRing(int cpu);
+  void NamePreemptors();
   void OnRecord(absl::Span<const uint8_t> record);
 
   const SamplerOptions options_;
   Clock* const clock_;
   bool running_ = false;
   std::vector<pid_t> roots_;
+  std::vector<pid_t> apart_;
   std::vector<std::unique_ptr<ThreadRing>> rings_;
+  std::vector<std::unique_ptr<ThreadRing>> cpu_rings_;
+  absl::flat_hash_set<int> watched_cpus_;
+  bool cpu_wide_refused_ = false;
   absl::flat_hash_set<pid_t> opened_;
   size_t stack_entries_ = 0;
   size_t stack_copy_bytes_ = 0;

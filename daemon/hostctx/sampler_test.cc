@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -377,6 +379,73 @@ TEST(HostSamplerTest, ABlockedIntervalCarriesTheChainItBlockedWith) {
   }
   EXPECT_GE(blocked, 10u);
   EXPECT_GE(named * 10, blocked * 9) << named << " of " << blocked;
+}
+
+// A busy process and a real-time competitor that wakes every 2 ms, both
+// pinned to one CPU: the competitor takes the CPU at each wake-up, and
+// the busy process's preempted intervals name it, found by the CPU-wide
+// switch events of the CPU it may run on. Other tasks of the machine may
+// take the CPU too.
+TEST(HostSamplerTest, APreemptedIntervalNamesTheCompetitorOnItsCpu) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(mine), &mine), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  Pipe ready;
+  Child traced([&] {
+    prctl(PR_SET_NAME, "traced");
+    sched_setaffinity(0, sizeof(one), &one);
+    WriteValue(ready.fds[1], true);
+    GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs);
+  });
+  Child competitor([&] {
+    prctl(PR_SET_NAME, "competitor");
+    sched_setaffinity(0, sizeof(one), &one);
+    const sched_param fifo{1};
+    WriteValue(ready.fds[1], sched_setscheduler(0, SCHED_FIFO, &fifo) == 0);
+    const int64_t end = MonotonicNowNs() + kChildLifetimeNs;
+    while (MonotonicNowNs() < end) {
+      GpuctlHostctxNapUntil(MonotonicNowNs() + 2'000'000, 2);
+      GpuctlHostctxSpinUntil(MonotonicNowNs() + 500'000);
+    }
+  });
+  // Each child says it is ready; the competitor, whether it is real-time.
+  bool first = false, second = false;
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &first));
+  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &second));
+  if (!first || !second) GTEST_SKIP() << "SCHED_FIFO refused";
+  RealClock clock;
+  SamplerOptions options = TestOptions();
+  options.cpu_wide_switches = true;
+  HostSampler sampler(options, &clock);
+  START_OR_SKIP(sampler, {traced.pid()});
+  SampleFor(&sampler, std::chrono::milliseconds(500));
+  const HostCapture capture = sampler.Stop();
+  if (!capture.cpu_wide_error.ok()) GTEST_SKIP() << capture.cpu_wide_error;
+
+  EXPECT_EQ(capture.cpus_watched, 1u);
+  ASSERT_FALSE(capture.preemptions.empty());
+  for (const CpuSwitch& sw : capture.preemptions) {
+    EXPECT_EQ(sw.tid, static_cast<uint32_t>(traced.pid()));
+    EXPECT_EQ(sw.cpu, static_cast<uint32_t>(cpu));
+  }
+  size_t preempted = 0, named = 0, by_competitor = 0;
+  for (const OffCpuInterval& interval : OffCpuIntervals(capture)) {
+    if (interval.reason != OffCpuReason::kPreempted) continue;
+    ++preempted;
+    if (interval.preempted_by != 0) ++named;
+    EXPECT_NE(interval.preempted_by, static_cast<uint32_t>(traced.pid()));
+    if (interval.preempted_by == static_cast<uint32_t>(competitor.pid())) ++by_competitor;
+  }
+  EXPECT_GE(preempted, 20u);
+  EXPECT_GE(named * 10, preempted * 9) << named << " of " << preempted;
+  EXPECT_GE(by_competitor * 2, preempted) << by_competitor << " of " << preempted;
+  auto name = capture.preemptor_names.find(static_cast<uint32_t>(competitor.pid()));
+  ASSERT_NE(name, capture.preemptor_names.end());
+  EXPECT_EQ(name->second, "competitor");
 }
 
 TEST(HostSamplerTest, AThreadBlockedForTheWholeWindowIsOffCpuThroughout) {

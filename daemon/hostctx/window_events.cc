@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "daemon/hostctx/host_trace_json.h"
@@ -69,6 +70,7 @@ WindowEvents::Written WindowEvents::Write(int64_t base_time_ns, int64_t window_s
   view.roots = capture_.roots;
   view.threads = capture_.threads;
   view.switch_stacks = capture_.switch_stacks;  // the intervals' `stack` indices
+  view.preemptor_names = capture_.preemptor_names;
   for (const CpuSample& sample : capture_.samples) {
     if (sample.time_ns >= start && sample.time_ns <= end) view.samples.push_back(sample);
   }
@@ -114,10 +116,18 @@ v1::HostContextResult WindowEvents::Summary() const {
   if (!capture_.errors.empty()) {
     summary.set_reason(absl::StrCat(capture_.error_count, " thread(s) not sampled: ",
                                     capture_.errors.front().status.message()));
-  } else if (capture_.switch_stack_errors > 0) {
-    summary.set_reason(absl::StrCat(
-        capture_.switch_stack_errors,
-        " thread(s) without call chains at switch-out: ", capture_.switch_stack_error.message()));
+  } else {
+    std::vector<std::string> missing;
+    if (capture_.switch_stack_errors > 0) {
+      missing.push_back(absl::StrCat(
+          capture_.switch_stack_errors,
+          " thread(s) without call chains at switch-out: ", capture_.switch_stack_error.message()));
+    }
+    if (!capture_.cpu_wide_error.ok()) {
+      missing.push_back(
+          absl::StrCat("preempting processes not named: ", capture_.cpu_wide_error.message()));
+    }
+    if (!missing.empty()) summary.set_reason(absl::StrJoin(missing, "; "));
   }
   return summary;
 }

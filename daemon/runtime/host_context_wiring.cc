@@ -1,6 +1,7 @@
 #include "daemon/runtime/host_context_wiring.h"
 
 #include <utility>
+#include <vector>
 
 namespace gpuctl::daemon {
 namespace {
@@ -23,7 +24,8 @@ class WindowEventsView final : public HostContextEvents {
 }  // namespace
 
 void HostContextWiring::Start(Key key, int32_t pid, HostContextWanted wanted) {
-  service_->Start(key, pid, wanted.samples, wanted.switches, wanted.dwarf);
+  service_->Start(key, pid, wanted.samples, wanted.switches, wanted.dwarf,
+                  std::vector<pid_t>(wanted.recorded_apart.begin(), wanted.recorded_apart.end()));
 }
 
 void HostContextWiring::Finish(Key key, Done done) {

@@ -3,11 +3,13 @@ the traced process and its helper with perf events during the window, and
 the stored trace shows where each thread spent CPU time and how long it was
 off the CPU. Without the privilege the trace still succeeds and says why."""
 
+import collections
 import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -144,6 +146,67 @@ def test_cpu_and_sched_show_the_hot_function_the_blocking_calls_and_the_helper(
     assert blocker["blocked_ns"] >= BLOCK_MS * 1_000_000, blocker
     hot = by_tid[proc.pid]
     assert hot["on_cpu"][0]["name"] == HOT, hot["on_cpu"]
+    assert proc.poll() is None
+
+
+# A real-time process that wakes every 2 ms on one CPU and spins half a
+# millisecond: it takes that CPU from whatever runs there at each wake-up.
+COMPETITOR = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+with open("/proc/self/comm", "w") as comm:
+    comm.write("competitor")
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+print("ready", flush=True)
+while True:
+    time.sleep(0.002)
+    end = time.monotonic() + 0.0005
+    while time.monotonic() < end:
+        pass
+"""
+
+
+def test_a_preempted_thread_names_the_process_that_took_its_cpu(cli, host_workload):
+    proc, helper = host_workload()
+    cli.wait_attached([proc.pid])
+    # The workload's threads and its helper on one CPU, with the competitor.
+    cpu = min(os.sched_getaffinity(0))
+    for pid in (proc.pid, helper):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            os.sched_setaffinity(int(tid), {cpu})
+    competitor = subprocess.Popen([sys.executable, "-c", COMPETITOR, str(cpu)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL)
+    try:
+        reader = LineReader(competitor.stdout)
+        wait_until(lambda: "ready" in reader.snapshot(), what="the competitor ready")
+        result, trace = cli.trace("--job", "hc", "--duration", "1s", "--activities", "cpu,sched")
+    finally:
+        competitor.kill()
+        competitor.wait()
+    assert result.returncode == 0, result.stdout + result.stderr
+    res = trace.result_for(proc.pid)
+    host = res["host_context"]
+    assert host["state"] == "STATE_RECORDED", host
+    assert "not named" not in host.get("reason", ""), host
+
+    _, doc = load_trace(trace.path / res["file"])
+    preempted = [e for e in _events(doc, "off_cpu")
+                 if e["tid"] == proc.pid and e["name"] == "off_cpu (preempted)"]
+    by = collections.Counter(e["args"].get("preempted_by") for e in preempted)
+    # Named by comm and the daemon's pid; the competitor most often.
+    assert by.most_common(1)[0][0] == f"competitor (pid {competitor.pid})", by
+    assert by[f"competitor (pid {competitor.pid})"] >= 20, by
+    assert by[None] * 10 <= len(preempted), by
+
+    # gpuctl analyze: the main thread's preemptions go to their takers, the
+    # competitor among them (by time the helper, on the same CPU, may lead).
+    analyzed = subprocess.run([cli.binary, "analyze", "--json", str(trace.path / res["file"])],
+                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert analyzed.returncode in (0, 1), analyzed.stdout + analyzed.stderr
+    (report,) = json.loads(analyzed.stdout)["traces"]
+    main = next(t for t in report["host_context"]["threads"] if t["tid"] == proc.pid)
+    assert f"competitor (pid {competitor.pid})" in [p["name"] for p in main["preempted_by"]], main
     assert proc.poll() is None
 
 

@@ -45,6 +45,7 @@ inline void ExpectSameOptions(const DaemonOptions& a, const DaemonOptions& b) {
   EXPECT_EQ(a.metrics.allow_insecure, b.metrics.allow_insecure);
   EXPECT_EQ(a.host_context.sampler.frequency_hz, b.host_context.sampler.frequency_hz);
   EXPECT_EQ(a.host_context.sampler.max_samples, b.host_context.sampler.max_samples);
+  EXPECT_EQ(a.host_context.sampler.ring_pages, b.host_context.sampler.ring_pages);
   EXPECT_EQ(a.max_payload_bytes, b.max_payload_bytes);
   EXPECT_EQ(a.max_buffer_bytes, b.max_buffer_bytes);
   EXPECT_EQ(a.retention.max_bytes, b.retention.max_bytes);
