@@ -204,10 +204,9 @@ absl::Status ValidateSource(const AnalyzeFlags& f, absl::string_view env_host,
   } else if (AnalyzeFlagGiven(f.top_option)) {
     return absl::InvalidArgumentError("--top goes with --diff");
   }
-  if (!f.html.empty() && out.source != AnalyzeSource::kPaths &&
-      out.source != AnalyzeSource::kTraceId) {
+  if (!f.html.empty() && out.source == AnalyzeSource::kJob) {
     return absl::InvalidArgumentError(
-        "--html goes with trace files, directories or --trace-id (not --since or --diff)");
+        "--html goes with trace files, directories, --trace-id or --diff (not --since)");
   }
   if (out.Fetches()) return ValidateFetch(f, env_host, out);
   for (const CLI::Option* option : f.host_options) {
@@ -224,6 +223,10 @@ absl::Status ValidateSource(const AnalyzeFlags& f, absl::string_view env_host,
 }
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<AtomicFile>> CreateHtmlReportFile(const std::string& path) {
+  return CreateHtmlFile(path);
+}
 
 void AddAnalyzeFlags(CLI::App* cmd, AnalyzeFlags& f) {
   cmd->add_option("traces", f.paths, "Trace files (.json, .json.gz) or trace directories");

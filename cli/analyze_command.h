@@ -1,6 +1,7 @@
 #ifndef GPUCTL_CLI_ANALYZE_COMMAND_H_
 #define GPUCTL_CLI_ANALYZE_COMMAND_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "daemon/analysis/analyze.h"
 #include "daemon/analysis/finding.h"
 #include "daemon/analysis/report.h"
+#include "daemon/common/posix_file.h"
 #include "daemon/merge/merge.h"
 #include "gpuctl/v1/manifest.pb.h"
 
@@ -159,6 +161,11 @@ int RunAnalyze(const AnalyzeCommandOptions& options, const CliEnv& env);
 // FILE...|DIR, with the same exit codes.
 int AnalyzePaths(const std::vector<std::string>& paths, const AnalyzeCommandOptions& options,
                  const CliEnv& env);
+
+// The --html file at `path`, created now (as a temporary in its directory)
+// so that a path that cannot be written fails before any trace is read; it
+// appears whole at Commit or not at all.
+absl::StatusOr<std::unique_ptr<AtomicFile>> CreateHtmlReportFile(const std::string& path);
 
 // The fetching inputs (analyze_remote.cc).
 int RunAnalyzeTraceId(const AnalyzeCommandOptions& options, const CliEnv& env);

@@ -256,7 +256,7 @@ TEST(AnalyzeBinaryTest, FetchAndDiffFlagsThatDoNotGoTogetherAreUsageErrors) {
       {"analyze --diff " + kRank0, "--diff"},
       {"analyze --diff " + kRank0 + " trace:nope", "trace:ID"},
       {"analyze --top 3 " + kRank0, "--top goes with --diff"},
-      {"analyze --diff " + kRank0 + " " + kRank1 + " --html /tmp/x.html", "--html goes with"},
+      {"analyze --since 1h --job 4 --html /tmp/x.html", "--html goes with"},
       {"analyze " + kRank0 + " --bucket", "--bucket goes with --trace-id or --since"},
       {"analyze --diff " + kRank0 + " " + kRank1 + " --bucket", "--bucket goes with"},
       {"analyze --since 367d --job 4", "longer than the 366d maximum"},
@@ -267,6 +267,21 @@ TEST(AnalyzeBinaryTest, FetchAndDiffFlagsThatDoNotGoTogetherAreUsageErrors) {
     EXPECT_EQ(run.rc, 2) << args << "\n" << run.out;
     EXPECT_THAT(run.out, HasSubstr(message)) << args;
   }
+}
+
+TEST(AnalyzeBinaryTest, DiffWritesAnHtmlPage) {
+  TempDir dir;
+  const std::string page = dir.path() + "/diff.html";
+  Ran run = RunGpuctl("analyze --diff " + kRank0 + " " + kRank1 + " --html " + page);
+  ASSERT_EQ(run.rc, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("HTML report: " + page + "\n"));
+  std::ifstream in(page);
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(html, HasSubstr("<title>gpuctl analyze --diff</title>"));
+  EXPECT_THAT(html, HasSubstr("<section id=\"diff-kernels\">"));
+  Ran missing = RunGpuctl("analyze --diff " + kRank0 + " " + kRank1 + " --html " + dir.path() +
+                          "/no/such/d.html");
+  EXPECT_EQ(missing.rc, 2) << missing.out;
 }
 
 // The diff of the fixture's two ranks against each rank's own report.

@@ -2,6 +2,7 @@
 // from the daemons as `gpuctl get` fetches them (trace:ID for --diff), then
 // analysed as local directories.
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -310,6 +311,15 @@ std::vector<std::string> DiffSideFiles(const std::string& side, const std::strin
 }  // namespace
 
 int RunAnalyzeDiff(const AnalyzeCommandOptions& options, const CliEnv& env) {
+  std::unique_ptr<AtomicFile> html;
+  if (!options.html_path.empty()) {
+    absl::StatusOr<std::unique_ptr<AtomicFile>> created = CreateHtmlReportFile(options.html_path);
+    if (!created.ok()) {
+      *env.err << "gpuctl analyze: --html: " << created.status().message() << "\n";
+      return kExitUsage;
+    }
+    html = *std::move(created);
+  }
   std::optional<FetchContext> ctx;
   int code = kExitOk;
   std::vector<analysis::TraceReport> sides[2];
@@ -334,6 +344,16 @@ int RunAnalyzeDiff(const AnalyzeCommandOptions& options, const CliEnv& env) {
   *env.out << (options.json
                    ? analysis::RenderDiffJson(diff, options.diff[0], options.diff[1])
                    : analysis::RenderDiffText(diff, options.diff[0], options.diff[1], 100));
+  if (html != nullptr) {
+    absl::Status written =
+        html->Append(analysis::RenderDiffHtml(diff, options.diff[0], options.diff[1]));
+    if (written.ok()) written = html->Commit();
+    if (!written.ok()) {
+      *env.err << "gpuctl analyze: --html: " << written.message() << "\n";
+      return kExitPartialFailure;
+    }
+    if (!options.json) *env.out << "\nHTML report: " << options.html_path << "\n";
+  }
   return read_errors ? std::max(code, kExitPartialFailure) : code;
 }
 

@@ -46,6 +46,13 @@ TraceSetDiff DiffTraceSets(const std::vector<TraceReport>& before,
 std::string RenderDiffText(const TraceSetDiff& diff, const std::string& before_label,
                            const std::string& after_label, size_t columns = 100);
 
+// The `--html` page of a diff (docs/analyze.md): self-contained as
+// RenderHtml's; the step-time shift as a table and bars, the busy/idle
+// shift, the changed, appeared and disappeared kernels and the findings of
+// one side only. Every label and name is escaped.
+std::string RenderDiffHtml(const TraceSetDiff& diff, const std::string& before_label,
+                           const std::string& after_label);
+
 // The `--json` document, schema "gpuctl.analyze.diff/1" (docs/analyze.md).
 std::string RenderDiffJson(const TraceSetDiff& diff, const std::string& before_label,
                            const std::string& after_label);

@@ -169,5 +169,27 @@ TEST(DiffTest, FindingsOnOneSideOnlyAreListedByKind) {
   EXPECT_THAT(RenderDiffText(d, "a", "b"), HasSubstr("[host_bound_idle]"));
 }
 
+TEST(DiffTest, HtmlShowsTheShiftsKernelsAndOneSideFindings) {
+  const std::vector<TraceReport> before = {
+      Analyze(Steps(0, {1000, 1000}, 2, 100, "old_copy_kernel"))};
+  const std::vector<TraceReport> after = {Analyze(Steps(0, {1000, 1200}, 2, 250, "<b>new</b>"))};
+  const TraceSetDiff d = DiffTraceSets(before, after, 10);
+  const std::string html = RenderDiffHtml(d, "before/<x>", "after/");
+  EXPECT_THAT(html, HasSubstr("default-src 'none'"));
+  EXPECT_THAT(html, HasSubstr("<span id=\"before\">before/&lt;x&gt;</span>"));
+  // p99: 1000 -> 1200 µs.
+  EXPECT_THAT(html, HasSubstr("<tr class=\"diff-step\" data-pct=\"p99\"><td>step p99</td>"
+                              "<td class=\"before\" data-ns=\"1000000\">1.00 ms</td>"
+                              "<td class=\"after\" data-ns=\"1200000\">1.20 ms</td>"
+                              "<td class=\"ratio\" data-ratio=\"1.2000\">x1.20</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("class=\"step-shift-bar after\" data-side=\"after\" "
+                              "data-ns=\"1200000\""));
+  EXPECT_THAT(html, HasSubstr("<td class=\"delta\" data-ns=\"600000\">+600 us</td>"));
+  EXPECT_THAT(html, HasSubstr("data-kind=\"appeared\" data-total=\"1\""));
+  EXPECT_THAT(html, HasSubstr("<td class=\"name\">&lt;b&gt;new&lt;/b&gt;</td>"));
+  EXPECT_THAT(html, ::testing::Not(HasSubstr("<b>new")));
+  EXPECT_THAT(html, HasSubstr("<p class=\"note none\" data-side=\"before\">none</p>"));
+}
+
 }  // namespace
 }  // namespace gpuctl::analysis::diff_test

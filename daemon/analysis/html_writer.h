@@ -31,6 +31,10 @@ void AppendHeatmap(std::string* out, const std::vector<TraceReport>& reports);
 inline constexpr size_t kMaxStepBars = 400;
 void AppendStepBars(std::string* out, const TraceReport& report);
 
+// A page's start up to its open <body>: the head with the policy that
+// forbids every fetch and script, `title` (escaped here) and the styles.
+std::string PageStart(absl::string_view title);
+
 }  // namespace gpuctl::analysis::html
 
 #endif  // GPUCTL_DAEMON_ANALYSIS_HTML_WRITER_H_

@@ -272,6 +272,10 @@ void AppendHtmlErrorsAndOptions(std::string* out, const std::vector<TraceError>&
 
 }  // namespace
 
+std::string html::PageStart(absl::string_view title) {
+  return absl::StrCat(kHtmlHead, "<title>", Escape(title), "</title>\n", kHtmlStyle, "<body>\n");
+}
+
 std::string RenderHtml(const std::vector<TraceReport>& reports,
                        const std::vector<Finding>& findings, const std::vector<TraceError>& errors,
                        const AnalyzeOptions& options) {

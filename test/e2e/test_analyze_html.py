@@ -274,3 +274,88 @@ def test_html_flag_rejects_paths_it_cannot_write(build_dir, workdir):
     assert run.returncode == 2, run.stderr
     assert "gpuctl analyze: --html:" in run.stderr and "/proc/gpuctl-report.html" in run.stderr
     assert run.stdout == ""
+
+
+def make_after_traces(root):
+    """The traces of make_traces after a change: rank 0's first step takes
+    500 µs instead of 420, rank 1's ten gemm kernels 80 µs instead of 50, and
+    a new 20 µs "fused" kernel follows them."""
+    pid0, pid1 = 5000, 5001
+    rank0 = [runtime("cudaLaunchKernel", 0, 5 * US, 1, pid0),
+             kernel("conv", 10 * US, 100 * US, 1),
+             complete("user_annotation", "ProfilerStep#1", pid0, pid0 + 1, 0, 500 * US, {}),
+             complete("user_annotation", "ProfilerStep#2", pid0, pid0 + 1, 500 * US,
+                      WINDOW_NS - 500 * US, {})]
+    rank1 = []
+    for i in range(10):
+        start = 100 * US + i * 80 * US
+        rank1 += [runtime("cudaLaunchKernel", start - 40 * US, 5 * US, 10 + i, pid1),
+                  kernel("gemm", start, 80 * US, 10 + i)]
+    rank1 += [runtime("cudaLaunchKernel", 880 * US, 5 * US, 40, pid1),
+              kernel("fused", 900 * US, 20 * US, 40)]
+    root.mkdir()
+    write_trace(root / f"node1-rank0-pid{pid0}.json.gz", 0, pid0, rank0)
+    write_trace(root / f"node1-rank1-pid{pid1}.json.gz", 1, pid1, rank1)
+    return root
+
+
+def test_diff_html_renders_the_shift_offline_in_chromium(build_dir, workdir):
+    if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+        pytest.skip(f"{CHROMIUM} or {CHROMEDRIVER} is not installed "
+                    "(scripts/install_deps.sh installs chromium and chromium-driver)")
+    gpuctl = str(build_output(build_dir, "bin/gpuctl"))
+    before = make_traces(workdir / "before")
+    after = make_after_traces(workdir / "after")
+    report = workdir / "diff.html"
+    run = subprocess.run([gpuctl, "analyze", "--diff", str(before), str(after), "--html",
+                          str(report)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert f"HTML report: {report}" in run.stdout
+    doc = json.loads(subprocess.run(
+        [gpuctl, "analyze", "--json", "--diff", str(before), str(after)],
+        capture_output=True, text=True, timeout=60, check=True).stdout)
+
+    driver = start_browser(str(workdir / "chromedriver-diff.log"))
+    try:
+        driver.get(report.as_uri())
+        assert driver.title == "gpuctl analyze --diff"
+        assert driver.find_element(By.ID, "before").text == str(before)
+
+        # Step time: the one whole step of each side (rank 0's first).
+        p50 = driver.find_element(By.CSS_SELECTOR, "#diff-steps-table tr[data-pct='p50']")
+        assert cell_ns(p50, "before") == 420 * US
+        assert cell_ns(p50, "after") == 500 * US
+        assert p50.find_element(By.CSS_SELECTOR, "td.ratio").text == "x1.19"
+        assert float(p50.find_element(By.CSS_SELECTOR, "td.ratio").get_attribute(
+            "data-ratio")) == pytest.approx(doc["step_p50_ratio"], abs=1e-4)
+        bars = driver.find_elements(By.CSS_SELECTOR,
+                                    "#diff-steps-svg g[data-pct='p50'] rect.step-shift-bar")
+        assert [(b.get_attribute("data-side"), int(b.get_attribute("data-ns"))) for b in bars] \
+            == [("before", 420 * US), ("after", 500 * US)]
+
+        # Busy shift in points, as the JSON says.
+        busy = driver.find_element(By.CSS_SELECTOR, "#diff-busy-table tr[data-share='busy']")
+        assert float(busy.find_element(By.CSS_SELECTOR, "td.shift").get_attribute(
+            "data-points")) == pytest.approx(doc["busy_pct_shift"], abs=0.01)
+
+        def kernel_rows(kind):
+            table = driver.find_element(By.CSS_SELECTOR, f"table.diff-kernels[data-kind='{kind}']")
+            return {r.find_element(By.CSS_SELECTOR, "td.name").text: r for r in
+                    table.find_elements(By.CSS_SELECTOR, "tr.kernel-row")}
+
+        changed = kernel_rows("changed")
+        assert int(changed["gemm"].find_element(By.CSS_SELECTOR, "td.delta").get_attribute(
+            "data-ns")) == 10 * 30 * US
+        assert cell_ns(changed["gemm"], "mean-before") == 50 * US
+        assert cell_ns(changed["gemm"], "mean-after") == 80 * US
+        assert list(kernel_rows("appeared")) == ["fused"]
+        assert list(kernel_rows("disappeared")) == [HOSTILE_KERNEL]  # shown as text
+        assert driver.find_elements(By.TAG_NAME, "script") == []
+
+        only_before = [li.get_attribute("data-id") for li in driver.find_elements(
+            By.CSS_SELECTOR, "ol.diff-findings[data-side='before'] li.finding")]
+        assert only_before == [f["id"] for f in doc["findings_only_before"]]
+        assert network_requests(driver) == [report.as_uri()]
+        assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+    finally:
+        driver.quit()
