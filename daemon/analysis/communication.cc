@@ -204,7 +204,10 @@ void AnalyzeRanks(std::vector<TraceReport>& reports, const AnalyzeOptions& optio
   for (TraceReport& r : reports) {
     if (r.info.rank >= 0) groups[r.info.trace_id].push_back(&r);
   }
-  for (auto& [trace_id, group] : groups) {
+  for (auto& entry : groups) {
+    // A named reference: lambdas below capture it (clang before 16 cannot
+    // capture a structured binding).
+    std::vector<TraceReport*>& group = entry.second;
     std::vector<int64_t> ranks;
     for (const TraceReport* r : group) ranks.push_back(r->info.rank);
     std::sort(ranks.begin(), ranks.end());
