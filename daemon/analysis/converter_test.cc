@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "daemon/analysis/analyze.h"
+#include "daemon/analysis/occupancy.h"
 #include "daemon/analysis/trace_reader.h"
 #include "daemon/convert/chrome_trace.h"
 #include "daemon/convert/gzip.h"
@@ -18,6 +19,7 @@ namespace gpuctl::analysis {
 namespace {
 
 using gpuctl::testing::ApiCallSpec;
+using gpuctl::testing::DeviceInfoSpec;
 using gpuctl::testing::KernelSpec;
 using gpuctl::testing::MemcpySpec;
 using gpuctl::testing::PayloadBuilder;
@@ -116,6 +118,37 @@ TEST(ConverterTest, HostBoundGapAndSyncOnTheConvertersOutput) {
   EXPECT_TRUE(r.breakdown.steps[1].clipped);
   EXPECT_EQ(r.launch.kernels_per_step.count, 1u);
   EXPECT_EQ(r.launch.kernels_per_step.p50, 2);
+}
+
+// The converter's kineto-style launch args, read back into the model: a
+// 66-block grid of 256 threads on a 132-SM H100 is half a block per SM,
+// round(100 x 0.5 x 256 / 2048) = 6 % occupancy.
+TEST(ConverterTest, LaunchArgsOfTheConvertersOutput) {
+  PayloadBuilder b(kPid, kStart, kEnd);
+  b.AddDeviceInfo(DeviceInfoSpec{});
+  Launch(b, 1, kStart + 10 * kUs, "cudaLaunchKernel");
+  b.AddKernel(KernelSpec{.correlation = 1,
+                         .name = "gemm",
+                         .start_ns = kStart + 20 * kUs,
+                         .end_ns = kStart + 120 * kUs,
+                         .grid = {66, 1, 1},
+                         .block = {256, 1, 1},
+                         .registers_per_thread = 32});
+  absl::StatusOr<TraceModel> model = ReadTraceBytes(ConvertToGzip(b.Build()), "converted.json.gz");
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->gpu_ops.size(), 1u);
+  ASSERT_NE(model->gpu_ops[0].launch, kNoLaunch);
+  const KernelLaunch& l = model->launches[model->gpu_ops[0].launch];
+  EXPECT_FLOAT_EQ(l.blocks_per_sm, 0.5f);
+  EXPECT_FLOAT_EQ(l.warps_per_sm, 4.0f);
+  EXPECT_EQ(l.occupancy_pct, 6);
+  EXPECT_EQ(l.grid_blocks, 66u);
+  EXPECT_EQ(l.block_threads, 256u);
+  EXPECT_EQ(l.registers_per_thread, 32u);
+  const OccupancyStats stats = ComputeOccupancy(*model);
+  ASSERT_EQ(stats.devices.size(), 1u);
+  EXPECT_DOUBLE_EQ(stats.devices[0].sm_efficiency_pct, 50);
+  EXPECT_DOUBLE_EQ(stats.devices[0].occupancy_pct, 6);
 }
 
 }  // namespace
