@@ -209,6 +209,7 @@ void AnalyzeRanks(std::vector<TraceReport>& reports, const AnalyzeOptions& optio
     // capture a structured binding).
     std::vector<TraceReport*>& group = entry.second;
     std::vector<int64_t> ranks;
+    ranks.reserve(group.size());
     for (const TraceReport* r : group) ranks.push_back(r->info.rank);
     std::sort(ranks.begin(), ranks.end());
     const bool distinct = std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end();

@@ -98,11 +98,11 @@ TEST(CommunicationTest, PerProcessNcclTimeAndOverlap) {
   ASSERT_EQ(reports.size(), 1u);
   const CommunicationReport& c = reports[0].communication;
   EXPECT_EQ(c.kernels, 4u);
-  EXPECT_EQ(c.nccl_ns, 4 * 300 * kUs);
+  EXPECT_EQ(c.nccl_ns, int64_t{4} * 300 * kUs);
   EXPECT_EQ(c.overlapped_ns, 0);
   // Four whole steps of 900 µs, each with 300 µs of NCCL time alone.
-  EXPECT_EQ(c.step_ns, 4 * 900 * kUs);
-  EXPECT_EQ(c.step_exposed_ns, 4 * 300 * kUs);
+  EXPECT_EQ(c.step_ns, int64_t{4} * 900 * kUs);
+  EXPECT_EQ(c.step_exposed_ns, int64_t{4} * 300 * kUs);
   // One file: nothing to compare.
   EXPECT_EQ(c.across.ranks, 0u);
 }
@@ -117,10 +117,10 @@ TEST(CommunicationTest, TransferWaitingAndLatenessAcrossRanks) {
   EXPECT_EQ(r0.matched, 4u);
   EXPECT_EQ(r0.unmatched, 0u);
   // The shortest all-reduce (rank 2's 100 µs) is the transfer.
-  EXPECT_EQ(r0.transfer_ns, 4 * 100 * kUs);
-  EXPECT_EQ(r0.waiting_ns, 4 * 200 * kUs);
-  EXPECT_EQ(r1.waiting_ns, 4 * 200 * kUs);  // its base time does not shift it
-  EXPECT_EQ(r2.transfer_ns, 4 * 100 * kUs);
+  EXPECT_EQ(r0.transfer_ns, int64_t{4} * 100 * kUs);
+  EXPECT_EQ(r0.waiting_ns, int64_t{4} * 200 * kUs);
+  EXPECT_EQ(r1.waiting_ns, int64_t{4} * 200 * kUs);  // its base time does not shift it
+  EXPECT_EQ(r2.transfer_ns, int64_t{4} * 100 * kUs);
   EXPECT_EQ(r2.waiting_ns, 0);
   EXPECT_EQ(r0.lateness_ns.p50, 0);
   EXPECT_EQ(r1.lateness_ns.p50, 0);
@@ -150,12 +150,12 @@ TEST(CommunicationTest, FindingsNameTheStragglerWithRecoverableTime) {
 
   const Finding* step = FindIn(reports[2], "straggler_step");
   ASSERT_NE(step, nullptr);
-  EXPECT_EQ(step->recoverable_ns, 4 * 100 * kUs);
+  EXPECT_EQ(step->recoverable_ns, int64_t{4} * 100 * kUs);
   EXPECT_EQ(NumberOf(*step, "excess_per_step_ns"), 100 * kUs);
   EXPECT_THAT(step->title, HasSubstr("Median step 1.00 ms, 100 us (11.1%) over the 3 ranks'"));
   const Finding* arrival = FindIn(reports[2], "straggler_arrival");
   ASSERT_NE(arrival, nullptr);
-  EXPECT_EQ(arrival->recoverable_ns, 4 * 200 * kUs);
+  EXPECT_EQ(arrival->recoverable_ns, int64_t{4} * 200 * kUs);
   for (const TraceReport& r : {reports[0], reports[1]}) {
     EXPECT_EQ(FindIn(r, "straggler_step"), nullptr);
     EXPECT_EQ(FindIn(r, "straggler_arrival"), nullptr);
