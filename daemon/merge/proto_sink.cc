@@ -1,6 +1,8 @@
 // The merged trace in Perfetto's protobuf format: a stream of TracePackets
 // (proto/perfetto/), each rank a process track, each of its rows a thread
-// track, its counters counter tracks; names interned on one sequence.
+// track, its counters counter tracks; CPU samples also perf samples whose
+// callstacks Perfetto aggregates into flame graphs; names and callstacks
+// interned on one sequence.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -8,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/merge/callstack_interner.h"
 #include "daemon/merge/merge_output.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "protos/perfetto/trace/perfetto_trace.pb.h"
@@ -94,6 +97,11 @@ class ProtoSink : public MergeSink {
       case 'E':
         return WriteOk(Slice(e, pp::TrackEvent::TYPE_SLICE_END, e.aligned_ns));
       case 'i':
+        if (absl::Status s = Slice(e, pp::TrackEvent::TYPE_INSTANT, e.aligned_ns); !s.ok()) {
+          return s;
+        }
+        if (absl::Status s = Sample(rank, e); !s.ok()) return s;
+        return true;
       case 'I':
       case 's':
       case 't':
@@ -168,6 +176,40 @@ class ProtoSink : public MergeSink {
         }
       }
     }
+    return WritePacket(packet);
+  }
+
+  // A cpu_sample instant as a perf sample too: the instant keeps the sample
+  // on its thread's track beside the thread's slices, the perf sample's
+  // interned callstack is what Perfetto's flame graphs aggregate. A sample
+  // whose stack cannot be interned (no stack, tables full) or whose merged
+  // ids do not fit PerfSample's fields stays an instant only.
+  absl::Status Sample(const RankPlan& rank, const MergeEvent& e) {
+    const Json& value = e.streamed->value;
+    auto cat = value.find("cat");
+    if (cat == value.end() || *cat != "cpu_sample") return absl::OkStatus();
+    auto args = value.find("args");
+    if (args == value.end() || !args->is_object()) return absl::OkStatus();
+    auto stack = args->find("stack");
+    if (stack == args->end()) return absl::OkStatus();
+    if (rank.merged_pid < 0 || rank.merged_pid > int64_t{UINT32_MAX} || e.row->merged_tid < 0 ||
+        e.row->merged_tid > int64_t{UINT32_MAX}) {
+      return absl::OkStatus();
+    }
+    pp::TracePacket packet;
+    const uint64_t callstack = callstacks_.Intern(*stack, packet.mutable_interned_data());
+    if (callstack == 0) {
+      // Entries a failed stack added are still valid interned data.
+      if (packet.interned_data().ByteSizeLong() == 0) return absl::OkStatus();
+    }
+    packet.set_timestamp(static_cast<uint64_t>(e.aligned_ns));
+    packet.set_trusted_packet_sequence_id(kSequenceId);
+    packet.set_sequence_flags(pp::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+    if (callstack == 0) return WritePacket(packet);
+    pp::PerfSample* sample = packet.mutable_perf_sample();
+    sample->set_pid(static_cast<uint32_t>(rank.merged_pid));
+    sample->set_tid(static_cast<uint32_t>(e.row->merged_tid));
+    sample->set_callstack_iid(callstack);
     return WritePacket(packet);
   }
 
@@ -270,6 +312,7 @@ class ProtoSink : public MergeSink {
   MergeOutput* out_;
   bool sequence_started_ = false;
   Interner event_names_, categories_, annotation_names_;
+  CallstackInterner callstacks_;
   absl::flat_hash_map<std::string, uint64_t> counters_;  // this rank's, by track name
 };
 
