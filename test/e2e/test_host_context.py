@@ -1,7 +1,8 @@
 """Host context in a trace window (--activities cpu,sched): gpuctld samples
 the traced process and its helper with perf events during the window, and
 the stored trace shows where each thread spent CPU time and how long it was
-off the CPU. Without the privilege the trace still succeeds and says why."""
+off the CPU. Without the privilege the trace still succeeds and says why.
+Its protobuf merge carries the samples as Perfetto callstack samples."""
 
 import collections
 import json
@@ -12,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 from conftest import LineReader, build_output
 from e2e_util import load_trace, preload_value, timestamp_ns, wait_until
@@ -262,3 +264,42 @@ def test_an_iteration_window_gets_the_host_context_of_its_steps(cli, start_workl
     for sample in samples:
         at = base + round(sample["ts"] * 1000)
         assert window[0] - 1000 <= at <= window[1] + 1000, (sample, window)
+
+
+def test_a_protobuf_merge_carries_the_samples_as_perfetto_callstacks(
+        cli, host_workload, build_dir, workdir):
+    proc, _ = host_workload()
+    cli.wait_attached([proc.pid])
+    result, trace = cli.trace("--job", "hc", "--duration", "1s", "--activities", "kernel,cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    res = trace.result_for(proc.pid)
+    assert int(res["host_context"].get("samples", 0)) > 0, res
+    _, doc = load_trace(trace.path / res["file"])
+    stacks = collections.Counter(tuple(e["args"]["stack"]) for e in _events(doc, "cpu_sample")
+                                 if e["args"].get("stack"))
+
+    out = workdir / "merged.pftrace"
+    merged = subprocess.run([str(build_dir / "bin" / "gpuctl"), "analyze", str(trace.path),
+                             "--merge", str(out)], capture_output=True, text=True, timeout=120,
+                            stdin=subprocess.DEVNULL)
+    assert merged.returncode == 0, merged.stdout + merged.stderr
+    decoded = pb.Trace()
+    decoded.ParseFromString(out.read_bytes())
+    names, frames, callstacks, samples = {}, {}, {}, []
+    for packet in decoded.packet:
+        data = packet.interned_data
+        names.update((s.iid, s.str.decode()) for s in data.function_names)
+        frames.update((f.iid, f.function_name_id) for f in data.frames)
+        callstacks.update((c.iid, list(c.frame_ids)) for c in data.callstacks)
+        if packet.HasField("perf_sample"):
+            assert packet.perf_sample.callstack_iid in callstacks, "used before it is interned"
+            samples.append(packet)
+    # One perf sample per sample with a stack, its frames root first.
+    assert len(samples) == sum(stacks.values())
+    resolved = collections.Counter(
+        tuple(reversed([names[frames[f]] for f in callstacks[s.perf_sample.callstack_iid]]))
+        for s in samples)
+    assert resolved == stacks
+    assert len(callstacks) == len(stacks)
+    hot = [s for s in samples if names[frames[callstacks[s.perf_sample.callstack_iid][-1]]] == HOT]
+    assert len(hot) >= 10, f"{len(hot)} perf samples in {HOT}"
