@@ -73,6 +73,7 @@ DOT = """digraph "g" {
 "node9" [ label = "gpuctl_scheduler", shape = octagon ];
 "node10" [ label = "gpuctl_analysis", shape = octagon ];
 "node11" [ label = "gpuctl_hostctx", shape = octagon ];
+"node12" [ label = "gpuctl_merge", shape = octagon ];
 "node6" -> "node7";
 "node7" -> "node8";
 "node8" -> "node2" [ style = dotted ];
@@ -83,6 +84,7 @@ DOT = """digraph "g" {
 "node9" -> "node0";
 "node0" -> "node10";
 "node11" -> "node4";
+"node12" -> "node10";
 }
 """
 
@@ -110,6 +112,13 @@ class LinkGraphCheckTest(unittest.TestCase):
         nodes, graph = check_link_graph.parse_dot(dot)
         found = check_link_graph.violations(nodes, graph)
         self.assertTrue(any(p.startswith("gpuctl_analysis reaches gRPC::grpc++") for p in found),
+                        found)
+
+    def test_merge_reaching_grpc_is_flagged(self):
+        dot = DOT.replace("}\n", '"node12" -> "node3";\n}\n')
+        nodes, graph = check_link_graph.parse_dot(dot)
+        found = check_link_graph.violations(nodes, graph)
+        self.assertTrue(any(p.startswith("gpuctl_merge reaches gRPC::grpc++") for p in found),
                         found)
 
     def test_a_generator_the_build_runs_is_not_linked(self):
