@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
-#include <iterator>
 #include <limits>
-#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -18,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/analysis/event_names.h"
 #include "daemon/analysis/host_events.h"
+#include "daemon/analysis/trace_input_chars.h"
 #include "daemon/common/excerpt.h"
 #include "nlohmann/json.hpp"
 
@@ -32,59 +31,6 @@ constexpr double kMaxMicros = 9e12;
 // event, are skipped: a capture spans minutes, and the bound keeps every
 // sum of times over a file's events within int64.
 constexpr int64_t kMaxExtentNs = 10'000'000'000'000;  // 2.8 hours
-
-// The decompressed bytes, buffered, as the parser's character source.
-class CharStream {
- public:
-  explicit CharStream(TraceInput* input)
-      : input_(input), buffer_(new char[kBufferBytes]) {}  // not zeroed
-  bool AtEnd() {
-    if (pos_ < len_) return false;
-    base_ += len_;
-    pos_ = 0;
-    len_ = input_->Read(buffer_.get(), kBufferBytes);
-    return len_ == 0;
-  }
-  char Peek() const { return buffer_[pos_]; }
-  void Advance() { ++pos_; }
-  uint64_t offset() const { return base_ + pos_; }
-
- private:
-  static constexpr size_t kBufferBytes = size_t{256} << 10;
-  TraceInput* input_;
-  std::unique_ptr<char[]> buffer_;
-  size_t pos_ = 0, len_ = 0;
-  uint64_t base_ = 0;
-};
-
-// An input iterator over a CharStream; the default one is the end.
-class StreamIterator {
- public:
-  using iterator_category = std::input_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = char;
-
-  StreamIterator() = default;
-  explicit StreamIterator(CharStream* s) : s_(s) {}
-  char operator*() const { return s_->Peek(); }
-  StreamIterator& operator++() {
-    s_->Advance();
-    return *this;
-  }
-  StreamIterator operator++(int) {
-    StreamIterator before = *this;
-    s_->Advance();
-    return before;
-  }
-  bool operator==(const StreamIterator& other) const { return AtEnd() == other.AtEnd(); }
-  bool operator!=(const StreamIterator& other) const { return !(*this == other); }
-
- private:
-  bool AtEnd() const { return s_ == nullptr || s_->AtEnd(); }
-  CharStream* s_ = nullptr;
-};
 
 enum class Category : uint8_t {
   kOther,
@@ -257,7 +203,7 @@ struct Scalar {
 // member's value (traceEvents, gpuctl...), 3 an event, 4 its args.
 class TraceSax {
  public:
-  explicit TraceSax(CharStream* stream, TraceModel* model) : stream_(stream), model_(model) {}
+  explicit TraceSax(TraceInputChars* stream, TraceModel* model) : stream_(stream), model_(model) {}
 
   bool null() { return OnScalar(Scalar{}); }
   bool boolean(bool v) { return OnScalar(Scalar{Scalar::Type::kBool, v ? 1 : 0}); }
@@ -313,7 +259,7 @@ class TraceSax {
   void EndMemoryEvent(const PendingEvent& e);
   uint32_t Intern(const std::string& name);
 
-  CharStream* stream_;
+  TraceInputChars* stream_;
   TraceModel* model_;
   absl::Status status_;
   int depth_ = 0;
@@ -828,11 +774,11 @@ void SortModel(TraceModel& m) {
 absl::StatusOr<TraceModel> ReadTrace(TraceInput input, const std::string& name) {
   TraceModel model;
   model.info.path = name;
-  CharStream stream(&input);
+  TraceInputChars stream(&input);
   TraceSax sax(&stream, &model);
   bool parsed = false;
   try {
-    parsed = SaxJson::sax_parse(StreamIterator(&stream), StreamIterator(), &sax);
+    parsed = SaxJson::sax_parse(TraceInputIterator(&stream), TraceInputIterator(), &sax);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": malformed JSON at byte ",
                                                    stream.offset(), ": ", Excerpt(e.what(), 200)));

@@ -2,8 +2,6 @@
 
 #include <cmath>
 #include <exception>
-#include <iterator>
-#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -11,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/analysis/trace_input_chars.h"
 
 namespace gpuctl::merge {
 namespace {
@@ -18,64 +17,12 @@ namespace {
 constexpr double kMaxMicros = 9e15;
 constexpr size_t kMaxDepth = 64;
 
-// The decompressed bytes, buffered, as the parser's character source.
-class InputChars {
- public:
-  explicit InputChars(analysis::TraceInput* input)
-      : input_(input), buffer_(new char[kBufferBytes]) {}  // not zeroed
-  bool AtEnd() {
-    if (pos_ < len_) return false;
-    base_ += len_;
-    pos_ = 0;
-    len_ = input_->Read(buffer_.get(), kBufferBytes);
-    return len_ == 0;
-  }
-  char Peek() const { return buffer_[pos_]; }
-  void Advance() { ++pos_; }
-  uint64_t offset() const { return base_ + pos_; }
-
- private:
-  static constexpr size_t kBufferBytes = size_t{256} << 10;
-  analysis::TraceInput* input_;
-  std::unique_ptr<char[]> buffer_;
-  size_t pos_ = 0, len_ = 0;
-  uint64_t base_ = 0;
-};
-
-// An input iterator over InputChars; the default one is the end.
-class InputCharIterator {
- public:
-  using iterator_category = std::input_iterator_tag;
-  using value_type = char;
-  using difference_type = std::ptrdiff_t;
-  using pointer = const char*;
-  using reference = char;
-
-  InputCharIterator() = default;
-  explicit InputCharIterator(InputChars* chars) : chars_(chars) {}
-  char operator*() const { return chars_->Peek(); }
-  InputCharIterator& operator++() {
-    chars_->Advance();
-    return *this;
-  }
-  InputCharIterator operator++(int) {
-    InputCharIterator before = *this;
-    chars_->Advance();
-    return before;
-  }
-  bool operator==(const InputCharIterator& other) const { return AtEnd() == other.AtEnd(); }
-  bool operator!=(const InputCharIterator& other) const { return !(*this == other); }
-
- private:
-  bool AtEnd() const { return chars_ == nullptr || chars_->AtEnd(); }
-  InputChars* chars_ = nullptr;
-};
-
 // Builds each traceEvents element (and each other top-level member) as a
 // value of its own and hands it on; the document itself is never built.
 class EventSax {
  public:
-  EventSax(const std::string& name, const InputChars& chars, const EventVisitor& visit)
+  EventSax(const std::string& name, const analysis::TraceInputChars& chars,
+           const EventVisitor& visit)
       : name_(name), chars_(chars), visit_(visit) {}
 
   bool null() { return Scalar(Json(nullptr), ""); }
@@ -207,7 +154,7 @@ class EventSax {
   }
 
   const std::string& name_;
-  const InputChars& chars_;
+  const analysis::TraceInputChars& chars_;
   const EventVisitor& visit_;
   absl::Status status_;
   StreamedHeader header_;
@@ -223,10 +170,10 @@ class EventSax {
 
 absl::StatusOr<StreamedHeader> StreamTrace(analysis::TraceInput input, const std::string& name,
                                            const EventVisitor& visit) {
-  InputChars chars(&input);
+  analysis::TraceInputChars chars(&input);
   EventSax sax(name, chars, visit);
   try {
-    Json::sax_parse(InputCharIterator(&chars), InputCharIterator(), &sax,
+    Json::sax_parse(analysis::TraceInputIterator(&chars), analysis::TraceInputIterator(), &sax,
                     Json::input_format_t::json, /*strict=*/true);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(
