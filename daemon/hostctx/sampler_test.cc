@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -78,6 +79,36 @@ class Child {
   pid_t pid_ = -1;
 };
 
+// A child running `body` once it has told the parent it started; null when
+// it never did.
+template <typename Body>
+std::unique_ptr<Child> ReadyChild(Body body) {
+  Pipe ready;
+  auto child = std::make_unique<Child>([&] {
+    WriteValue(ready.fds[1], 'r');
+    body();
+  });
+  char byte = 0;
+  if (!ReadWithDeadline(ready.fds[0], &byte)) return nullptr;
+  return child;
+}
+
+// Whether `pid` reached an interruptible sleep (state S in
+// /proc/<pid>/stat) within 5 s.
+bool WaitUntilSleeping(pid_t pid) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = text.rfind(')');
+    if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'S') {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
 // Polls the sampler for `duration` (the capture window itself).
 void SampleFor(HostSampler* sampler, std::chrono::milliseconds duration) {
   const auto end = std::chrono::steady_clock::now() + duration;
@@ -101,46 +132,42 @@ SamplerOptions TestOptions() {
   } while (false)
 
 TEST(HostSamplerTest, SamplesASpinningChildWithItsCallChain) {
-  Pipe ready;
-  Child child([&] {
-    WriteValue(ready.fds[1], 'r');
-    GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs);
-  });
-  char byte = 0;
-  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  std::unique_ptr<Child> child =
+      ReadyChild([] { GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs); });
+  ASSERT_NE(child, nullptr);
   RealClock clock;
   HostSampler sampler(TestOptions(), &clock);
-  START_OR_SKIP(sampler, {child.pid()});
+  START_OR_SKIP(sampler, {child->pid()});
   Symbolizer symbolizer;
-  ASSERT_TRUE(symbolizer.LoadProcess(child.pid()));
+  ASSERT_TRUE(symbolizer.LoadProcess(child->pid()));
   SampleFor(&sampler, std::chrono::milliseconds(600));
   const HostCapture capture = sampler.Stop();
   EXPECT_FALSE(sampler.running());
 
   ASSERT_EQ(capture.threads.size(), 1u);
-  EXPECT_EQ(capture.threads[0].pid, child.pid());
-  EXPECT_EQ(capture.threads[0].tid, child.pid());
+  EXPECT_EQ(capture.threads[0].pid, child->pid());
+  EXPECT_EQ(capture.threads[0].tid, child->pid());
   EXPECT_GE(capture.threads[0].opened_ns, capture.start_ns);
   EXPECT_FALSE(capture.threads[0].name.empty());
   EXPECT_EQ(capture.threads[0].name, capture.threads[0].process_name);
-  EXPECT_EQ(capture.roots, std::vector<pid_t>{child.pid()});
+  EXPECT_EQ(capture.roots, std::vector<pid_t>{child->pid()});
   EXPECT_EQ(capture.corrupt_records, 0u);
   EXPECT_EQ(capture.error_count, 0u);
   ASSERT_GE(capture.samples.size(), 10u);
   size_t in_leaf = 0;
   size_t with_caller = 0;
   for (const CpuSample& sample : capture.samples) {
-    EXPECT_EQ(sample.tid, static_cast<uint32_t>(child.pid()));
-    EXPECT_EQ(sample.pid, static_cast<uint32_t>(child.pid()));
+    EXPECT_EQ(sample.tid, static_cast<uint32_t>(child->pid()));
+    EXPECT_EQ(sample.pid, static_cast<uint32_t>(child->pid()));
     EXPECT_GE(sample.time_ns, capture.start_ns);
     EXPECT_LE(sample.time_ns, capture.stop_ns);
     ASSERT_FALSE(sample.ips.empty());
-    if (symbolizer.Symbolize(child.pid(), sample.ips[0], false).function !=
+    if (symbolizer.Symbolize(child->pid(), sample.ips[0], false).function !=
         "GpuctlHostctxSpinLeaf") {
       continue;
     }
     ++in_leaf;
-    if (sample.ips.size() > 1 && symbolizer.Symbolize(child.pid(), sample.ips[1], true).function ==
+    if (sample.ips.size() > 1 && symbolizer.Symbolize(child->pid(), sample.ips[1], true).function ==
                                      "GpuctlHostctxSpinUntil") {
       ++with_caller;
     }
@@ -153,20 +180,16 @@ TEST(HostSamplerTest, SamplesASpinningChildWithItsCallChain) {
 // loses the callers, DWARF unwinding from the sample's registers and stack
 // copy finds Inner <- Middle <- Outer.
 TEST(HostSamplerTest, DwarfUnwindingFindsCallersWithoutFramePointers) {
-  Pipe ready;
-  Child child([&] {
-    WriteValue(ready.fds[1], 'r');
-    GpuctlHostctxNoFpOuter(MonotonicNowNs() + kChildLifetimeNs);
-  });
-  char byte = 0;
-  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  std::unique_ptr<Child> child =
+      ReadyChild([] { GpuctlHostctxNoFpOuter(MonotonicNowNs() + kChildLifetimeNs); });
+  ASSERT_NE(child, nullptr);
   RealClock clock;
   SamplerOptions options = TestOptions();
   options.dwarf_unwind = true;
   HostSampler sampler(options, &clock);
-  START_OR_SKIP(sampler, {child.pid()});
+  START_OR_SKIP(sampler, {child->pid()});
   Symbolizer symbolizer;
-  ASSERT_TRUE(symbolizer.LoadProcess(child.pid()));
+  ASSERT_TRUE(symbolizer.LoadProcess(child->pid()));
   SampleFor(&sampler, std::chrono::milliseconds(600));
   const HostCapture capture = sampler.Stop();
   EXPECT_EQ(capture.corrupt_records, 0u);
@@ -176,7 +199,7 @@ TEST(HostSamplerTest, DwarfUnwindingFindsCallersWithoutFramePointers) {
   auto names = [&](const std::vector<uint64_t>& chain) {
     std::vector<std::string> out;
     for (size_t i = 0; i < chain.size(); ++i) {
-      out.push_back(symbolizer.Symbolize(child.pid(), chain[i], i > 0).function);
+      out.push_back(symbolizer.Symbolize(child->pid(), chain[i], i > 0).function);
     }
     return out;
   };
@@ -264,20 +287,16 @@ TEST(HostSamplerTest, NamesJitFramesThroughTheMapNodeWrites) {
 
 // A copy budget spent: later samples keep their frame-pointer chain only.
 TEST(HostSamplerTest, StackCopiesPastTheBudgetAreDroppedAndCounted) {
-  Pipe ready;
-  Child child([&] {
-    WriteValue(ready.fds[1], 'r');
-    GpuctlHostctxNoFpOuter(MonotonicNowNs() + kChildLifetimeNs);
-  });
-  char byte = 0;
-  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  std::unique_ptr<Child> child =
+      ReadyChild([] { GpuctlHostctxNoFpOuter(MonotonicNowNs() + kChildLifetimeNs); });
+  ASSERT_NE(child, nullptr);
   RealClock clock;
   SamplerOptions options = TestOptions();
   options.dwarf_unwind = true;
   options.stack_bytes = 4096;
   options.max_stack_copy_bytes = size_t{3} * 4096;
   HostSampler sampler(options, &clock);
-  START_OR_SKIP(sampler, {child.pid()});
+  START_OR_SKIP(sampler, {child->pid()});
   SampleFor(&sampler, std::chrono::milliseconds(300));
   const HostCapture capture = sampler.Stop();
   ASSERT_GE(capture.samples.size(), 10u);
@@ -308,16 +327,12 @@ TEST(HostSamplerTest, RefusesAStackCopyOfAnUnusableSize) {
 }
 
 TEST(HostSamplerTest, ASleepingChildIsOffCpuBlocked) {
-  Pipe ready;
-  Child child([&] {
-    WriteValue(ready.fds[1], 'r');
-    GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 10);
-  });
-  char byte = 0;
-  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  std::unique_ptr<Child> child =
+      ReadyChild([] { GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 10); });
+  ASSERT_NE(child, nullptr);
   RealClock clock;
   HostSampler sampler(TestOptions(), &clock);
-  START_OR_SKIP(sampler, {child.pid()});
+  START_OR_SKIP(sampler, {child->pid()});
   SampleFor(&sampler, std::chrono::milliseconds(500));
   const HostCapture capture = sampler.Stop();
 
@@ -325,7 +340,7 @@ TEST(HostSamplerTest, ASleepingChildIsOffCpuBlocked) {
   uint64_t blocked_ns = 0;
   size_t blocked = 0;
   for (const OffCpuInterval& interval : intervals) {
-    EXPECT_EQ(interval.tid, static_cast<uint32_t>(child.pid()));
+    EXPECT_EQ(interval.tid, static_cast<uint32_t>(child->pid()));
     EXPECT_LT(interval.start_ns, interval.end_ns);
     if (interval.reason != OffCpuReason::kBlocked) continue;
     ++blocked;
@@ -339,20 +354,16 @@ TEST(HostSamplerTest, ASleepingChildIsOffCpuBlocked) {
 // With switch_stacks each switch-out carries the thread's user chain: the
 // naps' intervals name nanosleep's caller.
 TEST(HostSamplerTest, ABlockedIntervalCarriesTheChainItBlockedWith) {
-  Pipe ready;
-  Child child([&] {
-    WriteValue(ready.fds[1], 'r');
-    GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 10);
-  });
-  char byte = 0;
-  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  std::unique_ptr<Child> child =
+      ReadyChild([] { GpuctlHostctxNapUntil(MonotonicNowNs() + kChildLifetimeNs, 10); });
+  ASSERT_NE(child, nullptr);
   RealClock clock;
   SamplerOptions options = TestOptions();
   options.switch_stacks = true;
   HostSampler sampler(options, &clock);
-  START_OR_SKIP(sampler, {child.pid()});
+  START_OR_SKIP(sampler, {child->pid()});
   Symbolizer symbolizer;
-  ASSERT_TRUE(symbolizer.LoadProcess(child.pid()));
+  ASSERT_TRUE(symbolizer.LoadProcess(child->pid()));
   SampleFor(&sampler, std::chrono::milliseconds(400));
   const HostCapture capture = sampler.Stop();
   if (capture.switch_stack_errors > 0) GTEST_SKIP() << capture.switch_stack_error;
@@ -371,7 +382,7 @@ TEST(HostSamplerTest, ABlockedIntervalCarriesTheChainItBlockedWith) {
     // stack copy.
     const std::vector<uint64_t> chain = BestCallChain(stack, &symbolizer);
     for (size_t i = 1; i < chain.size() && i < 4; ++i) {
-      if (symbolizer.Symbolize(child.pid(), chain[i], true).function == "GpuctlHostctxNapUntil") {
+      if (symbolizer.Symbolize(child->pid(), chain[i], true).function == "GpuctlHostctxNapUntil") {
         ++named;
         break;
       }
@@ -458,6 +469,9 @@ TEST(HostSamplerTest, AThreadBlockedForTheWholeWindowIsOffCpuThroughout) {
   });
   char byte = 0;
   ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  // Between its write and its poll the child still runs: a switch-out seen
+  // in the window would end the interval early.
+  ASSERT_TRUE(WaitUntilSleeping(child.pid()));
   RealClock clock;
   HostSampler sampler(TestOptions(), &clock);
   START_OR_SKIP(sampler, {child.pid()});
@@ -526,20 +540,16 @@ TEST(HostSamplerTest, FollowsForkedWorkersAndSurvivesExitingThreads) {
 }
 
 TEST(HostSamplerTest, CapsWhatOneCaptureKeeps) {
-  Pipe ready;
-  Child child([&] {
-    WriteValue(ready.fds[1], 'r');
-    GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs);
-  });
-  char byte = 0;
-  ASSERT_TRUE(ReadWithDeadline(ready.fds[0], &byte));
+  std::unique_ptr<Child> child =
+      ReadyChild([] { GpuctlHostctxSpinUntil(MonotonicNowNs() + kChildLifetimeNs); });
+  ASSERT_NE(child, nullptr);
   RealClock clock;
   SamplerOptions options = TestOptions();
   options.frequency_hz = 999;
   options.ring_pages = 1;
   options.max_samples = 5;
   HostSampler sampler(options, &clock);
-  START_OR_SKIP(sampler, {child.pid()});
+  START_OR_SKIP(sampler, {child->pid()});
   SampleFor(&sampler, std::chrono::milliseconds(400));
   const HostCapture capture = sampler.Stop();
   EXPECT_LE(capture.samples.size(), 5u);
