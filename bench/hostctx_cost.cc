@@ -10,9 +10,13 @@
 // rate written with a `d` (`99d`) also copies 8 KiB of user stack and the
 // registers with each sample and unwinds them with DWARF call-frame
 // information (SamplerOptions::dwarf_unwind), so the conversion's figure
-// holds the unwinding.
+// holds the unwinding. A rate written with an `s` (`0s`, `99s`) makes the
+// workload sleep 1 ms after each round's work, timed as part of the round
+// (its CPU time holds the switch-out), and, when sampled, records a stack
+// at every switch-out and CPU-wide switch events (the `sched` activity's
+// switch stacks and preemptor names); its ratio is against the `0s` run.
 //
-//   gpuctl_hostctx_cost_bench [ROUNDS] [REPS] [HZ[d]...]   default 400 3 99 999
+//   gpuctl_hostctx_cost_bench [ROUNDS] [REPS] [HZ[d|s]...]   default 400 3 99 999
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -73,11 +77,13 @@ struct RunResult {
   size_t json_bytes = 0;
   double window_s = 0;
   uint64_t lost = 0;
+  size_t switches = 0, switch_stacks = 0;
 };
 
 struct Mode {
   int hz = 0;  // 0: unsampled
   bool dwarf = false;
+  bool sleeps = false;  // a 1 ms sleep per round; switch stacks when sampled
 };
 
 // Runs the workload in a child; samples it at `mode.hz` unless 0.
@@ -94,6 +100,10 @@ RunResult Run(int rounds, uint64_t iterations, Mode mode) {
     for (int i = 0; i < rounds; ++i) {
       const int64_t start = NowNs(CLOCK_THREAD_CPUTIME_ID);
       Nest(kDepth, iterations);
+      if (mode.sleeps) {
+        const timespec ms{0, 1000000};
+        nanosleep(&ms, nullptr);
+      }
       shared[i] = static_cast<double>(NowNs(CLOCK_THREAD_CPUTIME_ID) - start) / 1e6;
     }
     _exit(0);
@@ -103,6 +113,8 @@ RunResult Run(int rounds, uint64_t iterations, Mode mode) {
   gpuctl::hostctx::SamplerOptions options;
   options.frequency_hz = hz;
   options.dwarf_unwind = mode.dwarf;
+  options.switch_stacks = mode.sleeps;
+  options.cpu_wide_switches = mode.sleeps;
   gpuctl::hostctx::HostSampler sampler(options, &clock);
   gpuctl::hostctx::Symbolizer symbolizer;
   int64_t cpu = NowNs(CLOCK_THREAD_CPUTIME_ID);
@@ -133,6 +145,8 @@ RunResult Run(int rounds, uint64_t iterations, Mode mode) {
     idle_cpu += static_cast<double>(NowNs(CLOCK_THREAD_CPUTIME_ID) - stop_start);
     result.sampler_cpu_ms = idle_cpu / 1e6;
     result.samples = capture.samples.size();
+    result.switches = capture.switches.size();
+    result.switch_stacks = capture.switch_stacks.size();
     result.lost = capture.lost_records + capture.dropped_samples;
     result.window_s = static_cast<double>(capture.stop_ns - capture.start_ns) / 1e9;
     cpu = NowNs(CLOCK_THREAD_CPUTIME_ID);
@@ -151,6 +165,13 @@ RunResult Run(int rounds, uint64_t iterations, Mode mode) {
   return result;
 }
 
+std::string ModeName(const Mode& mode) {
+  std::string name = mode.hz == 0 ? "none" : std::to_string(mode.hz) + " Hz";
+  if (mode.dwarf) name += " + DWARF";
+  if (mode.sleeps) name += mode.hz == 0 ? ", 1 ms sleeps" : " + switch stacks, 1 ms sleeps";
+  return name;
+}
+
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
@@ -163,7 +184,8 @@ int main(int argc, char** argv) {
   const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
   std::vector<Mode> modes = {Mode{}};
   for (int i = 3; i < argc; ++i) {
-    modes.push_back(Mode{std::atoi(argv[i]), std::strchr(argv[i], 'd') != nullptr});
+    modes.push_back(Mode{std::atoi(argv[i]), std::strchr(argv[i], 'd') != nullptr,
+                         std::strchr(argv[i], 's') != nullptr});
   }
   if (modes.size() == 1) modes.insert(modes.end(), {Mode{99, false}, Mode{999, false}});
   const uint64_t iterations = IterationsForMs(5.0);
@@ -180,9 +202,15 @@ int main(int argc, char** argv) {
       into.json_bytes += r.json_bytes;
       into.window_s += r.window_s;
       into.lost += r.lost;
+      into.switches += r.switches;
+      into.switch_stacks += r.switch_stacks;
     }
   }
   const double base = Percentile(merged[0].round_ms, 0.5);
+  double sleeping_base = base;
+  for (size_t m = 0; m < modes.size(); ++m) {
+    if (modes[m].sleeps && modes[m].hz == 0) sleeping_base = Percentile(merged[m].round_ms, 0.5);
+  }
   std::printf("%d rounds x %d reps, call chain %d frames, round ~5 ms of CPU (thread CPU time)\n",
               rounds, reps, kDepth + 3);
   std::printf(
@@ -192,16 +220,20 @@ int main(int argc, char** argv) {
   for (size_t m = 0; m < modes.size(); ++m) {
     const RunResult& r = merged[m];
     const double per_k = r.samples > 0 ? 1000.0 / static_cast<double>(r.samples) : 0;
-    std::printf(
-        "| %s | %.3f | %.3f | %.3f | %.4f | %zu | %llu | %.2f | %.2f | %.2f | %.1f |\n",
-        modes[m].hz == 0
-            ? "none"
-            : (std::to_string(modes[m].hz) + " Hz" + (modes[m].dwarf ? " + DWARF" : "")).c_str(),
-        Percentile(r.round_ms, 0.5), Percentile(r.round_ms, 0.9), Percentile(r.round_ms, 0.99),
-        Percentile(r.round_ms, 0.5) / base, r.samples,
-        static_cast<unsigned long long>(r.lost),  // NOLINT(google-runtime-int)
-        r.start_cpu_ms / reps, r.sampler_cpu_ms * per_k, r.convert_cpu_ms * per_k,
-        r.window_s > 0 ? static_cast<double>(r.json_bytes) / 1024.0 / r.window_s : 0.0);
+    std::printf("| %s | %.3f | %.3f | %.3f | %.4f | %zu | %llu | %.2f | %.2f | %.2f | %.1f |\n",
+                ModeName(modes[m]).c_str(), Percentile(r.round_ms, 0.5),
+                Percentile(r.round_ms, 0.9), Percentile(r.round_ms, 0.99),
+                Percentile(r.round_ms, 0.5) / (modes[m].sleeps ? sleeping_base : base), r.samples,
+                static_cast<unsigned long long>(r.lost),  // NOLINT(google-runtime-int)
+                r.start_cpu_ms / reps, r.sampler_cpu_ms * per_k, r.convert_cpu_ms * per_k,
+                r.window_s > 0 ? static_cast<double>(r.json_bytes) / 1024.0 / r.window_s : 0.0);
+  }
+  for (size_t m = 0; m < modes.size(); ++m) {
+    const RunResult& r = merged[m];
+    if (!modes[m].sleeps || modes[m].hz == 0) continue;
+    std::printf("%s: %zu switch records, %zu switch-out stacks, %.1f KiB JSON / s sampled\n",
+                ModeName(modes[m]).c_str(), r.switches, r.switch_stacks,
+                r.window_s > 0 ? static_cast<double>(r.json_bytes) / 1024.0 / r.window_s : 0.0);
   }
   return 0;
 }
