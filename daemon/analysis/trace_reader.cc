@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/analysis/event_names.h"
 #include "daemon/analysis/host_events.h"
+#include "daemon/analysis/micros_text.h"
 #include "daemon/analysis/trace_input_chars.h"
 #include "daemon/common/excerpt.h"
 #include "nlohmann/json.hpp"
@@ -60,49 +61,6 @@ Category ClassifyCategory(absl::string_view cat) {
   if (cat == "gpu_memory") return Category::kGpuMemory;
   if (cat == "cpu_instant_event") return Category::kCpuInstant;
   return Category::kOther;
-}
-
-// µs as written ("251234.567") to ns, exactly for up to three decimals (the
-// rest rounds half up); exponents go through a double.
-std::optional<int64_t> MicrosTextToNanos(const std::string& text) {
-  if (text.find_first_of("eE") != std::string::npos || text.size() > 40) {
-    double v = 0;
-    if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || std::fabs(v) > kMaxMicros) {
-      return std::nullopt;
-    }
-    return std::llround(v * 1000.0);
-  }
-  size_t i = 0;
-  bool negative = false;
-  if (i < text.size() && text[i] == '-') {
-    negative = true;
-    ++i;
-  }
-  int64_t whole = 0;
-  size_t digits = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++digits) {
-    whole = whole * 10 + (text[i] - '0');
-    if (whole > static_cast<int64_t>(kMaxMicros)) return std::nullopt;
-  }
-  if (digits == 0) return std::nullopt;
-  int64_t fraction = 0;
-  int fraction_digits = 0;
-  bool round_up = false;
-  if (i < text.size() && text[i] == '.') {
-    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-      if (fraction_digits < 3) {
-        fraction = fraction * 10 + (text[i] - '0');
-        ++fraction_digits;
-      } else if (fraction_digits == 3) {
-        round_up = text[i] >= '5';
-        fraction_digits = 4;
-      }
-    }
-  }
-  if (i != text.size()) return std::nullopt;
-  for (int d = std::min(fraction_digits, 3); d < 3; ++d) fraction *= 10;
-  int64_t ns = whole * 1000 + fraction + (round_up ? 1 : 0);
-  return negative ? -ns : ns;
 }
 
 // One traceEvents element as it is read.
@@ -390,7 +348,7 @@ std::optional<int64_t> AsNanos(const Scalar& v) {
     }
     return v.i * 1000;
   }
-  if (v.type == Scalar::Type::kFloat) return MicrosTextToNanos(*v.text);
+  if (v.type == Scalar::Type::kFloat) return MicrosTextToNanos(*v.text, kMaxMicros);
   return std::nullopt;
 }
 

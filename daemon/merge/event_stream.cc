@@ -1,14 +1,13 @@
 #include "daemon/merge/event_stream.h"
 
-#include <cmath>
 #include <exception>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/analysis/micros_text.h"
 #include "daemon/analysis/trace_input_chars.h"
 
 namespace gpuctl::merge {
@@ -194,41 +193,7 @@ std::string PhaseOf(const Json& event) {
 }
 
 std::optional<int64_t> MicrosTextToNs(const std::string& text) {
-  if (text.find_first_of("eE") != std::string::npos || text.size() > 40) {
-    double v = 0;
-    if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || std::fabs(v) > kMaxMicros) {
-      return std::nullopt;
-    }
-    return std::llround(v * 1000.0);
-  }
-  size_t i = 0;
-  const bool negative = !text.empty() && text[0] == '-';
-  if (negative) ++i;
-  int64_t whole = 0;
-  size_t digits = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, ++digits) {
-    whole = whole * 10 + (text[i] - '0');
-    if (whole > static_cast<int64_t>(kMaxMicros)) return std::nullopt;
-  }
-  if (digits == 0) return std::nullopt;
-  int64_t fraction = 0;
-  int fraction_digits = 0;
-  bool round_up = false;
-  if (i < text.size() && text[i] == '.') {
-    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-      if (fraction_digits < 3) {
-        fraction = fraction * 10 + (text[i] - '0');
-        ++fraction_digits;
-      } else if (fraction_digits == 3) {
-        round_up = text[i] >= '5';
-        fraction_digits = 4;
-      }
-    }
-  }
-  if (i != text.size()) return std::nullopt;
-  for (int d = std::min(fraction_digits, 3); d < 3; ++d) fraction *= 10;
-  const int64_t ns = whole * 1000 + fraction + (round_up ? 1 : 0);
-  return negative ? -ns : ns;
+  return analysis::MicrosTextToNanos(text, kMaxMicros);
 }
 
 }  // namespace gpuctl::merge
