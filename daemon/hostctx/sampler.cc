@@ -35,12 +35,23 @@ std::string ReadComm(const std::string& path) {
 
 uint64_t NowNs(Clock* clock) { return static_cast<uint64_t>(absl::ToUnixNanos(clock->Now())); }
 
-perf_event_attr SamplingAttr(const SamplerOptions& options) {
+// A software event of `config` on CLOCK_REALTIME (the trace's clock; every
+// event sharing a ring must use one clock), with sample fields on every
+// record (sample_id_all).
+perf_event_attr SoftwareAttr(uint64_t config) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof(attr));
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.config = config;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_REALTIME;
+  attr.sample_id_all = 1;
+  return attr;
+}
+
+perf_event_attr SamplingAttr(const SamplerOptions& options) {
+  perf_event_attr attr = SoftwareAttr(PERF_COUNT_SW_CPU_CLOCK);
   attr.freq = 1;
   attr.sample_freq = static_cast<uint64_t>(options.frequency_hz);
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
@@ -52,10 +63,7 @@ perf_event_attr SamplingAttr(const SamplerOptions& options) {
   attr.exclude_kernel = 1;
   attr.exclude_hv = 1;
   attr.exclude_callchain_kernel = 1;
-  attr.use_clockid = 1;
-  attr.clockid = CLOCK_REALTIME;
   attr.context_switch = 1;
-  attr.sample_id_all = 1;
   return attr;
 }
 
@@ -65,11 +73,7 @@ perf_event_attr SamplingAttr(const SamplerOptions& options) {
 // is left out instead. Same clock as the ring's event, as
 // PERF_EVENT_IOC_SET_OUTPUT requires.
 perf_event_attr SwitchStackAttr() {
-  perf_event_attr attr;
-  std::memset(&attr, 0, sizeof(attr));
-  attr.size = sizeof(attr);
-  attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_CONTEXT_SWITCHES;
+  perf_event_attr attr = SoftwareAttr(PERF_COUNT_SW_CONTEXT_SWITCHES);
   attr.sample_period = 1;
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
   if (kSwitchStackLayout.user_regs) {
@@ -79,25 +83,15 @@ perf_event_attr SwitchStackAttr() {
   }
   attr.exclude_hv = 1;
   attr.exclude_callchain_kernel = 1;
-  attr.use_clockid = 1;
-  attr.clockid = CLOCK_REALTIME;
-  attr.sample_id_all = 1;
   return attr;
 }
 
 // Every switch on one CPU (PERF_RECORD_SWITCH_CPU_WIDE), on the clock of
 // the threads' events.
 perf_event_attr CpuWideSwitchAttr() {
-  perf_event_attr attr;
-  std::memset(&attr, 0, sizeof(attr));
-  attr.size = sizeof(attr);
-  attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_DUMMY;
+  perf_event_attr attr = SoftwareAttr(PERF_COUNT_SW_DUMMY);
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
   attr.context_switch = 1;
-  attr.sample_id_all = 1;
-  attr.use_clockid = 1;
-  attr.clockid = CLOCK_REALTIME;
   return attr;
 }
 
