@@ -33,16 +33,30 @@ void HostEventCollector::BeginEvent() {
 }
 
 void HostEventCollector::OnCategory(absl::string_view cat) {
-  if (cat == "cpu_sample") kind_ = Kind::kSample;
-  if (cat == "off_cpu") kind_ = Kind::kOffCpu;
+  // Every event's category passes here: the length rules out most at once.
+  if (cat.size() == 10 && cat == "cpu_sample") kind_ = Kind::kSample;
+  if (cat.size() == 7 && cat == "off_cpu") kind_ = Kind::kOffCpu;
 }
 
 void HostEventCollector::OnArgKey(absl::string_view key) {
-  key_ = key == "stack"          ? Key::kStack
-         : key == "reason"       ? Key::kReason
-         : key == "preempted_by" ? Key::kPreemptedBy
-         : key == "name"         ? Key::kName
-                                 : Key::kOther;
+  // Every args member's key passes here: the length rules out most at once.
+  switch (key.size()) {
+    case 4:
+      key_ = key == "name" ? Key::kName : Key::kOther;
+      break;
+    case 5:
+      key_ = key == "stack" ? Key::kStack : Key::kOther;
+      break;
+    case 6:
+      key_ = key == "reason" ? Key::kReason : Key::kOther;
+      break;
+    case 12:
+      key_ = key == "preempted_by" ? Key::kPreemptedBy : Key::kOther;
+      break;
+    default:
+      key_ = Key::kOther;
+      break;
+  }
 }
 
 void HostEventCollector::OnArgString(absl::string_view value, bool in_array) {

@@ -51,7 +51,7 @@ struct HostEvents {
 };
 
 // Gathers the host context events of one traceEvents element at a time,
-// as the trace reader's SAX handler delivers its parts. Keeps no string
+// as the trace reader delivers its parts. Keeps no string
 // beyond the event being read.
 class HostEventCollector {
  public:
@@ -60,6 +60,8 @@ class HostEventCollector {
   void BeginEvent();
   void OnCategory(absl::string_view cat);
   void OnArgKey(absl::string_view key);
+  // Whether the member whose key came last matters here.
+  bool WantsArg() const { return key_ != Key::kOther; }
   // A string in the event's args: a member's value (`in_array` false) or an
   // element of a member's array.
   void OnArgString(absl::string_view value, bool in_array);

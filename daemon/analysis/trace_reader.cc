@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -17,14 +17,13 @@
 #include "daemon/analysis/event_names.h"
 #include "daemon/analysis/host_events.h"
 #include "daemon/analysis/micros_text.h"
-#include "daemon/analysis/trace_input_chars.h"
-#include "daemon/common/excerpt.h"
-#include "nlohmann/json.hpp"
+#include "daemon/analysis/trace_json_stream.h"
+#include "simdjson.h"
 
 namespace gpuctl::analysis {
 namespace {
 
-using SaxJson = nlohmann::json;
+namespace od = simdjson::ondemand;
 
 // |ts| and |dur| beyond this many µs (285 years) are rejected: ns fit int64.
 constexpr double kMaxMicros = 9e12;
@@ -48,18 +47,32 @@ enum class Category : uint8_t {
   kCpuInstant,  // kineto's instants, among them PyTorch's "[memory]"
 };
 
-Category ClassifyCategory(absl::string_view cat) {
-  if (cat == "kernel" || cat == "Kernel") return Category::kKernel;
-  if (cat == "gpu_memcpy" || cat == "Memcpy") return Category::kMemcpy;
-  if (cat == "gpu_memset" || cat == "Memset") return Category::kMemset;
-  if (cat == "cuda_sync") return Category::kSync;
-  if (cat == "cuda_runtime" || cat == "Runtime") return Category::kRuntime;
-  if (cat == "cuda_driver") return Category::kDriver;
-  if (cat == "user_annotation") return Category::kAnnotation;
-  if (cat == "cpu_op" || cat == "Operator") return Category::kCpuOp;
-  if (cat == "Trace") return Category::kTraceSpan;
-  if (cat == "gpu_memory") return Category::kGpuMemory;
-  if (cat == "cpu_instant_event") return Category::kCpuInstant;
+Category ClassifyCategory(std::string_view cat) {
+  switch (cat.size()) {
+    case 6:
+      if (Is(cat, "kernel") || Is(cat, "Kernel")) return Category::kKernel;
+      if (Is(cat, "cpu_op")) return Category::kCpuOp;
+      if (Is(cat, "Memcpy")) return Category::kMemcpy;
+      if (Is(cat, "Memset")) return Category::kMemset;
+      break;
+    case 10:
+      if (Is(cat, "gpu_memcpy")) return Category::kMemcpy;
+      if (Is(cat, "gpu_memset")) return Category::kMemset;
+      if (Is(cat, "gpu_memory")) return Category::kGpuMemory;
+      break;
+    case 12:
+      if (Is(cat, "cuda_runtime")) return Category::kRuntime;
+      break;
+    default:
+      if (Is(cat, "cuda_sync")) return Category::kSync;
+      if (Is(cat, "Runtime")) return Category::kRuntime;
+      if (Is(cat, "cuda_driver")) return Category::kDriver;
+      if (Is(cat, "user_annotation")) return Category::kAnnotation;
+      if (Is(cat, "Operator")) return Category::kCpuOp;
+      if (Is(cat, "Trace")) return Category::kTraceSpan;
+      if (Is(cat, "cpu_instant_event")) return Category::kCpuInstant;
+      break;
+  }
   return Category::kOther;
 }
 
@@ -107,235 +120,450 @@ enum class ArgKey : uint8_t {
   kSharedMemory,
 };
 
-TopKey ClassifyTopKey(absl::string_view k) {
-  if (k == "traceEvents") return TopKey::kEvents;
-  if (k == "gpuctl") return TopKey::kGpuctl;
-  if (k == "distributedInfo") return TopKey::kDistributed;
-  if (k == "baseTimeNanoseconds") return TopKey::kBaseTime;
-  if (k == "deviceProperties") return TopKey::kDevices;
+TopKey ClassifyTopKey(std::string_view k) {
+  if (Is(k, "traceEvents")) return TopKey::kEvents;
+  if (Is(k, "gpuctl")) return TopKey::kGpuctl;
+  if (Is(k, "distributedInfo")) return TopKey::kDistributed;
+  if (Is(k, "baseTimeNanoseconds")) return TopKey::kBaseTime;
+  if (Is(k, "deviceProperties")) return TopKey::kDevices;
   return TopKey::kOther;
 }
 
-EventKey ClassifyEventKey(absl::string_view k) {
-  if (k == "ph") return EventKey::kPh;
-  if (k == "cat") return EventKey::kCat;
-  if (k == "name") return EventKey::kName;
-  if (k == "pid") return EventKey::kPid;
-  if (k == "tid") return EventKey::kTid;
-  if (k == "ts") return EventKey::kTs;
-  if (k == "dur") return EventKey::kDur;
-  if (k == "args") return EventKey::kArgs;
+EventKey ClassifyEventKey(std::string_view k) {
+  switch (k.size()) {
+    case 2:
+      if (Is(k, "ph")) return EventKey::kPh;
+      if (Is(k, "ts")) return EventKey::kTs;
+      break;
+    case 3:
+      if (Is(k, "cat")) return EventKey::kCat;
+      if (Is(k, "pid")) return EventKey::kPid;
+      if (Is(k, "tid")) return EventKey::kTid;
+      if (Is(k, "dur")) return EventKey::kDur;
+      break;
+    case 4:
+      if (Is(k, "name")) return EventKey::kName;
+      if (Is(k, "args")) return EventKey::kArgs;
+      break;
+    default:
+      break;
+  }
   return EventKey::kOther;
 }
 
-ArgKey ClassifyArgKey(absl::string_view k) {
-  if (k == "device") return ArgKey::kDevice;
-  if (k == "stream") return ArgKey::kStream;
-  if (k == "sync stream") return ArgKey::kSyncStream;
-  if (k == "correlation") return ArgKey::kCorrelation;
-  if (k == "bytes") return ArgKey::kBytes;
-  if (k == "graph id") return ArgKey::kGraphId;
-  if (k == "Total Allocated") return ArgKey::kTotalAllocated;
-  if (k == "Device Id") return ArgKey::kDeviceId;
-  if (k == "Device Type") return ArgKey::kDeviceType;
-  if (k == "blocks per SM") return ArgKey::kBlocksPerSm;
-  if (k == "warps per SM") return ArgKey::kWarpsPerSm;
-  if (k == "est. achieved occupancy %") return ArgKey::kOccupancy;
-  if (k == "grid") return ArgKey::kGrid;
-  if (k == "block") return ArgKey::kBlock;
-  if (k == "registers per thread") return ArgKey::kRegisters;
-  if (k == "shared memory") return ArgKey::kSharedMemory;
+ArgKey ClassifyArgKey(std::string_view k) {
+  switch (k.size()) {
+    case 4:
+      if (Is(k, "grid")) return ArgKey::kGrid;
+      break;
+    case 5:
+      if (Is(k, "bytes")) return ArgKey::kBytes;
+      if (Is(k, "block")) return ArgKey::kBlock;
+      break;
+    case 6:
+      if (Is(k, "device")) return ArgKey::kDevice;
+      if (Is(k, "stream")) return ArgKey::kStream;
+      break;
+    case 8:
+      if (Is(k, "graph id")) return ArgKey::kGraphId;
+      break;
+    case 9:
+      if (Is(k, "Device Id")) return ArgKey::kDeviceId;
+      break;
+    case 11:
+      if (Is(k, "correlation")) return ArgKey::kCorrelation;
+      if (Is(k, "sync stream")) return ArgKey::kSyncStream;
+      if (Is(k, "Device Type")) return ArgKey::kDeviceType;
+      break;
+    case 12:
+      if (Is(k, "warps per SM")) return ArgKey::kWarpsPerSm;
+      break;
+    case 13:
+      if (Is(k, "blocks per SM")) return ArgKey::kBlocksPerSm;
+      if (Is(k, "shared memory")) return ArgKey::kSharedMemory;
+      break;
+    case 15:
+      if (Is(k, "Total Allocated")) return ArgKey::kTotalAllocated;
+      break;
+    case 20:
+      if (Is(k, "registers per thread")) return ArgKey::kRegisters;
+      break;
+    case 25:
+      if (Is(k, "est. achieved occupancy %")) return ArgKey::kOccupancy;
+      break;
+    default:
+      break;
+  }
   return ArgKey::kOther;
 }
 
-// A JSON scalar as the SAX interface delivers it.
+// A JSON scalar as read from a value.
 struct Scalar {
   enum class Type : uint8_t { kNull, kBool, kInt, kFloat, kString } type = Type::kNull;
-  int64_t i = 0;                      // kInt, kBool
-  bool fits = true;                   // kInt: the value fits int64
-  double d = 0;                       // kInt, kFloat
-  const std::string* text = nullptr;  // kFloat: as written; kString
+  int64_t i = 0;           // kInt, kBool
+  bool fits = true;        // kInt: the value fits int64
+  double d = 0;            // kInt (kFloat: NumberValue())
+  absl::string_view text;  // kFloat: as written; kString
 };
 
-// nlohmann-json SAX handler. Levels: 1 the top object, 2 a top-level
-// member's value (traceEvents, gpuctl...), 3 an event, 4 its args.
-class TraceSax {
+bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+simdjson::error_code ReadNumber(od::value v, Scalar* out) {
+  std::string_view raw = v.raw_json_token();
+  while (!raw.empty() && IsJsonSpace(raw.back())) raw.remove_suffix(1);
+  // A fraction or exponent keeps its text: times are read from it exactly
+  // (MicrosTextToNanos), and a double is made only where one is used.
+  for (char c : raw) {
+    if (c == '.' || c == 'e' || c == 'E') {
+      *out = Scalar{Scalar::Type::kFloat, 0, true, 0, AsAbsl(raw)};
+      return simdjson::SUCCESS;
+    }
+  }
+  int64_t i = 0;
+  if (v.get_int64().get(i) == simdjson::SUCCESS) {
+    *out = Scalar{Scalar::Type::kInt, i, true, static_cast<double>(i), {}};
+    return simdjson::SUCCESS;
+  }
+  uint64_t u = 0;
+  if (v.get_uint64().get(u) == simdjson::SUCCESS) {
+    *out = Scalar{Scalar::Type::kInt, 0, false, static_cast<double>(u), {}};
+    return simdjson::SUCCESS;
+  }
+  // An integer past 64 bits is still a number.
+  double d = 0;
+  if (!absl::SimpleAtod(AsAbsl(raw), &d)) return simdjson::NUMBER_ERROR;
+  *out = Scalar{Scalar::Type::kFloat, 0, true, d, AsAbsl(raw)};
+  return simdjson::SUCCESS;
+}
+
+// A number's value as a double (NaN when a float's text is not one).
+double NumberValue(const Scalar& v) {
+  if (v.type != Scalar::Type::kFloat) return v.d;
+  double d = 0;
+  return absl::SimpleAtod(v.text, &d) ? d : std::nan("");
+}
+
+// Reads `v` when it is a scalar; *is_scalar is false for an array or object
+// (left unread).
+simdjson::error_code ReadScalar(od::value v, Scalar* out, bool* is_scalar) {
+  od::json_type type;
+  if (simdjson::error_code e = v.type().get(type); e != simdjson::SUCCESS) return e;
+  *is_scalar = true;
+  switch (type) {
+    case od::json_type::string: {
+      // In place when it has no escape (names rarely do); else unescaped.
+      od::raw_json_string raw;
+      if (simdjson::error_code e = v.get_raw_json_string().get(raw); e != simdjson::SUCCESS) {
+        return e;
+      }
+      const char* p = raw.raw();  // after the opening quote; stage 1 saw it closed
+      size_t n = 0;
+      while (p[n] != '"' && p[n] != '\\') ++n;
+      std::string_view text(p, n);
+      if (p[n] != '"') {
+        if (simdjson::error_code e = v.get_string().get(text); e != simdjson::SUCCESS) return e;
+      }
+      *out = Scalar{Scalar::Type::kString, 0, true, 0, AsAbsl(text)};
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::number:
+      return ReadNumber(v, out);
+    case od::json_type::boolean: {
+      bool b = false;
+      if (simdjson::error_code e = v.get_bool().get(b); e != simdjson::SUCCESS) return e;
+      *out = Scalar{Scalar::Type::kBool, b ? 1 : 0, true, 0, {}};
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::null: {
+      bool null = false;
+      if (simdjson::error_code e = v.is_null().get(null); e != simdjson::SUCCESS) return e;
+      *out = Scalar{};
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::array:
+    case od::json_type::object:
+      break;
+  }
+  *is_scalar = false;
+  return simdjson::SUCCESS;
+}
+
+#define GPUCTL_RETURN_IF_JSON_ERROR(expr)                 \
+  do {                                                    \
+    if (simdjson::error_code gpuctl_json_error_ = (expr); \
+        gpuctl_json_error_ != simdjson::SUCCESS) {        \
+      return gpuctl_json_error_;                          \
+    }                                                     \
+  } while (false)
+
+// Builds the model from the document's parts as TraceJsonVisitor delivers
+// them.
+class TraceVisitor : public TraceJsonVisitor {
  public:
-  explicit TraceSax(TraceInputChars* stream, TraceModel* model) : stream_(stream), model_(model) {}
+  explicit TraceVisitor(TraceModel* model) : model_(model) {}
 
-  bool null() { return OnScalar(Scalar{}); }
-  bool boolean(bool v) { return OnScalar(Scalar{Scalar::Type::kBool, v ? 1 : 0}); }
-  bool number_integer(SaxJson::number_integer_t v) {
-    return OnScalar(Scalar{Scalar::Type::kInt, v, true, static_cast<double>(v)});
+  simdjson::error_code OnTopMember(std::string_view key, od::value value) override;
+  simdjson::error_code OnEvent(od::object event) override;
+  void SaveTop() override { saved_ = Top{model_->info, model_->device_memory.size(), top_}; }
+  void RestoreTop() override {
+    model_->info = saved_.info;
+    model_->device_memory.resize(saved_.device_memory);
+    top_ = saved_.state;
   }
-  bool number_unsigned(SaxJson::number_unsigned_t v) {
-    bool fits = v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-    return OnScalar(Scalar{Scalar::Type::kInt, fits ? static_cast<int64_t>(v) : 0, fits,
-                           static_cast<double>(v)});
-  }
-  bool number_float(SaxJson::number_float_t v, const std::string& text) {
-    return OnScalar(Scalar{Scalar::Type::kFloat, 0, true, v, &text});
-  }
-  bool string(std::string& v) { return OnScalar(Scalar{Scalar::Type::kString, 0, true, 0, &v}); }
-  bool binary(SaxJson::binary_t& /*v*/) { return Fail("a binary value"); }
-  bool start_object(size_t /*elements*/) { return Start(/*object=*/true); }
-  bool start_array(size_t /*elements*/) { return Start(/*object=*/false); }
-  bool end_object() { return End(); }
-  bool end_array() { return End(); }
-  bool key(std::string& k);
-  bool parse_error(size_t position, const std::string& last_token,
-                   const nlohmann::detail::exception& ex);
 
-  absl::Status Finish();
-  const absl::Status& status() const { return status_; }
+  void Finish();
 
  private:
-  bool Fail(absl::string_view what) {
-    if (status_.ok()) {
-      status_ = absl::InvalidArgumentError(
-          absl::StrCat("not a trace: ", what, " at byte ", stream_->offset()));
-    }
-    return false;
-  }
-  bool InEvent() const { return in_events_ && depth_ == 3; }
-  bool InArgs() const { return in_events_ && depth_ == 4 && event_key_ == EventKey::kArgs; }
-  bool Start(bool object);
-  bool End();
-  bool OnScalar(const Scalar& v);
-  void OnEventScalar(const Scalar& v);
+  // What the top-level members set besides the model's info.
+  struct TopState {
+    bool gpuctl_window = false, gpuctl_window_end = false;
+    int64_t gpuctl_window_start_abs = 0, gpuctl_window_end_abs = 0;
+    int64_t distributed_rank = -1, distributed_world = -1;
+  };
+  struct Top {
+    TraceInfo info;
+    size_t device_memory = 0;
+    TopState state;
+  };
+
+  simdjson::error_code OnArgs(od::object args);
+  simdjson::error_code OnArgNested(od::value value);
+  void OnEventScalar(EventKey key, const Scalar& v);
   void OnArgScalar(const Scalar& v);
   void OnLaunchArg(const Scalar& v, int64_t i);
   void OnLaunchArrayScalar(const Scalar& v);
-  bool InLaunchArray() const {
-    return in_events_ && depth_ == 5 && event_key_ == EventKey::kArgs &&
-           (arg_key_ == ArgKey::kGrid || arg_key_ == ArgKey::kBlock);
-  }
   uint32_t InternLaunch(const PendingEvent& e);
-  void OnGpuctlScalar(const Scalar& v);
-  void OnDeviceScalar(const Scalar& v);
+  simdjson::error_code OnGpuctl(od::object gpuctl);
+  void OnGpuctlScalar(std::string_view k, const Scalar& v);
+  simdjson::error_code OnDevices(od::array devices);
+  void OnDeviceScalar(std::string_view k, const Scalar& v, DeviceMemoryTotal* device);
   void EndEvent();
   void EndMemoryEvent(const PendingEvent& e);
   uint32_t Intern(const std::string& name);
 
-  TraceInputChars* stream_;
   TraceModel* model_;
-  absl::Status status_;
-  int depth_ = 0;
-  bool done_ = false, seen_events_ = false, in_events_ = false;
-  TopKey top_ = TopKey::kOther;
-  EventKey event_key_ = EventKey::kOther;
+  TopState top_;
+  Top saved_;
   ArgKey arg_key_ = ArgKey::kOther;
-  std::string member_key_;  // a key of gpuctl or distributedInfo
   PendingEvent event_;
-  bool gpuctl_window_ = false, gpuctl_window_end_ = false;
-  int64_t gpuctl_window_start_abs_ = 0, gpuctl_window_end_abs_ = 0;
   bool has_anchor_ = false;
   int64_t anchor_ns_ = 0;  // the first timed event's start
   bool has_span_ = false;
   int64_t span_start_ = 0, span_end_ = 0;
-  int64_t distributed_rank_ = -1, distributed_world_ = -1;
+  // What an interned name says as an API call, a kernel or a copy, worked
+  // out once per name.
+  struct NameTraits {
+    ApiKind api;
+    bool communication;
+    CopyName copy;
+  };
   absl::flat_hash_map<std::string, uint32_t> name_index_;
+  std::vector<NameTraits> traits_;  // by name index
   absl::flat_hash_map<std::tuple<float, float, int32_t, uint32_t, uint32_t, uint32_t, uint64_t>,
                       uint32_t>
       launch_index_;
-  DeviceMemoryTotal device_;  // the deviceProperties element being read
   HostEventCollector host_;
 };
 
-bool TraceSax::key(std::string& k) {
-  if (depth_ == 1) {
-    top_ = ClassifyTopKey(k);
-    if (top_ == TopKey::kEvents) {
-      if (seen_events_) return Fail("a second traceEvents");
-      seen_events_ = true;
+simdjson::error_code TraceVisitor::OnTopMember(std::string_view key, od::value value) {
+  const TopKey top = ClassifyTopKey(key);
+  if (top == TopKey::kOther || top == TopKey::kEvents) return simdjson::SUCCESS;
+  od::json_type type;
+  GPUCTL_RETURN_IF_JSON_ERROR(value.type().get(type));
+  switch (top) {
+    case TopKey::kGpuctl:
+      if (type != od::json_type::object) return simdjson::SUCCESS;
+      model_->info.format = TraceFormat::kGpuctl;  // confirmed by its window in Finish()
+      return OnGpuctl(value.get_object().value_unsafe());
+    case TopKey::kDevices:
+      if (type != od::json_type::array) return simdjson::SUCCESS;
+      return OnDevices(value.get_array().value_unsafe());
+    case TopKey::kDistributed: {
+      if (type != od::json_type::object) return simdjson::SUCCESS;
+      od::object distributed;
+      GPUCTL_RETURN_IF_JSON_ERROR(value.get_object().get(distributed));
+      for (auto member : distributed) {
+        od::field field;
+        GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+        std::string_view k;
+        GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+        if (k != "rank" && k != "world_size") continue;
+        Scalar v;
+        bool scalar = false;
+        GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+        if (!scalar || v.type != Scalar::Type::kInt) continue;
+        (k == "rank" ? top_.distributed_rank : top_.distributed_world) = v.i;
+      }
+      return simdjson::SUCCESS;
     }
-  } else if (InEvent()) {
-    event_key_ = ClassifyEventKey(k);
-  } else if (InArgs()) {
-    arg_key_ = ClassifyArgKey(k);
-    host_.OnArgKey(k);
-  } else if (depth_ == 2 || (depth_ == 3 && top_ == TopKey::kDevices)) {
-    member_key_ = k;
+    case TopKey::kBaseTime: {
+      Scalar v;
+      bool scalar = false;
+      GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(value, &v, &scalar));
+      if (scalar && v.type == Scalar::Type::kInt && v.fits) model_->info.base_time_ns = v.i;
+      return simdjson::SUCCESS;
+    }
+    case TopKey::kEvents:
+    case TopKey::kOther:
+      break;
   }
-  return true;
+  return simdjson::SUCCESS;
 }
 
-bool TraceSax::Start(bool object) {
-  if (done_) return Fail("content after the top-level object");
-  if (depth_ == 0 && !object) return Fail("the top level is not an object");
-  if (depth_ == 1) {
-    if (top_ == TopKey::kEvents) {
-      if (object) return Fail("traceEvents is not an array");
-      in_events_ = true;
-    } else if (top_ == TopKey::kGpuctl && object) {
-      model_->info.format = TraceFormat::kGpuctl;  // confirmed by its window below
+simdjson::error_code TraceVisitor::OnGpuctl(od::object gpuctl) {
+  for (auto member : gpuctl) {
+    od::field field;
+    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    std::string_view k;
+    GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+    Scalar v;
+    bool scalar = false;
+    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+    if (scalar) {
+      OnGpuctlScalar(k, v);
+      continue;
     }
-  } else if (depth_ == 2 && in_events_) {
-    if (!object) return Fail("a traceEvents element is not an object");
-    event_ = PendingEvent{};
-    event_key_ = EventKey::kOther;
-    host_.BeginEvent();
-  } else if (depth_ == 2 && top_ == TopKey::kDevices && object) {
+    if (k != "activities") continue;
+    od::array activities;
+    if (field.value().get_array().get(activities) != simdjson::SUCCESS) continue;  // an object
+    for (auto element : activities) {
+      od::value a;
+      GPUCTL_RETURN_IF_JSON_ERROR(std::move(element).get(a));
+      GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(a, &v, &scalar));
+      if (scalar && v.type == Scalar::Type::kString) {
+        model_->info.activities.emplace_back(v.text);
+      }
+    }
+  }
+  return simdjson::SUCCESS;
+}
+
+simdjson::error_code TraceVisitor::OnDevices(od::array devices) {
+  for (auto element : devices) {
+    od::value value;
+    GPUCTL_RETURN_IF_JSON_ERROR(std::move(element).get(value));
+    od::json_type type;
+    GPUCTL_RETURN_IF_JSON_ERROR(value.type().get(type));
+    if (type != od::json_type::object) continue;
     ++model_->info.device_count;
-    device_ = DeviceMemoryTotal{-1, 0};
-  }
-  ++depth_;
-  return true;
-}
-
-bool TraceSax::End() {
-  if (InEvent()) EndEvent();
-  if (depth_ == 3 && top_ == TopKey::kDevices && device_.device >= 0 && device_.bytes > 0) {
-    model_->device_memory.push_back(device_);
-  }
-  --depth_;
-  if (depth_ == 1 && in_events_) in_events_ = false;
-  if (depth_ == 1) top_ = TopKey::kOther;
-  if (depth_ == 0) done_ = true;
-  return true;
-}
-
-bool TraceSax::OnScalar(const Scalar& v) {
-  if (depth_ == 0) return Fail("the top level is not an object");
-  if (depth_ == 1) {
-    if (top_ == TopKey::kEvents) return Fail("traceEvents is not an array");
-    if (top_ == TopKey::kBaseTime && v.type == Scalar::Type::kInt && v.fits) {
-      model_->info.base_time_ns = v.i;
+    DeviceMemoryTotal device{-1, 0};
+    od::object properties;
+    GPUCTL_RETURN_IF_JSON_ERROR(value.get_object().get(properties));
+    for (auto member : properties) {
+      od::field field;
+      GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+      std::string_view k;
+      GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+      if (k != "id" && k != "totalGlobalMem") continue;
+      Scalar v;
+      bool scalar = false;
+      GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+      if (scalar) OnDeviceScalar(k, v, &device);
     }
-    return true;
+    if (device.device >= 0 && device.bytes > 0) model_->device_memory.push_back(device);
   }
-  if (depth_ == 2 && in_events_) return Fail("a traceEvents element is not an object");
-  if (in_events_ && (depth_ == 4 || depth_ == 5) && event_key_ == EventKey::kArgs &&
-      v.type == Scalar::Type::kString) {
-    host_.OnArgString(*v.text, /*in_array=*/depth_ == 5);
+  return simdjson::SUCCESS;
+}
+
+simdjson::error_code TraceVisitor::OnEvent(od::object event) {
+  std::string name = std::move(event_.name);
+  event_ = PendingEvent{};
+  event_.name = std::move(name);
+  event_.name.clear();
+  host_.BeginEvent();
+  for (auto member : event) {
+    od::field field;
+    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    std::string_view k;
+    GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+    const EventKey key = ClassifyEventKey(k);
+    if (key == EventKey::kOther) continue;
+    if (key == EventKey::kArgs) {
+      od::json_type type;
+      GPUCTL_RETURN_IF_JSON_ERROR(field.value().type().get(type));
+      if (type == od::json_type::object) {
+        GPUCTL_RETURN_IF_JSON_ERROR(OnArgs(field.value().get_object().value_unsafe()));
+      }
+      continue;
+    }
+    Scalar v;
+    bool scalar = false;
+    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+    if (scalar) OnEventScalar(key, v);
   }
-  if (InEvent()) {
-    OnEventScalar(v);
-  } else if (InArgs()) {
+  EndEvent();
+  return simdjson::SUCCESS;
+}
+
+simdjson::error_code TraceVisitor::OnArgs(od::object args) {
+  for (auto member : args) {
+    od::field field;
+    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    std::string_view k;
+    GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+    arg_key_ = ClassifyArgKey(k);
+    host_.OnArgKey(AsAbsl(k));
+    if (arg_key_ == ArgKey::kOther && !host_.WantsArg()) continue;
+    Scalar v;
+    bool scalar = false;
+    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+    if (!scalar) {
+      GPUCTL_RETURN_IF_JSON_ERROR(OnArgNested(field.value()));
+      continue;
+    }
+    if (v.type == Scalar::Type::kString) host_.OnArgString(v.text, /*in_array=*/false);
     OnArgScalar(v);
-  } else if (InLaunchArray()) {
-    OnLaunchArrayScalar(v);
-  } else if (top_ == TopKey::kGpuctl) {
-    OnGpuctlScalar(v);
-  } else if (top_ == TopKey::kDevices && depth_ == 3) {
-    OnDeviceScalar(v);
-  } else if (top_ == TopKey::kDistributed && depth_ == 2 && v.type == Scalar::Type::kInt) {
-    if (member_key_ == "rank") distributed_rank_ = v.i;
-    if (member_key_ == "world_size") distributed_world_ = v.i;
   }
-  return true;
+  return simdjson::SUCCESS;
+}
+
+// An array or object in args: its strings (a stack's frames) and, for grid
+// and block, its numbers; anything nested deeper is skipped.
+simdjson::error_code TraceVisitor::OnArgNested(od::value value) {
+  const bool launch = arg_key_ == ArgKey::kGrid || arg_key_ == ArgKey::kBlock;
+  auto on_element = [&](od::value element) -> simdjson::error_code {
+    Scalar v;
+    bool scalar = false;
+    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(element, &v, &scalar));
+    if (!scalar) return simdjson::SUCCESS;
+    if (v.type == Scalar::Type::kString) host_.OnArgString(v.text, /*in_array=*/true);
+    if (launch) OnLaunchArrayScalar(v);
+    return simdjson::SUCCESS;
+  };
+  od::json_type type;
+  GPUCTL_RETURN_IF_JSON_ERROR(value.type().get(type));
+  if (type == od::json_type::array) {
+    od::array elements;
+    GPUCTL_RETURN_IF_JSON_ERROR(value.get_array().get(elements));
+    for (auto element : elements) {
+      od::value v;
+      GPUCTL_RETURN_IF_JSON_ERROR(std::move(element).get(v));
+      GPUCTL_RETURN_IF_JSON_ERROR(on_element(v));
+    }
+    return simdjson::SUCCESS;
+  }
+  od::object members;
+  GPUCTL_RETURN_IF_JSON_ERROR(value.get_object().get(members));
+  for (auto member : members) {
+    od::field field;
+    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    GPUCTL_RETURN_IF_JSON_ERROR(on_element(field.value()));
+  }
+  return simdjson::SUCCESS;
 }
 
 // An integer from a number or a numeric string (kineto writes some ids as
 // strings).
 std::optional<int64_t> AsInt(const Scalar& v) {
   if (v.type == Scalar::Type::kInt && v.fits) return v.i;
-  if (v.type == Scalar::Type::kFloat && std::isfinite(v.d) && std::fabs(v.d) < 9e18) {
-    return static_cast<int64_t>(v.d);
+  if (v.type == Scalar::Type::kFloat) {
+    const double d = NumberValue(v);
+    if (std::isfinite(d) && std::fabs(d) < 9e18) return static_cast<int64_t>(d);
+    return std::nullopt;
   }
   if (v.type == Scalar::Type::kString) {
     int64_t i = 0;
-    if (absl::SimpleAtoi(*v.text, &i)) return i;
+    if (absl::SimpleAtoi(v.text, &i)) return i;
   }
   return std::nullopt;
 }
@@ -348,24 +576,24 @@ std::optional<int64_t> AsNanos(const Scalar& v) {
     }
     return v.i * 1000;
   }
-  if (v.type == Scalar::Type::kFloat) return MicrosTextToNanos(*v.text, kMaxMicros);
+  if (v.type == Scalar::Type::kFloat) return MicrosTextToNanos(v.text, kMaxMicros);
   return std::nullopt;
 }
 
-void TraceSax::OnEventScalar(const Scalar& v) {
+void TraceVisitor::OnEventScalar(EventKey key, const Scalar& v) {
   PendingEvent& e = event_;
-  switch (event_key_) {
+  switch (key) {
     case EventKey::kPh:
-      if (v.type == Scalar::Type::kString && v.text->size() == 1) e.ph = (*v.text)[0];
+      if (v.type == Scalar::Type::kString && v.text.size() == 1) e.ph = v.text[0];
       break;
     case EventKey::kCat:
       if (v.type == Scalar::Type::kString) {
-        e.category = ClassifyCategory(*v.text);
-        host_.OnCategory(*v.text);
+        e.category = ClassifyCategory(std::string_view(v.text.data(), v.text.size()));
+        host_.OnCategory(v.text);
       }
       break;
     case EventKey::kName:
-      if (v.type == Scalar::Type::kString) e.name = *v.text;
+      if (v.type == Scalar::Type::kString) e.name.assign(v.text.data(), v.text.size());
       break;
     case EventKey::kPid:
       e.pid = AsInt(v).value_or(0);
@@ -378,7 +606,7 @@ void TraceSax::OnEventScalar(const Scalar& v) {
       std::optional<int64_t> ns = AsNanos(v);
       if (!ns.has_value()) {
         e.bad_time = true;
-      } else if (event_key_ == EventKey::kTs) {
+      } else if (key == EventKey::kTs) {
         e.has_ts = true;
         e.ts_ns = *ns;
       } else {
@@ -393,7 +621,8 @@ void TraceSax::OnEventScalar(const Scalar& v) {
   }
 }
 
-void TraceSax::OnArgScalar(const Scalar& v) {
+void TraceVisitor::OnArgScalar(const Scalar& v) {
+  if (arg_key_ == ArgKey::kOther) return;
   std::optional<int64_t> i = AsInt(v);
   if (!i.has_value()) return;
   switch (arg_key_) {
@@ -445,16 +674,8 @@ void TraceSax::OnArgScalar(const Scalar& v) {
   }
 }
 
-void TraceSax::OnGpuctlScalar(const Scalar& v) {
+void TraceVisitor::OnGpuctlScalar(std::string_view k, const Scalar& v) {
   TraceInfo& info = model_->info;
-  if (depth_ == 3) {  // the activities array
-    if (member_key_ == "activities" && v.type == Scalar::Type::kString) {
-      info.activities.push_back(*v.text);
-    }
-    return;
-  }
-  if (depth_ != 2) return;
-  const std::string& k = member_key_;
   const bool is_string = v.type == Scalar::Type::kString;
   int64_t n = 0;
   bool has_n = false;
@@ -463,8 +684,8 @@ void TraceSax::OnGpuctlScalar(const Scalar& v) {
     has_n = true;
   }
   auto count = [&] { return has_n && n > 0 ? static_cast<uint64_t>(n) : uint64_t{0}; };
-  if (k == "trace_id" && is_string) info.trace_id = *v.text;
-  if (k == "host" && is_string) info.host = *v.text;
+  if (k == "trace_id" && is_string) info.trace_id = std::string(v.text);
+  if (k == "host" && is_string) info.host = std::string(v.text);
   if (k == "pid" && has_n) info.pid = n;
   if (k == "rank" && has_n) info.rank = n;
   if (k == "world_size" && has_n) info.world_size = n;
@@ -472,32 +693,32 @@ void TraceSax::OnGpuctlScalar(const Scalar& v) {
   if (k == "cupti_dropped_records") info.cupti_dropped_records = count();
   if (k == "dropped_at_cap") info.dropped_at_cap = count();
   if (k == "host_only") info.host_only = v.type == Scalar::Type::kBool && v.i != 0;
-  if (k == "host_only_reason" && is_string) info.host_only_reason = *v.text;
+  if (k == "host_only_reason" && is_string) info.host_only_reason = std::string(v.text);
   if (k == "cupti_failed") info.cupti_failed = v.type == Scalar::Type::kBool && v.i != 0;
-  if (k == "cupti_message" && is_string) info.cupti_message = *v.text;
+  if (k == "cupti_message" && is_string) info.cupti_message = std::string(v.text);
   if (k == "window_start_ns" && has_n) {
-    gpuctl_window_ = true;
-    gpuctl_window_start_abs_ = n;
+    top_.gpuctl_window = true;
+    top_.gpuctl_window_start_abs = n;
   }
   if (k == "window_end_ns" && has_n) {
-    gpuctl_window_end_ = true;
-    gpuctl_window_end_abs_ = n;
+    top_.gpuctl_window_end = true;
+    top_.gpuctl_window_end_abs = n;
   }
 }
 
-void TraceSax::OnDeviceScalar(const Scalar& v) {
+void TraceVisitor::OnDeviceScalar(std::string_view k, const Scalar& v, DeviceMemoryTotal* device) {
   std::optional<int64_t> i = AsInt(v);
   if (!i.has_value() || *i < 0) return;
-  if (member_key_ == "id" && *i <= INT32_MAX) device_.device = static_cast<int32_t>(*i);
-  if (member_key_ == "totalGlobalMem") device_.bytes = static_cast<uint64_t>(*i);
+  if (k == "id" && *i <= INT32_MAX) device->device = static_cast<int32_t>(*i);
+  if (k == "totalGlobalMem") device->bytes = static_cast<uint64_t>(*i);
 }
 
-void TraceSax::OnLaunchArg(const Scalar& v, int64_t i) {
+void TraceVisitor::OnLaunchArg(const Scalar& v, int64_t i) {
   // Products beyond this are nonsense from the file; they saturate here.
   constexpr uint64_t kMaxProduct = uint64_t{1} << 48;
   PendingEvent& e = event_;
   KernelLaunch& l = e.launch;
-  const double d = v.type == Scalar::Type::kString ? static_cast<double>(i) : v.d;
+  const double d = v.type == Scalar::Type::kString ? static_cast<double>(i) : NumberValue(v);
   const bool count = i >= 0 && i <= std::numeric_limits<int32_t>::max();
   switch (arg_key_) {
     case ArgKey::kBlocksPerSm:
@@ -531,11 +752,11 @@ void TraceSax::OnLaunchArg(const Scalar& v, int64_t i) {
   e.has_launch = true;
 }
 
-void TraceSax::OnLaunchArrayScalar(const Scalar& v) {
+void TraceVisitor::OnLaunchArrayScalar(const Scalar& v) {
   if (std::optional<int64_t> i = AsInt(v); i.has_value()) OnLaunchArg(v, *i);
 }
 
-uint32_t TraceSax::InternLaunch(const PendingEvent& e) {
+uint32_t TraceVisitor::InternLaunch(const PendingEvent& e) {
   KernelLaunch l = e.launch;
   if (e.has_grid) l.grid_blocks = e.grid;
   if (e.has_block) l.block_threads = static_cast<uint32_t>(std::min<uint64_t>(e.block, 1u << 30));
@@ -548,13 +769,17 @@ uint32_t TraceSax::InternLaunch(const PendingEvent& e) {
   return it->second;
 }
 
-uint32_t TraceSax::Intern(const std::string& name) {
+uint32_t TraceVisitor::Intern(const std::string& name) {
   auto [it, inserted] = name_index_.try_emplace(name, static_cast<uint32_t>(model_->names.size()));
-  if (inserted) model_->names.push_back(name);
+  if (inserted) {
+    model_->names.push_back(name);
+    traits_.push_back(
+        NameTraits{ClassifyApiCall(name), IsCommunicationKernel(name), ParseCopyName(name)});
+  }
   return it->second;
 }
 
-void TraceSax::EndEvent() {
+void TraceVisitor::EndEvent() {
   PendingEvent& e = event_;
   TraceInfo& info = model_->info;
   ++info.events;
@@ -587,6 +812,7 @@ void TraceSax::EndEvent() {
       op.start_ns = start;
       op.end_ns = end;
       op.name = Intern(e.name);
+      const NameTraits& traits = traits_[op.name];
       op.correlation = e.correlation;
       op.device = static_cast<int32_t>(e.has_device ? e.device : e.pid);
       op.stream = e.has_stream ? e.stream : e.tid;
@@ -594,12 +820,11 @@ void TraceSax::EndEvent() {
       op.graph = e.graph;
       if (e.category == Category::kKernel && e.has_launch) op.launch = InternLaunch(e);
       if (e.category == Category::kKernel) {
-        op.kind = IsCommunicationKernel(e.name) ? GpuOpKind::kCommKernel : GpuOpKind::kKernel;
+        op.kind = traits.communication ? GpuOpKind::kCommKernel : GpuOpKind::kKernel;
       } else {
         op.kind = e.category == Category::kMemcpy ? GpuOpKind::kMemcpy : GpuOpKind::kMemset;
-        CopyName copy = ParseCopyName(e.name);
-        op.direction = copy.direction;
-        op.pageable = copy.pageable;
+        op.direction = traits.copy.direction;
+        op.pageable = traits.copy.pageable;
       }
       model_->gpu_ops.push_back(op);
       break;
@@ -614,10 +839,12 @@ void TraceSax::EndEvent() {
                                                            : -1});
       break;
     case Category::kRuntime:
-    case Category::kDriver:
-      model_->api_calls.push_back(ApiCall{start, end, e.correlation, e.pid, e.tid, Intern(e.name),
-                                          ClassifyApiCall(e.name)});
+    case Category::kDriver: {
+      const uint32_t name = Intern(e.name);
+      model_->api_calls.push_back(
+          ApiCall{start, end, e.correlation, e.pid, e.tid, name, traits_[name].api});
       break;
+    }
     case Category::kAnnotation:
     case Category::kCpuOp:
       if (std::optional<int64_t> step = ParseStepName(e.name); step.has_value()) {
@@ -642,7 +869,7 @@ void TraceSax::EndEvent() {
 // gpuctl's "Device memory allocated (GPU N)" counter samples (pid: the
 // device), and PyTorch's "[memory]" instants of CUDA memory (Device Type 1)
 // with the caching allocator's "Total Allocated".
-void TraceSax::EndMemoryEvent(const PendingEvent& e) {
+void TraceVisitor::EndMemoryEvent(const PendingEvent& e) {
   MemorySample sample;
   if (e.ph == 'C' && e.category == Category::kGpuMemory && e.has_signed_bytes) {
     sample = MemorySample{e.ts_ns, e.signed_bytes, static_cast<int32_t>(e.pid), false};
@@ -662,44 +889,27 @@ void TraceSax::EndMemoryEvent(const PendingEvent& e) {
   model_->memory.push_back(sample);
 }
 
-bool TraceSax::parse_error(size_t position, const std::string& last_token,
-                           const nlohmann::detail::exception& ex) {
-  if (!status_.ok()) return false;  // the handler stopped the parse
-  std::string what = ex.what();
-  size_t colon = what.find(": ");
-  if (colon != std::string::npos) what.erase(0, colon + 2);
-  size_t last_read = what.find("; last read");
-  if (last_read != std::string::npos) what.erase(last_read);
-  status_ = absl::InvalidArgumentError(
-      absl::StrCat("malformed JSON at byte ", position == 0 ? 0 : position - 1, ": ",
-                   Excerpt(what, 200), " (near '", Excerpt(last_token), "')"));
-  return false;
-}
-
-absl::Status TraceSax::Finish() {
-  if (!done_) return absl::InvalidArgumentError("not a trace: no top-level object");
-  if (!seen_events_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("not a trace: no traceEvents array (at byte ", stream_->offset(), ")"));
-  }
+void TraceVisitor::Finish() {
   TraceInfo& info = model_->info;
   // gpuctl's files carry the capture window; a kineto file tagged by gpuctld
   // has a `gpuctl` member without one.
-  if (info.format == TraceFormat::kGpuctl && !gpuctl_window_) info.format = TraceFormat::kKineto;
+  if (info.format == TraceFormat::kGpuctl && !top_.gpuctl_window) {
+    info.format = TraceFormat::kKineto;
+  }
   info.has_gpuctl_meta = info.format == TraceFormat::kGpuctl;
-  if (gpuctl_window_ && gpuctl_window_end_ && gpuctl_window_end_abs_ >= gpuctl_window_start_abs_) {
+  if (top_.gpuctl_window && top_.gpuctl_window_end &&
+      top_.gpuctl_window_end_abs >= top_.gpuctl_window_start_abs) {
     info.has_window = true;
-    info.window_start_ns = gpuctl_window_start_abs_ - info.base_time_ns;
-    info.window_end_ns = gpuctl_window_end_abs_ - info.base_time_ns;
+    info.window_start_ns = top_.gpuctl_window_start_abs - info.base_time_ns;
+    info.window_end_ns = top_.gpuctl_window_end_abs - info.base_time_ns;
   } else if (has_span_) {
     info.has_window = true;
     info.window_start_ns = span_start_;
     info.window_end_ns = span_end_;
   }
   info.has_activities = info.has_gpuctl_meta;
-  if (info.rank < 0) info.rank = distributed_rank_;
-  if (info.world_size < 0) info.world_size = distributed_world_;
-  return absl::OkStatus();
+  if (info.rank < 0) info.rank = top_.distributed_rank;
+  if (info.world_size < 0) info.world_size = top_.distributed_world;
 }
 
 void SortModel(TraceModel& m) {
@@ -732,29 +942,14 @@ void SortModel(TraceModel& m) {
 absl::StatusOr<TraceModel> ReadTrace(TraceInput input, const std::string& name) {
   TraceModel model;
   model.info.path = name;
-  TraceInputChars stream(&input);
-  TraceSax sax(&stream, &model);
-  bool parsed = false;
-  try {
-    parsed = SaxJson::sax_parse(TraceInputIterator(&stream), TraceInputIterator(), &sax);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": malformed JSON at byte ",
-                                                   stream.offset(), ": ", Excerpt(e.what(), 200)));
-  }
-  // A decompression error ends the parser's input early: it is the cause.
+  TraceVisitor visitor(&model);
+  absl::Status parsed = StreamTraceJson(&input, &visitor);
+  // A decompression error ends the document early: it is the cause.
   if (!input.status().ok()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", input.status().message()));
   }
-  if (!parsed) {
-    if (!sax.status().ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": ", sax.status().message()));
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": malformed JSON at byte ", stream.offset()));
-  }
-  if (absl::Status s = sax.Finish(); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(name, ": ", s.message()));
-  }
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.message()));
+  visitor.Finish();
   model.info.gzip = input.gzip();
   SortModel(model);
   SortHostEvents(&model.host);

@@ -118,7 +118,7 @@ TEST(TraceReaderTest, RejectsDocumentsThatAreNotTraces) {
     const char* json;
     const char* error;
   } cases[] = {
-      {"[]", "not a trace: the top level is not an object at byte 1"},
+      {"[]", "not a trace: the top level is not an object at byte 0"},
       {"{}", "no traceEvents array"},
       {R"({"traceEvents": {}})", "traceEvents is not an array"},
       {R"({"traceEvents": [1]})", "a traceEvents element is not an object"},

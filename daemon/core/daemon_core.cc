@@ -37,6 +37,7 @@ absl::Status DaemonCoreImpl::OnPeerHello(PeerId peer, const PeerCredentials& cre
   AttachLog::Process logged{.pid = creds.pid,
                             .job_id = hello.job_id(),
                             .rank = hello.rank(),
+                            .program = {},
                             .labels = hello.labels_size(),
                             .step_counter = has_steps,
                             .library_version = hello.library_version()};

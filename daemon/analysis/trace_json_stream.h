@@ -1,0 +1,80 @@
+#ifndef GPUCTL_DAEMON_ANALYSIS_TRACE_JSON_STREAM_H_
+#define GPUCTL_DAEMON_ANALYSIS_TRACE_JSON_STREAM_H_
+
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "daemon/analysis/trace_input.h"
+#include "simdjson.h"
+
+namespace gpuctl::analysis {
+
+// simdjson's views as Abseil's (which this Abseil keeps a distinct type).
+inline absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// Whether `s` is the literal `text` (compiled inline: a length check and a
+// fixed-size compare).
+template <size_t N>
+inline bool Is(std::string_view s, const char (&text)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), text, N - 1) == 0;
+}
+
+// A member's key. Keys without escapes (all that gpuctl and kineto write)
+// are read in place; others are unescaped by simdjson.
+inline simdjson::error_code KeyOf(simdjson::ondemand::field& field, std::string_view* key) {
+  const char* raw = field.key().raw();  // after the opening quote; stage 1 saw it closed
+  size_t n = 0;
+  while (raw[n] != '"' && raw[n] != '\\') ++n;
+  if (raw[n] == '"') {
+    *key = std::string_view(raw, n);
+    return simdjson::SUCCESS;
+  }
+  return field.unescaped_key().get(*key);
+}
+
+// What a Chrome trace document (`{"traceEvents": [...], ...}`) delivers as
+// it streams: its top-level members other than traceEvents, and each
+// traceEvents element. The values are simdjson On-Demand values, valid only
+// during the call. A call returns simdjson's error when a value it reads
+// fails; the stream decides whether that is malformed JSON or a piece that
+// ended early (then the call is made again, with more bytes).
+class TraceJsonVisitor {
+ public:
+  virtual ~TraceJsonVisitor() = default;
+  virtual simdjson::error_code OnTopMember(std::string_view key,
+                                           simdjson::ondemand::value value) = 0;
+  // An element of traceEvents (an object). An element whose piece ended
+  // early is delivered again with more bytes, so the visitor keeps an
+  // element's effects only when it has read the element to its end.
+  virtual simdjson::error_code OnEvent(simdjson::ondemand::object event) = 0;
+  // The top-level members before traceEvents may be delivered again when
+  // their piece ended early: SaveTop() comes before each try and
+  // RestoreTop() after a try that is dropped.
+  virtual void SaveTop() = 0;
+  virtual void RestoreTop() = 0;
+};
+
+// Streams the trace in `input` to `visitor`, holding one piece of the
+// decompressed document at a time (about 1 MiB, or one element when an
+// element is larger, at most 64 MiB), each parsed with simdjson.
+//
+// simdjson parses documents held whole in memory, and a trace is hundreds
+// of MB: each piece is cut at a line break (JSON keeps line breaks out of
+// strings, so a cut there is between tokens; gpuctl and kineto write one or
+// a few lines per event) or, on a file without line breaks, after a comma
+// outside any string, and parsed as `[` + the piece + `]`. The elements that
+// end within the piece are delivered; the rest of the piece starts the next
+// one. An element that fails at the piece's end ended early; one that fails
+// before it is malformed.
+//
+// Errors are INVALID_ARGUMENT: "malformed JSON at byte N: ..." or "not a
+// trace: ..." with the byte offset in the decompressed document; the input's
+// own read errors end the stream early (the caller checks input.status()).
+absl::Status StreamTraceJson(TraceInput* input, TraceJsonVisitor* visitor);
+
+}  // namespace gpuctl::analysis
+
+#endif  // GPUCTL_DAEMON_ANALYSIS_TRACE_JSON_STREAM_H_

@@ -1,0 +1,197 @@
+// The trace reader's streaming over pieces of the document: the same model
+// whatever the document's line layout, elements and top-level members larger
+// than a piece, escapes, and errors that name their byte.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/analysis/testing/trace_builder.h"
+#include "daemon/analysis/trace_reader.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace gpuctl::analysis {
+namespace {
+
+using testing::GzipMembers;
+using ::testing::HasSubstr;
+using testing::TraceBuilder;
+
+// Several MiB of JSON: several of the reader's 1 MiB pieces.
+std::string LargeTrace(int steps = 2500) {
+  TraceBuilder b;
+  b.Gpuctl({.rank = 1, .window_start_ns = 0, .window_end_ns = int64_t{steps + 1} * 1'000'000});
+  uint64_t corr = 1;
+  for (int s = 0; s < steps; ++s) {
+    const int64_t t0 = int64_t{s} * 1'000'000;
+    b.Step(s, t0, 900'000);
+    b.Range("forward", t0 + 1'000, 50'000);
+    for (int k = 0; k < 6; ++k) {
+      b.Runtime("cudaLaunchKernel", t0 + 2'000 + k * 20'000, 4'000, corr);
+      b.Kernel(absl::StrCat("kernel_", k), t0 + 10'000 + k * 20'000, 6'000 + s % 7, corr++);
+    }
+    b.Memcpy("Memcpy HtoD (Pinned -> Device)", t0 + 200'000, 30'000, corr++, 1 << 20);
+    b.Sync("Stream Sync", t0 + 300'000, 40'000, corr++);
+  }
+  return b.Json();
+}
+
+// Everything the model holds that a layout could change.
+std::string Fingerprint(const TraceModel& m) {
+  std::string out = absl::StrFormat(
+      "events %d skipped %d devices %d rank %d window %d:%d..%d fmt %d activities %d\n",
+      m.info.events, m.info.skipped_events, m.info.device_count, m.info.rank, m.info.has_window,
+      m.info.window_start_ns, m.info.window_end_ns, static_cast<int>(m.info.format),
+      m.info.activities.size());
+  for (const GpuOp& op : m.gpu_ops) {
+    absl::StrAppendFormat(&out, "op %d %d %s %d %d %d %d %d\n", op.start_ns, op.end_ns,
+                          m.Name(op.name), op.device, op.stream, static_cast<int>(op.kind),
+                          op.bytes, op.correlation);
+  }
+  for (const ApiCall& c : m.api_calls) {
+    absl::StrAppendFormat(&out, "api %d %d %s %d\n", c.start_ns, c.end_ns, m.Name(c.name),
+                          c.correlation);
+  }
+  for (const SyncRecord& s : m.syncs) absl::StrAppendFormat(&out, "sync %d %d\n", s.start_ns, s.end_ns);
+  for (const Step& s : m.steps) absl::StrAppendFormat(&out, "step %d %d\n", s.number, s.start_ns);
+  for (const HostRange& r : m.ranges) {
+    absl::StrAppendFormat(&out, "range %d %s\n", r.start_ns, m.Name(r.name));
+  }
+  return out;
+}
+
+std::string ReadFingerprint(const std::string& bytes) {
+  absl::StatusOr<TraceModel> m = ReadTraceBytes(bytes, "t.json");
+  if (!m.ok()) return std::string(m.status().message());
+  return Fingerprint(*m);
+}
+
+TEST(TraceJsonStreamTest, EveryLineLayoutGivesTheSameModel) {
+  const std::string json = LargeTrace();
+  ASSERT_GT(json.size(), size_t{4} << 20);
+  const std::string expected = ReadFingerprint(json);
+  ASSERT_THAT(expected, HasSubstr("op ")) << expected.substr(0, 300);
+  const nlohmann::json doc = nlohmann::json::parse(json);
+  // No line break at all: pieces are cut after commas outside strings.
+  EXPECT_EQ(ReadFingerprint(doc.dump()), expected);
+  // Pretty-printed, an event over many lines (as kineto writes them).
+  EXPECT_EQ(ReadFingerprint(doc.dump(2)), expected);
+  // CRLF line ends.
+  std::string crlf;
+  for (char c : doc.dump(1)) {
+    if (c == '\n') crlf += '\r';
+    crlf += c;
+  }
+  EXPECT_EQ(ReadFingerprint(crlf), expected);
+  // gzip in several members.
+  EXPECT_EQ(ReadFingerprint(GzipMembers(json, 5)), expected);
+}
+
+TEST(TraceJsonStreamTest, TopLevelMembersAfterTraceEventsAreRead) {
+  const std::string json = LargeTrace(300);
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(json);
+  nlohmann::ordered_json moved;
+  moved["traceEvents"] = doc["traceEvents"];
+  for (auto& [key, value] : doc.items()) {
+    if (key != "traceEvents") moved[key] = value;
+  }
+  EXPECT_EQ(ReadFingerprint(moved.dump(1)), ReadFingerprint(json));
+}
+
+TEST(TraceJsonStreamTest, AnElementLargerThanAPieceIsReadWhole) {
+  TraceBuilder b;
+  b.Kernel("before", 1'000, 10, 1);
+  b.Raw(absl::StrCat(R"({"ph": "X", "cat": "kernel", "name": "huge", "pid": 0, "tid": 7, )",
+                     R"("ts": 2.5, "dur": 3, "args": {"note": ")", std::string(3 << 20, 'x'),
+                     R"(", "stream": 7, "device": 0, "correlation": 2}})"));
+  b.Kernel("after", 5'000, 10, 3);
+  const std::string json = b.Json();
+  for (const std::string& layout : {json, nlohmann::json::parse(json).dump()}) {
+    absl::StatusOr<TraceModel> m = ReadTraceBytes(layout, "t.json");
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ(m->gpu_ops.size(), 3u);  // sorted by start: before, huge, after
+    EXPECT_EQ(m->Name(m->gpu_ops[0].name), "before");
+    EXPECT_EQ(m->Name(m->gpu_ops[1].name), "huge");
+    EXPECT_EQ(m->gpu_ops[1].correlation, 2u);
+    EXPECT_EQ(m->Name(m->gpu_ops[2].name), "after");
+  }
+}
+
+TEST(TraceJsonStreamTest, TopLevelMembersLargerThanAPieceAreCountedOnce) {
+  // deviceProperties before traceEvents spans pieces: the tries that end
+  // early are undone, so each device counts once.
+  std::string devices;
+  for (int d = 0; d < 20000; ++d) {
+    absl::StrAppend(&devices, d == 0 ? "" : ",\n", R"({"id": )", d,
+                    R"(, "totalGlobalMem": 85000000000, "name": "NVIDIA H100 80GB HBM3"})");
+  }
+  const std::string json = absl::StrCat(R"({"deviceProperties": [)", devices, "],\n",
+                                        R"("traceEvents": [{"ph": "X", "cat": "kernel", )",
+                                        R"("name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 2}]})");
+  ASSERT_GT(json.size(), size_t{1} << 20);
+  absl::StatusOr<TraceModel> m = ReadTraceBytes(json, "t.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->info.device_count, 20000);
+  EXPECT_EQ(m->device_memory.size(), 20000u);
+  EXPECT_EQ(m->gpu_ops.size(), 1u);
+}
+
+TEST(TraceJsonStreamTest, EscapesInKeysAndStrings) {
+  const std::string json =
+      R"({"traceEvents": [{"ph": "X", "c\u0061t": "kernel", "name": "k\"q\u00e9\\n", )"
+      R"("pid": 0, "tid": 7, "ts": 1.5, "dur": 2, "args": {"str\u0065am": 9}}]})";
+  absl::StatusOr<TraceModel> m = ReadTraceBytes(json, "t.json");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->gpu_ops.size(), 1u);
+  EXPECT_EQ(m->Name(m->gpu_ops[0].name), "k\"q\xc3\xa9\\n");
+  EXPECT_EQ(m->gpu_ops[0].stream, 9);
+  EXPECT_EQ(m->gpu_ops[0].start_ns, 1'500);
+}
+
+TEST(TraceJsonStreamTest, MalformedJsonInALaterPieceNamesItsByte) {
+  std::string json = LargeTrace(1500);
+  const size_t at = json.find(R"("name": "kernel_3")", json.size() * 3 / 4);
+  ASSERT_NE(at, std::string::npos);
+  const size_t colon = at + 6;
+  ASSERT_EQ(json[colon], ':');
+  json[colon] = ';';
+  for (const std::string& bytes : {json, GzipMembers(json, 3)}) {
+    absl::StatusOr<TraceModel> m = ReadTraceBytes(bytes, "t.json");
+    ASSERT_FALSE(m.ok());
+    EXPECT_THAT(std::string(m.status().message()),
+                HasSubstr(absl::StrCat("t.json: malformed JSON at byte ", colon, ": ")));
+  }
+}
+
+TEST(TraceJsonStreamTest, StructuralErrorsAreNamed) {
+  struct Case {
+    const char* json;
+    const char* error;
+  } cases[] = {
+      {R"({"traceEvents": [{"ph": "X"},]})", "a comma before the end of traceEvents"},
+      {R"({"traceEvents": [{"ph": "X"} {"ph": "X"}]})", "malformed JSON at byte 29"},
+      {R"({"traceEvents": []} {})", "content after the top-level object at byte 20"},
+      {R"({"traceEvents": [], "x": 1} x)", "content after the top-level object"},
+      {R"({"traceEvents": [{"ph": "X"}], "traceEvents": []})", "a second traceEvents"},
+      {R"({"traceEvents": [{"ph": "X"}, "x"]})", "a traceEvents element is not an object"},
+      {R"({"traceEvents": [{"ph": "X"}])", "the file ends before the top-level object closes"},
+      {R"({"traceEvents": [{"ph": "X"})", "the file ends inside traceEvents"},
+      {R"({"traceEvents": [{"ph": "X", "args": {)", "the file ends inside traceEvents"},
+      {R"({"a": [1, 2)", "the file ends inside the top-level object"},
+      {"\xEF\xBB\xBF{\"traceEvents\": []}", ""},  // a byte order mark is allowed
+      {"{\"traceEvents\": [{\"name\": \"\xff\"}]}", "malformed JSON"},  // not UTF-8
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<TraceModel> m = ReadTraceBytes(c.json, "x.json");
+    if (c.error[0] == '\0') {
+      EXPECT_TRUE(m.ok()) << c.json << ": " << m.status();
+      continue;
+    }
+    ASSERT_FALSE(m.ok()) << c.json;
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.error)) << c.json;
+  }
+}
+
+}  // namespace
+}  // namespace gpuctl::analysis
