@@ -106,7 +106,7 @@ int64_t Inflate(const std::string& gz, std::vector<char>* buffer, Piece piece) {
   int rc = Z_OK;
   while (rc != Z_STREAM_END || zs.avail_in > 0) {
     if (rc == Z_STREAM_END && inflateReset(&zs) != Z_OK) break;  // the next member
-    zs.next_out = reinterpret_cast<Bytef*>(buffer->data());  // NOLINT
+    zs.next_out = reinterpret_cast<Bytef*>(buffer->data());      // NOLINT
     zs.avail_out = static_cast<uInt>(buffer->size());
     rc = inflate(&zs, Z_NO_FLUSH);
     if (rc != Z_OK && rc != Z_STREAM_END) break;
