@@ -12,9 +12,6 @@ namespace {
 
 namespace od = simdjson::ondemand;
 
-// A piece is about this many bytes of the document: large enough that
-// simdjson's per-document costs vanish, small enough to stay in cache.
-constexpr size_t kPieceBytes = size_t{1} << 20;
 // The most the stream holds at once: one traceEvents element, or the
 // top-level members before or after traceEvents.
 constexpr size_t kMaxHeldBytes = size_t{64} << 20;
@@ -24,7 +21,8 @@ bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 class Stream {
  public:
-  Stream(TraceInput* input, TraceJsonVisitor* visitor) : input_(input), visitor_(visitor) {}
+  Stream(TraceInput* input, TraceJsonVisitor* visitor, size_t piece_bytes)
+      : input_(input), visitor_(visitor), piece_bytes_(std::max<size_t>(piece_bytes, 1)) {}
   absl::Status Run();
 
  private:
@@ -46,22 +44,28 @@ class Stream {
   // break, else after the last comma outside strings; 0 if nowhere.
   size_t FindCut() const;
   // simdjson over opener + data()[0, cut) + closer; Unseal() puts back the
-  // byte the closer covered, once the document is no longer read.
+  // bytes the closer covered, once the document is no longer read.
   simdjson::error_code Seal(char opener, char closer, size_t cut, od::document* doc);
-  void Unseal(size_t cut) { data()[cut] = sealed_byte_; }
+  void Unseal(size_t cut) {
+    data()[cut] = sealed_bytes_[0];
+    data()[cut + 1] = sealed_bytes_[1];
+  }
   // Where `doc` stopped, as an index into data(); `cut` (the closer) when it
   // ran past the held bytes.
   size_t Where(od::document& doc, size_t cut) const;
 
   absl::Status Malformed(size_t index, std::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("malformed JSON at byte ", base_ + index, ": ", AsAbsl(what)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed JSON at byte ", base_ + index, ": ", AsAbsl(what)));
   }
   absl::Status NotATrace(std::string_view what, size_t index) const {
-    return absl::InvalidArgumentError(absl::StrCat("not a trace: ", AsAbsl(what), " at byte ", base_ + index));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a trace: ", AsAbsl(what), " at byte ", base_ + index));
   }
   absl::Status TooLarge(std::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("not a trace: ", AsAbsl(what), " at byte ", base_,
-                                                   " is larger than ", kMaxHeldBytes >> 20, " MiB"));
+    return absl::InvalidArgumentError(absl::StrCat("not a trace: ", AsAbsl(what), " at byte ",
+                                                   base_, " is larger than ", kMaxHeldBytes >> 20,
+                                                   " MiB"));
   }
 
   // The top-level members: before traceEvents (data() just past the `{`;
@@ -73,13 +77,14 @@ class Stream {
 
   TraceInput* input_;
   TraceJsonVisitor* visitor_;
+  size_t piece_bytes_;
   od::parser parser_;
   std::unique_ptr<char[]> buf_;
   size_t cap_ = 0;  // data bytes the buffer holds
   size_t begin_ = 0, end_ = 0;
   uint64_t base_ = 0;
   bool eof_ = false;
-  char sealed_byte_ = 0;
+  char sealed_bytes_[2] = {0, 0};
 };
 
 bool Stream::ReadMore(size_t want) {
@@ -120,7 +125,7 @@ bool Stream::SkipSpace() {
     while (i < n && IsSpace(d[i])) ++i;
     Drop(i);
     if (held() > 0) return true;
-    if (!ReadMore(kPieceBytes)) return false;
+    if (!ReadMore(piece_bytes_)) return false;
   }
 }
 
@@ -154,9 +159,15 @@ size_t Stream::FindCut() const {
 simdjson::error_code Stream::Seal(char opener, char closer, size_t cut, od::document* doc) {
   char* d = data();
   d[-1] = opener;
-  sealed_byte_ = d[cut];
+  // The closer, and a space after it: simdjson reads a closing bracket
+  // there (the first padding byte) as a sign the document may be
+  // unbalanced, which a cut piece always is.
+  sealed_bytes_[0] = d[cut];
+  sealed_bytes_[1] = d[cut + 1];
   d[cut] = closer;
-  const size_t capacity = static_cast<size_t>(buf_.get() + 2 + cap_ + simdjson::SIMDJSON_PADDING - (d - 1));
+  d[cut + 1] = ' ';
+  const size_t capacity =
+      static_cast<size_t>(buf_.get() + 2 + cap_ + simdjson::SIMDJSON_PADDING - (d - 1));
   return parser_.iterate(d - 1, cut + 2, capacity).get(*doc);
 }
 
@@ -173,7 +184,7 @@ absl::Status Stream::Members(bool after_events) {
     const size_t cut = eof_ ? held() : FindCut();
     if (cut == 0 && !eof_) {
       if (held() >= kMaxHeldBytes) return TooLarge("the top-level members before traceEvents");
-      ReadMore(std::max(kPieceBytes, held()));
+      ReadMore(std::max(piece_bytes_, held()));
       continue;
     }
     visitor_->SaveTop();
@@ -229,7 +240,7 @@ absl::Status Stream::Members(bool after_events) {
     if (at < cut) return Malformed(at, simdjson::error_message(e));
     if (eof_) return Malformed(held(), "the file ends inside the top-level object");
     if (held() >= kMaxHeldBytes) return TooLarge("the top-level members before traceEvents");
-    ReadMore(std::max(kPieceBytes, held()));
+    ReadMore(std::max(piece_bytes_, held()));
   }
 }
 
@@ -260,7 +271,7 @@ absl::Status Stream::Events() {
     const size_t cut = eof_ ? held() : FindCut();
     if (cut == 0) {
       if (held() >= kMaxHeldBytes) return TooLarge("the traceEvents element");
-      ReadMore(std::max(kPieceBytes, held()));
+      ReadMore(std::max(piece_bytes_, held()));
       continue;
     }
     od::document doc;
@@ -297,7 +308,8 @@ absl::Status Stream::Events() {
     }
     if (at < cut) {
       if (data()[at] == ']') return Malformed(at, "a comma before the end of traceEvents");
-      if (e == simdjson::INCORRECT_TYPE) return NotATrace("a traceEvents element is not an object", at);
+      if (e == simdjson::INCORRECT_TYPE)
+        return NotATrace("a traceEvents element is not an object", at);
       return Malformed(at, simdjson::error_message(e));
     }
     // The piece ended inside an element: it starts the next piece.
@@ -305,18 +317,18 @@ absl::Status Stream::Events() {
     if (delivered > 0) {
       Drop(resume);
       expect_comma = true;
-      ReadMore(kPieceBytes);
+      ReadMore(piece_bytes_);
       continue;
     }
     if (held() >= kMaxHeldBytes) return TooLarge("the traceEvents element");
-    ReadMore(std::max(kPieceBytes, held()));
+    ReadMore(std::max(piece_bytes_, held()));
   }
 }
 
 absl::Status Stream::AfterEvents() {
   while (!eof_) {
     if (held() >= kMaxHeldBytes) return TooLarge("the top-level members after traceEvents");
-    ReadMore(kPieceBytes);
+    ReadMore(piece_bytes_);
   }
   if (!SkipSpace()) return Malformed(held(), "the file ends before the top-level object closes");
   if (data()[0] == '}') {
@@ -330,7 +342,7 @@ absl::Status Stream::AfterEvents() {
 }
 
 absl::Status Stream::Run() {
-  ReadMore(kPieceBytes);
+  ReadMore(piece_bytes_);
   if (held() >= 3 && std::memcmp(data(), "\xEF\xBB\xBF", 3) == 0) Drop(3);  // a UTF-8 BOM
   if (!SkipSpace()) return Malformed(0, "no JSON document");
   if (data()[0] != '{') return NotATrace("the top level is not an object", 0);
@@ -342,8 +354,8 @@ absl::Status Stream::Run() {
 
 }  // namespace
 
-absl::Status StreamTraceJson(TraceInput* input, TraceJsonVisitor* visitor) {
-  Stream stream(input, visitor);
+absl::Status StreamTraceJson(TraceInput* input, TraceJsonVisitor* visitor, size_t piece_bytes) {
+  Stream stream(input, visitor, piece_bytes);
   return stream.Run();
 }
 

@@ -13,7 +13,9 @@
 namespace gpuctl::analysis {
 
 // simdjson's views as Abseil's (which this Abseil keeps a distinct type).
-inline absl::string_view AsAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline absl::string_view AsAbsl(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 // Whether `s` is the literal `text` (compiled inline: a length check and a
 // fixed-size compare).
@@ -58,8 +60,8 @@ class TraceJsonVisitor {
 };
 
 // Streams the trace in `input` to `visitor`, holding one piece of the
-// decompressed document at a time (about 1 MiB, or one element when an
-// element is larger, at most 64 MiB), each parsed with simdjson.
+// decompressed document at a time (kTracePieceBytes, or one element when
+// an element is larger, at most 64 MiB), each parsed with simdjson.
 //
 // simdjson parses documents held whole in memory, and a trace is hundreds
 // of MB: each piece is cut at a line break (JSON keeps line breaks out of
@@ -73,7 +75,13 @@ class TraceJsonVisitor {
 // Errors are INVALID_ARGUMENT: "malformed JSON at byte N: ..." or "not a
 // trace: ..." with the byte offset in the decompressed document; the input's
 // own read errors end the stream early (the caller checks input.status()).
-absl::Status StreamTraceJson(TraceInput* input, TraceJsonVisitor* visitor);
+//
+// `piece_bytes`: how much is read at a time. The default is large enough
+// that simdjson's per-document costs vanish and small enough to stay in
+// cache; tests and the fuzz target use tiny pieces to cut everywhere.
+inline constexpr size_t kTracePieceBytes = size_t{1} << 20;
+absl::Status StreamTraceJson(TraceInput* input, TraceJsonVisitor* visitor,
+                             size_t piece_bytes = kTracePieceBytes);
 
 }  // namespace gpuctl::analysis
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "daemon/analysis/testing/trace_builder.h"
+#include "daemon/analysis/trace_input.h"
 #include "daemon/analysis/trace_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -53,7 +54,8 @@ std::string Fingerprint(const TraceModel& m) {
     absl::StrAppendFormat(&out, "api %d %d %s %d\n", c.start_ns, c.end_ns, m.Name(c.name),
                           c.correlation);
   }
-  for (const SyncRecord& s : m.syncs) absl::StrAppendFormat(&out, "sync %d %d\n", s.start_ns, s.end_ns);
+  for (const SyncRecord& s : m.syncs)
+    absl::StrAppendFormat(&out, "sync %d %d\n", s.start_ns, s.end_ns);
   for (const Step& s : m.steps) absl::StrAppendFormat(&out, "step %d %d\n", s.number, s.start_ns);
   for (const HostRange& r : m.ranges) {
     absl::StrAppendFormat(&out, "range %d %s\n", r.start_ns, m.Name(r.name));
@@ -86,6 +88,31 @@ TEST(TraceJsonStreamTest, EveryLineLayoutGivesTheSameModel) {
   EXPECT_EQ(ReadFingerprint(crlf), expected);
   // gzip in several members.
   EXPECT_EQ(ReadFingerprint(GzipMembers(json, 5)), expected);
+}
+
+TEST(TraceJsonStreamTest, TinyPiecesCutEverywhereAndGiveTheSameModel) {
+  const std::string json = LargeTrace(40);
+  const std::string expected = ReadFingerprint(json);
+  const nlohmann::json doc = nlohmann::json::parse(json);
+  for (const std::string& layout : {json, doc.dump(), doc.dump(2)}) {
+    for (size_t piece : {1u, 7u, 64u, 333u, 4096u}) {
+      absl::StatusOr<TraceModel> m =
+          ReadTraceInPieces(TraceInput::FromBytes(layout), "t.json", piece);
+      ASSERT_TRUE(m.ok()) << piece << ": " << m.status();
+      EXPECT_EQ(Fingerprint(*m), expected) << piece;
+    }
+  }
+  // Errors name the same byte however the document is cut.
+  std::string bad = doc.dump(1);
+  const size_t colon = bad.find(':', bad.size() / 2);
+  bad[colon] = ';';
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{64}, size_t{4096}, size_t{1} << 20}) {
+    absl::StatusOr<TraceModel> m = ReadTraceInPieces(TraceInput::FromBytes(bad), "t.json", piece);
+    ASSERT_FALSE(m.ok()) << piece;
+    EXPECT_THAT(std::string(m.status().message()),
+                HasSubstr(absl::StrCat("malformed JSON at byte ", colon, ": ")))
+        << piece;
+  }
 }
 
 TEST(TraceJsonStreamTest, TopLevelMembersAfterTraceEventsAreRead) {

@@ -940,10 +940,15 @@ void SortModel(TraceModel& m) {
 }  // namespace
 
 absl::StatusOr<TraceModel> ReadTrace(TraceInput input, const std::string& name) {
+  return ReadTraceInPieces(std::move(input), name, kTracePieceBytes);
+}
+
+absl::StatusOr<TraceModel> ReadTraceInPieces(TraceInput input, const std::string& name,
+                                             size_t piece_bytes) {
   TraceModel model;
   model.info.path = name;
   TraceVisitor visitor(&model);
-  absl::Status parsed = StreamTraceJson(&input, &visitor);
+  absl::Status parsed = StreamTraceJson(&input, &visitor, piece_bytes);
   // A decompression error ends the document early: it is the cause.
   if (!input.status().ok()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", input.status().message()));

@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_ANALYSIS_TRACE_READER_H_
 #define GPUCTL_DAEMON_ANALYSIS_TRACE_READER_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,6 +28,10 @@ namespace gpuctl::analysis {
 absl::StatusOr<TraceModel> ReadTraceFile(const std::string& path);
 absl::StatusOr<TraceModel> ReadTrace(TraceInput input, const std::string& name);
 absl::StatusOr<TraceModel> ReadTraceBytes(absl::string_view bytes, const std::string& name);
+// As ReadTrace, parsing `piece_bytes` of the document at a time (the
+// default is trace_json_stream.h's kTracePieceBytes): for tests.
+absl::StatusOr<TraceModel> ReadTraceInPieces(TraceInput input, const std::string& name,
+                                             size_t piece_bytes);
 
 }  // namespace gpuctl::analysis
 
