@@ -63,7 +63,7 @@ IdleGaps ClassifyIdleGaps(const TraceModel& model, const ModelIndex& index,
     const int64_t a = busy_until, b = next.start_ns;
     busy_until = std::max(busy_until, next.end_ns);
     if (b <= a) continue;
-    const ApiCall* launch = index.CallOf(next.correlation);
+    const ApiCall* launch = index.CallOfOp(i);
     GapClass cls = GapClass::kOther;
     if (launch != nullptr) {
       if (index.BlockingCallEndedIn(launch->pid, launch->tid, a, launch->start_ns)) {

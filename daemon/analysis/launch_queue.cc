@@ -72,7 +72,7 @@ LaunchQueueStats ComputeLaunchQueues(const TraceModel& model, const ModelIndex& 
            model.gpu_ops[j].stream == first.stream;
          ++j) {
       const GpuOp& op = model.gpu_ops[j];
-      const ApiCall* call = op.correlation != 0 ? index.CallOf(op.correlation) : nullptr;
+      const ApiCall* call = index.CallOfOp(j);
       if (QueuesOneOp(op, call)) ops.push_back(Queued{call, op.end_ns});
     }
     if (!ops.empty()) stats.streams.push_back(Sweep(first.device, first.stream, ops, limit));

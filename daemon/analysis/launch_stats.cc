@@ -42,7 +42,8 @@ LaunchStats ComputeLaunchStats(const TraceModel& model, const ModelIndex& index,
   // first of them.
   absl::flat_hash_map<uint64_t, std::pair<int64_t, int64_t>>
       graph_first;  // corr -> (start, call end)
-  for (const GpuOp& op : model.gpu_ops) {
+  for (size_t i = 0; i < model.gpu_ops.size(); ++i) {
+    const GpuOp& op = model.gpu_ops[i];
     if (op.kind != GpuOpKind::kKernel && op.kind != GpuOpKind::kCommKernel) continue;
     const int64_t dur = op.end_ns - op.start_ns;
     ++out.kernels;
@@ -52,7 +53,7 @@ LaunchStats ComputeLaunchStats(const TraceModel& model, const ModelIndex& index,
       out.small_kernel_ns += dur;
     }
     out.graph_kernels += op.graph;
-    const ApiCall* call = index.CallOf(op.correlation);
+    const ApiCall* call = index.CallOfOp(i);
     if (call != nullptr && call->kind == ApiKind::kKernelLaunch) {
       delays.push_back(op.start_ns - call->end_ns);
     } else if (call != nullptr && call->kind == ApiKind::kGraphLaunch) {
@@ -73,9 +74,10 @@ LaunchStats ComputeLaunchStats(const TraceModel& model, const ModelIndex& index,
 
 CopyStats ComputeCopyStats(const TraceModel& model, const ModelIndex& index) {
   CopyStats out;
-  for (const GpuOp& op : model.gpu_ops) {
+  for (size_t i = 0; i < model.gpu_ops.size(); ++i) {
+    const GpuOp& op = model.gpu_ops[i];
     if (op.kind != GpuOpKind::kMemcpy && op.kind != GpuOpKind::kMemset) continue;
-    const ApiCall* call = index.CallOf(op.correlation);
+    const ApiCall* call = index.CallOfOp(i);
     if (call != nullptr && call->kind == ApiKind::kMemcpySync) {
       ++out.sync_copies;
       out.sync_copy_host_ns += call->end_ns - call->start_ns;

@@ -24,6 +24,8 @@ ModelIndex::ModelIndex(const TraceModel& model) : model_(model) {
     }
   }
   for (auto& [thread, ends] : blocking_ends_) std::sort(ends.begin(), ends.end());
+  op_calls_.reserve(model.gpu_ops.size());
+  for (const GpuOp& op : model.gpu_ops) op_calls_.push_back(CallOf(op.correlation));
   max_end_.resize(model.ranges.size());
   for (size_t i = 0; i < model.ranges.size(); ++i) {
     const HostRange& r = model.ranges[i];

@@ -20,6 +20,8 @@ class ModelIndex {
   // The runtime or driver call of `correlation` (a launch, copy or memset
   // call when several share it); nullptr when not in the trace.
   const ApiCall* CallOf(uint64_t correlation) const;
+  // CallOf(model.gpu_ops[op].correlation), looked up once per op.
+  const ApiCall* CallOfOp(size_t op) const { return op_calls_[op]; }
 
   // The range of thread (pid, tid) that overlaps [a, b) the most (ties: the
   // shorter one); nullptr when none does. Looks at most kMaxRangeScan
@@ -44,6 +46,7 @@ class ModelIndex {
 
   const TraceModel& model_;
   absl::flat_hash_map<uint64_t, const ApiCall*> calls_;
+  std::vector<const ApiCall*> op_calls_;  // by gpu_ops index
   absl::flat_hash_map<Thread, Span> thread_ranges_;
   std::vector<int64_t> max_end_;  // per range: the largest end up to it in its thread
   absl::flat_hash_map<Thread, std::vector<int64_t>> blocking_ends_;  // sorted
