@@ -14,7 +14,8 @@
 //   gpuctl_make_traces --out DIR [--ranks R] [--events E] [--seed S]
 //                      [--straggler RANK|-1]
 //     E trace events per rank (default 1000000); the last rank is the
-//     straggler unless told otherwise. Prints one JSON line per file:
+//     straggler unless told otherwise. DIR/<trace-id> must not exist yet. Prints one JSON line per
+//     file:
 //     {"file", "events", "json_bytes", "gzip_bytes"}, then the directory.
 //   gpuctl_make_traces --inflate FILE [--runs N]
 //     The floor of reading FILE: zlib's inflate of it alone (1 MiB of
@@ -30,7 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -211,6 +212,13 @@ int RunMake(const Options& o) {
   auto store = daemon::LocalTraceStore::Create(o.out, store_options);
   if (!store.ok()) {
     std::fprintf(stderr, "gpuctl_make_traces: %s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  // Files of an earlier run with more ranks would stay beside the new ones.
+  const std::string location = (*store)->Location(kTraceId);
+  if (std::error_code ec; std::filesystem::exists(location, ec) || ec) {
+    std::fprintf(stderr, "gpuctl_make_traces: %s exists: remove it or choose another --out\n",
+                 location.c_str());
     return 1;
   }
   WorkloadOptions w;
