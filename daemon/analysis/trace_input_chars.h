@@ -11,8 +11,7 @@
 namespace gpuctl::analysis {
 
 // A TraceInput's decompressed bytes, buffered, as a character source for
-// nlohmann::json's SAX parser (the trace reader and the merge read traces
-// this way). Does not own the input.
+// nlohmann::json's SAX parser (the merge reads traces this way). Does not own the input.
 class TraceInputChars {
  public:
   explicit TraceInputChars(TraceInput* input)

@@ -12,8 +12,8 @@
 namespace gpuctl::analysis {
 
 // Reads one process's trace into the normalised model, as a stream: the
-// JSON is parsed event by event (nlohmann-json's SAX interface) as it is
-// decompressed, and only the model's compact records are kept.
+// JSON is decompressed and parsed a piece at a time (StreamTraceJson,
+// simdjson's On-Demand API), and only the model's compact records are kept.
 //
 // Accepts gpuctl's trace files (docs/trace-format.md; recognised by their
 // `gpuctl` member) and kineto's (PyTorch profiler) trace files, plain or
