@@ -14,9 +14,9 @@
 //   gpuctl_make_traces --out DIR [--ranks R] [--events E] [--seed S]
 //                      [--straggler RANK|-1]
 //     E trace events per rank (default 1000000); the last rank is the
-//     straggler unless told otherwise. DIR/<trace-id> must not exist yet. Prints one JSON line per
-//     file:
-//     {"file", "events", "json_bytes", "gzip_bytes"}, then the directory.
+//     straggler unless told otherwise. DIR/<trace-id> must not exist.
+//     Prints one JSON line per file: {"file", "events", "json_bytes",
+//     "gzip_bytes"}, then the directory.
 //   gpuctl_make_traces --inflate FILE [--runs N]
 //     The floor of reading FILE: zlib's inflate of it alone (1 MiB of
 //     output at a time, nothing else done with the bytes), on the calling
