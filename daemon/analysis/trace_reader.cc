@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -80,7 +81,7 @@ Category ClassifyCategory(std::string_view cat) {
 struct PendingEvent {
   char ph = 0;
   Category category = Category::kOther;
-  std::string name;
+  absl::string_view name;  // into the piece being parsed: valid during OnEvent
   bool has_ts = false, has_dur = false, bad_time = false;
   int64_t ts_ns = 0, dur_ns = 0;
   int64_t pid = 0, tid = 0;
@@ -202,76 +203,78 @@ struct Scalar {
   enum class Type : uint8_t { kNull, kBool, kInt, kFloat, kString } type = Type::kNull;
   int64_t i = 0;           // kInt, kBool
   bool fits = true;        // kInt: the value fits int64
-  double d = 0;            // kInt (kFloat: NumberValue())
+  double d = 0;            // kInt; kFloat when has_double (else NumberValue())
   absl::string_view text;  // kFloat: as written; kString
+  bool has_double = false;
 };
 
 bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-simdjson::error_code ReadNumber(od::value v, Scalar* out) {
+simdjson::error_code ReadNumber(od::value v, Scalar* out, bool want_double) {
   std::string_view raw = v.raw_json_token();
   while (!raw.empty() && IsJsonSpace(raw.back())) raw.remove_suffix(1);
   // A fraction or exponent keeps its text: times are read from it exactly
   // (MicrosTextToNanos), and a double is made only where one is used.
   for (char c : raw) {
     if (c == '.' || c == 'e' || c == 'E') {
-      *out = Scalar{Scalar::Type::kFloat, 0, true, 0, AsAbsl(raw)};
+      *out = Scalar{Scalar::Type::kFloat, 0, true, 0, AsAbsl(raw), false};
+      out->has_double = want_double && v.get_double().get(out->d) == simdjson::SUCCESS;
       return simdjson::SUCCESS;
     }
   }
   int64_t i = 0;
   if (v.get_int64().get(i) == simdjson::SUCCESS) {
-    *out = Scalar{Scalar::Type::kInt, i, true, static_cast<double>(i), {}};
+    *out = Scalar{Scalar::Type::kInt, i, true, static_cast<double>(i), {}, false};
     return simdjson::SUCCESS;
   }
   uint64_t u = 0;
   if (v.get_uint64().get(u) == simdjson::SUCCESS) {
-    *out = Scalar{Scalar::Type::kInt, 0, false, static_cast<double>(u), {}};
+    *out = Scalar{Scalar::Type::kInt, 0, false, static_cast<double>(u), {}, false};
     return simdjson::SUCCESS;
   }
   // An integer past 64 bits is still a number.
   double d = 0;
   if (!absl::SimpleAtod(AsAbsl(raw), &d)) return simdjson::NUMBER_ERROR;
-  *out = Scalar{Scalar::Type::kFloat, 0, true, d, AsAbsl(raw)};
+  *out = Scalar{Scalar::Type::kFloat, 0, true, d, AsAbsl(raw), true};
   return simdjson::SUCCESS;
 }
 
 // A number's value as a double (NaN when a float's text is not one).
 double NumberValue(const Scalar& v) {
-  if (v.type != Scalar::Type::kFloat) return v.d;
+  if (v.type != Scalar::Type::kFloat || v.has_double) return v.d;
   double d = 0;
   return absl::SimpleAtod(v.text, &d) ? d : std::nan("");
 }
 
 // Reads `v` when it is a scalar; *is_scalar is false for an array or object
 // (left unread).
-simdjson::error_code ReadScalar(od::value v, Scalar* out, bool* is_scalar) {
+simdjson::error_code ReadScalar(od::value v, Scalar* out, bool* is_scalar,
+                                bool want_double = false) {
   od::json_type type;
   if (simdjson::error_code e = v.type().get(type); e != simdjson::SUCCESS) return e;
   *is_scalar = true;
   switch (type) {
     case od::json_type::string: {
       // In place when it has no escape (names rarely do); else unescaped.
-      od::raw_json_string raw;
-      if (simdjson::error_code e = v.get_raw_json_string().get(raw); e != simdjson::SUCCESS) {
+      // The token runs to the next structural character: the closing quote
+      // and any whitespace after it.
+      std::string_view token = v.raw_json_token();
+      while (!token.empty() && token.back() != '"') token.remove_suffix(1);
+      std::string_view text;
+      if (token.size() >= 2 && std::memchr(token.data() + 1, '\\', token.size() - 2) == nullptr) {
+        text = token.substr(1, token.size() - 2);
+      } else if (simdjson::error_code e = v.get_string().get(text); e != simdjson::SUCCESS) {
         return e;
       }
-      const char* p = raw.raw();  // after the opening quote; stage 1 saw it closed
-      size_t n = 0;
-      while (p[n] != '"' && p[n] != '\\') ++n;
-      std::string_view text(p, n);
-      if (p[n] != '"') {
-        if (simdjson::error_code e = v.get_string().get(text); e != simdjson::SUCCESS) return e;
-      }
-      *out = Scalar{Scalar::Type::kString, 0, true, 0, AsAbsl(text)};
+      *out = Scalar{Scalar::Type::kString, 0, true, 0, AsAbsl(text), false};
       return simdjson::SUCCESS;
     }
     case od::json_type::number:
-      return ReadNumber(v, out);
+      return ReadNumber(v, out, want_double);
     case od::json_type::boolean: {
       bool b = false;
       if (simdjson::error_code e = v.get_bool().get(b); e != simdjson::SUCCESS) return e;
-      *out = Scalar{Scalar::Type::kBool, b ? 1 : 0, true, 0, {}};
+      *out = Scalar{Scalar::Type::kBool, b ? 1 : 0, true, 0, {}, false};
       return simdjson::SUCCESS;
     }
     case od::json_type::null: {
@@ -339,7 +342,7 @@ class TraceVisitor : public TraceJsonVisitor {
   void OnDeviceScalar(std::string_view k, const Scalar& v, DeviceMemoryTotal* device);
   void EndEvent();
   void EndMemoryEvent(const PendingEvent& e);
-  uint32_t Intern(const std::string& name);
+  uint32_t Intern(absl::string_view name);
 
   TraceModel* model_;
   TopState top_;
@@ -466,10 +469,7 @@ simdjson::error_code TraceVisitor::OnDevices(od::array devices) {
 }
 
 simdjson::error_code TraceVisitor::OnEvent(od::object event) {
-  std::string name = std::move(event_.name);
   event_ = PendingEvent{};
-  event_.name = std::move(name);
-  event_.name.clear();
   host_.BeginEvent();
   for (auto member : event) {
     od::field field;
@@ -506,7 +506,9 @@ simdjson::error_code TraceVisitor::OnArgs(od::object args) {
     if (arg_key_ == ArgKey::kOther && !host_.WantsArg()) continue;
     Scalar v;
     bool scalar = false;
-    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+    GPUCTL_RETURN_IF_JSON_ERROR(
+        ReadScalar(field.value(), &v, &scalar,
+                   arg_key_ == ArgKey::kBlocksPerSm || arg_key_ == ArgKey::kWarpsPerSm));
     if (!scalar) {
       GPUCTL_RETURN_IF_JSON_ERROR(OnArgNested(field.value()));
       continue;
@@ -593,7 +595,7 @@ void TraceVisitor::OnEventScalar(EventKey key, const Scalar& v) {
       }
       break;
     case EventKey::kName:
-      if (v.type == Scalar::Type::kString) e.name.assign(v.text.data(), v.text.size());
+      if (v.type == Scalar::Type::kString) e.name = v.text;
       break;
     case EventKey::kPid:
       e.pid = AsInt(v).value_or(0);
@@ -623,7 +625,8 @@ void TraceVisitor::OnEventScalar(EventKey key, const Scalar& v) {
 
 void TraceVisitor::OnArgScalar(const Scalar& v) {
   if (arg_key_ == ArgKey::kOther) return;
-  std::optional<int64_t> i = AsInt(v);
+  const std::optional<int64_t> i =
+      v.type == Scalar::Type::kInt && v.fits ? std::optional<int64_t>(v.i) : AsInt(v);
   if (!i.has_value()) return;
   switch (arg_key_) {
     case ArgKey::kDevice:
@@ -769,14 +772,14 @@ uint32_t TraceVisitor::InternLaunch(const PendingEvent& e) {
   return it->second;
 }
 
-uint32_t TraceVisitor::Intern(const std::string& name) {
-  auto [it, inserted] = name_index_.try_emplace(name, static_cast<uint32_t>(model_->names.size()));
-  if (inserted) {
-    model_->names.push_back(name);
-    traits_.push_back(
-        NameTraits{ClassifyApiCall(name), IsCommunicationKernel(name), ParseCopyName(name)});
-  }
-  return it->second;
+uint32_t TraceVisitor::Intern(absl::string_view name) {
+  if (auto it = name_index_.find(name); it != name_index_.end()) return it->second;
+  const auto index = static_cast<uint32_t>(model_->names.size());
+  name_index_.emplace(name, index);
+  model_->names.emplace_back(name);
+  traits_.push_back(
+      NameTraits{ClassifyApiCall(name), IsCommunicationKernel(name), ParseCopyName(name)});
+  return index;
 }
 
 void TraceVisitor::EndEvent() {
@@ -786,7 +789,7 @@ void TraceVisitor::EndEvent() {
   if (e.ph == 'C' || e.ph == 'i' || e.ph == 'I') EndMemoryEvent(e);
   if (host_.EndEvent(
           e.ph, e.name, e.has_ts && !e.bad_time, e.ts_ns, e.dur_ns, e.pid, e.tid,
-          [this](absl::string_view s) { return Intern(std::string(s)); }, &model_->host,
+          [this](absl::string_view s) { return Intern(s); }, &model_->host,
           &info.skipped_events)) {
     return;
   }
