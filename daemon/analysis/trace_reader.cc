@@ -789,8 +789,7 @@ void TraceVisitor::EndEvent() {
   if (e.ph == 'C' || e.ph == 'i' || e.ph == 'I') EndMemoryEvent(e);
   if (host_.EndEvent(
           e.ph, e.name, e.has_ts && !e.bad_time, e.ts_ns, e.dur_ns, e.pid, e.tid,
-          [this](absl::string_view s) { return Intern(s); }, &model_->host,
-          &info.skipped_events)) {
+          [this](absl::string_view s) { return Intern(s); }, &model_->host, &info.skipped_events)) {
     return;
   }
   if (e.ph != 'X') return;  // metadata, instants, flows, counters
