@@ -124,6 +124,56 @@ absl::StatusOr<PerfRecord> ParseSample(FieldReader* reader, const SampleLayout& 
   return PerfRecord(std::move(sample));
 }
 
+// The sample_id_all trailer of a non-sample record: the last
+// kSampleIdBytes, after the record's variable part (`reader`'s rest).
+constexpr size_t kSampleIdBytes = 16;  // pid, tid, time
+
+bool ReadTrailingSampleId(FieldReader* reader, absl::Span<const uint8_t>* variable, SampleId* id) {
+  if (reader->remaining() < kSampleIdBytes) return false;
+  return reader->Take(reader->remaining() - kSampleIdBytes, variable) && ReadSampleId(reader, id);
+}
+
+absl::StatusOr<PerfRecord> ParseMmap2(FieldReader* reader) {
+  MmapRecord mmap;
+  uint64_t inode_generation = 0;
+  if (!reader->Read(&mmap.pid) || !reader->Read(&mmap.tid) || !reader->Read(&mmap.start) ||
+      !reader->Read(&mmap.length) || !reader->Read(&mmap.pgoff) || !reader->Read(&mmap.dev_major) ||
+      !reader->Read(&mmap.dev_minor) || !reader->Read(&mmap.inode) ||
+      !reader->Read(&inode_generation) || !reader->Read(&mmap.prot) || !reader->Read(&mmap.flags)) {
+    return absl::InvalidArgumentError("mmap record shorter than its fixed fields");
+  }
+  absl::Span<const uint8_t> name;
+  SampleId id;
+  if (!ReadTrailingSampleId(reader, &name, &id)) {
+    return absl::InvalidArgumentError("mmap record shorter than its sample id");
+  }
+  const auto* chars = reinterpret_cast<const char*>(name.data());  // NOLINT: bytes as text
+  const size_t length = strnlen(chars, name.size());
+  if (length == 0 || length > kMaxMmapPathBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mmap record's file name has ", length, " bytes"));
+  }
+  if (mmap.length == 0 || mmap.start + mmap.length < mmap.start) {
+    return absl::InvalidArgumentError("mmap record's range is empty or wraps around");
+  }
+  mmap.path.assign(chars, length);
+  mmap.time_ns = id.time_ns;
+  return PerfRecord(std::move(mmap));
+}
+
+absl::StatusOr<PerfRecord> ParseComm(FieldReader* reader, uint16_t misc) {
+  ExecRecord exec;
+  absl::Span<const uint8_t> comm;
+  SampleId id;
+  if (!reader->Read(&exec.pid) || !reader->Read(&exec.tid) ||
+      !ReadTrailingSampleId(reader, &comm, &id)) {
+    return absl::InvalidArgumentError("comm record shorter than its fields");
+  }
+  if ((misc & PERF_RECORD_MISC_COMM_EXEC) == 0) return PerfRecord(OtherRecord{PERF_RECORD_COMM});
+  exec.time_ns = id.time_ns;
+  return PerfRecord(exec);
+}
+
 }  // namespace
 
 absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record,
@@ -175,6 +225,10 @@ absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record,
       sw.preempted = sw.out && (header.misc & PERF_RECORD_MISC_SWITCH_OUT_PREEMPT) != 0;
       return PerfRecord(sw);
     }
+    case PERF_RECORD_MMAP2:
+      return ParseMmap2(&reader);
+    case PERF_RECORD_COMM:
+      return ParseComm(&reader, header.misc);
     case PERF_RECORD_LOST: {
       uint64_t id = 0;
       LostRecords lost;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -13,7 +14,8 @@
 namespace gpuctl::hostctx {
 
 // The records the sampler's perf events produce (sample_type
-// PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN, sample_id_all),
+// PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN, sample_id_all:
+// the non-sample records end with the thread ids and the time),
 // decoded from bytes the kernel wrote into a ring buffer that the traced
 // side cannot touch, yet checked field by field all the same: a record that
 // does not fit its own header's size is rejected, never read past.
@@ -117,6 +119,38 @@ struct CpuSwitch {
   bool preempted = false;  // switched out while still runnable
 };
 
+// An executable mapping made by a sampled thread (PERF_RECORD_MMAP2: the
+// sampler's events set mmap2, not mmap_data): what the process's maps
+// would show for it, kept so that its frames can be named after it exits.
+struct MmapRecord {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t time_ns = 0;
+  uint64_t start = 0;
+  uint64_t length = 0;
+  uint64_t pgoff = 0;  // the file offset mapped at `start`
+  uint32_t dev_major = 0;
+  uint32_t dev_minor = 0;
+  uint64_t inode = 0;
+  uint32_t prot = 0;
+  uint32_t flags = 0;
+  // The file's path in the process's mount namespace ("//anon" for
+  // anonymous executable memory, "[vdso]"), at most kMaxMmapPathBytes.
+  std::string path;
+};
+inline constexpr size_t kMaxMmapPathBytes = 4096;
+
+// A sampled thread called exec (PERF_RECORD_COMM with
+// PERF_RECORD_MISC_COMM_EXEC, the sampler's events setting comm and
+// comm_exec): the process's address space was replaced at `time_ns`; the
+// new program's mappings follow as MmapRecords. A plain rename is an
+// OtherRecord.
+struct ExecRecord {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t time_ns = 0;
+};
+
 struct LostRecords {
   uint64_t count = 0;
 };
@@ -126,7 +160,8 @@ struct OtherRecord {
   uint32_t type = 0;
 };
 
-using PerfRecord = std::variant<CpuSample, ContextSwitch, CpuSwitch, LostRecords, OtherRecord>;
+using PerfRecord = std::variant<CpuSample, ContextSwitch, CpuSwitch, MmapRecord, ExecRecord,
+                                LostRecords, OtherRecord>;
 
 // Decodes one whole record (its 8-byte header included), of an event whose
 // samples carry what `layout` says.

@@ -3,6 +3,7 @@
 #include <linux/perf_event.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -21,6 +22,13 @@ class RecordBytes {
   }
   RecordBytes& U64(uint64_t v) {
     Append(&v, 8);
+    return *this;
+  }
+  // `text` and its NUL, padded to 8 bytes as the kernel does.
+  RecordBytes& Text(const std::string& text) {
+    std::vector<uint8_t> padded((text.size() + 8) / 8 * 8, 0);
+    std::memcpy(padded.data(), text.data(), text.size());
+    Append(padded.data(), padded.size());
     return *this;
   }
   // With the header's size set to the real size plus `size_delta`.
@@ -206,9 +214,73 @@ TEST(ParseRecordTest, LostRecordsAreCounted) {
 }
 
 TEST(ParseRecordTest, OtherTypesAreSkipped) {
-  auto record = ParseRecord(RecordBytes(PERF_RECORD_MMAP2, 0).U64(1).Build());
+  auto record = ParseRecord(RecordBytes(PERF_RECORD_FORK, 0).U64(1).Build());
   ASSERT_TRUE(record.ok());
-  EXPECT_EQ(std::get<OtherRecord>(*record).type, static_cast<uint32_t>(PERF_RECORD_MMAP2));
+  EXPECT_EQ(std::get<OtherRecord>(*record).type, static_cast<uint32_t>(PERF_RECORD_FORK));
+}
+
+// PERF_RECORD_MMAP2 up to its file name: pid, tid, addr, len, pgoff,
+// maj, min, ino, ino_generation, prot, flags.
+RecordBytes Mmap2(const std::string& path) {
+  RecordBytes bytes(PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER);
+  bytes.U32Pair(10, 11).U64(0x7f0000001000).U64(0x2000).U64(0x1000).U32Pair(0xfd, 1).U64(4242);
+  bytes.U64(7).U32Pair(5, 2).Text(path);
+  return bytes;
+}
+
+TEST(ParseRecordTest, MmapRecordKeepsTheMappingAndItsTime) {
+  auto record = ParseRecord(Mmap2("/usr/lib/libc.so.6").U32Pair(10, 11).U64(99).Build());
+  ASSERT_TRUE(record.ok()) << record.status();
+  const auto& mmap = std::get<MmapRecord>(*record);
+  EXPECT_EQ(mmap.pid, 10u);
+  EXPECT_EQ(mmap.tid, 11u);
+  EXPECT_EQ(mmap.time_ns, 99u);
+  EXPECT_EQ(mmap.start, 0x7f0000001000u);
+  EXPECT_EQ(mmap.length, 0x2000u);
+  EXPECT_EQ(mmap.pgoff, 0x1000u);
+  EXPECT_EQ(mmap.dev_major, 0xfdu);
+  EXPECT_EQ(mmap.dev_minor, 1u);
+  EXPECT_EQ(mmap.inode, 4242u);
+  EXPECT_EQ(mmap.prot, 5u);
+  EXPECT_EQ(mmap.path, "/usr/lib/libc.so.6");
+}
+
+TEST(ParseRecordTest, RejectsMalformedMmapRecords) {
+  // No sample id after the name.
+  EXPECT_FALSE(ParseRecord(Mmap2("/a").Build()).ok());
+  // An empty name.
+  EXPECT_FALSE(ParseRecord(Mmap2("").U32Pair(10, 11).U64(99).Build()).ok());
+  // Cut inside the fixed fields.
+  EXPECT_FALSE(ParseRecord(RecordBytes(PERF_RECORD_MMAP2, 0).U32Pair(1, 1).U64(1).Build()).ok());
+  // An empty range.
+  RecordBytes empty(PERF_RECORD_MMAP2, 0);
+  empty.U32Pair(10, 11).U64(0x1000).U64(0).U64(0).U32Pair(1, 1).U64(1).U64(1).U32Pair(5, 2);
+  EXPECT_FALSE(ParseRecord(empty.Text("/a").U32Pair(10, 11).U64(99).Build()).ok());
+}
+
+TEST(ParseRecordTest, CommRecordOfAnExecIsAnExec) {
+  auto exec = ParseRecord(RecordBytes(PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC)
+                              .U32Pair(10, 10)
+                              .Text("python3")
+                              .U32Pair(10, 10)
+                              .U64(77)
+                              .Build());
+  ASSERT_TRUE(exec.ok()) << exec.status();
+  EXPECT_EQ(std::get<ExecRecord>(*exec).pid, 10u);
+  EXPECT_EQ(std::get<ExecRecord>(*exec).time_ns, 77u);
+  // A rename (prctl PR_SET_NAME) is not.
+  auto rename = ParseRecord(RecordBytes(PERF_RECORD_COMM, 0)
+                                .U32Pair(10, 12)
+                                .Text("worker")
+                                .U32Pair(10, 12)
+                                .U64(78)
+                                .Build());
+  ASSERT_TRUE(rename.ok()) << rename.status();
+  EXPECT_EQ(std::get<OtherRecord>(*rename).type, static_cast<uint32_t>(PERF_RECORD_COMM));
+  // Without its sample id.
+  EXPECT_FALSE(
+      ParseRecord(RecordBytes(PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC).U32Pair(10, 10).Build())
+          .ok());
 }
 
 TEST(ParseRecordTest, RejectsMalformedRecords) {
