@@ -98,7 +98,10 @@ void HostContextService::FinishOnLoop(uint64_t key, Done done) {
   symbolizer_.Run([proc_root = options_.recorder.sampler.proc_root, capture = std::move(capture),
                    samples = recording.samples, switches = recording.switches,
                    done = std::move(done)]() mutable {
-    Symbolizer symbolizer(proc_root);
+    // The images (and the roots they hold open) live as long as the
+    // symbolizer, not as long as the events.
+    Symbolizer symbolizer(proc_root, std::move(capture.images));
+    capture.images.clear();
     absl::flat_hash_map<pid_t, pid_t> own_tids = NamespaceThreadIds(proc_root, capture);
     auto events = std::make_shared<const WindowEvents>(std::move(capture), &symbolizer, samples,
                                                        switches, std::move(own_tids));

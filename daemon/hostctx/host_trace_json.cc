@@ -17,10 +17,11 @@ std::string AppendStack(std::string* stack, const CpuSample& sample, FrameSymbol
   std::string top;
   *stack += "[";
   const std::vector<uint64_t> chain = BestCallChain(sample, symbolizer);
+  const auto pid = static_cast<pid_t>(sample.pid);
+  const uint32_t space = symbolizer->AddressSpaceAt(pid, sample.time_ns);
   for (size_t i = 0; i < chain.size(); ++i) {
     const uint64_t ip = chain[i];
-    std::string label =
-        FrameLabel(symbolizer->Symbolize(static_cast<pid_t>(sample.pid), ip, i > 0), ip);
+    std::string label = FrameLabel(symbolizer->Symbolize(pid, space, ip, i > 0), ip);
     if (i > 0) *stack += ",";
     daemon::AppendJsonString(stack, label);
     if (i == 0) top = std::move(label);

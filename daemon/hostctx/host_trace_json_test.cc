@@ -15,7 +15,7 @@ using testing::SampleAt;
 
 class NamedFrames final : public FrameSymbolizer {
  public:
-  Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) override {
+  Frame Symbolize(pid_t pid, uint32_t space, uint64_t address, bool is_return_address) override {
     Frame frame;
     if (address == 0x1000) frame.function = "hot \"loop\"";
     if (address == 0x2000) {

@@ -1,7 +1,9 @@
 // libFuzzer entry point for what the host sampler and symbolizer read from
-// outside: ring-buffer bytes (drained and parsed as perf records) and perf
-// maps (a process's own file). The first byte picks which; the rest is the
-// input. Neither may read out of bounds, and what they accept must hold
+// outside: ring-buffer bytes (drained and parsed as perf records), perf
+// maps (a process's own file) and /proc/<pid>/maps text (its paths are the
+// process's to choose), replayed into a Symbolizer as a process's image.
+// The first byte picks which (0, 2: ring; 1: perf map; 3: maps); the rest is
+// the input. None may read out of bounds, and what they accept must hold
 // their contracts.
 #include <linux/perf_event.h>
 
@@ -9,12 +11,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "daemon/hostctx/perf_map.h"
 #include "daemon/hostctx/perf_record.h"
+#include "daemon/hostctx/process_image.h"
+#include "daemon/hostctx/symbolizer.h"
 
 namespace {
 
@@ -44,6 +51,13 @@ void CheckRecord(absl::Span<const uint8_t> record) {
         std::abort();
       }
       if (sample->user_stack.size() > record.size()) std::abort();
+    }
+    if (const auto* mmap = std::get_if<hostctx::MmapRecord>(&*parsed)) {
+      if (mmap->path.empty() || mmap->path.size() > hostctx::kMaxMmapPathBytes ||
+          mmap->path.find('\0') != std::string::npos || mmap->path.size() > record.size()) {
+        std::abort();
+      }
+      if (mmap->length == 0 || mmap->start + mmap->length < mmap->start) std::abort();
     }
   }
 }
@@ -78,11 +92,42 @@ void ParsePerfMap(const uint8_t* data, size_t size) {
   }
 }
 
+// The maps as a process's snapshot, then again after an exec with the
+// same lines as its new mappings: no file is opened (the image has no
+// root), the [vdso] and the mappings' places still name frames.
+void ReplayMaps(const uint8_t* data, size_t size) {
+  const absl::string_view text(reinterpret_cast<const char*>(data), size);  // NOLINT
+  std::vector<hostctx::Mapping> mappings = hostctx::ParseMaps(text);
+  for (const hostctx::Mapping& mapping : mappings) {
+    if (mapping.end <= mapping.start || mapping.path.empty()) std::abort();
+    if (mapping.path[0] != '/' && mapping.path != "[vdso]") std::abort();
+  }
+  hostctx::ProcessImage image;
+  image.changes.push_back({.time_ns = 10, .exec = false, .mappings = mappings});
+  image.changes.push_back({.time_ns = 20, .exec = true, .mappings = {}});
+  for (const hostctx::Mapping& mapping : mappings) {
+    image.changes.push_back({.time_ns = 30, .exec = false, .mappings = {mapping}});
+  }
+  absl::flat_hash_map<pid_t, hostctx::ProcessImage> images;
+  images.emplace(1, std::move(image));
+  hostctx::Symbolizer symbolizer("/nonexistent", std::move(images));
+  for (uint64_t time : {uint64_t{0}, uint64_t{25}}) {
+    const uint32_t space = symbolizer.AddressSpaceAt(1, time);
+    if (space != (time < 20 ? 0u : 1u)) std::abort();
+    for (const hostctx::Mapping& mapping : mappings) {
+      const hostctx::Frame frame = symbolizer.Symbolize(1, space, mapping.start, false);
+      if (!frame.function.empty() && frame.module.empty()) std::abort();
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  if (data[0] % 2 == 0) {
+  if (data[0] % 4 == 3) {
+    ReplayMaps(data + 1, size - 1);
+  } else if (data[0] % 2 == 0) {
     DrainAsRing(data + 1, size - 1);
   } else {
     ParsePerfMap(data + 1, size - 1);

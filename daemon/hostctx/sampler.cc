@@ -64,6 +64,14 @@ perf_event_attr SamplingAttr(const SamplerOptions& options) {
   attr.exclude_hv = 1;
   attr.exclude_callchain_kernel = 1;
   attr.context_switch = 1;
+  // The thread's executable mmaps (mmap2: with the file's device, inode
+  // and offset; mmap_data stays 0, so heap and data mappings write
+  // nothing) and its execs (comm_exec marks a comm record as one): a
+  // process's frames can then be named after it exits or exec's.
+  attr.mmap = 1;
+  attr.mmap2 = 1;
+  attr.comm = 1;
+  attr.comm_exec = 1;
   return attr;
 }
 
@@ -208,6 +216,8 @@ absl::Status HostSampler::Start(const std::vector<pid_t>& pids, const std::vecto
   cpu_wide_refused_ = false;
   stack_entries_ = 0;
   stack_copy_bytes_ = 0;
+  mappings_kept_ = 0;
+  roots_held_.clear();
   rings_.clear();
   opened_.clear();
   roots_ = pids;
@@ -270,6 +280,15 @@ void HostSampler::OpenThread(pid_t pid, pid_t tid) {
       const int switch_fd = options_.switch_stacks ? OpenSwitchStacks(tid, fd) : -1;
       rings_.push_back(std::make_unique<ThreadRing>(tid, fd, switch_fd, base, map_bytes));
       if (options_.cpu_wide_switches) WatchCpusOf(tid);
+      if (!capture_.images.contains(pid)) {
+        // After the event opened: a mapping made since is in its ring.
+        ProcessImage image = SnapshotProcess(options_.proc_root, pid, NowNs(clock_),
+                                             options_.max_mappings - mappings_kept_, &roots_held_);
+        for (const AddressSpaceChange& change : image.changes) {
+          mappings_kept_ += change.mappings.size();
+        }
+        capture_.images.emplace(pid, std::move(image));
+      }
       capture_.threads.push_back(SampledThread{
           pid, tid, NowNs(clock_),
           ReadComm(absl::StrCat(options_.proc_root, "/", pid, "/task/", tid, "/comm")),
@@ -419,9 +438,34 @@ void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
       return;
     }
     capture_.preemptions.push_back(*cpu_switch);
+  } else if (auto* mmap = std::get_if<MmapRecord>(&*parsed)) {
+    // Anonymous executable memory (a JIT's) has no file: perf maps name it.
+    if (mmap->path[0] != '/' && mmap->path != "[vdso]") return;
+    AddressSpaceChange change;
+    change.time_ns = mmap->time_ns;
+    change.mappings.push_back(Mapping{mmap->start, mmap->start + mmap->length, mmap->pgoff,
+                                      mmap->dev_major, mmap->dev_minor, mmap->inode,
+                                      std::move(mmap->path)});
+    AddImageChange(mmap->pid, std::move(change));
+  } else if (auto* exec = std::get_if<ExecRecord>(&*parsed)) {
+    AddressSpaceChange change;
+    change.time_ns = exec->time_ns;
+    change.exec = true;
+    AddImageChange(exec->pid, std::move(change));
   } else if (auto* lost = std::get_if<LostRecords>(&*parsed)) {
     capture_.lost_records += lost->count;
   }
+}
+
+void HostSampler::AddImageChange(uint32_t pid, AddressSpaceChange change) {
+  // An exec counts as a mapping: the bound is on the changes kept.
+  const size_t cost = std::max<size_t>(change.mappings.size(), 1);
+  if (mappings_kept_ + cost > options_.max_mappings) {
+    ++capture_.dropped_mappings;
+    return;
+  }
+  mappings_kept_ += cost;
+  capture_.images[static_cast<pid_t>(pid)].changes.push_back(std::move(change));
 }
 
 void HostSampler::Poll() {
@@ -445,6 +489,7 @@ HostCapture HostSampler::Stop() {
   cpu_rings_.clear();
   watched_cpus_.clear();
   opened_.clear();
+  roots_held_.clear();  // the images hold the roots they use
   running_ = false;
   HostCapture out = std::move(capture_);
   capture_ = HostCapture();

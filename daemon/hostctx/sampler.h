@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "daemon/common/clock.h"
 #include "daemon/hostctx/perf_record.h"
+#include "daemon/hostctx/process_image.h"
 
 namespace gpuctl::hostctx {
 
@@ -49,6 +50,10 @@ struct SamplerOptions {
   size_t max_samples = 200000;
   size_t max_stack_entries = 4000000;  // 32 MiB of return addresses
   size_t max_switches = 1000000;
+  // Mappings kept of the sampled processes' address spaces (their maps
+  // when first seen, then each executable mmap and exec), so that frames
+  // are named after a process exits or exec's (HostCapture::images).
+  size_t max_mappings = size_t{1} << 17;
   // Also record each thread's user call chain as it leaves the CPU: a
   // software context-switch event sampling every switch, writing into the
   // thread's ring, so an off-CPU interval names what the thread blocked in
@@ -108,6 +113,14 @@ struct HostCapture {
   absl::flat_hash_map<uint32_t, std::string> preemptor_names;
   size_t cpus_watched = 0;
   absl::Status cpu_wide_error;
+  // Each sampled process's root and address space over the window (its
+  // maps when its first thread was opened, then the executable mappings
+  // and execs its sampled threads made), for the Symbolizer: a compiler
+  // subprocess or a short DataLoader worker is gone by the time frames
+  // are named. Past max_mappings, mappings are counted in
+  // dropped_mappings instead.
+  absl::flat_hash_map<pid_t, ProcessImage> images;
+  uint64_t dropped_mappings = 0;
   // The processes given to Start; the others sampled are descendants.
   std::vector<pid_t> roots;
   // Threads that had events open (every thread of every process sampled).
@@ -133,7 +146,8 @@ struct HostCapture {
 
 // Samples the threads of a set of processes and of their descendants with
 // one perf event per thread: a software cpu-clock at `frequency_hz` with
-// user call chains (frame pointers), and the thread's context switches.
+// user call chains (frame pointers), the thread's context switches, its
+// executable mmaps and its execs (HostCapture::images).
 // Timestamps are CLOCK_REALTIME (use_clockid), the clock of GPU traces.
 //
 // Thread: not thread-safe; one owner calls Start, Rescan, Poll and Stop.
@@ -184,6 +198,8 @@ class HostSampler {
   void OpenCpuRing(int cpu);
   void NamePreemptors();
   void OnRecord(absl::Span<const uint8_t> record);
+  // Keeps a change of `pid`'s address space, within max_mappings.
+  void AddImageChange(uint32_t pid, AddressSpaceChange change);
 
   const SamplerOptions options_;
   Clock* const clock_;
@@ -197,6 +213,9 @@ class HostSampler {
   absl::flat_hash_set<pid_t> opened_;
   size_t stack_entries_ = 0;
   size_t stack_copy_bytes_ = 0;
+  size_t mappings_kept_ = 0;
+  // The sampled processes' root directories, one per distinct directory.
+  std::vector<std::shared_ptr<const UniqueFd>> roots_held_;
   HostCapture capture_;
 };
 

@@ -3,7 +3,9 @@
 #include <cxxabi.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <linux/openat2.h>
+#include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -13,20 +15,23 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <map>
+#include <optional>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "daemon/common/posix_file.h"
 #include "daemon/hostctx/perf_map.h"
-#include "daemon/hostctx/proc_tasks.h"
 
 namespace gpuctl::hostctx {
 
 // What libdwfl's find_elf callback gets of a process (a module's userdata).
 struct SymbolizerModuleContext {
   int root_fd = -1;
+  // The daemon's own vDSO image, which is the [vdso] of every 64-bit
+  // process on this kernel; empty when unknown.
+  std::vector<char>* vdso = nullptr;
 };
 
 // One unwinding: what elfutils' thread callbacks read (dwfl_attach_state's
@@ -38,8 +43,9 @@ struct UnwindInput {
 namespace {
 
 constexpr size_t kMaxPerfMapBytes = 64 << 20;
-constexpr size_t kMaxStatusBytes = 16 << 10;
 constexpr size_t kMaxCachedFrames = 1 << 16;
+constexpr size_t kMaxLiveMappings = 1 << 16;
+constexpr char kVdsoName[] = "[vdso]";
 
 // Opens `path` (absolute inside the process) beneath `root_fd` as if
 // `root_fd` were "/": symlinks in a container resolve inside it.
@@ -65,21 +71,6 @@ std::string ReadFd(int fd, size_t max_bytes) {
   return out;
 }
 
-// The process's pid in its own pid namespace (the last NSpid field), which
-// names its perf map.
-pid_t NamespacePid(const std::string& proc_root, pid_t pid) {
-  const std::string status =
-      ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/status"), kMaxStatusBytes);
-  for (absl::string_view line : absl::StrSplit(status, '\n')) {
-    if (!absl::ConsumePrefix(&line, "NSpid:")) continue;
-    const std::vector<absl::string_view> fields =
-        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
-    int value = 0;
-    if (!fields.empty() && absl::SimpleAtoi(fields.back(), &value) && value > 0) return value;
-  }
-  return pid;
-}
-
 // C++ names as written in the source; others as they are.
 std::string Demangle(const char* name) {
   if (name[0] != '_' || name[1] != 'Z') return name;
@@ -93,11 +84,14 @@ std::string Demangle(const char* name) {
 
 // libdwfl's find_elf: the module's file, opened inside the process's root.
 int FindElfInRoot(Dwfl_Module* /*mod*/, void** userdata, const char* modname, Dwarf_Addr /*base*/,
-                  char** file_name, Elf** /*elfp*/) {
+                  char** file_name, Elf** elfp) {
   const auto* context = static_cast<const SymbolizerModuleContext*>(*userdata);
-  if (context == nullptr || context->root_fd < 0 || modname == nullptr || modname[0] != '/') {
-    return -1;  // [vdso], [heap], anonymous: nothing to open
+  if (context == nullptr || modname == nullptr) return -1;
+  if (std::strcmp(modname, kVdsoName) == 0 && context->vdso != nullptr && !context->vdso->empty()) {
+    *elfp = elf_memory(context->vdso->data(), context->vdso->size());
+    return -1;
   }
+  if (context->root_fd < 0 || modname[0] != '/') return -1;
   const int fd = OpenInRoot(context->root_fd, modname);
   if (fd < 0) return -1;
   *file_name = strdup(modname);
@@ -180,6 +174,84 @@ int CollectFrame(Dwfl_Frame* frame, void* arg) {
   return pcs->size() < kMaxCallchainDepth ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
+// Of mappings in the order they were made, those no later one overlaps
+// (mmap replaces what it overlaps), sorted by address.
+std::vector<Mapping> LiveMappings(std::vector<Mapping> made) {
+  std::map<uint64_t, uint64_t> taken;  // start -> end of those kept
+  std::vector<Mapping> kept;
+  for (auto it = made.rbegin(); it != made.rend(); ++it) {
+    auto after = taken.lower_bound(it->end);
+    if (after != taken.begin() && std::prev(after)->second > it->start) continue;
+    taken.emplace(it->start, it->end);
+    kept.push_back(std::move(*it));
+  }
+  std::sort(kept.begin(), kept.end(),
+            [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
+  return kept;
+}
+
+bool SameFile(const Mapping& a, const Mapping& b) {
+  return a.inode == b.inode && a.dev_major == b.dev_major && a.dev_minor == b.dev_minor &&
+         a.path == b.path;
+}
+
+// Where the file's first loadable page is mapped (the start of the first
+// line of the file in /proc/<pid>/maps, as libdwfl expects a module's low
+// address), from `first`, its lowest mapping: that mapping's start when it
+// maps offset 0, else found through the ELF's program headers (an
+// executable mapping recorded alone, the file's read-only first segment
+// not being recorded). Unknown (nullopt) when the file cannot be read.
+std::optional<uint64_t> ModuleLowAddress(int root_fd, const Mapping& first) {
+  if (first.pgoff == 0) return first.start;
+  if (root_fd < 0) return std::nullopt;
+  UniqueFd fd(OpenInRoot(root_fd, first.path));
+  if (fd.get() < 0) return std::nullopt;
+  elf_version(EV_CURRENT);
+  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
+  if (elf == nullptr) return std::nullopt;
+  const uint64_t page_mask = ~(static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) - 1);
+  std::optional<uint64_t> first_page;
+  std::optional<uint64_t> bias;
+  size_t count = 0;
+  if (elf_getphdrnum(elf, &count) != 0) count = 0;
+  for (size_t i = 0; i < count; ++i) {
+    GElf_Phdr phdr;
+    if (gelf_getphdr(elf, static_cast<int>(i), &phdr) == nullptr || phdr.p_type != PT_LOAD) {
+      continue;
+    }
+    if (!first_page) first_page = phdr.p_vaddr & page_mask;
+    if (!bias && (phdr.p_offset & page_mask) <= first.pgoff &&
+        first.pgoff < phdr.p_offset + phdr.p_filesz) {
+      // The segment mapped there: its p_vaddr and p_offset agree modulo
+      // the page size.
+      bias = first.start - first.pgoff - (phdr.p_vaddr - phdr.p_offset);
+    }
+  }
+  elf_end(elf);
+  if (!first_page || !bias) return std::nullopt;
+  return *bias + *first_page;
+}
+
+// The daemon's own vDSO: the same image as every 64-bit process's on this
+// kernel (as perf also assumes), so that a process's [vdso] frames are
+// named after it exits.
+std::vector<char> OwnVdso() {
+  const uintptr_t base = getauxval(AT_SYSINFO_EHDR);
+  if (base == 0) return {};
+  std::string maps;
+  {
+    UniqueFd fd(open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return {};
+    maps = ReadFd(fd.get(), 1 << 20);
+  }
+  for (const Mapping& mapping : ParseMaps(maps)) {
+    if (mapping.path != kVdsoName || mapping.start != base) continue;
+    const auto* begin = reinterpret_cast<const char*>(base);  // NOLINT: the mapped image
+    return std::vector<char>(begin, begin + (mapping.end - mapping.start));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<uint64_t> SpliceCallChains(const std::vector<uint64_t>& unwound,
@@ -210,74 +282,141 @@ std::string FrameLabel(const Frame& frame, uint64_t address) {
   return absl::StrCat("0x", absl::Hex(address));
 }
 
+// One address space of a process (until or from an exec): its mappings,
+// reported to libdwfl at the first lookup.
+struct Symbolizer::Space {
+  Space() = default;
+  ~Space() {
+    if (dwfl != nullptr) dwfl_end(dwfl);
+  }
+  Space(const Space&) = delete;
+  Space& operator=(const Space&) = delete;
+
+  uint64_t start_ns = 0;
+  std::vector<Mapping> made;  // in the order made; LiveMappings at report
+  std::vector<Mapping> mappings;
+  bool reported = false;
+  Dwfl* dwfl = nullptr;
+  bool attached = false;
+  bool can_unwind = false;
+  absl::flat_hash_map<uint64_t, Frame> cache;
+};
+
 class Symbolizer::Process {
  public:
-  Process(const std::string& proc_root, pid_t pid) {
-    const std::string root = absl::StrCat(proc_root, "/", pid, "/root");
-    context_.root_fd = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    LoadModules(absl::StrCat(proc_root, "/", pid, "/maps"));
+  Process(ProcessImage image, std::vector<char>* vdso) : root_(std::move(image.root)) {
+    context_.root_fd = root_ != nullptr ? root_->get() : -1;
+    context_.vdso = vdso;
+    BuildSpaces(std::move(image.changes));
     if (context_.root_fd >= 0) {
-      const int fd = OpenInRoot(context_.root_fd,
-                                absl::StrCat("/tmp/perf-", NamespacePid(proc_root, pid), ".map"));
-      if (fd >= 0) {
-        perf_map_ = PerfMap::Parse(ReadFd(fd, kMaxPerfMapBytes));
-        close(fd);
-      }
+      UniqueFd fd(
+          OpenInRoot(context_.root_fd, absl::StrCat("/tmp/perf-", image.namespace_pid, ".map")));
+      if (fd.get() >= 0) perf_map_ = PerfMap::Parse(ReadFd(fd.get(), kMaxPerfMapBytes));
     }
-  }
-  ~Process() {
-    if (dwfl_ != nullptr) dwfl_end(dwfl_);
-    if (context_.root_fd >= 0) close(context_.root_fd);
   }
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
 
-  bool loaded() const { return dwfl_ != nullptr || perf_map_.size() > 0; }
+  bool loaded() const { return has_mappings_ || perf_map_.size() > 0; }
+
+  // The space that held at `time_ns`: the last one started by then.
+  uint32_t SpaceAt(uint64_t time_ns) const {
+    uint32_t index = 0;
+    while (index + 1 < spaces_.size() && spaces_[index + 1]->start_ns <= time_ns) ++index;
+    return index;
+  }
 
   std::vector<uint64_t> Unwind(pid_t pid, const CpuSample& sample) {
     std::vector<uint64_t> pcs;
-    if (dwfl_ == nullptr || sample.user_regs.size() != kUnwindRegsCount) return pcs;
-    if (!attached_) {
-      // Once per Dwfl: the machine comes from the first module's ELF.
-      attached_ = true;
-      can_unwind_ = dwfl_attach_state(dwfl_, nullptr, pid, &kThreadCallbacks, &unwind_input_);
+    Space* space = Reported(SpaceAt(sample.time_ns));
+    if (space == nullptr || space->dwfl == nullptr || sample.user_regs.size() != kUnwindRegsCount) {
+      return pcs;
     }
-    if (!can_unwind_) return pcs;
+    if (!space->attached) {
+      // Once per Dwfl: the machine comes from the first module's ELF.
+      space->attached = true;
+      space->can_unwind =
+          dwfl_attach_state(space->dwfl, nullptr, pid, &kThreadCallbacks, &unwind_input_);
+    }
+    if (!space->can_unwind) return pcs;
     unwind_input_.sample = &sample;
     // A chain that stops early (its state beyond the stack copy, a frame
     // with no CFI) still gives the frames found so far.
-    dwfl_getthread_frames(dwfl_, static_cast<pid_t>(sample.tid), CollectFrame, &pcs);
+    dwfl_getthread_frames(space->dwfl, static_cast<pid_t>(sample.tid), CollectFrame, &pcs);
     unwind_input_.sample = nullptr;
     return pcs;
   }
 
-  Frame Symbolize(uint64_t address) {
-    if (auto it = cache_.find(address); it != cache_.end()) return it->second;
-    Frame frame = Lookup(address);
-    if (cache_.size() < kMaxCachedFrames) cache_.emplace(address, frame);
+  Frame Symbolize(uint32_t space_index, uint64_t address) {
+    Space* space = Reported(space_index);
+    if (space == nullptr) return Lookup(nullptr, address);
+    if (auto it = space->cache.find(address); it != space->cache.end()) return it->second;
+    Frame frame = Lookup(space, address);
+    if (space->cache.size() < kMaxCachedFrames) space->cache.emplace(address, frame);
     return frame;
   }
 
  private:
-  void LoadModules(const std::string& maps_path) {
-    FILE* maps = fopen(maps_path.c_str(), "re");
-    if (maps == nullptr) return;
-    dwfl_ = dwfl_begin(&kCallbacks);
-    if (dwfl_ != nullptr) {
-      dwfl_report_begin(dwfl_);
-      const int failed = dwfl_linux_proc_maps_report(dwfl_, maps);
-      dwfl_report_end(dwfl_, nullptr, nullptr);
-      if (failed != 0) {
-        dwfl_end(dwfl_);
-        dwfl_ = nullptr;
-      } else {
-        dwfl_getmodules(dwfl_, AttachContext, &context_, 0);
+  // Replays the changes in time order: an exec starts a space; the first
+  // space starts at 0, so a sample before any change uses it.
+  void BuildSpaces(std::vector<AddressSpaceChange> changes) {
+    std::stable_sort(changes.begin(), changes.end(),
+                     [](const AddressSpaceChange& a, const AddressSpaceChange& b) {
+                       return a.time_ns < b.time_ns;
+                     });
+    spaces_.push_back(std::make_unique<Space>());
+    for (AddressSpaceChange& change : changes) {
+      if (change.exec) {
+        spaces_.push_back(std::make_unique<Space>());
+        spaces_.back()->start_ns = change.time_ns;
+      }
+      for (Mapping& mapping : change.mappings) {
+        has_mappings_ = true;
+        spaces_.back()->made.push_back(std::move(mapping));
       }
     }
-    fclose(maps);
   }
 
-  Frame Lookup(uint64_t address) {
+  Space* Reported(uint32_t index) {
+    if (index >= spaces_.size()) return nullptr;
+    Space* space = spaces_[index].get();
+    if (!space->reported) {
+      space->reported = true;
+      space->mappings = LiveMappings(std::move(space->made));
+      space->made = {};
+      space->dwfl = ReportModules(space->mappings);
+    }
+    return space;
+  }
+
+  // The modules of `mappings` (sorted, disjoint): each file's consecutive
+  // mappings are one module, as dwfl_linux_proc_maps_report groups them.
+  Dwfl* ReportModules(const std::vector<Mapping>& mappings) {
+    if (mappings.empty()) return nullptr;
+    Dwfl* dwfl = dwfl_begin(&kCallbacks);
+    if (dwfl == nullptr) return nullptr;
+    dwfl_report_begin(dwfl);
+    for (size_t i = 0; i < mappings.size();) {
+      const Mapping& first = mappings[i];
+      uint64_t high = first.end;
+      for (++i; i < mappings.size() && SameFile(mappings[i], first); ++i) high = mappings[i].end;
+      if (first.path == kVdsoName) {
+        // The daemon's image stands for it when the sizes agree.
+        if (context_.vdso != nullptr && high - first.start == context_.vdso->size()) {
+          dwfl_report_module(dwfl, kVdsoName, first.start, high);
+        }
+        continue;
+      }
+      std::optional<uint64_t> low = ModuleLowAddress(context_.root_fd, first);
+      // A module that overlaps one reported is refused; the rest stay.
+      if (low && *low < high) dwfl_report_module(dwfl, first.path.c_str(), *low, high);
+    }
+    dwfl_report_end(dwfl, nullptr, nullptr);
+    dwfl_getmodules(dwfl, AttachContext, &context_, 0);
+    return dwfl;
+  }
+
+  Frame Lookup(Space* space, uint64_t address) {
     Frame frame;
     // The perf map first: a JIT's code can lie inside the span libdwfl
     // gives a module (Node's code space sits between the segments of
@@ -288,7 +427,8 @@ class Symbolizer::Process {
       frame.offset = address - entry->start;
       return frame;
     }
-    Dwfl_Module* module = dwfl_ != nullptr ? dwfl_addrmodule(dwfl_, address) : nullptr;
+    if (space == nullptr) return frame;
+    Dwfl_Module* module = space->dwfl != nullptr ? dwfl_addrmodule(space->dwfl, address) : nullptr;
     if (module != nullptr) {
       Dwarf_Addr start = 0;
       const char* name =
@@ -305,35 +445,56 @@ class Symbolizer::Process {
       }
       return frame;
     }
+    // A mapping libdwfl has no module for (a [vdso] of another size, a
+    // file not reported) still names its frames' place.
+    auto after = std::upper_bound(space->mappings.begin(), space->mappings.end(), address,
+                                  [](uint64_t a, const Mapping& m) { return a < m.start; });
+    if (after != space->mappings.begin() && address < std::prev(after)->end) {
+      const Mapping& mapping = *std::prev(after);
+      frame.module = mapping.path;
+      frame.offset = address - mapping.start + (mapping.path == kVdsoName ? 0 : mapping.pgoff);
+    }
     return frame;
   }
 
+  std::shared_ptr<const UniqueFd> root_;
   SymbolizerModuleContext context_;
-  Dwfl* dwfl_ = nullptr;
-  bool attached_ = false;
-  bool can_unwind_ = false;
+  bool has_mappings_ = false;
+  std::vector<std::unique_ptr<Space>> spaces_;
   UnwindInput unwind_input_;
   PerfMap perf_map_;
-  absl::flat_hash_map<uint64_t, Frame> cache_;
 };
 
-Symbolizer::Symbolizer(std::string proc_root) : proc_root_(std::move(proc_root)) {}
+Symbolizer::Symbolizer(std::string proc_root, absl::flat_hash_map<pid_t, ProcessImage> images)
+    : proc_root_(std::move(proc_root)), images_(std::move(images)), vdso_(OwnVdso()) {}
 
 Symbolizer::~Symbolizer() = default;
 
 Symbolizer::Process* Symbolizer::ProcessFor(pid_t pid) {
-  auto [it, inserted] = processes_.try_emplace(pid);
-  if (inserted) it->second = std::make_unique<Process>(proc_root_, pid);
-  return it->second.get();
+  auto it = processes_.find(pid);
+  if (it != processes_.end()) return it->second.get();
+  ProcessImage image;
+  if (auto recorded = images_.find(pid); recorded != images_.end()) {
+    image = std::move(recorded->second);
+    images_.erase(recorded);
+  } else {
+    // Not recorded by a capture: read now, while it runs.
+    image = SnapshotProcess(proc_root_, pid, 0, kMaxLiveMappings, &live_roots_);
+  }
+  return processes_.emplace(pid, std::make_unique<Process>(std::move(image), &vdso_))
+      .first->second.get();
 }
 
 bool Symbolizer::LoadProcess(pid_t pid) { return ProcessFor(pid)->loaded(); }
 
-Frame Symbolizer::Symbolize(pid_t pid, uint64_t address, bool is_return_address) {
+uint32_t Symbolizer::AddressSpaceAt(pid_t pid, uint64_t time_ns) {
+  return ProcessFor(pid)->SpaceAt(time_ns);
+}
+
+Frame Symbolizer::Symbolize(pid_t pid, uint32_t space, uint64_t address, bool is_return_address) {
   // A return address points after the call: look up the call instruction.
   const uint64_t lookup = is_return_address && address > 0 ? address - 1 : address;
-  Frame frame = ProcessFor(pid)->Symbolize(lookup);
-  return frame;
+  return ProcessFor(pid)->Symbolize(space, lookup);
 }
 
 std::vector<uint64_t> Symbolizer::Unwind(const CpuSample& sample) {

@@ -9,14 +9,16 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/common/posix_file.h"
 #include "daemon/hostctx/perf_record.h"
+#include "daemon/hostctx/process_image.h"
 
 namespace gpuctl::hostctx {
 
 // One frame of a call chain, as far as it could be named.
 struct Frame {
   std::string function;  // empty when no symbol covers the address
-  std::string module;    // the mapped file's path in the process, or "[jit]"
+  std::string module;    // the mapped file's path in the process, "[vdso]" or "[jit]"
   uint64_t offset = 0;   // from the module's start (or the function's, when named)
 };
 
@@ -28,9 +30,14 @@ std::string FrameLabel(const Frame& frame, uint64_t address);
 class FrameSymbolizer {
  public:
   virtual ~FrameSymbolizer() = default;
-  // `address` is a sampled instruction pointer (the innermost frame) or a
-  // return address (the callers: the call itself sits just before it).
-  virtual Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) = 0;
+  // Which address space `pid` had at `time_ns` (a sample's time): they
+  // are numbered from 0, the next one starting at each exec the capture
+  // saw. 0 for a symbolizer that knows one per process.
+  virtual uint32_t AddressSpaceAt(pid_t pid, uint64_t time_ns) { return 0; }
+  // `address` of address space `space` of `pid` (AddressSpaceAt) is a
+  // sampled instruction pointer (the innermost frame) or a return address
+  // (the callers: the call itself sits just before it).
+  virtual Frame Symbolize(pid_t pid, uint32_t space, uint64_t address, bool is_return_address) = 0;
   // A sample's call chain unwound with DWARF call-frame information from
   // its user registers and stack copy (SamplerOptions::dwarf_unwind): the
   // instruction pointer, then return addresses, innermost first. Empty
@@ -56,25 +63,41 @@ std::vector<uint64_t> SpliceCallChains(const std::vector<uint64_t>& unwound,
 // maps, opened inside its own root (<proc_root>/<pid>/root, so a
 // container's files are the container's, and its symlinks cannot lead out),
 // and JIT frames from its perf map (/tmp/perf-<pid>.map in that root, the pid
-// as the process's own namespace knows it). A process's maps and perf map
-// are read at its first lookup (or LoadProcess) and kept: load a process
-// while it still runs. Results are cached per process.
+// as the process's own namespace knows it). Results are cached per address
+// space.
+//
+// A process's mappings come from its ProcessImage when the capture
+// recorded one (HostCapture::images): its maps when first sampled, then
+// the executable mappings and execs its threads made, with its root held
+// open, so a process that exited or exec'd during the window is named as
+// it was at each sample's time. A process without one is read from
+// <proc_root> at its first lookup (or LoadProcess): load it while it runs.
+// The [vdso] is named from the daemon's own (the same kernel's) image when
+// the sizes agree; else its frames read "[vdso]+0x...".
 //
 // Thread: not thread-safe.
 class Symbolizer final : public FrameSymbolizer {
  public:
-  explicit Symbolizer(std::string proc_root = "/proc");
+  explicit Symbolizer(std::string proc_root = "/proc",
+                      absl::flat_hash_map<pid_t, ProcessImage> images = {});
   ~Symbolizer() override;
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
 
-  // Reads the process's maps and perf map now. False when neither could be
-  // read (the process is gone, or its maps are not readable to the daemon).
+  // Reads the process's maps and perf map now (or takes its image). False
+  // when neither could be read (the process is gone, or its maps are not
+  // readable to the daemon).
   bool LoadProcess(pid_t pid);
 
-  Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) override;
+  uint32_t AddressSpaceAt(pid_t pid, uint64_t time_ns) override;
+  Frame Symbolize(pid_t pid, uint32_t space, uint64_t address, bool is_return_address) override;
+  // In the process's first address space (the only one of a process read
+  // from /proc).
+  Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) {
+    return Symbolize(pid, 0, address, is_return_address);
+  }
   // With elfutils' unwinder (dwfl_getthread_frames) over the modules of the
-  // process as loaded: memory reads are answered from the sample's stack
+  // process's address space at the sample's time: memory reads are answered from the sample's stack
   // copy only (nothing is read from the live process), so a frame whose
   // caller's state lies beyond the copy ends the chain. At most
   // kMaxCallchainDepth frames.
@@ -84,10 +107,14 @@ class Symbolizer final : public FrameSymbolizer {
   void DropProcess(pid_t pid);
 
  private:
+  struct Space;
   class Process;
   Process* ProcessFor(pid_t pid);
 
   const std::string proc_root_;
+  absl::flat_hash_map<pid_t, ProcessImage> images_;  // those not made Processes yet
+  std::vector<std::shared_ptr<const UniqueFd>> live_roots_;
+  std::vector<char> vdso_;  // before processes_: their modules read it
   absl::flat_hash_map<pid_t, std::unique_ptr<Process>> processes_;
 };
 

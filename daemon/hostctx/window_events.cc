@@ -20,14 +20,27 @@ namespace gpuctl::hostctx {
 // (so concurrent Writes are safe); an address not seen stays an address.
 class WindowEvents::Frames final : public FrameSymbolizer {
  public:
-  explicit Frames(const absl::flat_hash_map<FrameKey, Frame>* frames) : frames_(frames) {}
-  Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) override {
-    auto it = frames_->find(FrameKey{static_cast<uint32_t>(pid), address, is_return_address});
+  Frames(const absl::flat_hash_map<FrameKey, Frame>* frames, const SpaceStarts* spaces)
+      : frames_(frames), spaces_(spaces) {}
+  uint32_t AddressSpaceAt(pid_t pid, uint64_t time_ns) override {
+    auto it = spaces_->find(pid);
+    if (it == spaces_->end()) return 0;
+    // The last space whose first sample is not after `time_ns`.
+    auto after = std::upper_bound(it->second.begin(), it->second.end(), time_ns,
+                                  [](uint64_t time, const std::pair<uint64_t, uint32_t>& start) {
+                                    return time < start.first;
+                                  });
+    return after == it->second.begin() ? 0 : std::prev(after)->second;
+  }
+  Frame Symbolize(pid_t pid, uint32_t space, uint64_t address, bool is_return_address) override {
+    auto it =
+        frames_->find(FrameKey{static_cast<uint32_t>(pid), space, address, is_return_address});
     return it == frames_->end() ? Frame{} : it->second;
   }
 
  private:
   const absl::flat_hash_map<FrameKey, Frame>* frames_;
+  const SpaceStarts* spaces_;
 };
 
 WindowEvents::WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, bool samples,
@@ -37,6 +50,11 @@ WindowEvents::WindowEvents(HostCapture capture, FrameSymbolizer* symbolizer, boo
   if (!switches) capture_.switch_stacks.clear();
   for (CpuSample& sample : capture_.samples) AddFrames(sample, symbolizer);
   for (CpuSample& stack : capture_.switch_stacks) AddFrames(stack, symbolizer);
+  for (const auto& entry : space_samples_) {
+    spaces_[entry.first.first].emplace_back(entry.second, entry.first.second);
+  }
+  space_samples_.clear();
+  for (auto& entry : spaces_) std::sort(entry.second.begin(), entry.second.end());
   if (switches) off_cpu_ = OffCpuIntervals(capture_);
 }
 
@@ -53,11 +71,18 @@ void WindowEvents::AddFrames(CpuSample& sample, FrameSymbolizer* symbolizer) {
     sample.user_stack = {};
     sample.user_regs = {};
   }
+  const auto pid = static_cast<pid_t>(sample.pid);
+  const uint32_t space = symbolizer->AddressSpaceAt(pid, sample.time_ns);
+  if (space > 0) {
+    // The spaces follow each other in time: the earliest sample of each
+    // tells the spaces of the samples apart as well as its start would.
+    auto [first, inserted] = space_samples_.try_emplace(std::make_pair(pid, space), sample.time_ns);
+    if (!inserted) first->second = std::min(first->second, sample.time_ns);
+  }
   for (size_t i = 0; i < sample.ips.size(); ++i) {
-    const FrameKey key{sample.pid, sample.ips[i], i > 0};
+    const FrameKey key{sample.pid, space, sample.ips[i], i > 0};
     if (frames_.contains(key)) continue;
-    frames_.emplace(key,
-                    symbolizer->Symbolize(static_cast<pid_t>(sample.pid), sample.ips[i], i > 0));
+    frames_.emplace(key, symbolizer->Symbolize(pid, space, sample.ips[i], i > 0));
   }
 }
 
@@ -91,7 +116,7 @@ WindowEvents::Written WindowEvents::Write(int64_t base_time_ns, int64_t window_s
     for (CpuSample& sample : view.samples) sample.tid = own(sample.tid);
     for (OffCpuInterval& interval : intervals) interval.tid = own(interval.tid);
   }
-  Frames frames(&frames_);
+  Frames frames(&frames_, &spaces_);
   WriteHostContextEvents(view, intervals, &frames, static_cast<uint64_t>(base_time_ns), sink);
   return {.samples = view.samples.size(), .off_cpu_intervals = intervals.size()};
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -22,8 +23,9 @@ namespace gpuctl::hostctx {
 // thread; afterwards immutable and safe to use from any thread.
 class WindowEvents {
  public:
-  // Symbolizes every frame of `capture` with `symbolizer` now (the
-  // processes should still run: their maps are read at the first lookup),
+  // Symbolizes every frame of `capture` with `symbolizer` now (a Symbolizer
+  // given the capture's images names the frames of processes gone since;
+  // one without reads maps at the first lookup, while they run),
   // a sample with a stack copy unwound first (BestCallChain),
   // and computes the off-CPU intervals. `samples` / `switches` choose what
   // is written (activities cpu / sched).
@@ -67,15 +69,21 @@ class WindowEvents {
   uint64_t dwarf_unwound_ = 0;
   struct FrameKey {
     uint32_t pid;
+    uint32_t space;  // FrameSymbolizer::AddressSpaceAt
     uint64_t address;
     bool is_return_address;
     template <typename H>
     friend H AbslHashValue(H h, const FrameKey& k) {
-      return H::combine(std::move(h), k.pid, k.address, k.is_return_address);
+      return H::combine(std::move(h), k.pid, k.space, k.address, k.is_return_address);
     }
     bool operator==(const FrameKey&) const = default;
   };
   absl::flat_hash_map<FrameKey, Frame> frames_;
+  // Of processes that exec'd: the time of the first sample in each of
+  // their later address spaces, and its number, by time.
+  using SpaceStarts = absl::flat_hash_map<pid_t, std::vector<std::pair<uint64_t, uint32_t>>>;
+  SpaceStarts spaces_;
+  absl::flat_hash_map<std::pair<pid_t, uint32_t>, uint64_t> space_samples_;  // at construction
 };
 
 // The thread ids of the capture's roots (the traced processes) in their

@@ -21,7 +21,7 @@ using testing::SampleAt;
 // Names 0x1000 and counts its lookups: WindowEvents asks once per frame.
 class CountingFrames final : public FrameSymbolizer {
  public:
-  Frame Symbolize(pid_t pid, uint64_t address, bool is_return_address) override {
+  Frame Symbolize(pid_t pid, uint32_t space, uint64_t address, bool is_return_address) override {
     ++lookups;
     Frame frame;
     if (address == 0x1000) frame.function = is_return_address ? "caller" : "hot";
