@@ -285,6 +285,34 @@ TEST(DiagnosesTest, DataQualityComesFirstAndLowersConfidence) {
   EXPECT_EQ(Find(r, "other_idle")->recoverable_ns, 200 * kUs);
 }
 
+TEST(DiagnosesTest, ManifestNotesOfALateWindowAreDataQualityWithoutLoweringConfidence) {
+  TraceBuilder b;
+  b.Runtime("cudaLaunchKernel", 0, 5 * kUs, 1);
+  b.Kernel("conv", 10 * kUs, 100 * kUs, 1);
+  b.Runtime("cudaLaunchKernel", 300 * kUs, 5 * kUs, 2);
+  b.Kernel("conv", 310 * kUs, 100 * kUs, 2);
+  absl::StatusOr<TraceModel> model = ReadTraceBytes(b.Json(), "trace.json");
+  ASSERT_TRUE(model.ok()) << model.status();
+  const TraceReport before = AnalyzeModel(*model, {});
+  ASSERT_FALSE(before.findings.empty());
+  model->info.has_manifest = true;
+  model->info.late_start = true;
+  model->info.start_skew_ns = 1'500'000'000;
+  model->info.joined_late = true;
+  TraceReport r = AnalyzeModel(*model, {});
+  ASSERT_EQ(r.findings.size(), before.findings.size() + 2);
+  EXPECT_EQ(r.findings[0].id, "late_start");
+  EXPECT_EQ(r.findings[1].id, "joined_late");
+  EXPECT_TRUE(r.findings[0].data_quality);
+  EXPECT_EQ(Number(r.findings[0], "start_skew_ns"), 1'500'000'000);
+  EXPECT_THAT(r.findings[0].title, HasSubstr("1.50 s after the requested start"));
+  // The file's own records are whole: its other findings keep their confidence.
+  for (size_t i = 2; i < r.findings.size(); ++i) {
+    EXPECT_EQ(r.findings[i].id, before.findings[i - 2].id);
+    EXPECT_EQ(r.findings[i].low_confidence, before.findings[i - 2].low_confidence);
+  }
+}
+
 TEST(DiagnosesTest, SyncRecordsStandInForMissingRuntimeCalls) {
   TraceBuilder b;
   b.Kernel("conv", 0, 100 * kUs, 0);

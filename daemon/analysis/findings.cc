@@ -102,6 +102,24 @@ std::vector<Finding> DataQualityFindings(const TraceModel& model, const Breakdow
     f.numbers = {{"clipped_steps", D(clipped)}, {"steps", U(breakdown.steps.size())}};
     out.push_back(std::move(f));
   }
+  if (info.late_start) {
+    Finding f = DataQuality(model, "late_start");
+    f.low_confidence = false;
+    f.title = absl::StrCat("The window opened ", FormatNs(info.start_skew_ns),
+                           " after the requested start, later than the daemon allows");
+    f.advice =
+        "It ran its full duration from then: it covers a later interval than the other "
+        "ranks', so cross-rank comparisons (stragglers, arrival) are unreliable for it";
+    f.numbers = {{"start_skew_ns", D(info.start_skew_ns)}};
+    out.push_back(std::move(f));
+  }
+  if (info.joined_late) {
+    Finding f = DataQuality(model, "joined_late");
+    f.low_confidence = false;
+    f.title = "The process attached after the request and joined the trace late";
+    f.advice = "Its window is shorter than the other ranks': compare per-step numbers, not totals";
+    out.push_back(std::move(f));
+  }
   if (info.skipped_events > 0) {
     Finding f = DataQuality(model, "skipped_events");
     f.title = absl::StrCat(info.skipped_events, " of ", info.events,

@@ -138,6 +138,14 @@ struct TraceInfo {
   // Events read, and those skipped: no usable `ts`, a negative `dur`, or a
   // shape the reader does not know.
   uint64_t events = 0, skipped_events = 0;
+  // What the trace's manifest (docs/trace-format.md) says of this process's
+  // capture, when the file was read from a trace directory that has one
+  // (has_manifest; the reader leaves these unset): the window opened later
+  // than the request's start allowed (late_start, start_skew_ns after the
+  // start instant), or the process attached after the request and joined
+  // the trace (joined_late).
+  bool has_manifest = false, late_start = false, joined_late = false;
+  int64_t start_skew_ns = 0;
 };
 
 struct TraceModel {
