@@ -229,6 +229,15 @@ absl::StatusOr<PerfRecord> ParseRecord(absl::Span<const uint8_t> record,
       return ParseMmap2(&reader);
     case PERF_RECORD_COMM:
       return ParseComm(&reader, header.misc);
+    case PERF_RECORD_FORK: {
+      ForkRecord fork;
+      SampleId id;
+      if (!reader.Read(&fork.pid) || !reader.Read(&fork.ppid) || !reader.Read(&fork.tid) ||
+          !reader.Read(&fork.ptid) || !reader.Read(&fork.time_ns) || !ReadSampleId(&reader, &id)) {
+        return absl::InvalidArgumentError("fork record shorter than its fields");
+      }
+      return PerfRecord(fork);
+    }
     case PERF_RECORD_LOST: {
       uint64_t id = 0;
       LostRecords lost;

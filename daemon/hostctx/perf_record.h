@@ -151,6 +151,17 @@ struct ExecRecord {
   uint64_t time_ns = 0;
 };
 
+// A sampled thread created a thread or a process (PERF_RECORD_FORK, which
+// events with comm or mmap set carry): the sampler opens the new thread at
+// its next poll instead of waiting for a /proc rescan.
+struct ForkRecord {
+  uint32_t pid = 0;   // the new thread's process
+  uint32_t ppid = 0;  // the creating thread's process: pid for a new thread
+  uint32_t tid = 0;
+  uint32_t ptid = 0;
+  uint64_t time_ns = 0;
+};
+
 struct LostRecords {
   uint64_t count = 0;
 };
@@ -161,7 +172,7 @@ struct OtherRecord {
 };
 
 using PerfRecord = std::variant<CpuSample, ContextSwitch, CpuSwitch, MmapRecord, ExecRecord,
-                                LostRecords, OtherRecord>;
+                                ForkRecord, LostRecords, OtherRecord>;
 
 // Decodes one whole record (its 8-byte header included), of an event whose
 // samples carry what `layout` says.

@@ -214,9 +214,29 @@ TEST(ParseRecordTest, LostRecordsAreCounted) {
 }
 
 TEST(ParseRecordTest, OtherTypesAreSkipped) {
-  auto record = ParseRecord(RecordBytes(PERF_RECORD_FORK, 0).U64(1).Build());
+  auto record = ParseRecord(RecordBytes(PERF_RECORD_EXIT, 0).U64(1).Build());
   ASSERT_TRUE(record.ok());
-  EXPECT_EQ(std::get<OtherRecord>(*record).type, static_cast<uint32_t>(PERF_RECORD_FORK));
+  EXPECT_EQ(std::get<OtherRecord>(*record).type, static_cast<uint32_t>(PERF_RECORD_EXIT));
+}
+
+TEST(ParseRecordTest, ForkRecordNamesTheNewThreadAndItsCreator) {
+  auto record = ParseRecord(RecordBytes(PERF_RECORD_FORK, 0)
+                                .U32Pair(20, 10)
+                                .U32Pair(20, 11)
+                                .U64(55)
+                                .U32Pair(10, 11)
+                                .U64(55)
+                                .Build());
+  ASSERT_TRUE(record.ok()) << record.status();
+  const auto& fork = std::get<ForkRecord>(*record);
+  EXPECT_EQ(fork.pid, 20u);
+  EXPECT_EQ(fork.ppid, 10u);
+  EXPECT_EQ(fork.tid, 20u);
+  EXPECT_EQ(fork.ptid, 11u);
+  EXPECT_EQ(fork.time_ns, 55u);
+  EXPECT_FALSE(
+      ParseRecord(RecordBytes(PERF_RECORD_FORK, 0).U32Pair(20, 10).U32Pair(20, 11).U64(55).Build())
+          .ok());
 }
 
 // PERF_RECORD_MMAP2 up to its file name: pid, tid, addr, len, pgoff,

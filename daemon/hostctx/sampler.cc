@@ -217,6 +217,7 @@ absl::Status HostSampler::Start(const std::vector<pid_t>& pids, const std::vecto
   stack_entries_ = 0;
   stack_copy_bytes_ = 0;
   mappings_kept_ = 0;
+  forked_.clear();
   roots_held_.clear();
   rings_.clear();
   opened_.clear();
@@ -452,6 +453,10 @@ void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
     change.time_ns = exec->time_ns;
     change.exec = true;
     AddImageChange(exec->pid, std::move(change));
+  } else if (auto* fork = std::get_if<ForkRecord>(&*parsed)) {
+    if (!opened_.contains(static_cast<pid_t>(fork->tid))) {
+      forked_.emplace_back(static_cast<pid_t>(fork->pid), static_cast<pid_t>(fork->tid));
+    }
   } else if (auto* lost = std::get_if<LostRecords>(&*parsed)) {
     capture_.lost_records += lost->count;
   }
@@ -469,6 +474,26 @@ void HostSampler::AddImageChange(uint32_t pid, AddressSpaceChange change) {
 }
 
 void HostSampler::Poll() {
+  DrainRings();
+  // Rings opened here are drained at the next poll.
+  std::vector<std::pair<pid_t, pid_t>> forked = std::move(forked_);
+  forked_.clear();
+  for (const std::pair<pid_t, pid_t>& thread : forked) {
+    // A process recorded apart is never a new child of a sampled one, but
+    // a pid could be reused.
+    if (opened_.contains(thread.second) ||
+        std::find(apart_.begin(), apart_.end(), thread.first) != apart_.end()) {
+      continue;
+    }
+    if (opened_.size() >= options_.max_threads) {
+      ++capture_.threads_over_cap;
+      continue;
+    }
+    OpenThread(thread.first, thread.second);
+  }
+}
+
+void HostSampler::DrainRings() {
   RingDrainStats stats;
   for (auto& ring : rings_) {
     ring->Drain([this](absl::Span<const uint8_t> record) { OnRecord(record); }, &stats);
@@ -483,7 +508,8 @@ HostCapture HostSampler::Stop() {
   for (auto& ring : rings_) ring->Disable();
   for (auto& ring : cpu_rings_) ring->Disable();
   capture_.stop_ns = NowNs(clock_);
-  Poll();
+  DrainRings();
+  forked_.clear();
   NamePreemptors();
   rings_.clear();
   cpu_rings_.clear();

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -137,7 +138,8 @@ struct HostCapture {
   uint64_t corrupt_records = 0;
   // Threads that exited between being listed and being opened.
   size_t threads_gone = 0;
-  // Threads left out at max_threads (counted at each Rescan that meets them).
+  // Threads left out at max_threads (counted at each Rescan or fork that
+  // meets them).
   size_t threads_over_cap = 0;
   // Threads that could not be opened for another reason (the first 16).
   std::vector<ThreadError> errors;
@@ -175,7 +177,9 @@ class HostSampler {
   // last Rescan. Returns how many were added.
   size_t Rescan();
 
-  // Moves what the rings hold into the capture.
+  // Moves what the rings hold into the capture, then opens the threads
+  // and processes that sampled threads created since (their fork records),
+  // so that a worker is followed from its first poll, not the next Rescan.
   void Poll();
 
   // Stops every event, drains the rings and returns the capture; the
@@ -197,6 +201,7 @@ class HostSampler {
   void WatchCpusOf(pid_t tid);
   void OpenCpuRing(int cpu);
   void NamePreemptors();
+  void DrainRings();
   void OnRecord(absl::Span<const uint8_t> record);
   // Keeps a change of `pid`'s address space, within max_mappings.
   void AddImageChange(uint32_t pid, AddressSpaceChange change);
@@ -214,6 +219,8 @@ class HostSampler {
   size_t stack_entries_ = 0;
   size_t stack_copy_bytes_ = 0;
   size_t mappings_kept_ = 0;
+  // Threads created by sampled threads since the last poll (pid, tid).
+  std::vector<std::pair<pid_t, pid_t>> forked_;
   // The sampled processes' root directories, one per distinct directory.
   std::vector<std::shared_ptr<const UniqueFd>> roots_held_;
   HostCapture capture_;

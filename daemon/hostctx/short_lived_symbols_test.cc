@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -104,8 +105,9 @@ class Parent {
 };
 
 // The sampled capture of `parent` while its worker lives and a little
-// after; the worker is gone when it returns.
-HostCapture CaptureWorker(Parent* parent, pid_t* worker) {
+// after; the worker is gone when it returns. `rescan`: /proc is scanned
+// for it at once (else only its fork record finds it).
+HostCapture CaptureWorker(Parent* parent, pid_t* worker, bool rescan = true) {
   RealClock clock;
   SamplerOptions options;
   options.frequency_hz = 499;
@@ -115,8 +117,9 @@ HostCapture CaptureWorker(Parent* parent, pid_t* worker) {
   if (!started.ok()) return {};
   *worker = parent->ForkWorker();
   EXPECT_GT(*worker, 0);
-  // As the recorder's rescan timer would.
-  EXPECT_EQ(sampler.Rescan(), 1u);
+  if (rescan) {
+    EXPECT_EQ(sampler.Rescan(), 1u);
+  }
   EXPECT_TRUE(parent->PollUntilReaped(&sampler));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   sampler.Poll();
@@ -143,6 +146,22 @@ TEST(ShortLivedSymbolsTest, AWorkerThatExitedInsideTheWindowKeepsItsNames) {
   HostCapture capture = CaptureWorker(&parent, &worker);
   ASSERT_TRUE(capture.images.contains(worker));
   EXPECT_EQ(capture.dropped_mappings, 0u);
+  Symbolizer symbolizer("/proc", std::move(capture.images));
+  size_t in_leaf = 0;
+  const auto frames = TopFrames(capture, worker, &symbolizer);
+  for (const auto& frame : frames) in_leaf += frame.second == "GpuctlHostctxSpinLeaf";
+  ASSERT_GE(frames.size(), 20u);
+  EXPECT_GE(in_leaf * 2, frames.size()) << in_leaf << " of " << frames.size();
+}
+
+// A worker shorter than the recorder's rescan interval (1 s): its fork
+// record opens it at the next poll.
+TEST(ShortLivedSymbolsTest, AWorkerIsFollowedFromItsForkWithoutARescan) {
+  Parent parent([] { GpuctlHostctxSpinUntil(MonotonicNowNs() + kSpinNs); });
+  pid_t worker = 0;
+  HostCapture capture = CaptureWorker(&parent, &worker, /*rescan=*/false);
+  EXPECT_TRUE(std::any_of(capture.threads.begin(), capture.threads.end(),
+                          [&](const SampledThread& t) { return t.tid == worker; }));
   Symbolizer symbolizer("/proc", std::move(capture.images));
   size_t in_leaf = 0;
   const auto frames = TopFrames(capture, worker, &symbolizer);
