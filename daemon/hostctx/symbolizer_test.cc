@@ -1,5 +1,6 @@
 #include "daemon/hostctx/symbolizer.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -11,9 +12,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "daemon/hostctx/process_image.h"
 #include "daemon/hostctx/testing/spin_workload.h"
 #include "gtest/gtest.h"
 
@@ -146,6 +152,67 @@ TEST(SpliceCallChainsTest, RestoresTheFramesAFramePointerWalkSkipped) {
   EXPECT_EQ(SpliceCallChains({0xa, 0xb, 0xc, 0xd, 0xe}, {0xa, 0xc, 0x9}),
             (std::vector<uint64_t>{0xa, 0xb, 0xc, 0xd, 0xe}));
   EXPECT_EQ(SpliceCallChains({}, {0xa, 0xb}), (std::vector<uint64_t>{0xa, 0xb}));
+}
+
+// The lines of this process's maps whose range holds `address`.
+std::vector<Mapping> OwnMappingsAt(uintptr_t address) {
+  std::ifstream maps("/proc/self/maps");
+  std::vector<Mapping> out;
+  for (std::string line; std::getline(maps, line);) {
+    for (Mapping& mapping : ParseMaps(line)) {
+      if (mapping.start <= address && address < mapping.end) out.push_back(std::move(mapping));
+    }
+  }
+  return out;
+}
+
+// An image as a capture keeps it, for a process that is gone.
+absl::flat_hash_map<pid_t, ProcessImage> ImageOf(pid_t pid, std::vector<Mapping> mappings) {
+  ProcessImage image;
+  image.root = std::make_shared<const UniqueFd>(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  image.changes.push_back({.time_ns = 1, .exec = false, .mappings = std::move(mappings)});
+  absl::flat_hash_map<pid_t, ProcessImage> images;
+  images.emplace(pid, std::move(image));
+  return images;
+}
+
+// An executable mapping recorded alone (an mmap record: the file's first,
+// read-only segment is not recorded) names its functions: the module's
+// place comes from the ELF's program headers.
+TEST(SymbolizerTest, NamesFramesOfAnExecutableMappingRecordedAlone) {
+  const auto address = reinterpret_cast<uintptr_t>(&GpuctlHostctxSpinLeaf);  // NOLINT
+  std::vector<Mapping> text = OwnMappingsAt(address);
+  ASSERT_EQ(text.size(), 1u);
+  ASSERT_NE(text[0].pgoff, 0u);
+  Symbolizer symbolizer("/nonexistent", ImageOf(4243, text));
+  EXPECT_EQ(symbolizer.Symbolize(4243, 0, address + 4, false).function, "GpuctlHostctxSpinLeaf");
+}
+
+// The [vdso] of a process gone since is named from the daemon's own
+// image, wherever that process had it.
+TEST(SymbolizerTest, NamesVdsoFramesFromTheDaemonsOwnImage) {
+  void* vdso = dlopen("linux-vdso.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (vdso == nullptr) GTEST_SKIP() << "no vDSO";
+  const auto function = reinterpret_cast<uintptr_t>(dlsym(vdso, "__vdso_clock_gettime"));  // NOLINT
+  ASSERT_NE(function, 0u);
+  std::vector<Mapping> own = OwnMappingsAt(function);
+  ASSERT_EQ(own.size(), 1u);
+  ASSERT_EQ(own[0].path, "[vdso]");
+  const uint64_t elsewhere = 0x7f0000000000;
+  const uint64_t offset = function - own[0].start;
+  own[0].end = elsewhere + (own[0].end - own[0].start);
+  own[0].start = elsewhere;
+  Symbolizer symbolizer("/nonexistent", ImageOf(4244, own));
+  const Frame frame = symbolizer.Symbolize(4244, 0, elsewhere + offset, false);
+  EXPECT_EQ(frame.module, "[vdso]");
+  EXPECT_NE(frame.function.find("clock_gettime"), std::string::npos) << frame.function;
+
+  // Of another size (another ABI's vDSO): named by its place.
+  own[0].end += 0x1000;
+  Symbolizer other("/nonexistent", ImageOf(4245, own));
+  const Frame placed = other.Symbolize(4245, 0, elsewhere + offset, false);
+  EXPECT_EQ(FrameLabel(placed, elsewhere + offset), absl::StrCat("[vdso]+0x", absl::Hex(offset)));
+  dlclose(vdso);
 }
 
 }  // namespace
