@@ -77,6 +77,10 @@ DeviceMemory AnalyzeDeviceMemory(const TraceModel& model, const Breakdown& break
       d.peak_bytes = s.bytes;
       d.peak_ts_ns = s.ts_ns;
     }
+    if (s.reserved > d.peak_reserved_bytes) {
+      d.peak_reserved_bytes = s.reserved;
+      d.peak_reserved_ts_ns = s.ts_ns;
+    }
   }
   d.last_bytes = samples.back().bytes;
   MemoryAtStepBoundaries(samples, breakdown, &d);
@@ -89,6 +93,10 @@ std::string FormatMib(double bytes) { return absl::StrFormat("%.1f MiB", bytes /
 
 // What the numbers are, for the advice.
 const char* MemorySourceNote(const DeviceMemory& d) {
+  if (d.allocator && d.peak_reserved_bytes >= 0) {
+    return "PyTorch's caching allocator's: reserved is what it holds of the device, allocated "
+           "what live tensors use";
+  }
   return d.allocator ? "PyTorch's allocated bytes (its cache comes on top)"
                      : "CUDA allocations since the window began (with PyTorch's caching "
                        "allocator: memory it reserved, not live tensors)";
@@ -120,11 +128,17 @@ Finding MemoryGrowthFinding(const TraceModel& model, const DeviceMemory& d) {
 }
 
 Finding MemoryPeakFinding(const TraceModel& model, const DeviceMemory& d) {
-  const double pct = 100.0 * static_cast<double>(d.peak_bytes) / static_cast<double>(d.total_bytes);
+  const int64_t held = d.held_peak_bytes();
+  const double pct = 100.0 * static_cast<double>(held) / static_cast<double>(d.total_bytes);
   Finding f;
   f.id = "memory_peak";
-  f.title = absl::StrFormat("GPU %d memory peaked at %s, %.1f%% of its %s", d.device,
-                            FormatGib(static_cast<double>(d.peak_bytes)), pct,
+  const std::string what =
+      d.peak_reserved_bytes >= 0
+          ? absl::StrCat(FormatGib(static_cast<double>(d.peak_reserved_bytes)),
+                         " reserved by PyTorch (", FormatGib(static_cast<double>(d.peak_bytes)),
+                         " allocated)")
+          : FormatGib(static_cast<double>(d.peak_bytes));
+  f.title = absl::StrFormat("GPU %d memory peaked at %s, %.1f%% of its %s", d.device, what, pct,
                             FormatGib(static_cast<double>(d.total_bytes)));
   f.advice = absl::StrCat(
       "little headroom: a larger batch or fragmentation ends in out-of-memory; activation "
@@ -135,7 +149,10 @@ Finding MemoryPeakFinding(const TraceModel& model, const DeviceMemory& d) {
                {"peak_bytes", static_cast<double>(d.peak_bytes)},
                {"total_bytes", static_cast<double>(d.total_bytes)},
                {"peak_pct", pct}};
-  f.at = TimeSpan{d.peak_ts_ns, d.peak_ts_ns + 1};
+  if (d.peak_reserved_bytes >= 0) {
+    f.numbers.emplace_back("peak_reserved_bytes", static_cast<double>(d.peak_reserved_bytes));
+  }
+  f.at = TimeSpan{d.held_peak_ts_ns(), d.held_peak_ts_ns() + 1};
   f.trace = model.info.path;
   f.rank = model.info.rank;
   return f;
@@ -166,8 +183,8 @@ std::vector<Finding> DeviceMemoryFindings(const TraceModel& model, const DeviceM
   std::vector<Finding> out;
   for (const DeviceMemory& d : memory.devices) {
     if (d.growing) out.push_back(MemoryGrowthFinding(model, d));
-    if (d.total_bytes > 0 && d.peak_bytes > 0 &&
-        static_cast<double>(d.peak_bytes) >=
+    if (d.total_bytes > 0 && d.held_peak_bytes() > 0 &&
+        static_cast<double>(d.held_peak_bytes()) >=
             options.memory_peak_share * static_cast<double>(d.total_bytes)) {
       out.push_back(MemoryPeakFinding(model, d));
     }
@@ -178,18 +195,21 @@ std::vector<Finding> DeviceMemoryFindings(const TraceModel& model, const DeviceM
 nlohmann::json DeviceMemoryJson(const DeviceMemoryStats& memory) {
   nlohmann::json out = nlohmann::json::array();
   for (const DeviceMemory& d : memory.devices) {
-    out.push_back({{"device", d.device},
-                   {"source", d.allocator ? "allocator" : "cupti"},
-                   {"samples", d.samples},
-                   {"total_bytes", d.total_bytes},
-                   {"peak_bytes", d.peak_bytes},
-                   {"peak_ns", d.peak_ts_ns},
-                   {"last_bytes", d.last_bytes},
-                   {"step_numbers", d.step_numbers},
-                   {"step_bytes", d.step_bytes},
-                   {"growing", d.growing},
-                   {"growth_bytes_per_step", d.growth_bytes_per_step},
-                   {"steps_until_full", d.steps_until_full}});
+    out.push_back(
+        {{"device", d.device},
+         {"source", d.allocator ? "allocator" : "cupti"},
+         {"samples", d.samples},
+         {"total_bytes", d.total_bytes},
+         {"peak_bytes", d.peak_bytes},
+         {"peak_ns", d.peak_ts_ns},
+         {"peak_reserved_bytes", d.peak_reserved_bytes >= 0 ? nlohmann::json(d.peak_reserved_bytes)
+                                                            : nlohmann::json(nullptr)},
+         {"last_bytes", d.last_bytes},
+         {"step_numbers", d.step_numbers},
+         {"step_bytes", d.step_bytes},
+         {"growing", d.growing},
+         {"growth_bytes_per_step", d.growth_bytes_per_step},
+         {"steps_until_full", d.steps_until_full}});
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_ANALYSIS_DEVICE_MEMORY_H_
 #define GPUCTL_DAEMON_ANALYSIS_DEVICE_MEMORY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +29,16 @@ struct DeviceMemory {
   uint64_t total_bytes = 0;  // deviceProperties' totalGlobalMem; 0 unknown
   int64_t peak_bytes = 0;
   int64_t peak_ts_ns = 0;
+  // The allocator's peak "Total Reserved" (its cache: allocated bytes plus
+  // the freed blocks it keeps), what it holds of the device; -1 when its
+  // events do not carry it, and for gpuctl's counter.
+  int64_t peak_reserved_bytes = -1;
+  int64_t peak_reserved_ts_ns = 0;
+  // What memory_peak judges: the reserved peak when known, else peak_bytes.
+  int64_t held_peak_bytes() const { return std::max(peak_bytes, peak_reserved_bytes); }
+  int64_t held_peak_ts_ns() const {
+    return peak_reserved_bytes > peak_bytes ? peak_reserved_ts_ns : peak_ts_ns;
+  }
   int64_t last_bytes = 0;  // after the last sample
   // Allocated bytes at the first whole step's start, then at the end of
   // each whole step (step_numbers, in order); for the allocator, only the

@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "daemon/analysis/analyze.h"
+#include "daemon/analysis/report.h"
 #include "daemon/analysis/testing/trace_builder.h"
 #include "daemon/analysis/trace_reader.h"
 #include "gmock/gmock.h"
@@ -60,14 +62,17 @@ std::string Counter(int device, int64_t ts_ns, int64_t bytes) {
                       ts_ns % 100 / 10, ts_ns % 10, ", \"args\": {\"bytes\": ", bytes, "}}");
 }
 
-// PyTorch's profile_memory event as kineto writes it.
-std::string AllocatorEvent(int device_type, int64_t ts_ns, int64_t total_allocated, int64_t bytes) {
-  return absl::StrCat("{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": ",
-                      "\"[memory]\", \"pid\": 4242, \"tid\": 4243, \"ts\": ", ts_ns / 1000,
-                      ", \"args\": {\"Total Reserved\": ", total_allocated * 2,
-                      ", \"Total Allocated\": ", total_allocated, ", \"Bytes\": ", bytes,
-                      ", \"Addr\": 139637263040512, \"Device Type\": ", device_type,
-                      ", \"Device Id\": 0}}");
+// PyTorch's profile_memory event as kineto writes it; `total_reserved` -1
+// leaves "Total Reserved" out (older PyTorch).
+std::string AllocatorEvent(int device_type, int64_t ts_ns, int64_t total_allocated, int64_t bytes,
+                           int64_t total_reserved = -1) {
+  const std::string reserved =
+      total_reserved < 0 ? "" : absl::StrCat("\"Total Reserved\": ", total_reserved, ", ");
+  return absl::StrCat(
+      "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": ",
+      "\"[memory]\", \"pid\": 4242, \"tid\": 4243, \"ts\": ", ts_ns / 1000, ", \"args\": {",
+      reserved, "\"Total Allocated\": ", total_allocated, ", \"Bytes\": ", bytes,
+      ", \"Addr\": 139637263040512, \"Device Type\": ", device_type, ", \"Device Id\": 0}}");
 }
 
 // Four 100 ms steps, a kernel in each.
@@ -202,6 +207,64 @@ TEST(DeviceMemoryTest, PyTorchAllocatorEventsPeakNearTheDeviceSize) {
   EXPECT_EQ(
       MemFinding(AnalyzeMemoryJson(WithMemorySize(b.Json(), 80 * kGiB), higher), "memory_peak"),
       nullptr);
+}
+
+TEST(DeviceMemoryTest, TheAllocatorsReservedBytesAreWhatThePeakIsJudgedOn) {
+  // 60 GiB of tensors, but the cache holds 76 GiB of the 80 GiB device at
+  // its peak (freed blocks it keeps): the peak finding is about the 76.
+  TraceBuilder b = FourMemorySteps(false);
+  b.Raw(AllocatorEvent(1, 50 * kMs, 50 * kGiB, 50 * kGiB, 52 * kGiB));
+  b.Raw(AllocatorEvent(1, 120 * kMs, 60 * kGiB, 10 * kGiB, 76 * kGiB));
+  b.Raw(AllocatorEvent(1, 180 * kMs, 40 * kGiB, -20 * kGiB, 76 * kGiB));
+  b.Raw(AllocatorEvent(1, 220 * kMs, 45 * kGiB, 5 * kGiB, 70 * kGiB));
+  TraceReport r = AnalyzeMemoryJson(WithMemorySize(b.Json(), 80 * kGiB));
+  ASSERT_EQ(r.memory.devices.size(), 1u);
+  const DeviceMemory& d = r.memory.devices[0];
+  EXPECT_EQ(d.peak_bytes, 60 * kGiB);
+  EXPECT_EQ(d.peak_reserved_bytes, 76 * kGiB);
+  EXPECT_EQ(d.peak_reserved_ts_ns, 120 * kMs);
+  const Finding* peak = MemFinding(r, "memory_peak");
+  ASSERT_NE(peak, nullptr);
+  EXPECT_EQ(peak->title,
+            "GPU 0 memory peaked at 76.00 GiB reserved by PyTorch (60.00 GiB allocated), 95.0% of "
+            "its 80.00 GiB");
+  EXPECT_DOUBLE_EQ(MemNumber(*peak, "peak_reserved_bytes"), 76.0 * kGiB);
+  EXPECT_DOUBLE_EQ(MemNumber(*peak, "peak_pct"), 95.0);
+  EXPECT_THAT(peak->advice, ::testing::HasSubstr("reserved is what it holds of the device"));
+  EXPECT_EQ(DeviceMemoryJson(r.memory)[0]["peak_reserved_bytes"], 76 * kGiB);
+  // Allocated bytes alone (75 % of the device) would not have been a finding.
+  EXPECT_LT(static_cast<double>(d.peak_bytes), 0.9 * 80 * kGiB);
+}
+
+TEST(DeviceMemoryTest, TheHtmlReportChartsEachDevicesStepBoundaries) {
+  TraceBuilder b = FourMemorySteps(true);
+  b.Raw(Counter(0, 0, 0));
+  b.Raw(Counter(0, 150 * kMs, 2 * kGiB));
+  b.Raw(Counter(0, 250 * kMs, 3 * kGiB));
+  b.Raw(Counter(0, 350 * kMs, 4 * kGiB));
+  const TraceReport r = AnalyzeMemoryJson(WithMemorySize(b.Json(), 80 * kGiB));
+  const std::vector<TraceReport> reports = {r};
+  const std::string html = RenderHtml(reports, RankFindings(reports), {}, {});
+  EXPECT_THAT(html, ::testing::HasSubstr("<section id=\"memory\"><h2>Device memory</h2>"));
+  EXPECT_THAT(html, ::testing::HasSubstr("class=\"memory-chart\" data-device=\"0\" "
+                                         "data-points=\"5\""));
+  // One point per boundary with its bytes: step 1's start, then each end.
+  for (int64_t bytes : {int64_t{0}, 2 * kGiB, 3 * kGiB, 4 * kGiB}) {
+    EXPECT_TRUE(absl::StrContains(html, absl::StrCat("data-bytes=\"", bytes, "\"><title>")))
+        << bytes;
+  }
+  EXPECT_TRUE(absl::StrContains(html, "<title>end of step 1: 0.00 GiB</title>"));
+  EXPECT_THAT(html, ::testing::HasSubstr("<title>end of step 4: 4.00 GiB</title>"));
+  // Peak 4 GiB of 80 GiB; growth 1 GiB a step; full in 76 steps.
+  EXPECT_THAT(html, ::testing::HasSubstr("<td class=\"memory-share\">5.0%</td>"));
+  EXPECT_THAT(html, ::testing::HasSubstr("<td>1024.0 MiB</td><td>76 steps</td>"));
+  // The device's 80 GiB is far above 2x the highest point: no limit line.
+  EXPECT_THAT(html, ::testing::Not(::testing::HasSubstr("memory-limit\" x1")));
+
+  const TraceReport none = AnalyzeMemoryJson(FourMemorySteps(true).Json());
+  const std::vector<TraceReport> without = {none};
+  EXPECT_THAT(RenderHtml(without, RankFindings(without), {}, {}),
+              ::testing::Not(::testing::HasSubstr("id=\"memory\"")));
 }
 
 TEST(DeviceMemoryTest, NoSamplesNoDevices) {

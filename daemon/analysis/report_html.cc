@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ ol.findings > li { margin-bottom: 1.2em; }
 .low-confidence { color: #9a6700; font-weight: normal; }
 table.numbers { font-size: 0.9em; }
 .error { color: #cf222e; }
+.memory-line { fill: none; stroke: #3a9e5c; stroke-width: 2; }
+.memory-point { fill: #3a9e5c; }
+.memory-limit { stroke: #cf222e; stroke-dasharray: 4 3; }
+.memory-grid { stroke: #eaeef2; }
 </style>
 </head>
 )";
@@ -68,6 +73,111 @@ std::string ShareOf(int64_t part, int64_t whole) {
 // A table cell with the raw value for scripts and tests, and a readable one.
 std::string NsCell(int64_t ns) {
   return absl::StrCat("<td data-ns=\"", ns, "\">", FormatNs(ns), "</td>");
+}
+
+std::string GibCell(int64_t bytes) {
+  return absl::StrFormat("<td data-bytes=\"%d\">%.2f GiB</td>", bytes,
+                         static_cast<double>(bytes) / static_cast<double>(int64_t{1} << 30));
+}
+
+// One device's allocated bytes at its step boundaries as a line, with the
+// device's size as a dashed line when it is within twice the highest point.
+void AppendMemoryChart(std::string* out, const DeviceMemory& d) {
+  constexpr int kWidth = 640, kHeight = 150, kLeft = 72, kRight = 12, kTop = 10, kBottom = 24;
+  const std::vector<int64_t>& b = d.step_bytes;
+  int64_t top = std::max<int64_t>(1, *std::max_element(b.begin(), b.end()));
+  const bool show_limit = d.total_bytes > 0 && static_cast<double>(d.total_bytes) <= 2.0 * top;
+  if (show_limit) top = std::max(top, static_cast<int64_t>(d.total_bytes));
+  const double scale = static_cast<double>(top) * 1.05;
+  const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
+  auto x = [&](size_t i) {
+    return kLeft + (b.size() == 1
+                        ? 0.0
+                        : plot_w * static_cast<double>(i) / static_cast<double>(b.size() - 1));
+  };
+  auto y = [&](int64_t v) { return kTop + plot_h * (1.0 - static_cast<double>(v) / scale); };
+  absl::StrAppendFormat(out,
+                        "<svg class=\"memory-chart\" data-device=\"%d\" data-points=\"%d\" "
+                        "width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">\n",
+                        d.device, b.size(), kWidth, kHeight, kWidth, kHeight);
+  const bool gib = top >= int64_t{1} << 30;
+  for (double frac : {0.0, 0.5, 1.0}) {
+    const auto v = static_cast<int64_t>(frac * static_cast<double>(top));
+    absl::StrAppendFormat(
+        out,
+        "<line class=\"memory-grid\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\"/><text "
+        "x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.1f %s</text>\n",
+        kLeft, kWidth - kRight, y(v), y(v), kLeft - 6, y(v) + 4,
+        static_cast<double>(v) / static_cast<double>(int64_t{1} << (gib ? 30 : 20)),
+        gib ? "GiB" : "MiB");
+  }
+  if (show_limit) {
+    const auto total = static_cast<int64_t>(d.total_bytes);
+    absl::StrAppendFormat(out,
+                          "<line class=\"memory-limit\" x1=\"%d\" x2=\"%d\" y1=\"%.1f\" "
+                          "y2=\"%.1f\"><title>the device's memory</title></line>\n",
+                          kLeft, kWidth - kRight, y(total), y(total));
+  }
+  std::string points;
+  for (size_t i = 0; i < b.size(); ++i) {
+    absl::StrAppendFormat(&points, "%s%.1f,%.1f", i == 0 ? "" : " ", x(i), y(b[i]));
+  }
+  absl::StrAppend(out, "<polyline class=\"memory-line\" points=\"", points, "\"/>\n");
+  for (size_t i = 0; i < b.size(); ++i) {
+    const std::string when = i == 0 ? absl::StrCat("start of step ", d.step_numbers.front())
+                                    : absl::StrCat("end of step ", d.step_numbers[i - 1]);
+    absl::StrAppendFormat(out,
+                          "<circle class=\"memory-point\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" "
+                          "data-bytes=\"%d\"><title>%s: %.2f GiB</title></circle>\n",
+                          x(i), y(b[i]), b[i], when,
+                          static_cast<double>(b[i]) / static_cast<double>(int64_t{1} << 30));
+  }
+  absl::StrAppendFormat(out,
+                        "<text x=\"%d\" y=\"%d\">step %d start</text><text x=\"%d\" y=\"%d\" "
+                        "text-anchor=\"end\">step %d end</text>\n</svg>\n",
+                        kLeft, kHeight - 6, d.step_numbers.front(), kWidth - kRight, kHeight - 6,
+                        d.step_numbers.back());
+}
+
+// Diagnosis 10's numbers per trace and device, and each device's bytes at
+// its step boundaries as a chart.
+void AppendHtmlDeviceMemory(std::string* out, const std::vector<TraceReport>& reports) {
+  auto has_memory = [](const TraceReport& r) { return !r.memory.devices.empty(); };
+  if (std::none_of(reports.begin(), reports.end(), has_memory)) return;
+  absl::StrAppend(out,
+                  "<section id=\"memory\"><h2>Device memory</h2>\n<p class=\"note\">Allocated "
+                  "bytes at the first whole step's start and at each step's end: PyTorch's "
+                  "caching allocator's view when the trace has it (its reserved bytes, what it "
+                  "holds of the device, beside), else gpuctl's count of CUDA allocations since "
+                  "the window began (a lower bound; with the caching allocator, its reserved "
+                  "memory rather than live tensors).</p>\n");
+  for (const TraceReport& r : reports) {
+    if (!has_memory(r)) continue;
+    absl::StrAppend(out, "<h3>", Escape(html::TraceLabel(r)),
+                    "</h3>\n<table class=\"memory-devices\" data-rank=\"", r.info.rank,
+                    "\" data-file=\"", Escape(r.info.path),
+                    "\"><thead><tr><th>GPU</th><th class=\"name\">source</th><th>peak</th>"
+                    "<th>reserved peak</th><th>device</th><th>of the device</th>"
+                    "<th>growth per step</th><th>full in</th></tr></thead><tbody>\n");
+    for (const DeviceMemory& d : r.memory.devices) {
+      const int64_t held = d.held_peak_bytes();
+      absl::StrAppend(
+          out, "<tr><td>", d.device, "</td><td class=\"name\">",
+          d.allocator ? "PyTorch allocator" : "CUDA allocations", "</td>", GibCell(d.peak_bytes),
+          d.peak_reserved_bytes >= 0 ? GibCell(d.peak_reserved_bytes) : "<td>-</td>",
+          d.total_bytes > 0 ? GibCell(static_cast<int64_t>(d.total_bytes)) : "<td>-</td>",
+          "<td class=\"memory-share\">",
+          d.total_bytes > 0 ? ShareOf(held, static_cast<int64_t>(d.total_bytes)) : "-", "</td><td>",
+          d.growing ? absl::StrFormat("%.1f MiB", d.growth_bytes_per_step / (1 << 20)) : "-",
+          "</td><td>", d.steps_until_full >= 0 ? absl::StrCat(d.steps_until_full, " steps") : "-",
+          "</td></tr>\n");
+    }
+    absl::StrAppend(out, "</tbody></table>\n");
+    for (const DeviceMemory& d : r.memory.devices) {
+      if (d.step_bytes.size() >= 2) AppendMemoryChart(out, d);
+    }
+  }
+  absl::StrAppend(out, "</section>\n");
 }
 
 std::string TraceAttrs(const TraceReport& r) {
@@ -300,6 +410,7 @@ std::string RenderHtml(const std::vector<TraceReport>& reports,
   for (const TraceReport& r : reports) AppendHtmlTopTables(&out, r);
   absl::StrAppend(&out, "</section>\n");
   AppendHtmlOccupancy(&out, reports);
+  AppendHtmlDeviceMemory(&out, reports);
   AppendHtmlFindings(&out, reports, findings);
   AppendHtmlErrorsAndOptions(&out, errors, options);
   absl::StrAppend(&out, "</body>\n</html>\n");

@@ -103,6 +103,9 @@ struct MemorySample {
   int64_t bytes = 0;
   int32_t device = 0;
   bool allocator = false;  // PyTorch's caching allocator's view
+  // The allocator's "Total Reserved": what its cache holds of the device
+  // (allocated bytes plus cached free blocks); -1 when not written.
+  int64_t reserved = -1;
 };
 
 // A device's memory size (deviceProperties' totalGlobalMem).

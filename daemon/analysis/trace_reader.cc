@@ -93,6 +93,7 @@ struct PendingEvent {
   // "[memory]" args.
   bool has_signed_bytes = false, has_total_allocated = false, has_memory_device = false;
   int64_t signed_bytes = 0, total_allocated = 0, memory_device = 0, device_type = -1;
+  int64_t total_reserved = -1;  // kineto's "Total Reserved"; -1 absent
   // A kernel's launch args; grid and block as the products of their arrays.
   bool has_launch = false, has_grid = false, has_block = false;
   uint64_t grid = 1, block = 1;
@@ -110,6 +111,7 @@ enum class ArgKey : uint8_t {
   kBytes,
   kGraphId,
   kTotalAllocated,
+  kTotalReserved,
   kDeviceId,
   kDeviceType,
   kBlocksPerSm,
@@ -182,6 +184,9 @@ ArgKey ClassifyArgKey(std::string_view k) {
     case 13:
       if (Is(k, "blocks per SM")) return ArgKey::kBlocksPerSm;
       if (Is(k, "shared memory")) return ArgKey::kSharedMemory;
+      break;
+    case 14:
+      if (Is(k, "Total Reserved")) return ArgKey::kTotalReserved;
       break;
     case 15:
       if (Is(k, "Total Allocated")) return ArgKey::kTotalAllocated;
@@ -653,6 +658,9 @@ void TraceVisitor::OnArgScalar(const Scalar& v) {
       event_.has_total_allocated = true;
       event_.total_allocated = *i;
       break;
+    case ArgKey::kTotalReserved:
+      event_.total_reserved = *i >= 0 ? *i : -1;
+      break;
     case ArgKey::kDeviceId:
       event_.has_memory_device = true;
       event_.memory_device = *i;
@@ -874,10 +882,11 @@ void TraceVisitor::EndEvent() {
 void TraceVisitor::EndMemoryEvent(const PendingEvent& e) {
   MemorySample sample;
   if (e.ph == 'C' && e.category == Category::kGpuMemory && e.has_signed_bytes) {
-    sample = MemorySample{e.ts_ns, e.signed_bytes, static_cast<int32_t>(e.pid), false};
+    sample = MemorySample{e.ts_ns, e.signed_bytes, static_cast<int32_t>(e.pid), false, -1};
   } else if (e.ph != 'C' && e.category == Category::kCpuInstant && e.name == "[memory]" &&
              e.device_type == 1 && e.has_total_allocated && e.has_memory_device) {
-    sample = MemorySample{e.ts_ns, e.total_allocated, static_cast<int32_t>(e.memory_device), true};
+    sample = MemorySample{e.ts_ns, e.total_allocated, static_cast<int32_t>(e.memory_device), true,
+                          e.total_reserved};
   } else {
     return;
   }

@@ -65,6 +65,12 @@ def write_trace(path, rank, pid, events):
         json.dump(doc, out)
 
 
+def memory_counter(start, bytes_):
+    """gpuctl's device memory counter sample (GPU 0), as the converter writes it."""
+    return {"ph": "C", "cat": "gpu_memory", "name": "Device memory allocated (GPU 0)", "pid": 0,
+            "tid": 0, "ts": float(us_text(start)), "args": {"bytes": bytes_}}
+
+
 def union_ns(intervals):
     total, end = 0, None
     for a, b in sorted(intervals):
@@ -80,9 +86,13 @@ def union_ns(intervals):
 # rank 0: the hostile kernel [10, 110) µs; the host is in the hostile range
 # until 290 µs and launches "conv" at 300 µs, which runs [310, 410): a 200 µs
 # host-bound gap. cudaDeviceSynchronize holds the host [600, 660). Steps:
-# [0, 420) and [420, window end) (cut by the window).
+# [0, 420) and [420, window end) (cut by the window). GPU 0's allocated
+# memory: 0 at 0, 64 MiB at 100 µs, 96 MiB at 400 µs (so 96 MiB at step 1's
+# end).
 RANK0_KERNELS = [(10 * US, 110 * US), (310 * US, 410 * US)]
 RANK0_SYNC = (600 * US, 660 * US)
+MIB = 1 << 20
+RANK0_MEMORY = [(0, 0), (100 * US, 64 * MIB), (400 * US, 96 * MIB)]
 # rank 1: ten 50 µs "gemm" kernels back to back from 100 µs, each launched
 # 40 µs ahead; a 1 MB pinned HtoD copy [700, 800) on another stream.
 RANK1_KERNELS = [(100 * US + i * 50 * US, 150 * US + i * 50 * US) for i in range(10)]
@@ -101,6 +111,7 @@ def make_traces(root):
              complete("user_annotation", "ProfilerStep#1", pid0, pid0 + 1, 0, 420 * US, {}),
              complete("user_annotation", "ProfilerStep#2", pid0, pid0 + 1, 420 * US,
                       WINDOW_NS - 420 * US, {})]
+    rank0 += [memory_counter(ts, b) for ts, b in RANK0_MEMORY]
     rank1 = []
     for i, (a, b) in enumerate(RANK1_KERNELS):
         rank1 += [runtime("cudaLaunchKernel", a - 40 * US, 5 * US, 10 + i, pid1),
@@ -221,6 +232,20 @@ def test_html_report_renders_the_numbers_offline_in_chromium(build_dir, workdir)
         assert sync.find_element(By.CSS_SELECTOR, "td.name").text == "cudaDeviceSynchronize"
         assert int(sync.find_element(By.CSS_SELECTOR, "td[data-ns]").get_attribute(
             "data-ns")) == RANK0_SYNC[1] - RANK0_SYNC[0]
+
+        # Device memory: rank 0's peak, and its step boundaries drawn as a line.
+        memory = driver.find_element(By.CSS_SELECTOR, "table.memory-devices[data-rank='0'] tbody tr")
+        peak = memory.find_elements(By.CSS_SELECTOR, "td[data-bytes]")[0]
+        assert int(peak.get_attribute("data-bytes")) == 96 * MIB
+        assert peak.text == "0.09 GiB"
+        assert driver.find_elements(By.CSS_SELECTOR, "table.memory-devices[data-rank='1']") == []
+        chart = driver.find_element(By.CSS_SELECTOR, "svg.memory-chart[data-device='0']")
+        points = chart.find_elements(By.CSS_SELECTOR, "circle.memory-point")
+        assert [int(p.get_attribute("data-bytes")) for p in points] == [0, 96 * MIB]
+        line = chart.find_element(By.CSS_SELECTOR, "polyline.memory-line")
+        box = driver.execute_script("const b = arguments[0].getBBox(); return [b.width, b.height];",
+                                    line)
+        assert box[0] > 100 and box[1] > 50, box  # drawn across the chart, rising
 
         # Findings, ranked, with their numbers and where to look.
         findings = driver.find_elements(By.CSS_SELECTOR, "ol.findings > li.finding")
