@@ -234,7 +234,8 @@ def test_html_report_renders_the_numbers_offline_in_chromium(build_dir, workdir)
             "data-ns")) == RANK0_SYNC[1] - RANK0_SYNC[0]
 
         # Device memory: rank 0's peak, and its step boundaries drawn as a line.
-        memory = driver.find_element(By.CSS_SELECTOR, "table.memory-devices[data-rank='0'] tbody tr")
+        memory = driver.find_element(By.CSS_SELECTOR,
+                                     "table.memory-devices[data-rank='0'] tbody tr")
         peak = memory.find_elements(By.CSS_SELECTOR, "td[data-bytes]")[0]
         assert int(peak.get_attribute("data-bytes")) == 96 * MIB
         assert peak.text == "0.09 GiB"
