@@ -34,6 +34,7 @@ struct TraceInput::State {
   std::unique_ptr<char[]> in;  // raw bytes not yet inflated (gzip) or sniffed
   size_t in_pos = 0, in_len = 0;
   absl::Status status;
+  uint64_t bytes_read = 0;  // decompressed bytes returned by Read()
 
   ~State() {
     if (inflate_ready) inflateEnd(&z);
@@ -160,10 +161,13 @@ size_t TraceInput::Read(char* out, size_t cap) {
   if (cap == 0 || !s.status.ok()) return 0;
   if (!s.sniffed) s.Sniff();
   if (!s.status.ok()) return 0;
-  return s.gzip ? s.ReadGzip(out, cap) : s.ReadPlain(out, cap);
+  const size_t n = s.gzip ? s.ReadGzip(out, cap) : s.ReadPlain(out, cap);
+  s.bytes_read += n;
+  return n;
 }
 
 const absl::Status& TraceInput::status() const { return state_->status; }
 bool TraceInput::gzip() const { return state_->gzip; }
+uint64_t TraceInput::bytes_read() const { return state_->bytes_read; }
 
 }  // namespace gpuctl::analysis

@@ -35,6 +35,9 @@ class TraceInput {
   // the message names the byte offset in the file as stored.
   const absl::Status& status() const;
   bool gzip() const;
+  // The decompressed bytes Read() has returned so far: the document's size
+  // once it is read to its end.
+  uint64_t bytes_read() const;
 
  private:
   struct State;

@@ -188,6 +188,7 @@ absl::Status Stream::Members(bool after_events) {
       continue;
     }
     visitor_->SaveTop();
+    visitor_->SetPiece(data(), base_);
     od::document doc;
     simdjson::error_code e = Seal('{', '}', cut, &doc);
     if (e != simdjson::SUCCESS) {
@@ -213,7 +214,10 @@ absl::Status Stream::Members(bool after_events) {
           not_array = type != od::json_type::array;
           break;
         }
-        if ((e = visitor_->OnTopMember(key, field.value())) != simdjson::SUCCESS) break;
+        if ((e = visitor_->OnTopMember(key, field.value())) != simdjson::SUCCESS) {
+          if (absl::Status stopped = visitor_->Stopped(); !stopped.ok()) return stopped;
+          break;
+        }
       }
     }
     const size_t at = Where(doc, cut);
@@ -274,6 +278,7 @@ absl::Status Stream::Events() {
       ReadMore(std::max(piece_bytes_, held()));
       continue;
     }
+    visitor_->SetPiece(data(), base_);
     od::document doc;
     simdjson::error_code e = Seal('[', ']', cut, &doc);
     if (e != simdjson::SUCCESS) {
@@ -281,6 +286,7 @@ absl::Status Stream::Events() {
       return Malformed(0, simdjson::error_message(e));
     }
     size_t delivered = 0, resume = 0;
+    bool not_object = false;
     od::array elements;
     e = doc.get_array().get(elements);
     if (e == simdjson::SUCCESS) {
@@ -288,8 +294,14 @@ absl::Status Stream::Events() {
         od::value value;
         if ((e = std::move(element).get(value)) != simdjson::SUCCESS) break;
         od::object event;
-        if ((e = value.get_object().get(event)) != simdjson::SUCCESS) break;
-        if ((e = visitor_->OnEvent(event)) != simdjson::SUCCESS) break;
+        if ((e = value.get_object().get(event)) != simdjson::SUCCESS) {
+          not_object = e == simdjson::INCORRECT_TYPE;
+          break;
+        }
+        if ((e = visitor_->OnEvent(event)) != simdjson::SUCCESS) {
+          if (absl::Status stopped = visitor_->Stopped(); !stopped.ok()) return stopped;
+          break;
+        }
         ++delivered;
         resume = Where(doc, cut);  // the `,` or `]` after it
       }
@@ -308,8 +320,7 @@ absl::Status Stream::Events() {
     }
     if (at < cut) {
       if (data()[at] == ']') return Malformed(at, "a comma before the end of traceEvents");
-      if (e == simdjson::INCORRECT_TYPE)
-        return NotATrace("a traceEvents element is not an object", at);
+      if (not_object) return NotATrace("a traceEvents element is not an object", at);
       return Malformed(at, simdjson::error_message(e));
     }
     // The piece ended inside an element: it starts the next piece.

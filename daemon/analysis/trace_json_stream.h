@@ -2,6 +2,7 @@
 #define GPUCTL_DAEMON_ANALYSIS_TRACE_JSON_STREAM_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -57,6 +58,28 @@ class TraceJsonVisitor {
   // RestoreTop() after a try that is dropped.
   virtual void SaveTop() = 0;
   virtual void RestoreTop() = 0;
+  // Why the visitor itself stopped the stream (a limit of its own, a
+  // caller's callback that failed), asked after any call that returned an
+  // error: a non-OK status ends the stream and is returned as it is; OK
+  // leaves the error to the stream (malformed JSON, or a piece that ended
+  // early).
+  virtual absl::Status Stopped() const { return absl::OkStatus(); }
+
+  // The document offset of `p`, a byte of a value being delivered (its
+  // raw_json_token().data(), a key's raw()): for the visitor's own messages.
+  uint64_t OffsetOf(const char* p) const {
+    return piece_offset_ + static_cast<uint64_t>(p - piece_);
+  }
+  // Called by StreamTraceJson before it delivers the values of a piece: the
+  // piece's first byte and its offset in the document.
+  void SetPiece(const char* piece, uint64_t offset) {
+    piece_ = piece;
+    piece_offset_ = offset;
+  }
+
+ private:
+  const char* piece_ = nullptr;
+  uint64_t piece_offset_ = 0;
 };
 
 // Streams the trace in `input` to `visitor`, holding one piece of the
@@ -75,6 +98,7 @@ class TraceJsonVisitor {
 // Errors are INVALID_ARGUMENT: "malformed JSON at byte N: ..." or "not a
 // trace: ..." with the byte offset in the decompressed document; the input's
 // own read errors end the stream early (the caller checks input.status()).
+// A visitor that stopped the stream (Stopped()) gets its own status back.
 //
 // `piece_bytes`: how much is read at a time. The default is large enough
 // that simdjson's per-document costs vanish and small enough to stay in

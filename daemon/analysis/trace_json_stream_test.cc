@@ -1,7 +1,12 @@
 // The trace reader's streaming over pieces of the document: the same model
 // whatever the document's line layout, elements and top-level members larger
 // than a piece, escapes, and errors that name their byte.
+#include "daemon/analysis/trace_json_stream.h"
+
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -208,6 +213,8 @@ TEST(TraceJsonStreamTest, StructuralErrorsAreNamed) {
       {R"({"a": [1, 2)", "the file ends inside the top-level object"},
       {"\xEF\xBB\xBF{\"traceEvents\": []}", ""},  // a byte order mark is allowed
       {"{\"traceEvents\": [{\"name\": \"\xff\"}]}", "malformed JSON"},  // not UTF-8
+      {R"({"traceEvents": [{"ph": -}]})", "malformed JSON at byte 24"},
+      {R"({"traceEvents": [{"ph": nul}]})", "malformed JSON at byte 24"},
   };
   for (const Case& c : cases) {
     absl::StatusOr<TraceModel> m = ReadTraceBytes(c.json, "x.json");
@@ -218,6 +225,88 @@ TEST(TraceJsonStreamTest, StructuralErrorsAreNamed) {
     ASSERT_FALSE(m.ok()) << c.json;
     EXPECT_THAT(std::string(m.status().message()), HasSubstr(c.error)) << c.json;
   }
+}
+
+// Records where each event and top-level member starts; stops the stream
+// with its own status at the event or member named `stop_at`.
+class RecordingVisitor : public TraceJsonVisitor {
+ public:
+  explicit RecordingVisitor(std::string stop_at) : stop_at_(std::move(stop_at)) {}
+
+  simdjson::error_code OnTopMember(std::string_view key, simdjson::ondemand::value value) override {
+    const uint64_t at = OffsetOf(value.raw_json_token().data());
+    if (key == stop_at_) return Stop(key);
+    top_.push_back(absl::StrCat(AsAbsl(key), "@", at));
+    return simdjson::SUCCESS;
+  }
+  simdjson::error_code OnEvent(simdjson::ondemand::object event) override {
+    std::string line;
+    for (auto member : event) {
+      simdjson::ondemand::field field;
+      if (simdjson::error_code e = std::move(member).get(field); e != simdjson::SUCCESS) return e;
+      std::string_view key;
+      if (simdjson::error_code e = KeyOf(field, &key); e != simdjson::SUCCESS) return e;
+      std::string_view name;
+      if (simdjson::error_code e = field.value().get_string().get(name); e != simdjson::SUCCESS) {
+        return e;
+      }
+      // The key's opening quote.
+      absl::StrAppend(&line, AsAbsl(name), "@", OffsetOf(field.key().raw()) - 1);
+      if (name == stop_at_) return Stop(name);
+    }
+    events_.push_back(line);
+    return simdjson::SUCCESS;
+  }
+  void SaveTop() override { saved_ = top_.size(); }
+  void RestoreTop() override { top_.resize(saved_); }
+  absl::Status Stopped() const override { return stopped_; }
+
+  std::vector<std::string> events_, top_;
+
+ private:
+  simdjson::error_code Stop(std::string_view what) {
+    stopped_ = absl::CancelledError(absl::StrCat("stopped at ", AsAbsl(what)));
+    return simdjson::UNEXPECTED_ERROR;
+  }
+  std::string stop_at_;
+  size_t saved_ = 0;
+  absl::Status stopped_;
+};
+
+TEST(TraceJsonStreamTest, AVisitorThatStopsGetsItsOwnStatusBack) {
+  const std::string json =
+      "{\"a\": [1, 2],\n\"traceEvents\": [{\"n\": \"e1\"},\n{\"n\": \"e2\"}, {\"n\": "
+      "\"e3\"}],\n\"b\": {\"c\": 3}}";
+  for (size_t piece : {size_t{1}, size_t{4}, size_t{1} << 20}) {
+    RecordingVisitor all("");
+    TraceInput input = TraceInput::FromBytes(json);
+    ASSERT_TRUE(StreamTraceJson(&input, &all, piece).ok()) << piece;
+    // OffsetOf names each value's byte in the document, whatever the cut.
+    EXPECT_EQ(all.top_, (std::vector<std::string>{absl::StrCat("a@", json.find('[')),
+                                                  absl::StrCat("b@", json.rfind('{'))}))
+        << piece;
+    EXPECT_EQ(all.events_,
+              (std::vector<std::string>{absl::StrCat("e1@", json.find("\"n\"")),
+                                        absl::StrCat("e2@", json.find("\"n\": \"e2")),
+                                        absl::StrCat("e3@", json.find("\"n\": \"e3"))}))
+        << piece;
+    for (const char* stop_at : {"e2", "b", "a"}) {
+      RecordingVisitor stopping(stop_at);
+      TraceInput again = TraceInput::FromBytes(json);
+      EXPECT_EQ(StreamTraceJson(&again, &stopping, piece),
+                absl::CancelledError(absl::StrCat("stopped at ", stop_at)))
+          << piece;
+      const size_t events_before = std::string(stop_at) == "a"    ? 0
+                                   : std::string(stop_at) == "e2" ? 1
+                                                                  : 3;
+      EXPECT_EQ(stopping.events_.size(), events_before) << stop_at;
+    }
+  }
+  // A visitor's error without a status of its own is the stream's to name.
+  RecordingVisitor strict("");
+  TraceInput input = TraceInput::FromBytes(R"({"traceEvents": [{"n": 5}]})");
+  absl::Status status = StreamTraceJson(&input, &strict);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("malformed JSON at byte"));
 }
 
 }  // namespace
