@@ -1,190 +1,228 @@
 #include "daemon/merge/event_stream.h"
 
-#include <exception>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/analysis/micros_text.h"
-#include "daemon/analysis/trace_input_chars.h"
+#include "daemon/analysis/trace_json_stream.h"
+#include "simdjson.h"
 
 namespace gpuctl::merge {
 namespace {
 
+namespace od = simdjson::ondemand;
+
 constexpr double kMaxMicros = 9e15;
-constexpr size_t kMaxDepth = 64;
+// Containers deeper than this in an event or a top-level member are
+// refused: the values are built recursively.
+constexpr int kMaxDepth = 64;
 
-// Builds each traceEvents element (and each other top-level member) as a
-// value of its own and hands it on; the document itself is never built.
-class EventSax {
- public:
-  EventSax(const std::string& name, const analysis::TraceInputChars& chars,
-           const EventVisitor& visit)
-      : name_(name), chars_(chars), visit_(visit) {}
+#define GPUCTL_MERGE_JSON_TRY(expr)                             \
+  do {                                                          \
+    if (simdjson::error_code gpuctl_merge_json_error_ = (expr); \
+        gpuctl_merge_json_error_ != simdjson::SUCCESS) {        \
+      return gpuctl_merge_json_error_;                          \
+    }                                                           \
+  } while (false)
 
-  bool null() { return Scalar(Json(nullptr), ""); }
-  bool boolean(bool v) { return Scalar(Json(v), ""); }
-  bool number_integer(int64_t v) { return Scalar(Json(v), absl::StrCat(v)); }
-  bool number_unsigned(uint64_t v) { return Scalar(Json(v), absl::StrCat(v)); }
-  bool number_float(double v, const std::string& text) { return Scalar(Json(v), text); }
-  bool string(std::string& v) { return Scalar(Json(std::move(v)), ""); }
-  bool binary(Json::binary_t& /*v*/) { return Fail("binary values are not JSON"); }
-  bool key(std::string& k) {
-    if (stack_.empty() && depth_ == 1) {
-      root_key_ = k;
+bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// A number as nlohmann's parser builds one (the sinks write a value by its
+// type: Perfetto's uint_value or int_value): a negative integer as int64, a
+// non-negative one as uint64, a fraction, an exponent or an integer past 64
+// bits as a double. `*text` is the number as written.
+simdjson::error_code NumberToJson(od::value v, Json* out, std::string_view* text) {
+  std::string_view raw = v.raw_json_token();
+  while (!raw.empty() && IsBlank(raw.back())) raw.remove_suffix(1);
+  *text = raw;
+  if (raw.find_first_of(".eE") == std::string_view::npos) {
+    if (!raw.empty() && raw[0] == '-') {
+      int64_t i = 0;
+      if (v.get_int64().get(i) == simdjson::SUCCESS) {
+        *out = i;
+        return simdjson::SUCCESS;
+      }
     } else {
-      key_ = k;
+      uint64_t u = 0;
+      if (v.get_uint64().get(u) == simdjson::SUCCESS) {
+        *out = u;
+        return simdjson::SUCCESS;
+      }
     }
-    return true;
   }
-  bool start_object(std::size_t /*n*/) { return Start(Json::object()); }
-  bool start_array(std::size_t /*n*/) { return Start(Json::array()); }
-  bool end_object() { return End(); }
-  bool end_array() { return End(); }
-  bool parse_error(std::size_t position, const std::string& /*token*/,
-                   const nlohmann::detail::exception& e) {
-    std::string what = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..."
-    if (size_t colon = what.find(": "); colon != std::string::npos) what = what.substr(colon + 2);
-    status_ = absl::InvalidArgumentError(absl::StrCat(name_, ": malformed JSON at byte ",
-                                                      position > 0 ? position - 1 : 0, ": ", what));
-    return false;
-  }
+  double d = 0;  // an integer past 64 bits; an error for text that is no number
+  GPUCTL_MERGE_JSON_TRY(v.get_double().get(d));
+  *out = d;
+  return simdjson::SUCCESS;
+}
 
-  absl::Status Finish() {
-    if (!status_.ok()) return status_;
-    if (!saw_events_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name_, ": not a trace: the document has no traceEvents array"));
-    }
-    return absl::OkStatus();
+// Builds each traceEvents element (and each other top-level member) as an
+// ordered_json of its own and hands it on; the document itself is never
+// built.
+class MergeJsonVisitor final : public analysis::TraceJsonVisitor {
+ public:
+  MergeJsonVisitor(const std::string& name, const EventVisitor& visit)
+      : name_(name), visit_(visit) {}
+
+  simdjson::error_code OnTopMember(std::string_view key, od::value value) override {
+    Json member;
+    GPUCTL_MERGE_JSON_TRY(ToJson(value, 1, &member, nullptr));
+    header_.members[std::string(key)] = std::move(member);
+    return simdjson::SUCCESS;
   }
+  simdjson::error_code OnEvent(od::object event) override;
+  void SaveTop() override { saved_members_ = header_.members; }
+  void RestoreTop() override { header_.members = std::move(saved_members_); }
+  absl::Status Stopped() const override { return stopped_; }
+
   StreamedHeader& header() { return header_; }
 
  private:
-  bool Fail(absl::string_view why) {
-    status_ = absl::InvalidArgumentError(
-        absl::StrCat(name_, ": not a trace: ", why, " at byte ", chars_.offset()));
-    return false;
-  }
-
-  // A value inside the one being built, or a whole top-level one.
-  bool Scalar(Json v, const std::string& text) {
-    if (!stack_.empty()) {
-      if (stack_.size() == 1 && in_events_) {
-        if (key_ == "ts") event_.ts_text = text;
-        if (key_ == "dur") event_.dur_text = text;
-      }
-      Json& top = *stack_.back();
-      if (top.is_array()) {
-        top.push_back(std::move(v));
-      } else {
-        top[key_] = std::move(v);
-      }
-      return true;
-    }
-    if (depth_ == 0) return Fail("the document is not an object");
-    if (in_events_) return Fail("a traceEvents element is not an object");
-    header_.members[root_key_] = std::move(v);
-    return true;
-  }
-
-  bool Start(Json v) {
-    if (!stack_.empty()) {
-      if (stack_.size() >= kMaxDepth) return Fail("nesting deeper than 64 levels");
-      Json& top = *stack_.back();
-      Json* child = nullptr;
-      if (top.is_array()) {
-        top.push_back(std::move(v));
-        child = &top.back();
-      } else {
-        child = &(top[key_] = std::move(v));
-      }
-      stack_.push_back(child);
-      return true;
-    }
-    if (depth_ == 0) {
-      if (!v.is_object()) return Fail("the document is not an object");
-      depth_ = 1;
-      return true;
-    }
-    if (in_events_) {
-      if (!v.is_object()) return Fail("a traceEvents element is not an object");
-      event_.value = std::move(v);
-      event_.ts_text.clear();
-      event_.dur_text.clear();
-      stack_.push_back(&event_.value);
-      return true;
-    }
-    if (root_key_ == "traceEvents") {
-      if (!v.is_array()) return Fail("traceEvents is not an array");
-      if (saw_events_) return Fail("a second traceEvents array");
-      in_events_ = saw_events_ = true;
-      return true;
-    }
-    member_ = std::move(v);
-    stack_.push_back(&member_);
-    return true;
-  }
-
-  bool End() {
-    if (!stack_.empty()) {
-      stack_.pop_back();
-      if (!stack_.empty()) return true;
-      if (in_events_) {
-        ++header_.events;
-        if (absl::Status s = visit_(event_); !s.ok()) {
-          status_ = std::move(s);
-          return false;
-        }
-        return true;
-      }
-      header_.members[root_key_] = std::move(member_);
-      return true;
-    }
-    if (in_events_) {
-      in_events_ = false;
-    } else {
-      depth_ = 0;
-    }
-    return true;
+  // `v` into `*out`; `depth` counts the containers around it and `v`
+  // itself. `number_text`, when given, is set to a number's text as written
+  // (and cleared for other values).
+  simdjson::error_code ToJson(od::value v, int depth, Json* out, std::string* number_text);
+  simdjson::error_code ObjectToJson(od::object object, int depth, Json* out);
+  simdjson::error_code ArrayToJson(od::array array, int depth, Json* out);
+  simdjson::error_code Stop(absl::Status status) {
+    stopped_ = std::move(status);
+    return simdjson::UNEXPECTED_ERROR;  // the stream asks Stopped() why
   }
 
   const std::string& name_;
-  const analysis::TraceInputChars& chars_;
   const EventVisitor& visit_;
-  absl::Status status_;
   StreamedHeader header_;
-  int depth_ = 0;  // 1 inside the root object
-  bool in_events_ = false, saw_events_ = false;
-  std::string root_key_, key_;
-  std::vector<Json*> stack_;  // the value being built, innermost last
+  Json saved_members_;
   StreamedEvent event_;
-  Json member_;
+  absl::Status stopped_;
 };
+
+simdjson::error_code MergeJsonVisitor::OnEvent(od::object event) {
+  // Built apart from event_ until the element is read to its end: an
+  // element whose piece ended early comes again, and visit_ sees it once.
+  Json value = Json::object();
+  std::string ts_text, dur_text;
+  for (auto member : event) {
+    od::field field;
+    GPUCTL_MERGE_JSON_TRY(std::move(member).get(field));
+    std::string_view key;
+    GPUCTL_MERGE_JSON_TRY(analysis::KeyOf(field, &key));
+    std::string* text = nullptr;
+    if (analysis::Is(key, "ts")) text = &ts_text;
+    if (analysis::Is(key, "dur")) text = &dur_text;
+    Json v;
+    GPUCTL_MERGE_JSON_TRY(ToJson(field.value(), 2, &v, text));
+    value[std::string(key)] = std::move(v);
+  }
+  event_.value = std::move(value);
+  event_.ts_text = std::move(ts_text);
+  event_.dur_text = std::move(dur_text);
+  ++header_.events;
+  if (absl::Status s = visit_(event_); !s.ok()) return Stop(std::move(s));
+  return simdjson::SUCCESS;
+}
+
+simdjson::error_code MergeJsonVisitor::ToJson(od::value v, int depth, Json* out,
+                                              std::string* number_text) {
+  if (number_text != nullptr) number_text->clear();
+  od::json_type type;
+  GPUCTL_MERGE_JSON_TRY(v.type().get(type));
+  switch (type) {
+    case od::json_type::object:
+    case od::json_type::array: {
+      if (depth > kMaxDepth) {
+        return Stop(absl::InvalidArgumentError(
+            absl::StrCat(name_, ": not a trace: nesting deeper than ", kMaxDepth,
+                         " levels at byte ", OffsetOf(v.raw_json_token().data()))));
+      }
+      if (type == od::json_type::object) {
+        od::object object;
+        GPUCTL_MERGE_JSON_TRY(v.get_object().get(object));
+        return ObjectToJson(object, depth, out);
+      }
+      od::array array;
+      GPUCTL_MERGE_JSON_TRY(v.get_array().get(array));
+      return ArrayToJson(array, depth, out);
+    }
+    case od::json_type::string: {
+      std::string_view s;
+      GPUCTL_MERGE_JSON_TRY(v.get_string().get(s));
+      *out = std::string(s);
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::number: {
+      std::string_view text;
+      GPUCTL_MERGE_JSON_TRY(NumberToJson(v, out, &text));
+      if (number_text != nullptr) number_text->assign(text.data(), text.size());
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::boolean: {
+      bool b = false;
+      GPUCTL_MERGE_JSON_TRY(v.get_bool().get(b));
+      *out = b;
+      return simdjson::SUCCESS;
+    }
+    case od::json_type::null: {
+      bool null = false;
+      GPUCTL_MERGE_JSON_TRY(v.is_null().get(null));
+      if (!null) return simdjson::N_ATOM_ERROR;
+      *out = nullptr;
+      return simdjson::SUCCESS;
+    }
+  }
+  return simdjson::INCORRECT_TYPE;
+}
+
+simdjson::error_code MergeJsonVisitor::ObjectToJson(od::object object, int depth, Json* out) {
+  *out = Json::object();
+  for (auto member : object) {
+    od::field field;
+    GPUCTL_MERGE_JSON_TRY(std::move(member).get(field));
+    std::string_view key;
+    GPUCTL_MERGE_JSON_TRY(analysis::KeyOf(field, &key));
+    Json v;
+    GPUCTL_MERGE_JSON_TRY(ToJson(field.value(), depth + 1, &v, nullptr));
+    (*out)[std::string(key)] = std::move(v);
+  }
+  return simdjson::SUCCESS;
+}
+
+simdjson::error_code MergeJsonVisitor::ArrayToJson(od::array array, int depth, Json* out) {
+  *out = Json::array();
+  for (auto element : array) {
+    od::value e;
+    GPUCTL_MERGE_JSON_TRY(std::move(element).get(e));
+    Json v;
+    GPUCTL_MERGE_JSON_TRY(ToJson(e, depth + 1, &v, nullptr));
+    out->push_back(std::move(v));
+  }
+  return simdjson::SUCCESS;
+}
 
 }  // namespace
 
 absl::StatusOr<StreamedHeader> StreamTrace(analysis::TraceInput input, const std::string& name,
                                            const EventVisitor& visit) {
-  analysis::TraceInputChars chars(&input);
-  EventSax sax(name, chars, visit);
-  try {
-    Json::sax_parse(analysis::TraceInputIterator(&chars), analysis::TraceInputIterator(), &sax,
-                    Json::input_format_t::json, /*strict=*/true);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": malformed JSON at byte ", chars.offset(), ": ", e.what()));
-  }
+  return StreamTraceInPieces(std::move(input), name, visit, analysis::kTracePieceBytes);
+}
+
+absl::StatusOr<StreamedHeader> StreamTraceInPieces(analysis::TraceInput input,
+                                                   const std::string& name,
+                                                   const EventVisitor& visit, size_t piece_bytes) {
+  MergeJsonVisitor visitor(name, visit);
+  absl::Status parsed = analysis::StreamTraceJson(&input, &visitor, piece_bytes);
   // A gzip error ends the bytes early: name it rather than the JSON's end.
   if (!input.status().ok()) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", input.status().message()));
   }
-  if (absl::Status s = sax.Finish(); !s.ok()) return s;
-  sax.header().decompressed_bytes = chars.offset();
-  return std::move(sax.header());
+  if (!visitor.Stopped().ok()) return visitor.Stopped();
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", parsed.message()));
+  visitor.header().decompressed_bytes = input.bytes_read();
+  return std::move(visitor.header());
 }
 
 std::string PhaseOf(const Json& event) {
