@@ -304,6 +304,12 @@ simdjson::error_code ReadScalar(od::value v, Scalar* out, bool* is_scalar,
     }                                                     \
   } while (false)
 
+// Whether events of phase `ph` are only counted: complete events, metadata,
+// counters and instants are read; 0 (not read yet) is not ignored.
+bool IgnoredPhase(char ph) {
+  return ph != 0 && ph != 'X' && ph != 'M' && ph != 'C' && ph != 'i' && ph != 'I';
+}
+
 // Builds the model from the document's parts as TraceJsonVisitor delivers
 // them.
 class TraceVisitor : public TraceJsonVisitor {
@@ -479,6 +485,10 @@ simdjson::error_code TraceVisitor::OnEvent(od::object event) {
   for (auto member : event) {
     od::field field;
     GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    // A phase nothing here uses (flows, async, object events: half of a
+    // trace with launch flows): the rest of the event is stepped over
+    // unread, to its end, so that the element is whole.
+    if (IgnoredPhase(event_.ph)) continue;
     std::string_view k;
     GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
     const EventKey key = ClassifyEventKey(k);
