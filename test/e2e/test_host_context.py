@@ -33,14 +33,14 @@ def host_workload(build_dir, lib_path, workdir):
     returns (Popen, helper pid). Killed with its session at teardown."""
     procs = []
 
-    def start():
+    def start(*extra):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith("GPUCTL_") and k not in ("RANK", "LD_PRELOAD")}
         env.update({"GPUCTL_SOCKET": str(workdir / "gpuctl.sock"), "GPUCTL_JOB_ID": "hc",
                     "RANK": "0", "WORLD_SIZE": "1", "LD_PRELOAD": preload_value(lib_path)})
         proc = subprocess.Popen(
             [str(build_output(build_dir, "bin/gpuctl_e2e_host_context_workload")),
-             "--block-ms", str(BLOCK_MS)],
+             "--block-ms", str(BLOCK_MS), *extra],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         procs.append(proc)
@@ -149,6 +149,32 @@ def test_cpu_and_sched_show_the_hot_function_the_blocking_calls_and_the_helper(
     hot = by_tid[proc.pid]
     assert hot["on_cpu"][0]["name"] == HOT, hot["on_cpu"]
     assert proc.poll() is None
+
+
+def test_short_lived_workers_keep_their_names_after_they_exit_or_exec(cli, host_workload):
+    """Workers of 150 ms (forked every 200 ms by a thread of the traced
+    process; every other one then execs another program) are followed from
+    their fork and named from what the capture kept, though each is gone
+    when the window's frames are named."""
+    proc, helper = host_workload("--short-workers")
+    cli.wait_attached([proc.pid])
+    result, trace = cli.trace("--job", "hc", "--duration", "1s", "--activities", "cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    res = trace.result_for(proc.pid)
+    host = res["host_context"]
+    assert host["state"] == "STATE_RECORDED", host
+    _, doc = load_trace(trace.path / res["file"])
+    workers = collections.defaultdict(list)
+    for sample in _events(doc, "cpu_sample"):
+        if sample["pid"] not in (proc.pid, helper):
+            workers[sample["pid"]].append(sample["name"])
+    assert len(workers) >= 3, dict(workers)
+    names = collections.Counter(name for got in workers.values() for name in got)
+    assert names["gpuctl_e2e_short_worker_loop"] >= 3, names
+    assert names["gpuctl_e2e_execed_loop"] >= 3, names
+    # Unnamed frames are addresses ("0x...") or module offsets ("...+0x...").
+    unnamed = sum(n for name, n in names.items() if "0x" in name)
+    assert unnamed * 5 <= sum(names.values()), names
 
 
 # A real-time process that wakes every 2 ms on one CPU and spins half a
