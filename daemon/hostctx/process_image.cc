@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -98,6 +99,23 @@ std::vector<Mapping> ParseMaps(absl::string_view text) {
   return mappings;
 }
 
+uint64_t StartTicksOf(const std::string& proc_root, pid_t pid) {
+  const std::string stat =
+      ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/stat"), kMaxProcStatusBytes);
+  // "pid (comm) S ppid ...": comm may hold spaces and parentheses, so the
+  // fields start after the last ')', with the state (the 3rd field).
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  const std::vector<absl::string_view> fields = absl::StrSplit(
+      absl::string_view(stat).substr(close + 1), absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  uint64_t ticks = 0;
+  constexpr size_t kStartTimeField = 22 - 3;
+  if (fields.size() <= kStartTimeField || !absl::SimpleAtoi(fields[kStartTimeField], &ticks)) {
+    return 0;
+  }
+  return ticks;
+}
+
 pid_t NamespacePid(const std::string& proc_root, pid_t pid) {
   const std::string status =
       ReadSmallFile(absl::StrCat(proc_root, "/", pid, "/status"), kMaxProcStatusBytes);
@@ -117,6 +135,7 @@ ProcessImage SnapshotProcess(const std::string& proc_root, pid_t pid, uint64_t t
   ProcessImage image;
   image.root = OpenRoot(proc_root, pid, shared_roots);
   image.namespace_pid = NamespacePid(proc_root, pid);
+  image.start_ticks = StartTicksOf(proc_root, pid);
   const std::string maps = ReadUpTo(absl::StrCat(proc_root, "/", pid, "/maps"), kMaxMapsBytes);
   if (maps.empty()) return image;
   AddressSpaceChange snapshot;

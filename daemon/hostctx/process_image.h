@@ -50,6 +50,9 @@ struct AddressSpaceChange {
 struct ProcessImage {
   // The pid in the process's own pid namespace, which names its perf map.
   pid_t namespace_pid = 0;
+  // When it started (StartTicksOf): tells it from a later process that
+  // reuses its pid. 0 when unknown.
+  uint64_t start_ticks = 0;
   // O_PATH of <proc_root>/<pid>/root; shared by the processes of one
   // capture whose roots are the same directory. Null when unreadable.
   std::shared_ptr<const UniqueFd> root;
@@ -65,6 +68,10 @@ struct ProcessImage {
 ProcessImage SnapshotProcess(const std::string& proc_root, pid_t pid, uint64_t time_ns,
                              size_t max_mappings,
                              std::vector<std::shared_ptr<const UniqueFd>>* shared_roots);
+
+// The start time of `pid` in clock ticks since boot (the 22nd field of
+// <proc_root>/<pid>/stat); 0 when unreadable.
+uint64_t StartTicksOf(const std::string& proc_root, pid_t pid);
 
 // The last NSpid field of <proc_root>/<pid>/status; `pid` when unreadable.
 pid_t NamespacePid(const std::string& proc_root, pid_t pid);

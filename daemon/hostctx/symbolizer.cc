@@ -319,6 +319,17 @@ class Symbolizer::Process {
 
   bool loaded() const { return has_mappings_ || perf_map_.size() > 0; }
 
+  // Mappings of the process read now that it still runs: they fill what
+  // its records missed (a ring that overflowed in a burst of mmaps) in its
+  // last address space, below what was recorded.
+  void FillLastSpace(std::vector<Mapping> live) {
+    if (live.empty() || spaces_.back()->reported) return;
+    has_mappings_ = true;
+    std::vector<Mapping>& made = spaces_.back()->made;
+    made.insert(made.begin(), std::make_move_iterator(live.begin()),
+                std::make_move_iterator(live.end()));
+  }
+
   // The space that held at `time_ns`: the last one started by then.
   uint32_t SpaceAt(uint64_t time_ns) const {
     uint32_t index = 0;
@@ -473,16 +484,21 @@ Symbolizer::~Symbolizer() = default;
 Symbolizer::Process* Symbolizer::ProcessFor(pid_t pid) {
   auto it = processes_.find(pid);
   if (it != processes_.end()) return it->second.get();
-  ProcessImage image;
-  if (auto recorded = images_.find(pid); recorded != images_.end()) {
-    image = std::move(recorded->second);
-    images_.erase(recorded);
-  } else {
+  auto recorded = images_.find(pid);
+  if (recorded == images_.end()) {
     // Not recorded by a capture: read now, while it runs.
-    image = SnapshotProcess(proc_root_, pid, 0, kMaxLiveMappings, &live_roots_);
+    ProcessImage live = SnapshotProcess(proc_root_, pid, 0, kMaxLiveMappings, &live_roots_);
+    return processes_.emplace(pid, std::make_unique<Process>(std::move(live), &vdso_))
+        .first->second.get();
   }
-  return processes_.emplace(pid, std::make_unique<Process>(std::move(image), &vdso_))
-      .first->second.get();
+  const uint64_t start_ticks = recorded->second.start_ticks;
+  auto process = std::make_unique<Process>(std::move(recorded->second), &vdso_);
+  images_.erase(recorded);
+  if (start_ticks != 0 && StartTicksOf(proc_root_, pid) == start_ticks) {
+    ProcessImage live = SnapshotProcess(proc_root_, pid, 0, kMaxLiveMappings, &live_roots_);
+    if (!live.changes.empty()) process->FillLastSpace(std::move(live.changes[0].mappings));
+  }
+  return processes_.emplace(pid, std::move(process)).first->second.get();
 }
 
 bool Symbolizer::LoadProcess(pid_t pid) { return ProcessFor(pid)->loaded(); }

@@ -188,6 +188,19 @@ TEST(SymbolizerTest, NamesFramesOfAnExecutableMappingRecordedAlone) {
   EXPECT_EQ(symbolizer.Symbolize(4243, 0, address + 4, false).function, "GpuctlHostctxSpinLeaf");
 }
 
+// Mappings the capture missed (a ring that overflowed) are read from the
+// process when it still runs, not from another that reused its pid.
+TEST(SymbolizerTest, FillsWhatTheRecordsMissedFromTheProcessStillRunning) {
+  const auto address = reinterpret_cast<uintptr_t>(&GpuctlHostctxSpinLeaf);  // NOLINT
+  for (const bool same_process : {true, false}) {
+    absl::flat_hash_map<pid_t, ProcessImage> images = ImageOf(getpid(), {});
+    images[getpid()].start_ticks = StartTicksOf("/proc", getpid()) + (same_process ? 0 : 1);
+    Symbolizer symbolizer("/proc", std::move(images));
+    EXPECT_EQ(symbolizer.Symbolize(getpid(), 0, address + 4, false).function,
+              same_process ? "GpuctlHostctxSpinLeaf" : "");
+  }
+}
+
 // The [vdso] of a process gone since is named from the daemon's own
 // image, wherever that process had it.
 TEST(SymbolizerTest, NamesVdsoFramesFromTheDaemonsOwnImage) {
