@@ -15,8 +15,14 @@
 // (its CPU time holds the switch-out), and, when sampled, records a stack
 // at every switch-out and CPU-wide switch events (the `sched` activity's
 // switch stacks and preemptor names); its ratio is against the `0s` run.
+// Last, what keeping process images costs (HostCapture::images): a child
+// maps kImageMappings pages of a file executable, unsampled and sampled
+// (each mmap then writes a record), then the sampler's snapshot of a
+// process with that many mappings and the symbolizer's replay of them.
 //
 //   gpuctl_hostctx_cost_bench [ROUNDS] [REPS] [HZ[d|s]...]   default 400 3 99 999
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,6 +39,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/hostctx/host_trace_json.h"
 #include "daemon/hostctx/off_cpu.h"
+#include "daemon/hostctx/process_image.h"
 #include "daemon/hostctx/sampler.h"
 #include "daemon/hostctx/symbolizer.h"
 
@@ -172,6 +179,77 @@ std::string ModeName(const Mode& mode) {
   return name;
 }
 
+constexpr int kImageMappings = 2000;
+
+struct ImageCost {
+  double ns_per_mmap = 0;
+  size_t mappings_kept = 0;
+  double snapshot_ms = 0;  // SnapshotProcess of the child, its mappings made
+  double replay_ms = 0;    // a Symbolizer's first lookup in its image
+};
+
+// A child that maps kImageMappings pages of its own executable (at file
+// offset 0 each, so none merges with its neighbour), sampled at 99 Hz when
+// `sampled`.
+ImageCost MeasureImages(bool sampled) {
+  auto* shared = static_cast<double*>(
+      mmap(nullptr, sizeof(double), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  int go[2];
+  int done[2];
+  if (pipe(go) != 0 || pipe(done) != 0) std::abort();
+  const pid_t child = fork();
+  if (child == 0) {
+    const int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    char byte = 0;
+    if (fd < 0 || read(go[0], &byte, 1) != 1) _exit(1);
+    const int64_t start = NowNs(CLOCK_THREAD_CPUTIME_ID);
+    for (int i = 0; i < kImageMappings; ++i) {
+      if (mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0) == MAP_FAILED) _exit(1);
+    }
+    *shared = static_cast<double>(NowNs(CLOCK_THREAD_CPUTIME_ID) - start) / kImageMappings;
+    if (write(done[1], "d", 1) != 1) _exit(1);
+    pause();
+    _exit(0);
+  }
+  ImageCost cost;
+  gpuctl::RealClock clock;
+  gpuctl::hostctx::HostSampler sampler(gpuctl::hostctx::SamplerOptions{}, &clock);
+  if (sampled && !sampler.Start({child}).ok()) std::exit(2);
+  char byte = 0;
+  if (write(go[1], "g", 1) != 1 || read(done[0], &byte, 1) != 1) std::abort();
+  cost.ns_per_mmap = *shared;
+  if (sampled) {
+    sampler.Poll();
+    std::vector<std::shared_ptr<const gpuctl::UniqueFd>> roots;
+    const int64_t start = NowNs(CLOCK_THREAD_CPUTIME_ID);
+    uint64_t first = 0;
+    for (int i = 0; i < 10; ++i) {
+      const gpuctl::hostctx::ProcessImage image =
+          gpuctl::hostctx::SnapshotProcess("/proc", child, 0, size_t{1} << 17, &roots);
+      first = image.changes.empty() ? 0 : image.changes[0].mappings.at(0).start;
+    }
+    cost.snapshot_ms = static_cast<double>(NowNs(CLOCK_THREAD_CPUTIME_ID) - start) / 10 / 1e6;
+    gpuctl::hostctx::HostCapture capture = sampler.Stop();
+    // Gone, as a short worker is when its frames are named.
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    for (const auto& image : capture.images) {
+      for (const auto& change : image.second.changes) cost.mappings_kept += change.mappings.size();
+    }
+    const int64_t replay = NowNs(CLOCK_THREAD_CPUTIME_ID);
+    gpuctl::hostctx::Symbolizer symbolizer("/proc", std::move(capture.images));
+    symbolizer.Symbolize(child, 0, first, false);
+    cost.replay_ms = static_cast<double>(NowNs(CLOCK_THREAD_CPUTIME_ID) - replay) / 1e6;
+  }
+  if (!sampled) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
+  for (int fd : {go[0], go[1], done[0], done[1]}) close(fd);
+  munmap(shared, sizeof(double));
+  return cost;
+}
+
 double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
@@ -235,5 +313,19 @@ int main(int argc, char** argv) {
                 ModeName(modes[m]).c_str(), r.switches, r.switch_stacks,
                 r.window_s > 0 ? static_cast<double>(r.json_bytes) / 1024.0 / r.window_s : 0.0);
   }
+  std::vector<double> unsampled;
+  std::vector<double> sampled;
+  ImageCost image;
+  for (int rep = 0; rep < reps; ++rep) {
+    unsampled.push_back(MeasureImages(false).ns_per_mmap);
+    image = MeasureImages(true);
+    sampled.push_back(image.ns_per_mmap);
+  }
+  std::printf(
+      "process images: %d executable mmaps, %.2f us each unsampled, %.2f us sampled (p50 of %d); "
+      "%zu mappings kept (maps snapshot and records); snapshot of the process %.2f ms CPU, "
+      "replay and first lookup %.2f ms CPU\n",
+      kImageMappings, Percentile(unsampled, 0.5) / 1e3, Percentile(sampled, 0.5) / 1e3, reps,
+      image.mappings_kept, image.snapshot_ms, image.replay_ms);
   return 0;
 }
