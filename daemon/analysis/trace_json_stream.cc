@@ -292,7 +292,7 @@ absl::Status Stream::Events() {
     if (e == simdjson::SUCCESS) {
       for (auto element : elements) {
         od::value value;
-        if ((e = std::move(element).get(value)) != simdjson::SUCCESS) break;
+        if ((e = element.get(value)) != simdjson::SUCCESS) break;
         od::object event;
         if ((e = value.get_object().get(event)) != simdjson::SUCCESS) {
           not_object = e == simdjson::INCORRECT_TYPE;

@@ -3,6 +3,7 @@
 // than a piece, escapes, and errors that name their byte.
 #include "daemon/analysis/trace_json_stream.h"
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,8 +35,9 @@ std::string LargeTrace(int steps = 2500) {
     b.Step(s, t0, 900'000);
     b.Range("forward", t0 + 1'000, 50'000);
     for (int k = 0; k < 6; ++k) {
-      b.Runtime("cudaLaunchKernel", t0 + 2'000 + k * 20'000, 4'000, corr);
-      b.Kernel(absl::StrCat("kernel_", k), t0 + 10'000 + k * 20'000, 6'000 + s % 7, corr++);
+      b.Runtime("cudaLaunchKernel", t0 + 2'000 + int64_t{k} * 20'000, 4'000, corr);
+      b.Kernel(absl::StrCat("kernel_", k), t0 + 10'000 + int64_t{k} * 20'000, 6'000 + s % 7,
+               corr++);
     }
     b.Memcpy("Memcpy HtoD (Pinned -> Device)", t0 + 200'000, 30'000, corr++, 1 << 20);
     b.Sync("Stream Sync", t0 + 300'000, 40'000, corr++);

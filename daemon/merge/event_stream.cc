@@ -195,7 +195,7 @@ simdjson::error_code MergeJsonVisitor::ArrayToJson(od::array array, int depth, J
   *out = Json::array();
   for (auto element : array) {
     od::value e;
-    GPUCTL_MERGE_JSON_TRY(std::move(element).get(e));
+    GPUCTL_MERGE_JSON_TRY(element.get(e));
     Json v;
     GPUCTL_MERGE_JSON_TRY(ToJson(e, depth + 1, &v, nullptr));
     out->push_back(std::move(v));
