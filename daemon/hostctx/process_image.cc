@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -47,9 +49,10 @@ absl::string_view NextField(absl::string_view* line) {
   return field;
 }
 
-bool ParseMapsLine(absl::string_view line, Mapping* mapping) {
+bool ParseMapsLine(absl::string_view line, Mapping* mapping, bool* executable) {
   const absl::string_view range = NextField(&line);
-  NextField(&line);  // permissions
+  const absl::string_view permissions = NextField(&line);
+  *executable = permissions.size() > 2 && permissions[2] == 'x';
   const absl::string_view offset = NextField(&line);
   const absl::string_view device = NextField(&line);
   const absl::string_view inode = NextField(&line);
@@ -92,11 +95,33 @@ std::shared_ptr<const UniqueFd> OpenRoot(const std::string& proc_root, pid_t pid
 
 std::vector<Mapping> ParseMaps(absl::string_view text) {
   std::vector<Mapping> mappings;
+  std::vector<bool> executable;
+  // Files with code: the others (data files, a dataset's shards, locale
+  // archives) name no frame.
+  absl::flat_hash_set<std::tuple<uint32_t, uint32_t, uint64_t, absl::string_view>> with_code;
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     Mapping mapping;
-    if (ParseMapsLine(line, &mapping)) mappings.push_back(std::move(mapping));
+    bool exec = false;
+    if (!ParseMapsLine(line, &mapping, &exec)) continue;
+    mappings.push_back(std::move(mapping));
+    executable.push_back(exec);
   }
-  return mappings;
+  for (size_t i = 0; i < mappings.size(); ++i) {
+    const Mapping& m = mappings[i];
+    if (executable[i]) with_code.emplace(m.dev_major, m.dev_minor, m.inode, m.path);
+  }
+  // Decided before any path moves: the set's keys view them.
+  std::vector<bool> keep(mappings.size());
+  for (size_t i = 0; i < mappings.size(); ++i) {
+    const Mapping& m = mappings[i];
+    keep[i] = with_code.contains(
+        std::make_tuple(m.dev_major, m.dev_minor, m.inode, absl::string_view(m.path)));
+  }
+  std::vector<Mapping> kept;
+  for (size_t i = 0; i < mappings.size(); ++i) {
+    if (keep[i]) kept.push_back(std::move(mappings[i]));
+  }
+  return kept;
 }
 
 uint64_t StartTicksOf(const std::string& proc_root, pid_t pid) {

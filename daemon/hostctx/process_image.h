@@ -27,8 +27,9 @@ struct Mapping {
 };
 
 // The mappings of /proc/<pid>/maps text that can name frames: those of
-// files (an absolute path) and the [vdso]; heap, stacks and anonymous
-// memory are left out, as are lines that do not parse.
+// the files (an absolute path) mapped executable somewhere, and the
+// [vdso]; data files, heap, stacks and anonymous memory are left out, as
+// are lines that do not parse.
 std::vector<Mapping> ParseMaps(absl::string_view text);
 
 // One change of a process's address space as a capture saw it.
