@@ -203,6 +203,8 @@ simdjson::error_code MergeJsonVisitor::ArrayToJson(od::array array, int depth, J
   return simdjson::SUCCESS;
 }
 
+#undef GPUCTL_MERGE_JSON_TRY
+
 }  // namespace
 
 absl::StatusOr<StreamedHeader> StreamTrace(analysis::TraceInput input, const std::string& name,
