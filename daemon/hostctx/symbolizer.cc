@@ -3,10 +3,6 @@
 #include <cxxabi.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <linux/openat2.h>
-#include <sys/auxv.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,13 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
-#include <map>
-#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "daemon/common/posix_file.h"
+#include "daemon/hostctx/mapped_files.h"
 #include "daemon/hostctx/perf_map.h"
 
 namespace gpuctl::hostctx {
@@ -45,31 +40,6 @@ namespace {
 constexpr size_t kMaxPerfMapBytes = 64 << 20;
 constexpr size_t kMaxCachedFrames = 1 << 16;
 constexpr size_t kMaxLiveMappings = 1 << 16;
-constexpr char kVdsoName[] = "[vdso]";
-
-// Opens `path` (absolute inside the process) beneath `root_fd` as if
-// `root_fd` were "/": symlinks in a container resolve inside it.
-int OpenInRoot(int root_fd, const std::string& path) {
-  open_how how{};
-  how.flags = O_RDONLY | O_CLOEXEC;
-  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  const int fd = static_cast<int>(syscall(SYS_openat2, root_fd, path.c_str(), &how, sizeof(how)));
-  if (fd >= 0 || errno != ENOSYS) return fd;
-  // Kernels before 5.6: relative to the root, symlinks unconfined.
-  return openat(root_fd, path.c_str() + path.find_first_not_of('/'), O_RDONLY | O_CLOEXEC);
-}
-
-std::string ReadFd(int fd, size_t max_bytes) {
-  std::string out;
-  char buffer[64 << 10];
-  while (out.size() < max_bytes) {
-    const ssize_t n = read(fd, buffer, std::min(sizeof(buffer), max_bytes - out.size()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buffer, static_cast<size_t>(n));
-  }
-  return out;
-}
 
 // C++ names as written in the source; others as they are.
 std::string Demangle(const char* name) {
@@ -174,84 +144,6 @@ int CollectFrame(Dwfl_Frame* frame, void* arg) {
   return pcs->size() < kMaxCallchainDepth ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
-// Of mappings in the order they were made, those no later one overlaps
-// (mmap replaces what it overlaps), sorted by address.
-std::vector<Mapping> LiveMappings(std::vector<Mapping> made) {
-  std::map<uint64_t, uint64_t> taken;  // start -> end of those kept
-  std::vector<Mapping> kept;
-  for (auto it = made.rbegin(); it != made.rend(); ++it) {
-    auto after = taken.lower_bound(it->end);
-    if (after != taken.begin() && std::prev(after)->second > it->start) continue;
-    taken.emplace(it->start, it->end);
-    kept.push_back(std::move(*it));
-  }
-  std::sort(kept.begin(), kept.end(),
-            [](const Mapping& a, const Mapping& b) { return a.start < b.start; });
-  return kept;
-}
-
-bool SameFile(const Mapping& a, const Mapping& b) {
-  return a.inode == b.inode && a.dev_major == b.dev_major && a.dev_minor == b.dev_minor &&
-         a.path == b.path;
-}
-
-// Where the file's first loadable page is mapped (the start of the first
-// line of the file in /proc/<pid>/maps, as libdwfl expects a module's low
-// address), from `first`, its lowest mapping: that mapping's start when it
-// maps offset 0, else found through the ELF's program headers (an
-// executable mapping recorded alone, the file's read-only first segment
-// not being recorded). Unknown (nullopt) when the file cannot be read.
-std::optional<uint64_t> ModuleLowAddress(int root_fd, const Mapping& first) {
-  if (first.pgoff == 0) return first.start;
-  if (root_fd < 0) return std::nullopt;
-  UniqueFd fd(OpenInRoot(root_fd, first.path));
-  if (fd.get() < 0) return std::nullopt;
-  elf_version(EV_CURRENT);
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
-  if (elf == nullptr) return std::nullopt;
-  const uint64_t page_mask = ~(static_cast<uint64_t>(sysconf(_SC_PAGESIZE)) - 1);
-  std::optional<uint64_t> first_page;
-  std::optional<uint64_t> bias;
-  size_t count = 0;
-  if (elf_getphdrnum(elf, &count) != 0) count = 0;
-  for (size_t i = 0; i < count; ++i) {
-    GElf_Phdr phdr;
-    if (gelf_getphdr(elf, static_cast<int>(i), &phdr) == nullptr || phdr.p_type != PT_LOAD) {
-      continue;
-    }
-    if (!first_page) first_page = phdr.p_vaddr & page_mask;
-    if (!bias && (phdr.p_offset & page_mask) <= first.pgoff &&
-        first.pgoff < phdr.p_offset + phdr.p_filesz) {
-      // The segment mapped there: its p_vaddr and p_offset agree modulo
-      // the page size.
-      bias = first.start - first.pgoff - (phdr.p_vaddr - phdr.p_offset);
-    }
-  }
-  elf_end(elf);
-  if (!first_page || !bias) return std::nullopt;
-  return *bias + *first_page;
-}
-
-// The daemon's own vDSO: the same image as every 64-bit process's on this
-// kernel (as perf also assumes), so that a process's [vdso] frames are
-// named after it exits.
-std::vector<char> OwnVdso() {
-  const uintptr_t base = getauxval(AT_SYSINFO_EHDR);
-  if (base == 0) return {};
-  std::string maps;
-  {
-    UniqueFd fd(open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return {};
-    maps = ReadFd(fd.get(), 1 << 20);
-  }
-  for (const Mapping& mapping : ParseMaps(maps)) {
-    if (mapping.path != kVdsoName || mapping.start != base) continue;
-    const auto* begin = reinterpret_cast<const char*>(base);  // NOLINT: the mapped image
-    return std::vector<char>(begin, begin + (mapping.end - mapping.start));
-  }
-  return {};
-}
-
 }  // namespace
 
 std::vector<uint64_t> SpliceCallChains(const std::vector<uint64_t>& unwound,
@@ -311,7 +203,7 @@ class Symbolizer::Process {
     if (context_.root_fd >= 0) {
       UniqueFd fd(
           OpenInRoot(context_.root_fd, absl::StrCat("/tmp/perf-", image.namespace_pid, ".map")));
-      if (fd.get() >= 0) perf_map_ = PerfMap::Parse(ReadFd(fd.get(), kMaxPerfMapBytes));
+      if (fd.get() >= 0) perf_map_ = PerfMap::Parse(ReadFdUpTo(fd.get(), kMaxPerfMapBytes));
     }
   }
   Process(const Process&) = delete;
@@ -477,7 +369,7 @@ class Symbolizer::Process {
 };
 
 Symbolizer::Symbolizer(std::string proc_root, absl::flat_hash_map<pid_t, ProcessImage> images)
-    : proc_root_(std::move(proc_root)), images_(std::move(images)), vdso_(OwnVdso()) {}
+    : proc_root_(std::move(proc_root)), images_(std::move(images)), vdso_(ReadOwnVdso()) {}
 
 Symbolizer::~Symbolizer() = default;
 
