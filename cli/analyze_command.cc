@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -25,6 +27,8 @@
 #include "daemon/analysis/trace_reader.h"
 #include "daemon/common/posix_file.h"
 #include "daemon/common/trace_id.h"
+#include "daemon/merge/trace_manifests.h"
+#include "google/protobuf/util/time_util.h"
 
 namespace gpuctl::cli {
 namespace {
@@ -421,8 +425,46 @@ absl::StatusOr<std::vector<std::string>> ExpandTracePaths(const std::vector<std:
   return files;
 }
 
+// What a manifest says of one process's capture (ProcessResult).
+struct CaptureNote {
+  bool late_start = false, joined_late = false;
+  int64_t start_skew_ns = 0;
+};
+
+std::string NormalPath(const fs::path& path) { return path.lexically_normal().string(); }
+
+// The capture notes of `files` from the manifests of their directories
+// (docs/trace-format.md), by the file's normalised path. A manifest that
+// cannot be read is said on stderr; its files go without notes.
+std::map<std::string, CaptureNote> ReadCaptureNotes(const std::vector<std::string>& files,
+                                                    const CliEnv& env) {
+  std::set<std::string> dirs;
+  for (const std::string& file : files) {
+    const fs::path parent = fs::path(file).parent_path();
+    dirs.insert(parent.empty() ? "." : parent.string());
+  }
+  std::map<std::string, CaptureNote> notes;
+  for (const std::string& dir : dirs) {
+    const merge::TraceManifests read = merge::ReadTraceManifests(dir);
+    for (const std::string& why : read.unreadable) {
+      *env.err << "gpuctl analyze: " << why << "; its processes' capture notes are not used\n";
+    }
+    for (const merge::TraceManifestFile& manifest : read.manifests) {
+      for (const v1::ProcessResult& result : manifest.manifest.results()) {
+        if (result.file().empty()) continue;
+        const CaptureNote note{
+            result.late_start(), result.joined_late(),
+            google::protobuf::util::TimeUtil::DurationToNanoseconds(result.start_skew())};
+        notes.emplace(NormalPath(fs::path(dir) / result.file()), note);
+      }
+    }
+  }
+  return notes;
+}
+
 AnalyzedFiles AnalyzeFiles(const std::vector<std::string>& files,
                            const AnalyzeCommandOptions& options, const CliEnv& env) {
+  const std::map<std::string, CaptureNote> notes = ReadCaptureNotes(files, env);
   // One model per worker at a time; each is dropped once analysed.
   std::vector<std::optional<absl::StatusOr<analysis::TraceReport>>> results(files.size());
   RunBounded(files.size(), options.jobs, [&](size_t i) {
@@ -430,6 +472,13 @@ AnalyzedFiles AnalyzeFiles(const std::vector<std::string>& files,
     if (!model.ok()) {
       results[i] = model.status();
       return;
+    }
+    if (auto note = notes.find(NormalPath(files[i])); note != notes.end()) {
+      analysis::TraceInfo& info = model->info;
+      info.has_manifest = true;
+      info.late_start = note->second.late_start;
+      info.joined_late = note->second.joined_late;
+      info.start_skew_ns = note->second.start_skew_ns;
     }
     results[i] = analysis::AnalyzeModel(*model, options.thresholds);
   });

@@ -150,6 +150,44 @@ TEST(AnalyzeBinaryTest, RanksOfADirectoryAreComparedForStragglers) {
   EXPECT_THAT(text.out, ::testing::Not(HasSubstr("straggler_")));
 }
 
+TEST(AnalyzeBinaryTest, ManifestNotesOfLateProcessesBecomeDataQualityFindings) {
+  // A trace directory as gpuctld stores it: rank 1 opened its window 1.5 s
+  // late, rank 2 joined after the request; rank 0 is on time. A broken
+  // manifest beside them is said and skipped.
+  TempDir dir;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    std::ofstream(absl::StrCat(dir.path(), "/node1-rank", rank, "-pid", 100 + rank, ".json"))
+        << StragglerRankTrace(rank);
+  }
+  std::filesystem::create_directories(dir.path() + "/_gpuctl");
+  std::ofstream(dir.path() + "/_gpuctl/node1.json") << R"({"traceId": "t", "host": "node1",
+    "results": [
+      {"pid": 100, "file": "node1-rank0-pid100.json", "lateStart": false},
+      {"pid": 101, "file": "node1-rank1-pid101.json", "lateStart": true, "startSkew": "1.500s"},
+      {"pid": 102, "file": "node1-rank2-pid102.json", "joinedLate": true}]})";
+  std::ofstream(dir.path() + "/_gpuctl/node2.json") << "{not json";
+  Ran run = RunGpuctl("analyze --json " + dir.path());
+  ASSERT_EQ(run.rc, 0) << run.out;
+  EXPECT_THAT(run.out, HasSubstr("_gpuctl/node2.json: not a manifest"));
+  const size_t json_at = run.out.rfind("\n{", run.out.find("\"schema\"")) + 1;
+  nlohmann::json doc = nlohmann::json::parse(run.out.substr(json_at));
+  std::vector<std::string> notes;
+  for (const nlohmann::json& f : doc["findings"]) {
+    if (f["id"] == "late_start" || f["id"] == "joined_late") {
+      notes.push_back(absl::StrCat(f["id"].get<std::string>(), "@", f["rank"].get<int64_t>()));
+      if (f["id"] == "late_start") {
+        EXPECT_EQ(f["numbers"]["start_skew_ns"], 1.5e9) << f;
+      }
+    }
+  }
+  EXPECT_THAT(notes, ElementsAre("late_start@1", "joined_late@2"));
+
+  // One file on its own is looked up in its directory's manifests too.
+  Ran one = RunGpuctl("analyze " + dir.path() + "/node1-rank1-pid101.json");
+  EXPECT_EQ(one.rc, 0) << one.out;
+  EXPECT_THAT(one.out, HasSubstr("late_start"));
+}
+
 TEST(AnalyzeFlagsTest, DirectoryExpandsToItsTracesWithoutManifests) {
   absl::StatusOr<std::vector<std::string>> files = ExpandTracePaths({kTraceDir});
   ASSERT_TRUE(files.ok()) << files.status();

@@ -25,7 +25,7 @@ constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kGiB = int64_t{1} << 30;
 
 // The builder's deviceProperties with device 0's memory size.
-std::string WithMemorySize(std::string json, int64_t bytes) {
+std::string WithMemorySize(const std::string& json, int64_t bytes) {
   return absl::StrReplaceAll(
       json, {{"\"deviceProperties\": [{\"id\": 0}]",
               absl::StrCat("\"deviceProperties\": [{\"id\": 0, \"totalGlobalMem\": ", bytes,
@@ -84,8 +84,8 @@ TraceBuilder FourMemorySteps(bool gpuctl) {
     b.Gpuctl(meta);
   }
   for (int i = 0; i < 4; ++i) {
-    b.Step(i + 1, i * 100 * kMs, 100 * kMs);
-    b.Kernel("k", i * 100 * kMs + 10 * kMs, 50 * kMs, 0);
+    b.Step(i + 1, int64_t{i} * 100 * kMs, 100 * kMs);
+    b.Kernel("k", int64_t{i} * 100 * kMs + 10 * kMs, 50 * kMs, 0);
   }
   return b;
 }
@@ -156,9 +156,9 @@ TEST(DeviceMemoryTest, AStepEndingLowerOrTooFewStepsIsNotGrowth) {
   meta.activities = {"kernel", "memory"};
   two.Gpuctl(meta);
   for (int i = 0; i < 2; ++i) {
-    two.Step(i + 1, i * 100 * kMs, 100 * kMs);
-    two.Kernel("k", i * 100 * kMs, 10 * kMs, 0);
-    two.Raw(Counter(0, i * 100 * kMs + 50 * kMs, (i + 1) * kGiB));
+    two.Step(i + 1, int64_t{i} * 100 * kMs, 100 * kMs);
+    two.Kernel("k", int64_t{i} * 100 * kMs, 10 * kMs, 0);
+    two.Raw(Counter(0, int64_t{i} * 100 * kMs + 50 * kMs, (i + 1) * kGiB));
   }
   TraceReport few = AnalyzeMemoryJson(two.Json());
   ASSERT_EQ(few.memory.devices.size(), 1u);

@@ -86,7 +86,8 @@ void AppendMemoryChart(std::string* out, const DeviceMemory& d) {
   constexpr int kWidth = 640, kHeight = 150, kLeft = 72, kRight = 12, kTop = 10, kBottom = 24;
   const std::vector<int64_t>& b = d.step_bytes;
   int64_t top = std::max<int64_t>(1, *std::max_element(b.begin(), b.end()));
-  const bool show_limit = d.total_bytes > 0 && static_cast<double>(d.total_bytes) <= 2.0 * top;
+  const bool show_limit =
+      d.total_bytes > 0 && static_cast<double>(d.total_bytes) <= 2.0 * static_cast<double>(top);
   if (show_limit) top = std::max(top, static_cast<int64_t>(d.total_bytes));
   const double scale = static_cast<double>(top) * 1.05;
   const double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;

@@ -442,7 +442,7 @@ simdjson::error_code TraceVisitor::OnGpuctl(od::object gpuctl) {
     if (field.value().get_array().get(activities) != simdjson::SUCCESS) continue;  // an object
     for (auto element : activities) {
       od::value a;
-      GPUCTL_RETURN_IF_JSON_ERROR(std::move(element).get(a));
+      GPUCTL_RETURN_IF_JSON_ERROR(element.get(a));
       GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(a, &v, &scalar));
       if (scalar && v.type == Scalar::Type::kString) {
         model_->info.activities.emplace_back(v.text);
@@ -455,7 +455,7 @@ simdjson::error_code TraceVisitor::OnGpuctl(od::object gpuctl) {
 simdjson::error_code TraceVisitor::OnDevices(od::array devices) {
   for (auto element : devices) {
     od::value value;
-    GPUCTL_RETURN_IF_JSON_ERROR(std::move(element).get(value));
+    GPUCTL_RETURN_IF_JSON_ERROR(element.get(value));
     od::json_type type;
     GPUCTL_RETURN_IF_JSON_ERROR(value.type().get(type));
     if (type != od::json_type::object) continue;
@@ -554,7 +554,7 @@ simdjson::error_code TraceVisitor::OnArgNested(od::value value) {
     GPUCTL_RETURN_IF_JSON_ERROR(value.get_array().get(elements));
     for (auto element : elements) {
       od::value v;
-      GPUCTL_RETURN_IF_JSON_ERROR(std::move(element).get(v));
+      GPUCTL_RETURN_IF_JSON_ERROR(element.get(v));
       GPUCTL_RETURN_IF_JSON_ERROR(on_element(v));
     }
     return simdjson::SUCCESS;
