@@ -59,6 +59,12 @@ void CheckRecord(absl::Span<const uint8_t> record) {
       }
       if (mmap->length == 0 || mmap->start + mmap->length < mmap->start) std::abort();
     }
+    if (const auto* exec = std::get_if<hostctx::ExecRecord>(&*parsed)) {
+      if (exec->comm.size() > hostctx::kMaxCommBytes ||
+          exec->comm.find('\0') != std::string::npos) {
+        std::abort();
+      }
+    }
   }
 }
 

@@ -171,7 +171,9 @@ absl::StatusOr<PerfRecord> ParseComm(FieldReader* reader, uint16_t misc) {
   }
   if ((misc & PERF_RECORD_MISC_COMM_EXEC) == 0) return PerfRecord(OtherRecord{PERF_RECORD_COMM});
   exec.time_ns = id.time_ns;
-  return PerfRecord(exec);
+  const auto* chars = reinterpret_cast<const char*>(comm.data());  // NOLINT: bytes as text
+  exec.comm.assign(chars, strnlen(chars, std::min(comm.size(), kMaxCommBytes)));
+  return PerfRecord(std::move(exec));
 }
 
 }  // namespace

@@ -149,7 +149,9 @@ struct ExecRecord {
   uint32_t pid = 0;
   uint32_t tid = 0;
   uint64_t time_ns = 0;
+  std::string comm;  // the new program's name, at most kMaxCommBytes
 };
+inline constexpr size_t kMaxCommBytes = 16;  // the kernel's TASK_COMM_LEN
 
 // A sampled thread created a thread or a process (PERF_RECORD_FORK, which
 // events with comm or mmap set carry): the sampler opens the new thread at

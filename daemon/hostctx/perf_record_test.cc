@@ -288,6 +288,7 @@ TEST(ParseRecordTest, CommRecordOfAnExecIsAnExec) {
   ASSERT_TRUE(exec.ok()) << exec.status();
   EXPECT_EQ(std::get<ExecRecord>(*exec).pid, 10u);
   EXPECT_EQ(std::get<ExecRecord>(*exec).time_ns, 77u);
+  EXPECT_EQ(std::get<ExecRecord>(*exec).comm, "python3");
   // A rename (prctl PR_SET_NAME) is not.
   auto rename = ParseRecord(RecordBytes(PERF_RECORD_COMM, 0)
                                 .U32Pair(10, 12)

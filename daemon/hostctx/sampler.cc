@@ -449,6 +449,12 @@ void HostSampler::OnRecord(absl::Span<const uint8_t> record) {
                                       std::move(mmap->path)});
     AddImageChange(mmap->pid, std::move(change));
   } else if (auto* exec = std::get_if<ExecRecord>(&*parsed)) {
+    // A worker that exec'd a compiler is named by the compiler.
+    for (SampledThread& thread : capture_.threads) {
+      if (thread.pid != static_cast<pid_t>(exec->pid)) continue;
+      thread.process_name = exec->comm;
+      if (thread.tid == static_cast<pid_t>(exec->tid)) thread.name = exec->comm;
+    }
     AddressSpaceChange change;
     change.time_ns = exec->time_ns;
     change.exec = true;

@@ -84,8 +84,8 @@ struct SampledThread {
   pid_t pid = 0;
   pid_t tid = 0;
   uint64_t opened_ns = 0;  // when its event opened (CLOCK_REALTIME)
-  // The thread's and its process's names (comm) when opened; the
-  // process's to choose, so untrusted.
+  // The thread's and its process's names (comm) when opened, or the
+  // program's it exec'd since; the process's to choose, so untrusted.
   std::string name;
   std::string process_name;
 };

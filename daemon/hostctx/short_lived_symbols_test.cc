@@ -195,6 +195,12 @@ TEST(ShortLivedSymbolsTest, AWorkerThatExecdIsNamedInEachProgram) {
       after_named += frame.second == "GpuctlHostctxExecedSpin";
     }
   }
+  // Its track is named by the program it exec'd (a comm: 15 characters).
+  const auto thread = std::find_if(capture.threads.begin(), capture.threads.end(),
+                                   [&](const SampledThread& t) { return t.tid == worker; });
+  ASSERT_NE(thread, capture.threads.end());
+  EXPECT_EQ(thread->process_name, "gpuctl_hostctx_");
+  EXPECT_EQ(thread->name, "gpuctl_hostctx_");
   ASSERT_GE(before, 10u);
   ASSERT_GE(after, 20u);
   EXPECT_GE(before_named * 2, before) << before_named << " of " << before;
