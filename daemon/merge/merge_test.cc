@@ -20,6 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace pp = ::perfetto::protos;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr int64_t kBase1 = 1'700'000'000'000'000'000;  // node1's baseTimeNanoseconds
@@ -214,6 +215,65 @@ TEST_F(MergeTest, ProtoDecodesWithEveryRankOnItsOwnTracks) {
     EXPECT_EQ(events[7]->track_event().flow_ids(0),
               events[8]->track_event().terminating_flow_ids(0));
   }
+}
+
+TEST_F(MergeTest, ProtoPutsAsyncEventsOnATrackPerIdUnderTheirRank) {
+  // Two async ids of one name on one thread, one with a nested slice and an
+  // instant; an async event without an id has nowhere to go.
+  Write("node1-rank0-pid100.json", R"({"traceEvents":[
+{"ph":"b","cat":"data","name":"load","id":1,"pid":100,"tid":101,"ts":10},
+{"ph":"b","cat":"data","name":"load","id":2,"pid":100,"tid":101,"ts":12},
+{"ph":"b","cat":"data","name":"decode","id":1,"pid":100,"tid":101,"ts":13},
+{"ph":"n","cat":"data","name":"chunk","id":1,"pid":100,"tid":101,"ts":14,"args":{"bytes":7}},
+{"ph":"e","cat":"data","name":"decode","id":1,"pid":100,"tid":101,"ts":15},
+{"ph":"e","cat":"data","name":"load","id":1,"pid":100,"tid":101,"ts":20},
+{"ph":"e","cat":"data","name":"load","id":2,"pid":100,"tid":101,"ts":30},
+{"ph":"b","cat":"data","name":"orphan","pid":100,"tid":101,"ts":31},
+{"ph":"X","cat":"cpu_op","name":"step","pid":100,"tid":101,"ts":5,"dur":40}
+],"baseTimeNanoseconds":1000000000})");
+  const std::string out = (dir_ / "merged.pftrace").string();
+  absl::StatusOr<MergeResult> result =
+      MergeTraces({(dir_ / "node1-rank0-pid100.json").string()}, out, MergeOptions{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->ranks.size(), 1u);
+  EXPECT_EQ(result->ranks[0].written, 8u);
+  EXPECT_EQ(result->ranks[0].unsupported, 1u);  // the async event without an id
+  pp::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(Read(out)));
+  uint64_t process = 0;
+  std::map<uint64_t, std::string> async_tracks;  // uuid -> name
+  std::map<uint64_t, std::vector<std::pair<pp::TrackEvent::Type, uint64_t>>> on_track;
+  for (const pp::TracePacket& p : trace.packet()) {
+    if (p.has_track_descriptor()) {
+      const pp::TrackDescriptor& t = p.track_descriptor();
+      if (t.has_process()) process = t.uuid();
+      if (!t.has_process() && !t.has_thread()) {
+        EXPECT_EQ(t.parent_uuid(), process);
+        async_tracks[t.uuid()] = t.name();
+      }
+    }
+    if (p.has_track_event()) {
+      const uint64_t uuid = p.track_event().track_uuid();
+      // Every event's track was described before it.
+      if (async_tracks.count(uuid) != 0) {
+        on_track[uuid].emplace_back(p.track_event().type(), p.timestamp());
+      }
+    }
+  }
+  ASSERT_EQ(async_tracks.size(), 2u);
+  const uint64_t first = async_tracks.begin()->first,
+                 second = std::next(async_tracks.begin())->first;
+  EXPECT_EQ(async_tracks[first], "load");
+  EXPECT_EQ(async_tracks[second], "load");
+  using T = pp::TrackEvent;
+  const uint64_t base = 1'000'000'000;
+  EXPECT_THAT(on_track[first], ElementsAre(std::pair(T::TYPE_SLICE_BEGIN, base + 10'000),
+                                           std::pair(T::TYPE_SLICE_BEGIN, base + 13'000),
+                                           std::pair(T::TYPE_INSTANT, base + 14'000),
+                                           std::pair(T::TYPE_SLICE_END, base + 15'000),
+                                           std::pair(T::TYPE_SLICE_END, base + 20'000)));
+  EXPECT_THAT(on_track[second], ElementsAre(std::pair(T::TYPE_SLICE_BEGIN, base + 12'000),
+                                            std::pair(T::TYPE_SLICE_END, base + 30'000)));
 }
 
 TEST_F(MergeTest, WithoutManifestRanksKeepTheirOwnClock) {

@@ -24,6 +24,10 @@ constexpr uint32_t kSequenceId = 1;
 // Names interned per kind at most; past this they are written inline, so a
 // trace of endless distinct names cannot grow the tables without bound.
 constexpr size_t kMaxInterned = 1'000'000;
+// A rank's async tracks take uuids from process_uuid + 2^30 (its rows lie
+// below 2^20 past it, its counters from 2^31); at most this many per rank.
+constexpr uint64_t kAsyncTrackBase = uint64_t{1} << 30;
+constexpr uint64_t kMaxAsyncTracksPerRank = 1'000'000;
 // Trace.packet is field 1, length-delimited: tag (1 << 3) | 2.
 constexpr uint8_t kPacketTag = 0x0a;
 
@@ -55,6 +59,7 @@ class ProtoSink : public MergeSink {
 
   absl::Status BeginRank(const RankPlan& rank) override {
     counters_.clear();
+    async_tracks_.clear();
     pp::TracePacket packet;
     pp::TrackDescriptor* process = Descriptor(packet, rank.process_uuid);
     process->mutable_process()->set_pid(static_cast<int32_t>(rank.merged_pid));
@@ -107,6 +112,17 @@ class ProtoSink : public MergeSink {
       case 't':
       case 'f':
         return WriteOk(Slice(e, pp::TrackEvent::TYPE_INSTANT, e.aligned_ns));
+      case 'b':
+      case 'e':
+      case 'n': {
+        absl::StatusOr<uint64_t> track = AsyncTrack(rank, e);
+        if (!track.ok()) return track.status();
+        if (*track == 0) return false;
+        const pp::TrackEvent::Type type = ph == 'b'   ? pp::TrackEvent::TYPE_SLICE_BEGIN
+                                          : ph == 'e' ? pp::TrackEvent::TYPE_SLICE_END
+                                                      : pp::TrackEvent::TYPE_INSTANT;
+        return WriteOk(Slice(e, type, e.aligned_ns, *track));
+      }
       case 'C':
         return Counters(rank, e);
       default:
@@ -135,13 +151,35 @@ class ProtoSink : public MergeSink {
     return track;
   }
 
-  // A track event on the row's track: a slice's begin (with the args) or
-  // end, or an instant; flow ids of s/t (leaving) and f (arriving) events.
-  absl::Status Slice(const MergeEvent& e, pp::TrackEvent::Type type, int64_t ts) {
+  // The track of an async event's id (b, e, n: Chrome's nestable async
+  // events, one track per category and id within a rank, as the JSON
+  // importer keeps them), a child of the rank's process track named after
+  // its first event; its descriptor is written before its first event.
+  // 0 for an event without an id, and past kMaxAsyncTracksPerRank.
+  absl::StatusOr<uint64_t> AsyncTrack(const RankPlan& rank, const MergeEvent& e) {
+    if (!e.flow_id.has_value()) return uint64_t{0};
+    if (auto it = async_tracks_.find(*e.flow_id); it != async_tracks_.end()) return it->second;
+    if (async_tracks_.size() >= kMaxAsyncTracksPerRank) return uint64_t{0};
+    const uint64_t uuid = rank.process_uuid + kAsyncTrackBase + async_tracks_.size();
+    async_tracks_.emplace(*e.flow_id, uuid);
+    pp::TracePacket packet;
+    pp::TrackDescriptor* track = Descriptor(packet, uuid);
+    track->set_parent_uuid(rank.process_uuid);
+    const Json& name = e.streamed->value.value("name", Json());
+    track->set_name(name.is_string() ? name.get<std::string>() : name.dump());
+    if (absl::Status s = WritePacket(packet); !s.ok()) return s;
+    return uuid;
+  }
+
+  // A track event on the row's track (or `track`): a slice's begin (with
+  // the args) or end, or an instant; flow ids of s/t (leaving) and f
+  // (arriving) events.
+  absl::Status Slice(const MergeEvent& e, pp::TrackEvent::Type type, int64_t ts,
+                     uint64_t track = 0) {
     pp::TracePacket packet;
     pp::TrackEvent* event = EventPacket(packet, ts);
     event->set_type(type);
-    event->set_track_uuid(e.row->uuid);
+    event->set_track_uuid(track != 0 ? track : e.row->uuid);
     if (type != pp::TrackEvent::TYPE_SLICE_END) {
       const Json& value = e.streamed->value;
       Name(packet, event, value.value("name", Json()));
@@ -313,7 +351,8 @@ class ProtoSink : public MergeSink {
   bool sequence_started_ = false;
   Interner event_names_, categories_, annotation_names_;
   CallstackInterner callstacks_;
-  absl::flat_hash_map<std::string, uint64_t> counters_;  // this rank's, by track name
+  absl::flat_hash_map<std::string, uint64_t> counters_;   // this rank's, by track name
+  absl::flat_hash_map<uint64_t, uint64_t> async_tracks_;  // this rank's, by merged id
 };
 
 }  // namespace
