@@ -21,6 +21,7 @@
 #include "daemon/hostctx/off_cpu.h"
 #include "daemon/hostctx/symbolizer.h"
 #include "daemon/hostctx/testing/no_frame_pointer_workload.h"
+#include "daemon/hostctx/testing/pipe.h"
 #include "daemon/hostctx/testing/spin_workload.h"
 #include "gtest/gtest.h"
 
@@ -28,26 +29,10 @@ namespace gpuctl::hostctx {
 namespace {
 
 using testing::MonotonicNowNs;
+using testing::Pipe;
+using testing::ReadWithDeadline;
 
 constexpr int64_t kChildLifetimeNs = 20'000'000'000;
-
-// A pipe whose ends close with it.
-struct Pipe {
-  Pipe() { EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0); }
-  ~Pipe() {
-    close(fds[0]);
-    close(fds[1]);
-  }
-  int fds[2] = {-1, -1};
-};
-
-// Reads one value of `T` from `fd`, waiting at most 10 s.
-template <typename T>
-bool ReadWithDeadline(int fd, T* value) {
-  pollfd p{fd, POLLIN, 0};
-  if (poll(&p, 1, 10000) != 1) return false;
-  return read(fd, value, sizeof(T)) == static_cast<ssize_t>(sizeof(T));
-}
 
 template <typename T>
 void WriteValue(int fd, T value) {

@@ -19,6 +19,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/hostctx/sampler.h"
 #include "daemon/hostctx/symbolizer.h"
+#include "daemon/hostctx/testing/pipe.h"
 #include "daemon/hostctx/testing/spin_workload.h"
 #include "gtest/gtest.h"
 
@@ -26,25 +27,11 @@ namespace gpuctl::hostctx {
 namespace {
 
 using testing::MonotonicNowNs;
+using testing::Pipe;
+using testing::ReadWithDeadline;
 
 constexpr int64_t kLifetimeNs = 20'000'000'000;
 constexpr int64_t kSpinNs = 400'000'000;
-
-struct Pipe {
-  Pipe() { EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0); }
-  ~Pipe() {
-    close(fds[0]);
-    close(fds[1]);
-  }
-  int fds[2] = {-1, -1};
-};
-
-template <typename T>
-bool ReadWithDeadline(int fd, T* value) {
-  pollfd p{fd, POLLIN, 0};
-  if (poll(&p, 1, 10000) != 1) return false;
-  return read(fd, value, sizeof(T)) == static_cast<ssize_t>(sizeof(T));
-}
 
 template <typename T>
 void WriteOrExit(int fd, T value) {

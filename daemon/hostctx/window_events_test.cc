@@ -126,8 +126,12 @@ TEST(WindowEventsTest, ATracedProcessesThreadsTakeTheIdsOfItsOwnNamespace) {
   std::vector<std::pair<int, int>> rows;
   for (const auto& e : out) {
     if (e.value("name", "") == "thread_name") rows.emplace_back(e["pid"], e["tid"]);
-    if (e.value("cat", "") == "cpu_sample" && e["pid"] == 10) EXPECT_EQ(e["tid"], 1);
-    if (e.value("cat", "") == "off_cpu") EXPECT_EQ(e["tid"], 2);
+    if (e.value("cat", "") == "cpu_sample" && e["pid"] == 10) {
+      EXPECT_EQ(e["tid"], 1);
+    }
+    if (e.value("cat", "") == "off_cpu") {
+      EXPECT_EQ(e["tid"], 2);
+    }
   }
   // The helper's threads keep the daemon's ids, as its pid does.
   EXPECT_EQ(rows, (std::vector<std::pair<int, int>>{{10, 1}, {10, 2}, {20, 20}}));
