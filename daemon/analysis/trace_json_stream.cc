@@ -17,8 +17,6 @@ namespace od = simdjson::ondemand;
 constexpr size_t kMaxHeldBytes = size_t{64} << 20;
 constexpr size_t kNone = ~size_t{0};
 
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
 class Stream {
  public:
   Stream(TraceInput* input, TraceJsonVisitor* visitor, size_t piece_bytes)
@@ -122,7 +120,7 @@ bool Stream::SkipSpace() {
     size_t i = 0;
     const char* d = data();
     const size_t n = held();
-    while (i < n && IsSpace(d[i])) ++i;
+    while (i < n && IsJsonSpace(d[i])) ++i;
     Drop(i);
     if (held() > 0) return true;
     if (!ReadMore(piece_bytes_)) return false;

@@ -25,6 +25,27 @@ inline bool Is(std::string_view s, const char (&text)[N]) {
   return s.size() == N - 1 && std::memcmp(s.data(), text, N - 1) == 0;
 }
 
+// JSON's whitespace.
+inline bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// A scalar's text as written: simdjson's raw token, which runs to the next
+// structural character, without the whitespace before it.
+inline std::string_view TokenText(simdjson::ondemand::value v) {
+  std::string_view raw = v.raw_json_token();
+  while (!raw.empty() && IsJsonSpace(raw.back())) raw.remove_suffix(1);
+  return raw;
+}
+
+// Returns simdjson's error from the enclosing function when `expr` (an
+// error_code) is not SUCCESS: for the visitors' readers.
+#define GPUCTL_JSON_TRY(expr)                                   \
+  do {                                                          \
+    if (const simdjson::error_code gpuctl_json_error_ = (expr); \
+        gpuctl_json_error_ != simdjson::SUCCESS) {              \
+      return gpuctl_json_error_;                                \
+    }                                                           \
+  } while (false)
+
 // A member's key. Keys without escapes (all that gpuctl and kineto write)
 // are read in place; others are unescaped by simdjson.
 inline simdjson::error_code KeyOf(simdjson::ondemand::field& field, std::string_view* key) {

@@ -213,11 +213,8 @@ struct Scalar {
   bool has_double = false;
 };
 
-bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
 simdjson::error_code ReadNumber(od::value v, Scalar* out, bool want_double) {
-  std::string_view raw = v.raw_json_token();
-  while (!raw.empty() && IsJsonSpace(raw.back())) raw.remove_suffix(1);
+  const std::string_view raw = TokenText(v);
   // A fraction or exponent keeps its text: times are read from it exactly
   // (MicrosTextToNanos), and a double is made only where one is used.
   for (char c : raw) {
@@ -261,12 +258,10 @@ simdjson::error_code ReadScalar(od::value v, Scalar* out, bool* is_scalar,
   switch (type) {
     case od::json_type::string: {
       // In place when it has no escape (names rarely do); else unescaped.
-      // The token runs to the next structural character: the closing quote
-      // and any whitespace after it.
-      std::string_view token = v.raw_json_token();
-      while (!token.empty() && token.back() != '"') token.remove_suffix(1);
+      const std::string_view token = TokenText(v);  // with its quotes
       std::string_view text;
-      if (token.size() >= 2 && std::memchr(token.data() + 1, '\\', token.size() - 2) == nullptr) {
+      if (token.size() >= 2 && token.back() == '"' &&
+          std::memchr(token.data() + 1, '\\', token.size() - 2) == nullptr) {
         text = token.substr(1, token.size() - 2);
       } else if (simdjson::error_code e = v.get_string().get(text); e != simdjson::SUCCESS) {
         return e;
@@ -295,14 +290,6 @@ simdjson::error_code ReadScalar(od::value v, Scalar* out, bool* is_scalar,
   *is_scalar = false;
   return simdjson::SUCCESS;
 }
-
-#define GPUCTL_RETURN_IF_JSON_ERROR(expr)                 \
-  do {                                                    \
-    if (simdjson::error_code gpuctl_json_error_ = (expr); \
-        gpuctl_json_error_ != simdjson::SUCCESS) {        \
-      return gpuctl_json_error_;                          \
-    }                                                     \
-  } while (false)
 
 // Whether events of phase `ph` are only counted: complete events, metadata,
 // counters and instants are read; 0 (not read yet) is not ignored.
@@ -383,7 +370,7 @@ simdjson::error_code TraceVisitor::OnTopMember(std::string_view key, od::value v
   const TopKey top = ClassifyTopKey(key);
   if (top == TopKey::kOther || top == TopKey::kEvents) return simdjson::SUCCESS;
   od::json_type type;
-  GPUCTL_RETURN_IF_JSON_ERROR(value.type().get(type));
+  GPUCTL_JSON_TRY(value.type().get(type));
   switch (top) {
     case TopKey::kGpuctl:
       if (type != od::json_type::object) return simdjson::SUCCESS;
@@ -395,16 +382,16 @@ simdjson::error_code TraceVisitor::OnTopMember(std::string_view key, od::value v
     case TopKey::kDistributed: {
       if (type != od::json_type::object) return simdjson::SUCCESS;
       od::object distributed;
-      GPUCTL_RETURN_IF_JSON_ERROR(value.get_object().get(distributed));
+      GPUCTL_JSON_TRY(value.get_object().get(distributed));
       for (auto member : distributed) {
         od::field field;
-        GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+        GPUCTL_JSON_TRY(std::move(member).get(field));
         std::string_view k;
-        GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+        GPUCTL_JSON_TRY(KeyOf(field, &k));
         if (k != "rank" && k != "world_size") continue;
         Scalar v;
         bool scalar = false;
-        GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+        GPUCTL_JSON_TRY(ReadScalar(field.value(), &v, &scalar));
         if (!scalar || v.type != Scalar::Type::kInt) continue;
         (k == "rank" ? top_.distributed_rank : top_.distributed_world) = v.i;
       }
@@ -413,7 +400,7 @@ simdjson::error_code TraceVisitor::OnTopMember(std::string_view key, od::value v
     case TopKey::kBaseTime: {
       Scalar v;
       bool scalar = false;
-      GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(value, &v, &scalar));
+      GPUCTL_JSON_TRY(ReadScalar(value, &v, &scalar));
       if (scalar && v.type == Scalar::Type::kInt && v.fits) model_->info.base_time_ns = v.i;
       return simdjson::SUCCESS;
     }
@@ -427,12 +414,12 @@ simdjson::error_code TraceVisitor::OnTopMember(std::string_view key, od::value v
 simdjson::error_code TraceVisitor::OnGpuctl(od::object gpuctl) {
   for (auto member : gpuctl) {
     od::field field;
-    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    GPUCTL_JSON_TRY(std::move(member).get(field));
     std::string_view k;
-    GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+    GPUCTL_JSON_TRY(KeyOf(field, &k));
     Scalar v;
     bool scalar = false;
-    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+    GPUCTL_JSON_TRY(ReadScalar(field.value(), &v, &scalar));
     if (scalar) {
       OnGpuctlScalar(k, v);
       continue;
@@ -442,8 +429,8 @@ simdjson::error_code TraceVisitor::OnGpuctl(od::object gpuctl) {
     if (field.value().get_array().get(activities) != simdjson::SUCCESS) continue;  // an object
     for (auto element : activities) {
       od::value a;
-      GPUCTL_RETURN_IF_JSON_ERROR(element.get(a));
-      GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(a, &v, &scalar));
+      GPUCTL_JSON_TRY(element.get(a));
+      GPUCTL_JSON_TRY(ReadScalar(a, &v, &scalar));
       if (scalar && v.type == Scalar::Type::kString) {
         model_->info.activities.emplace_back(v.text);
       }
@@ -455,23 +442,23 @@ simdjson::error_code TraceVisitor::OnGpuctl(od::object gpuctl) {
 simdjson::error_code TraceVisitor::OnDevices(od::array devices) {
   for (auto element : devices) {
     od::value value;
-    GPUCTL_RETURN_IF_JSON_ERROR(element.get(value));
+    GPUCTL_JSON_TRY(element.get(value));
     od::json_type type;
-    GPUCTL_RETURN_IF_JSON_ERROR(value.type().get(type));
+    GPUCTL_JSON_TRY(value.type().get(type));
     if (type != od::json_type::object) continue;
     ++model_->info.device_count;
     DeviceMemoryTotal device{-1, 0};
     od::object properties;
-    GPUCTL_RETURN_IF_JSON_ERROR(value.get_object().get(properties));
+    GPUCTL_JSON_TRY(value.get_object().get(properties));
     for (auto member : properties) {
       od::field field;
-      GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+      GPUCTL_JSON_TRY(std::move(member).get(field));
       std::string_view k;
-      GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+      GPUCTL_JSON_TRY(KeyOf(field, &k));
       if (k != "id" && k != "totalGlobalMem") continue;
       Scalar v;
       bool scalar = false;
-      GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+      GPUCTL_JSON_TRY(ReadScalar(field.value(), &v, &scalar));
       if (scalar) OnDeviceScalar(k, v, &device);
     }
     if (device.device >= 0 && device.bytes > 0) model_->device_memory.push_back(device);
@@ -484,26 +471,26 @@ simdjson::error_code TraceVisitor::OnEvent(od::object event) {
   host_.BeginEvent();
   for (auto member : event) {
     od::field field;
-    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    GPUCTL_JSON_TRY(std::move(member).get(field));
     // A phase nothing here uses (flows, async, object events: half of a
     // trace with launch flows): the rest of the event is stepped over
     // unread, to its end, so that the element is whole.
     if (IgnoredPhase(event_.ph)) continue;
     std::string_view k;
-    GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+    GPUCTL_JSON_TRY(KeyOf(field, &k));
     const EventKey key = ClassifyEventKey(k);
     if (key == EventKey::kOther) continue;
     if (key == EventKey::kArgs) {
       od::json_type type;
-      GPUCTL_RETURN_IF_JSON_ERROR(field.value().type().get(type));
+      GPUCTL_JSON_TRY(field.value().type().get(type));
       if (type == od::json_type::object) {
-        GPUCTL_RETURN_IF_JSON_ERROR(OnArgs(field.value().get_object().value_unsafe()));
+        GPUCTL_JSON_TRY(OnArgs(field.value().get_object().value_unsafe()));
       }
       continue;
     }
     Scalar v;
     bool scalar = false;
-    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(field.value(), &v, &scalar));
+    GPUCTL_JSON_TRY(ReadScalar(field.value(), &v, &scalar));
     if (scalar) OnEventScalar(key, v);
   }
   EndEvent();
@@ -513,19 +500,19 @@ simdjson::error_code TraceVisitor::OnEvent(od::object event) {
 simdjson::error_code TraceVisitor::OnArgs(od::object args) {
   for (auto member : args) {
     od::field field;
-    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
+    GPUCTL_JSON_TRY(std::move(member).get(field));
     std::string_view k;
-    GPUCTL_RETURN_IF_JSON_ERROR(KeyOf(field, &k));
+    GPUCTL_JSON_TRY(KeyOf(field, &k));
     arg_key_ = ClassifyArgKey(k);
     host_.OnArgKey(AsAbsl(k));
     if (arg_key_ == ArgKey::kOther && !host_.WantsArg()) continue;
     Scalar v;
     bool scalar = false;
-    GPUCTL_RETURN_IF_JSON_ERROR(
+    GPUCTL_JSON_TRY(
         ReadScalar(field.value(), &v, &scalar,
                    arg_key_ == ArgKey::kBlocksPerSm || arg_key_ == ArgKey::kWarpsPerSm));
     if (!scalar) {
-      GPUCTL_RETURN_IF_JSON_ERROR(OnArgNested(field.value()));
+      GPUCTL_JSON_TRY(OnArgNested(field.value()));
       continue;
     }
     if (v.type == Scalar::Type::kString) host_.OnArgString(v.text, /*in_array=*/false);
@@ -541,30 +528,30 @@ simdjson::error_code TraceVisitor::OnArgNested(od::value value) {
   auto on_element = [&](od::value element) -> simdjson::error_code {
     Scalar v;
     bool scalar = false;
-    GPUCTL_RETURN_IF_JSON_ERROR(ReadScalar(element, &v, &scalar));
+    GPUCTL_JSON_TRY(ReadScalar(element, &v, &scalar));
     if (!scalar) return simdjson::SUCCESS;
     if (v.type == Scalar::Type::kString) host_.OnArgString(v.text, /*in_array=*/true);
     if (launch) OnLaunchArrayScalar(v);
     return simdjson::SUCCESS;
   };
   od::json_type type;
-  GPUCTL_RETURN_IF_JSON_ERROR(value.type().get(type));
+  GPUCTL_JSON_TRY(value.type().get(type));
   if (type == od::json_type::array) {
     od::array elements;
-    GPUCTL_RETURN_IF_JSON_ERROR(value.get_array().get(elements));
+    GPUCTL_JSON_TRY(value.get_array().get(elements));
     for (auto element : elements) {
       od::value v;
-      GPUCTL_RETURN_IF_JSON_ERROR(element.get(v));
-      GPUCTL_RETURN_IF_JSON_ERROR(on_element(v));
+      GPUCTL_JSON_TRY(element.get(v));
+      GPUCTL_JSON_TRY(on_element(v));
     }
     return simdjson::SUCCESS;
   }
   od::object members;
-  GPUCTL_RETURN_IF_JSON_ERROR(value.get_object().get(members));
+  GPUCTL_JSON_TRY(value.get_object().get(members));
   for (auto member : members) {
     od::field field;
-    GPUCTL_RETURN_IF_JSON_ERROR(std::move(member).get(field));
-    GPUCTL_RETURN_IF_JSON_ERROR(on_element(field.value()));
+    GPUCTL_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(on_element(field.value()));
   }
   return simdjson::SUCCESS;
 }

@@ -21,23 +21,12 @@ constexpr double kMaxMicros = 9e15;
 // refused: the values are built recursively.
 constexpr int kMaxDepth = 64;
 
-#define GPUCTL_MERGE_JSON_TRY(expr)                             \
-  do {                                                          \
-    if (simdjson::error_code gpuctl_merge_json_error_ = (expr); \
-        gpuctl_merge_json_error_ != simdjson::SUCCESS) {        \
-      return gpuctl_merge_json_error_;                          \
-    }                                                           \
-  } while (false)
-
-bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
 // A number as nlohmann's parser builds one (the sinks write a value by its
 // type: Perfetto's uint_value or int_value): a negative integer as int64, a
 // non-negative one as uint64, a fraction, an exponent or an integer past 64
 // bits as a double. `*text` is the number as written.
 simdjson::error_code NumberToJson(od::value v, Json* out, std::string_view* text) {
-  std::string_view raw = v.raw_json_token();
-  while (!raw.empty() && IsBlank(raw.back())) raw.remove_suffix(1);
+  const std::string_view raw = analysis::TokenText(v);
   *text = raw;
   if (raw.find_first_of(".eE") == std::string_view::npos) {
     if (!raw.empty() && raw[0] == '-') {
@@ -55,7 +44,7 @@ simdjson::error_code NumberToJson(od::value v, Json* out, std::string_view* text
     }
   }
   double d = 0;  // an integer past 64 bits; an error for text that is no number
-  GPUCTL_MERGE_JSON_TRY(v.get_double().get(d));
+  GPUCTL_JSON_TRY(v.get_double().get(d));
   *out = d;
   return simdjson::SUCCESS;
 }
@@ -70,7 +59,7 @@ class MergeJsonVisitor final : public analysis::TraceJsonVisitor {
 
   simdjson::error_code OnTopMember(std::string_view key, od::value value) override {
     Json member;
-    GPUCTL_MERGE_JSON_TRY(ToJson(value, 1, &member, nullptr));
+    GPUCTL_JSON_TRY(ToJson(value, 1, &member, nullptr));
     header_.members[std::string(key)] = std::move(member);
     return simdjson::SUCCESS;
   }
@@ -108,14 +97,14 @@ simdjson::error_code MergeJsonVisitor::OnEvent(od::object event) {
   std::string ts_text, dur_text;
   for (auto member : event) {
     od::field field;
-    GPUCTL_MERGE_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(std::move(member).get(field));
     std::string_view key;
-    GPUCTL_MERGE_JSON_TRY(analysis::KeyOf(field, &key));
+    GPUCTL_JSON_TRY(analysis::KeyOf(field, &key));
     std::string* text = nullptr;
     if (analysis::Is(key, "ts")) text = &ts_text;
     if (analysis::Is(key, "dur")) text = &dur_text;
     Json v;
-    GPUCTL_MERGE_JSON_TRY(ToJson(field.value(), 2, &v, text));
+    GPUCTL_JSON_TRY(ToJson(field.value(), 2, &v, text));
     value[std::string(key)] = std::move(v);
   }
   event_.value = std::move(value);
@@ -130,7 +119,7 @@ simdjson::error_code MergeJsonVisitor::ToJson(od::value v, int depth, Json* out,
                                               std::string* number_text) {
   if (number_text != nullptr) number_text->clear();
   od::json_type type;
-  GPUCTL_MERGE_JSON_TRY(v.type().get(type));
+  GPUCTL_JSON_TRY(v.type().get(type));
   switch (type) {
     case od::json_type::object:
     case od::json_type::array: {
@@ -141,34 +130,34 @@ simdjson::error_code MergeJsonVisitor::ToJson(od::value v, int depth, Json* out,
       }
       if (type == od::json_type::object) {
         od::object object;
-        GPUCTL_MERGE_JSON_TRY(v.get_object().get(object));
+        GPUCTL_JSON_TRY(v.get_object().get(object));
         return ObjectToJson(object, depth, out);
       }
       od::array array;
-      GPUCTL_MERGE_JSON_TRY(v.get_array().get(array));
+      GPUCTL_JSON_TRY(v.get_array().get(array));
       return ArrayToJson(array, depth, out);
     }
     case od::json_type::string: {
       std::string_view s;
-      GPUCTL_MERGE_JSON_TRY(v.get_string().get(s));
+      GPUCTL_JSON_TRY(v.get_string().get(s));
       *out = std::string(s);
       return simdjson::SUCCESS;
     }
     case od::json_type::number: {
       std::string_view text;
-      GPUCTL_MERGE_JSON_TRY(NumberToJson(v, out, &text));
+      GPUCTL_JSON_TRY(NumberToJson(v, out, &text));
       if (number_text != nullptr) number_text->assign(text.data(), text.size());
       return simdjson::SUCCESS;
     }
     case od::json_type::boolean: {
       bool b = false;
-      GPUCTL_MERGE_JSON_TRY(v.get_bool().get(b));
+      GPUCTL_JSON_TRY(v.get_bool().get(b));
       *out = b;
       return simdjson::SUCCESS;
     }
     case od::json_type::null: {
       bool null = false;
-      GPUCTL_MERGE_JSON_TRY(v.is_null().get(null));
+      GPUCTL_JSON_TRY(v.is_null().get(null));
       if (!null) return simdjson::N_ATOM_ERROR;
       *out = nullptr;
       return simdjson::SUCCESS;
@@ -181,11 +170,11 @@ simdjson::error_code MergeJsonVisitor::ObjectToJson(od::object object, int depth
   *out = Json::object();
   for (auto member : object) {
     od::field field;
-    GPUCTL_MERGE_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(std::move(member).get(field));
     std::string_view key;
-    GPUCTL_MERGE_JSON_TRY(analysis::KeyOf(field, &key));
+    GPUCTL_JSON_TRY(analysis::KeyOf(field, &key));
     Json v;
-    GPUCTL_MERGE_JSON_TRY(ToJson(field.value(), depth + 1, &v, nullptr));
+    GPUCTL_JSON_TRY(ToJson(field.value(), depth + 1, &v, nullptr));
     (*out)[std::string(key)] = std::move(v);
   }
   return simdjson::SUCCESS;
@@ -195,15 +184,13 @@ simdjson::error_code MergeJsonVisitor::ArrayToJson(od::array array, int depth, J
   *out = Json::array();
   for (auto element : array) {
     od::value e;
-    GPUCTL_MERGE_JSON_TRY(element.get(e));
+    GPUCTL_JSON_TRY(element.get(e));
     Json v;
-    GPUCTL_MERGE_JSON_TRY(ToJson(e, depth + 1, &v, nullptr));
+    GPUCTL_JSON_TRY(ToJson(e, depth + 1, &v, nullptr));
     out->push_back(std::move(v));
   }
   return simdjson::SUCCESS;
 }
-
-#undef GPUCTL_MERGE_JSON_TRY
 
 }  // namespace
 
