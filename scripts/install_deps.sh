@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build pkg-config ccache git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libgtest-dev libgmock-dev zlib1g-dev libdeflate-dev libcurl4-openssl-dev libssl-dev libxml2-dev
+  libabsl-dev libgtest-dev libgmock-dev zlib1g-dev libdeflate-dev libisal-dev libcurl4-openssl-dev libssl-dev libxml2-dev
   libcli11-dev nlohmann-json3-dev libsimdjson-dev libyaml-cpp-dev
   libdw-dev libelf-dev  # daemon/hostctx: elfutils' libdwfl symbolizes sampled stacks
   nodejs  # daemon/hostctx tests: a real JIT runtime writing a perf map (--perf-basic-prof)

@@ -1,5 +1,7 @@
 #include "daemon/analysis/diagnoses.h"
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,30 @@ using ::testing::HasSubstr;
 using testing::TraceBuilder;
 
 constexpr int64_t kUs = 1000;
+
+// Nearest-rank percentiles, selected without sorting, against the sorted
+// values: sizes around the rank boundaries, duplicates, negative values.
+TEST(PercentilesTest, SelectionMatchesTheSortedNearestRank) {
+  std::mt19937_64 random(7);
+  for (size_t n = 1; n <= 1200; n += n < 40 ? 1 : 97) {
+    for (int64_t spread : {int64_t{3}, int64_t{1000000}}) {
+      std::vector<int64_t> values(n);
+      for (int64_t& v : values) v = static_cast<int64_t>(random() % spread) - spread / 2;
+      std::vector<int64_t> sorted = values;
+      std::sort(sorted.begin(), sorted.end());
+      auto rank = [&](size_t permille) {
+        return sorted[std::max<size_t>((n * permille + 999) / 1000, 1) - 1];
+      };
+      const Percentiles p = ComputePercentiles(values);
+      EXPECT_EQ(p.count, n);
+      EXPECT_EQ(p.p50, rank(500)) << n;
+      EXPECT_EQ(p.p90, rank(900)) << n;
+      EXPECT_EQ(p.p99, rank(990)) << n;
+      EXPECT_EQ(p.max, sorted.back()) << n;
+    }
+  }
+  EXPECT_EQ(ComputePercentiles({}).count, 0U);
+}
 
 TraceReport Analyze(const std::string& json, const AnalyzeOptions& options = {}) {
   absl::StatusOr<TraceModel> model = ReadTraceBytes(json, "trace.json");

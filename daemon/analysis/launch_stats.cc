@@ -11,17 +11,21 @@ Percentiles ComputePercentiles(std::vector<int64_t> values) {
   Percentiles out;
   out.count = values.size();
   if (values.empty()) return out;
-  std::sort(values.begin(), values.end());
   // Nearest rank: the smallest value with at least p of the values at or
-  // below it.
+  // below it. Each selection partitions the values, so the next, higher
+  // rank is selected among those above the last (linear time, no sort).
+  auto from = values.begin();
   auto at = [&](int permille) {
-    size_t rank = (values.size() * static_cast<size_t>(permille) + 999) / 1000;
-    return values[std::max<size_t>(rank, 1) - 1];
+    const size_t rank = (values.size() * static_cast<size_t>(permille) + 999) / 1000;
+    const auto nth = values.begin() + static_cast<std::ptrdiff_t>(std::max<size_t>(rank, 1) - 1);
+    std::nth_element(from, nth, values.end());
+    from = nth;
+    return *nth;
   };
   out.p50 = at(500);
   out.p90 = at(900);
   out.p99 = at(990);
-  out.max = values.back();
+  out.max = *std::max_element(from, values.end());
   return out;
 }
 

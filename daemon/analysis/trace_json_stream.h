@@ -48,6 +48,16 @@ inline std::string_view TokenText(simdjson::ondemand::value v) {
 
 // A member's key. Keys without escapes (all that gpuctl and kineto write)
 // are read in place; others are unescaped by simdjson.
+// An object member's field, in place in `member`, which must hold no error.
+// Copying it out (`member.get(field)`) costs a stall per member with GCC: the
+// copy loads in one 16-byte move what two smaller stores have just written,
+// which the CPU cannot forward.
+inline simdjson::ondemand::field& FieldOf(
+    simdjson::simdjson_result<simdjson::ondemand::field>& member) {
+  simdjson::ondemand::field&& field = std::move(member).value_unsafe();
+  return field;
+}
+
 inline simdjson::error_code KeyOf(simdjson::ondemand::field& field, std::string_view* key) {
   const char* raw = field.key().raw();  // after the opening quote; stage 1 saw it closed
   size_t n = 0;

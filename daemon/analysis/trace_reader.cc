@@ -291,6 +291,41 @@ simdjson::error_code ReadScalar(od::value v, Scalar* out, bool* is_scalar,
   return simdjson::SUCCESS;
 }
 
+// The length of the JSON number at the start of `text` when it is written
+// plainly: -?(0|[1-9][0-9]*)(.[0-9]+)?, no exponent; 0 when it is not one.
+// `integer` is set when it has no fraction.
+size_t PlainNumberLength(std::string_view text, bool* integer) {
+  auto digit = [&](size_t at) { return at < text.size() && text[at] >= '0' && text[at] <= '9'; };
+  size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (!digit(i)) return 0;
+  if (text[i++] != '0') {
+    while (digit(i)) ++i;
+  } else if (digit(i)) {
+    return 0;  // a leading zero
+  }
+  *integer = true;
+  if (i < text.size() && text[i] == '.') {
+    *integer = false;
+    if (!digit(++i)) return 0;
+    while (digit(i)) ++i;
+  }
+  return i;
+}
+
+// `token` as an integer when it is a plain JSON integer of at most 18
+// digits (always within int64); nullopt for anything else.
+std::optional<int64_t> PlainInteger(std::string_view token) {
+  bool integer = false;
+  if (token.size() > 18 || PlainNumberLength(token, &integer) != token.size() || !integer) {
+    return std::nullopt;
+  }
+  int64_t n = 0;
+  for (char c : token) {
+    if (c != '-') n = n * 10 + (c - '0');
+  }
+  return token[0] == '-' ? -n : n;
+}
+
 // Whether events of phase `ph` are only counted: complete events, metadata,
 // counters and instants are read; 0 (not read yet) is not ignored.
 bool IgnoredPhase(char ph) {
@@ -330,6 +365,7 @@ class TraceVisitor : public TraceJsonVisitor {
   simdjson::error_code OnArgs(od::object args);
   simdjson::error_code OnArgNested(od::value value);
   void OnEventScalar(EventKey key, const Scalar& v);
+  bool OnPlainEventScalar(EventKey key, std::string_view token);
   void OnArgScalar(const Scalar& v);
   void OnLaunchArg(const Scalar& v, int64_t i);
   void OnLaunchArrayScalar(const Scalar& v);
@@ -384,8 +420,8 @@ simdjson::error_code TraceVisitor::OnTopMember(std::string_view key, od::value v
       od::object distributed;
       GPUCTL_JSON_TRY(value.get_object().get(distributed));
       for (auto member : distributed) {
-        od::field field;
-        GPUCTL_JSON_TRY(std::move(member).get(field));
+        GPUCTL_JSON_TRY(member.error());
+        od::field& field = FieldOf(member);
         std::string_view k;
         GPUCTL_JSON_TRY(KeyOf(field, &k));
         if (k != "rank" && k != "world_size") continue;
@@ -413,8 +449,8 @@ simdjson::error_code TraceVisitor::OnTopMember(std::string_view key, od::value v
 
 simdjson::error_code TraceVisitor::OnGpuctl(od::object gpuctl) {
   for (auto member : gpuctl) {
-    od::field field;
-    GPUCTL_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(member.error());
+    od::field& field = FieldOf(member);
     std::string_view k;
     GPUCTL_JSON_TRY(KeyOf(field, &k));
     Scalar v;
@@ -451,8 +487,8 @@ simdjson::error_code TraceVisitor::OnDevices(od::array devices) {
     od::object properties;
     GPUCTL_JSON_TRY(value.get_object().get(properties));
     for (auto member : properties) {
-      od::field field;
-      GPUCTL_JSON_TRY(std::move(member).get(field));
+      GPUCTL_JSON_TRY(member.error());
+      od::field& field = FieldOf(member);
       std::string_view k;
       GPUCTL_JSON_TRY(KeyOf(field, &k));
       if (k != "id" && k != "totalGlobalMem") continue;
@@ -470,8 +506,8 @@ simdjson::error_code TraceVisitor::OnEvent(od::object event) {
   event_ = PendingEvent{};
   host_.BeginEvent();
   for (auto member : event) {
-    od::field field;
-    GPUCTL_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(member.error());
+    od::field& field = FieldOf(member);
     // A phase nothing here uses (flows, async, object events: half of a
     // trace with launch flows): the rest of the event is stepped over
     // unread, to its end, so that the element is whole.
@@ -488,6 +524,7 @@ simdjson::error_code TraceVisitor::OnEvent(od::object event) {
       }
       continue;
     }
+    if (OnPlainEventScalar(key, TokenText(field.value()))) continue;
     Scalar v;
     bool scalar = false;
     GPUCTL_JSON_TRY(ReadScalar(field.value(), &v, &scalar));
@@ -499,13 +536,21 @@ simdjson::error_code TraceVisitor::OnEvent(od::object event) {
 
 simdjson::error_code TraceVisitor::OnArgs(od::object args) {
   for (auto member : args) {
-    od::field field;
-    GPUCTL_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(member.error());
+    od::field& field = FieldOf(member);
     std::string_view k;
     GPUCTL_JSON_TRY(KeyOf(field, &k));
     arg_key_ = ClassifyArgKey(k);
     host_.OnArgKey(AsAbsl(k));
     if (arg_key_ == ArgKey::kOther && !host_.WantsArg()) continue;
+    if (arg_key_ != ArgKey::kOther) {
+      // Most are plain integers (ids, streams, sizes), read from their token.
+      const std::string_view token = TokenText(field.value());
+      if (std::optional<int64_t> i = PlainInteger(token); i.has_value()) {
+        OnArgScalar(Scalar{Scalar::Type::kInt, *i, true, static_cast<double>(*i), {}, false});
+        continue;
+      }
+    }
     Scalar v;
     bool scalar = false;
     GPUCTL_JSON_TRY(
@@ -526,6 +571,13 @@ simdjson::error_code TraceVisitor::OnArgs(od::object args) {
 simdjson::error_code TraceVisitor::OnArgNested(od::value value) {
   const bool launch = arg_key_ == ArgKey::kGrid || arg_key_ == ArgKey::kBlock;
   auto on_element = [&](od::value element) -> simdjson::error_code {
+    if (launch) {
+      // Grid and block dimensions are plain integers, read from their token.
+      if (std::optional<int64_t> i = PlainInteger(TokenText(element)); i.has_value()) {
+        OnLaunchArg(Scalar{Scalar::Type::kInt, *i, true, static_cast<double>(*i), {}, false}, *i);
+        return simdjson::SUCCESS;
+      }
+    }
     Scalar v;
     bool scalar = false;
     GPUCTL_JSON_TRY(ReadScalar(element, &v, &scalar));
@@ -549,8 +601,8 @@ simdjson::error_code TraceVisitor::OnArgNested(od::value value) {
   od::object members;
   GPUCTL_JSON_TRY(value.get_object().get(members));
   for (auto member : members) {
-    od::field field;
-    GPUCTL_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(member.error());
+    od::field& field = FieldOf(member);
     GPUCTL_JSON_TRY(on_element(field.value()));
   }
   return simdjson::SUCCESS;
@@ -623,6 +675,55 @@ void TraceVisitor::OnEventScalar(EventKey key, const Scalar& v) {
     case EventKey::kOther:
       break;
   }
+}
+
+// The members every event has, straight from their token when it is in the
+// form trace writers use: a string without escapes, a number without an
+// exponent; false leaves anything else to ReadScalar, which validates it.
+// Saves a type test and a second pass over each number's text.
+bool TraceVisitor::OnPlainEventScalar(EventKey key, std::string_view token) {
+  if (token.empty()) return false;
+  switch (key) {
+    case EventKey::kPh:
+    case EventKey::kCat:
+    case EventKey::kName: {
+      if (token.size() < 2 || token.front() != '"' || token.back() != '"' ||
+          std::memchr(token.data() + 1, '\\', token.size() - 2) != nullptr) {
+        return false;
+      }
+      const Scalar v{
+          Scalar::Type::kString, 0, true, 0, AsAbsl(token.substr(1, token.size() - 2)), false};
+      OnEventScalar(key, v);
+      return true;
+    }
+    case EventKey::kPid:
+    case EventKey::kTid: {
+      const std::optional<int64_t> n = PlainInteger(token);
+      if (!n.has_value()) return false;
+      (key == EventKey::kPid ? event_.pid : event_.tid) = *n;
+      return true;
+    }
+    case EventKey::kTs:
+    case EventKey::kDur: {
+      bool integer = false;
+      if (PlainNumberLength(token, &integer) != token.size()) return false;
+      const std::optional<int64_t> ns = MicrosTextToNanos(AsAbsl(token), kMaxMicros);
+      if (!ns.has_value()) {
+        event_.bad_time = true;
+      } else if (key == EventKey::kTs) {
+        event_.has_ts = true;
+        event_.ts_ns = *ns;
+      } else {
+        event_.has_dur = true;
+        event_.dur_ns = *ns;
+      }
+      return true;
+    }
+    case EventKey::kArgs:
+    case EventKey::kOther:
+      break;
+  }
+  return false;
 }
 
 void TraceVisitor::OnArgScalar(const Scalar& v) {

@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/analysis/testing/trace_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -76,6 +78,48 @@ TEST(TraceReaderTest, TimesAreExactNanoseconds) {
   EXPECT_EQ(m->gpu_ops[1].start_ns, 5370715567580000);
   EXPECT_EQ(m->gpu_ops[1].end_ns, 5370715567580002);
   EXPECT_EQ(m->info.format, TraceFormat::kKineto);
+}
+
+// The common members are read straight from their tokens when written
+// plainly; every other valid form reads to the same values, and what is not
+// a number is still malformed JSON.
+TEST(TraceReaderTest, EveryValidFormOfAMemberReadsAlike) {
+  const char* const kPlain =
+      R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 12, "tid": -3,)"
+      R"( "ts": 1500, "dur": 2.25, "args": {"stream": 7, "device": 1, "correlation": 40,)"
+      R"( "grid": [4, 2, 1], "block": [128, 1, 1]}})";
+  const char* const kOtherForms =
+      R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": "12", "tid": -3.0,)"
+      R"( "ts": 1.5e3, "dur": 225e-2, "args": {"stream": "7", "device": 1.0, "correlation": 4e1,)"
+      R"( "grid": [4.0, "2", 1], "block": [1.28E2, 1, 1]}})";
+  for (const char* event : {kPlain, kOtherForms}) {
+    TraceBuilder b;
+    b.Raw(event);
+    absl::StatusOr<TraceModel> m = ReadTraceBytes(b.Json(), "t.json");
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ(m->gpu_ops.size(), 1u) << event;
+    const GpuOp& op = m->gpu_ops[0];
+    EXPECT_EQ(m->Name(op.name), "gemm") << event;
+    EXPECT_EQ(op.kind, GpuOpKind::kKernel) << event;
+    EXPECT_EQ(op.start_ns, 1'500'000) << event;
+    EXPECT_EQ(op.end_ns, 1'502'250) << event;
+    EXPECT_EQ(op.stream, 7) << event;
+    EXPECT_EQ(op.device, 1) << event;
+    EXPECT_EQ(op.correlation, 40u) << event;
+    ASSERT_NE(op.launch, kNoLaunch) << event;
+    EXPECT_EQ(m->launches[op.launch].grid_blocks, 8u) << event;
+    EXPECT_EQ(m->launches[op.launch].block_threads, 128u) << event;
+  }
+  // Not numbers at all. (Near-numbers such as 01, 1. or 0x10 are read as the
+  // general path reads them, leniently, whether or not they are plain.)
+  for (const char* number : {"-", "--1", ".5", "+1", "1x"}) {
+    TraceBuilder b;
+    b.Raw(absl::StrCat(R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 1, "tid": 1,)",
+                       R"( "ts": )", number, R"(, "dur": 1})"));
+    absl::StatusOr<TraceModel> m = ReadTraceBytes(b.Json(), "t.json");
+    EXPECT_FALSE(m.ok()) << number;
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr("malformed JSON")) << number;
+  }
 }
 
 TEST(TraceReaderTest, ReadsEveryGzipMember) {

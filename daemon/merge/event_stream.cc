@@ -96,8 +96,8 @@ simdjson::error_code MergeJsonVisitor::OnEvent(od::object event) {
   Json value = Json::object();
   std::string ts_text, dur_text;
   for (auto member : event) {
-    od::field field;
-    GPUCTL_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(member.error());
+    od::field& field = analysis::FieldOf(member);
     std::string_view key;
     GPUCTL_JSON_TRY(analysis::KeyOf(field, &key));
     std::string* text = nullptr;
@@ -169,8 +169,8 @@ simdjson::error_code MergeJsonVisitor::ToJson(od::value v, int depth, Json* out,
 simdjson::error_code MergeJsonVisitor::ObjectToJson(od::object object, int depth, Json* out) {
   *out = Json::object();
   for (auto member : object) {
-    od::field field;
-    GPUCTL_JSON_TRY(std::move(member).get(field));
+    GPUCTL_JSON_TRY(member.error());
+    od::field& field = analysis::FieldOf(member);
     std::string_view key;
     GPUCTL_JSON_TRY(analysis::KeyOf(field, &key));
     Json v;
