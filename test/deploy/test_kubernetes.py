@@ -813,6 +813,94 @@ def test_every_path_the_image_and_manifests_name_is_installed():
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def runtime_packages():
+    """The Debian packages the image's final stage installs."""
+    text = (SOURCE / "deploy/container/Dockerfile").read_text().replace("\\\n", " ")
+    final = text[text.rindex("\nFROM "):]
+    install = re.search(r"apt-get install -y --no-install-recommends (.*?)&&", final)
+    assert install, "the final stage installs no packages"
+    return set(install.group(1).split())
+
+
+def depends_closure(packages):
+    """`packages` and every package they depend on, as dpkg here records them."""
+    seen, todo = set(), list(packages)
+    while todo:
+        package = todo.pop()
+        if package in seen:
+            continue
+        seen.add(package)
+        query = subprocess.run(["dpkg-query", "-W", "-f=${Pre-Depends},${Depends}", package],
+                               capture_output=True, text=True)
+        if query.returncode != 0:
+            continue  # a virtual package, provided by one already seen
+        for alternatives in query.stdout.split(","):
+            for name in alternatives.split("|"):
+                name = name.strip().split(" ")[0].split(":")[0]
+                if name:
+                    todo.append(name)
+    return seen
+
+
+def owning_package(path):
+    """The package that installed `path` (either side of the /usr merge)."""
+    candidates = [path, os.path.realpath(path)]
+    for p in list(candidates):
+        if p.startswith("/usr/lib/"):
+            candidates.append(p[len("/usr"):])
+        elif p.startswith("/lib/"):
+            candidates.append("/usr" + p)
+    for candidate in candidates:
+        search = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True)
+        if search.returncode == 0:
+            return search.stdout.split(":")[0].strip()
+    return None
+
+
+def test_the_image_installs_every_shared_library_its_binaries_need():
+    # Each library the image's binaries link directly must come from a
+    # package its final stage installs, one they depend on, or the base
+    # image (debian:12-slim: the packages of priority required and their
+    # dependencies). A library added to the build and not to the image
+    # fails here, not when the image's gpuctld first starts.
+    listed = runtime_packages()
+    available = depends_closure(listed)
+    required = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Priority}\\n"],
+                              capture_output=True, text=True, check=True).stdout
+    available |= depends_closure(
+        line.split()[0] for line in required.splitlines() if line.endswith(" required"))
+    staging = pathlib.Path(tempfile.mkdtemp(prefix="gpuctl-staging-"))
+    try:
+        subprocess.run([os.environ.get("GPUCTL_CMAKE", "cmake"), "--install", str(BUILD),
+                        "--prefix", str(staging)], check=True, capture_output=True, timeout=300)
+        binaries = [staging / source[len("/staging/"):]
+                    for sources, _ in dockerfile_copies() for source in sources]
+        assert len(binaries) >= 3, binaries
+        checked, missing = 0, []
+        for binary in binaries:
+            dynamic = subprocess.run(["readelf", "-d", str(binary)], capture_output=True,
+                                     text=True, check=True).stdout
+            needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic)
+            ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True,
+                                 check=True).stdout
+            resolved = dict(re.findall(r"^\s*(\S+) => (/\S+)", ldd, re.MULTILINE))
+            # The dynamic loader, named by its path alone.
+            resolved.update((os.path.basename(path), path)
+                            for path in re.findall(r"^\s*(/\S+) \(", ldd, re.MULTILINE))
+            for soname in needed:
+                assert soname in resolved, f"{binary.name}: {soname} is not found here"
+                package = owning_package(resolved[soname])
+                assert package, f"{binary.name}: {resolved[soname]} belongs to no package"
+                if package not in available:
+                    missing.append(f"{binary.name} needs {soname} from {package}")
+                checked += 1
+        assert not missing, ("the image's final stage (deploy/container/Dockerfile) does not "
+                             "install: " + "; ".join(missing))
+        assert checked >= 10
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def test_make_certs_output_serves_mutual_tls_and_a_token():
     # make-certs.sh's files, as the DaemonSet gets them from its Secrets,
     # served by a real gpuctld and reached by gpuctl through the name the
