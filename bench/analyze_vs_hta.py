@@ -9,7 +9,8 @@ manifest). Then, on rank 0's file, each pinned to one CPU (--cpu):
 
   floor   zlib's inflate of the file alone (gpuctl_make_traces --inflate: C
           zlib, 1 MiB of output at a time, the file already in memory; CPU
-          time of the inflating thread)
+          time of the inflating thread); beside it, for reference, ISA-L's
+          inflate of the same bytes, which gpuctl's reader uses
   gpuctl  gpuctl analyze FILE --json --html OUT: parse, every diagnosis, both
           reports (wall and CPU seconds and peak RSS of the process)
   HTA     TraceAnalysis(trace_dir=D) of a directory holding only that file,
@@ -108,7 +109,8 @@ def floor(build, path, runs, cpu):
     run = measured([str(build / "bin/gpuctl_make_traces"), "--inflate", str(path),
                     "--runs", str(runs)], {cpu}, stdout=None)
     doc = json.loads(run["out"])
-    return {"wall": doc["wall_seconds"], "cpu": doc["seconds"], "rss": None}
+    return ({"wall": doc["wall_seconds"], "cpu": doc["seconds"], "rss": None},
+            {"wall": doc["isal_seconds"], "cpu": doc["isal_seconds"], "rss": None})
 
 
 def gpuctl_analyze(build, target, runs, cpu_set, work, extra=()):
@@ -223,7 +225,7 @@ def main():
         events, json_bytes = first["events"], first["json_bytes"]
         all_events = sum(f["events"] for f in files)
         cpu = args.cpu
-        base = floor(args.build, first["file"], args.runs, cpu)
+        base, isal = floor(args.build, first["file"], args.runs, cpu)
         floor_cpu = percentile(base["cpu"], 50)
         one = gpuctl_analyze(args.build, first["file"], args.runs, {cpu}, work)
         hta, info = (None, {}) if hta_skipped else hta_load(
@@ -245,6 +247,8 @@ def main():
     print(TABLE_HEADER)
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(row("floor: zlib inflate of the file alone", base, events, floor_cpu))
+    print(row("ISA-L inflate of the file alone (gpuctl's inflater; CPU only)", isal, events,
+              floor_cpu))
     print(row("gpuctl analyze FILE --json --html", one, events, floor_cpu))
     if hta:
         print(row("HTA: TraceAnalysis(trace_dir) load alone", hta, events, floor_cpu))
