@@ -12,9 +12,12 @@
 namespace gpuctl::merge {
 namespace {
 
-// Members written from the merge's own values rather than copied.
-bool Rewritten(const std::string& key) {
-  return key == "ph" || key == "pid" || key == "tid" || key == "ts" || key == "dur" || key == "id";
+// Members written from the merge's own values rather than copied: an
+// event with a merged id has it as its one `id`, whether the file wrote
+// `id` or `id2` (a viewer reads `id` first and would see both).
+bool Rewritten(const std::string& key, bool merged_id) {
+  if (key == "id" || key == "id2") return merged_id;
+  return key == "ph" || key == "pid" || key == "tid" || key == "ts" || key == "dur";
 }
 
 std::string Dump(const Json& value) {
@@ -69,9 +72,9 @@ class JsonSink : public MergeSink {
                                     ",\"pid\":", rank.merged_pid, ",\"tid\":", e.row->merged_tid,
                                     ",\"ts\":", Micros(e.aligned_ns - base_time_ns_));
     if (e.dur_ns.has_value()) absl::StrAppend(&text, ",\"dur\":", Micros(*e.dur_ns));
-    if (e.flow_id.has_value()) absl::StrAppend(&text, ",\"id\":", *e.flow_id);
+    if (e.merged_id.has_value()) absl::StrAppend(&text, ",\"id\":", *e.merged_id);
     for (const auto& [key, value] : e.streamed->value.items()) {
-      if (Rewritten(key)) continue;
+      if (Rewritten(key, e.merged_id.has_value())) continue;
       absl::StrAppend(&text, ",", Dump(Json(key)), ":", Dump(value));
     }
     text.push_back('}');

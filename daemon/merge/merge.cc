@@ -22,10 +22,41 @@ constexpr char kAlignment[] =
     "are off from each other by the difference of their transits plus their clocks' drift since "
     "the request. Ranks without an offset keep their host's clock.";
 
-// Flow and async ids are scoped per file; the merged trace needs them per
-// rank. FNV-1a over (rank, category, id), cut to 53 bits so that a
-// JavaScript number holds it exactly.
-uint64_t MergedFlowId(int64_t merged_pid, const Json& event) {
+// Phases whose events carry an id: flows (s, t, f), nestable async slices
+// (b, e, n) and objects (N, O, D).
+bool IdPhase(const std::string& ph) {
+  return ph == "s" || ph == "t" || ph == "f" || ph == "b" || ph == "e" || ph == "n" ||
+         IsObjectPhase(ph);
+}
+
+// An event's id as Chrome's format writes it: `id`, else `id2`'s `global`
+// or `local` member; nullptr with none.
+const Json* IdOf(const Json& event, IdScope* scope) {
+  if (auto id = event.find("id"); id != event.end()) {
+    *scope = IdScope::kId;
+    return &*id;
+  }
+  auto id2 = event.find("id2");
+  if (id2 == event.end() || !id2->is_object()) return nullptr;
+  if (auto global = id2->find("global"); global != id2->end()) {
+    *scope = IdScope::kGlobal;
+    return &*global;
+  }
+  if (auto local = id2->find("local"); local != id2->end()) {
+    *scope = IdScope::kLocal;
+    return &*local;
+  }
+  return nullptr;
+}
+
+// Flow, async and object ids are scoped per file (an id2 `local` id and an
+// object's `id` per process of it); the merged trace needs them per rank.
+// FNV-1a over (rank, category, scope, id and which kind of id; the event's
+// own pid for a process-scoped one; an object's name), cut to 53 bits so
+// that a JavaScript number holds it exactly. The labels mixed in are no
+// JSON text, so no value can stand for one.
+uint64_t MergedId(int64_t merged_pid, const std::string& ph, const Json& event, IdScope scope,
+                  const Json& id) {
   uint64_t h = 0xcbf29ce484222325ULL;
   auto mix = [&h](absl::string_view bytes) {
     for (char c : bytes) {
@@ -37,15 +68,24 @@ uint64_t MergedFlowId(int64_t merged_pid, const Json& event) {
   };
   mix(absl::StrCat(merged_pid));
   mix(event.value("cat", Json()).dump());
-  mix(event.value("id", Json()).dump());
-  const uint64_t id = h & ((uint64_t{1} << 53) - 1);
-  return id == 0 ? 1 : id;
-}
-
-bool HasFlowId(const std::string& ph, const Json& event) {
-  const bool flow_phase =
-      ph == "s" || ph == "t" || ph == "f" || ph == "b" || ph == "e" || ph == "n";
-  return flow_phase && event.contains("id");
+  if (auto legacy_scope = event.find("scope"); legacy_scope != event.end()) {
+    mix("scope");
+    mix(legacy_scope->dump());
+  }
+  const bool object = IsObjectPhase(ph);
+  if (object) {
+    mix("object");
+    mix(event.value("name", Json()).dump());
+  }
+  if (scope == IdScope::kLocal || (object && scope == IdScope::kId)) {
+    mix("pid");
+    mix(event.value("pid", Json()).dump());
+  }
+  if (scope == IdScope::kLocal) mix("id2.local");
+  if (scope == IdScope::kGlobal) mix("id2.global");
+  mix(id.dump());
+  const uint64_t merged = h & ((uint64_t{1} << 53) - 1);
+  return merged == 0 ? 1 : merged;
 }
 
 // The second pass over one rank: every event aligned and handed to `sink`.
@@ -83,7 +123,13 @@ absl::Status WriteRank(const RankPlan& plan, MergeSink& sink, MergedRank& counts
                            ": changed while it was merged (a row the first read did "
                            "not see); nothing was written"));
         }
-        if (HasFlowId(event.ph, e.value)) event.flow_id = MergedFlowId(plan.merged_pid, e.value);
+        if (IdPhase(event.ph)) {
+          IdScope scope = IdScope::kId;
+          if (const Json* id = IdOf(e.value, &scope); id != nullptr) {
+            event.merged_id = MergedId(plan.merged_pid, event.ph, e.value, scope, *id);
+            event.id = id;
+          }
+        }
         absl::StatusOr<bool> wrote = sink.Event(plan, event);
         if (!wrote.ok()) return wrote.status();
         ++(*wrote ? counts.written : counts.unsupported);

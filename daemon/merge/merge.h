@@ -32,7 +32,7 @@ struct MergedRank {
   uint64_t written = 0;      // events written (an X is one, whatever the format)
   uint64_t metadata = 0;     // M events, which became the tracks' names
   uint64_t skipped = 0;      // no usable ts (or an X without a usable dur)
-  uint64_t unsupported = 0;  // no `ph`, or (protobuf) a phase it has no form for
+  uint64_t unsupported = 0;  // no `ph`, or (protobuf) an event it has no form for
 };
 
 struct MergeResult {

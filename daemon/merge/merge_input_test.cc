@@ -287,6 +287,8 @@ TEST(MergeRobustnessTest, MutatedInputsMergeOrFailCleanly) {
       R"({"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1.5,"dur":2,"args":{"s":7}},)"
       R"({"ph":"C","name":"c","pid":1,"tid":1,"ts":3,"args":{"v":1}},)"
       R"({"ph":"s","id":"0x1","cat":"ac2g","name":"f","pid":1,"tid":1,"ts":1},)"
+      R"({"ph":"O","id2":{"local":2},"cat":"o","name":"o","pid":1,"tid":1,"ts":2,)"
+      R"("args":{"snapshot":{"a":[1]}}},)"
       R"({"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"main"}}],)"
       R"("baseTimeNanoseconds":1000000000})";
   std::mt19937 rng(7);

@@ -38,15 +38,26 @@ class MergeOutput {
   uint64_t stored_bytes_ = 0;
 };
 
-// One event of a rank on its way out: times aligned, its row, its flow id
-// made unique across ranks.
+// Which of Chrome's members an event's id came from: `id`, or `id2`'s
+// `local` (scoped to the event's process) or `global` member.
+enum class IdScope { kId, kLocal, kGlobal };
+
+// Object events: N creates an object, O snapshots it, D destroys it.
+inline bool IsObjectPhase(const std::string& ph) { return ph == "N" || ph == "O" || ph == "D"; }
+
+// One event of a rank on its way out: times aligned, its row, its id made
+// unique across ranks.
 struct MergeEvent {
   const StreamedEvent* streamed = nullptr;
   std::string ph;
   int64_t aligned_ns = 0;         // Unix ns on the caller's clock
   std::optional<int64_t> dur_ns;  // X events
   const RankRow* row = nullptr;
-  std::optional<uint64_t> flow_id;  // s, t, f (and async b, e, n) with an id
+  // Flows (s, t, f), async (b, e, n) and object (N, O, D) events with an
+  // `id` or an `id2`: the merged id that replaces it, and the id as written
+  // (the value of `id`, or of `id2`'s member; inside `streamed`).
+  std::optional<uint64_t> merged_id;
+  const Json* id = nullptr;
 };
 
 // A writer of one output format. The merge calls BeginRank for each rank

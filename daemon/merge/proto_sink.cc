@@ -24,10 +24,13 @@ constexpr uint32_t kSequenceId = 1;
 // Names interned per kind at most; past this they are written inline, so a
 // trace of endless distinct names cannot grow the tables without bound.
 constexpr size_t kMaxInterned = 1'000'000;
-// A rank's async tracks take uuids from process_uuid + 2^30 (its rows lie
-// below 2^20 past it, its counters from 2^31); at most this many per rank.
+// A rank's async tracks take uuids from process_uuid + 2^30, its object
+// tracks from process_uuid + 2^29 (its rows lie below 2^20 past it, its
+// counters from 2^31); at most this many of each per rank.
 constexpr uint64_t kAsyncTrackBase = uint64_t{1} << 30;
 constexpr uint64_t kMaxAsyncTracksPerRank = 1'000'000;
+constexpr uint64_t kObjectTrackBase = uint64_t{1} << 29;
+constexpr uint64_t kMaxObjectTracksPerRank = 1'000'000;
 // Trace.packet is field 1, length-delimited: tag (1 << 3) | 2.
 constexpr uint8_t kPacketTag = 0x0a;
 
@@ -60,6 +63,7 @@ class ProtoSink : public MergeSink {
   absl::Status BeginRank(const RankPlan& rank) override {
     counters_.clear();
     async_tracks_.clear();
+    object_tracks_.clear();
     pp::TracePacket packet;
     pp::TrackDescriptor* process = Descriptor(packet, rank.process_uuid);
     process->mutable_process()->set_pid(static_cast<int32_t>(rank.merged_pid));
@@ -123,6 +127,17 @@ class ProtoSink : public MergeSink {
                                                       : pp::TrackEvent::TYPE_INSTANT;
         return WriteOk(Slice(e, type, e.aligned_ns, *track));
       }
+      case 'N':
+      case 'O':
+      case 'D': {
+        absl::StatusOr<uint64_t> track = ObjectTrack(rank, e);
+        if (!track.ok()) return track.status();
+        if (*track == 0) return false;
+        const pp::TrackEvent::Type type = ph == 'N'   ? pp::TrackEvent::TYPE_SLICE_BEGIN
+                                          : ph == 'D' ? pp::TrackEvent::TYPE_SLICE_END
+                                                      : pp::TrackEvent::TYPE_INSTANT;
+        return WriteOk(Slice(e, type, e.aligned_ns, *track));
+      }
       case 'C':
         return Counters(rank, e);
       default:
@@ -157,18 +172,44 @@ class ProtoSink : public MergeSink {
   // its first event; its descriptor is written before its first event.
   // 0 for an event without an id, and past kMaxAsyncTracksPerRank.
   absl::StatusOr<uint64_t> AsyncTrack(const RankPlan& rank, const MergeEvent& e) {
-    if (!e.flow_id.has_value()) return uint64_t{0};
-    if (auto it = async_tracks_.find(*e.flow_id); it != async_tracks_.end()) return it->second;
-    if (async_tracks_.size() >= kMaxAsyncTracksPerRank) return uint64_t{0};
-    const uint64_t uuid = rank.process_uuid + kAsyncTrackBase + async_tracks_.size();
-    async_tracks_.emplace(*e.flow_id, uuid);
+    if (!e.merged_id.has_value()) return uint64_t{0};
+    return IdTrack(rank, *e.merged_id, Text(e.streamed->value.value("name", Json())),
+                   kAsyncTrackBase, kMaxAsyncTracksPerRank, async_tracks_);
+  }
+
+  // The track of an object (N, O, D: one per category, name and id within
+  // a rank, the id scoped as MergedId scopes it), a child of the rank's
+  // process track named "<name> <id>"; its descriptor is written before its
+  // first event. 0 for an event without an id, and past
+  // kMaxObjectTracksPerRank.
+  absl::StatusOr<uint64_t> ObjectTrack(const RankPlan& rank, const MergeEvent& e) {
+    if (!e.merged_id.has_value()) return uint64_t{0};
+    return IdTrack(rank, *e.merged_id,
+                   absl::StrCat(Text(e.streamed->value.value("name", Json())), " ", Text(*e.id)),
+                   kObjectTrackBase, kMaxObjectTracksPerRank, object_tracks_);
+  }
+
+  // The uuid of the track `tracks` holds for `merged_id`, else a new one
+  // from process_uuid + `base` named `name`, described here; 0 once
+  // `tracks` holds `max`.
+  absl::StatusOr<uint64_t> IdTrack(const RankPlan& rank, uint64_t merged_id,
+                                   const std::string& name, uint64_t base, uint64_t max,
+                                   absl::flat_hash_map<uint64_t, uint64_t>& tracks) {
+    if (auto it = tracks.find(merged_id); it != tracks.end()) return it->second;
+    if (tracks.size() >= max) return uint64_t{0};
+    const uint64_t uuid = rank.process_uuid + base + tracks.size();
+    tracks.emplace(merged_id, uuid);
     pp::TracePacket packet;
     pp::TrackDescriptor* track = Descriptor(packet, uuid);
     track->set_parent_uuid(rank.process_uuid);
-    const Json& name = e.streamed->value.value("name", Json());
-    track->set_name(name.is_string() ? name.get<std::string>() : name.dump());
+    track->set_name(name);
     if (absl::Status s = WritePacket(packet); !s.ok()) return s;
     return uuid;
+  }
+
+  // A string as it is, any other JSON value as its text.
+  static std::string Text(const Json& value) {
+    return value.is_string() ? value.get<std::string>() : value.dump();
   }
 
   // A track event on the row's track (or `track`): a slice's begin (with
@@ -206,11 +247,11 @@ class ProtoSink : public MergeSink {
           SetValue(arg, a);
         }
       }
-      if (e.flow_id.has_value()) {
+      if (e.merged_id.has_value()) {
         if (e.ph == "f") {
-          event->add_terminating_flow_ids(*e.flow_id);
+          event->add_terminating_flow_ids(*e.merged_id);
         } else if (e.ph == "s" || e.ph == "t") {
-          event->add_flow_ids(*e.flow_id);
+          event->add_flow_ids(*e.merged_id);
         }
       }
     }
@@ -351,8 +392,9 @@ class ProtoSink : public MergeSink {
   bool sequence_started_ = false;
   Interner event_names_, categories_, annotation_names_;
   CallstackInterner callstacks_;
-  absl::flat_hash_map<std::string, uint64_t> counters_;   // this rank's, by track name
-  absl::flat_hash_map<uint64_t, uint64_t> async_tracks_;  // this rank's, by merged id
+  absl::flat_hash_map<std::string, uint64_t> counters_;    // this rank's, by track name
+  absl::flat_hash_map<uint64_t, uint64_t> async_tracks_;   // this rank's, by merged id
+  absl::flat_hash_map<uint64_t, uint64_t> object_tracks_;  // this rank's, by merged id
 };
 
 }  // namespace
