@@ -117,7 +117,7 @@ class MergeIdsTest : public ::testing::Test {
   // Decodes the protobuf merge of `events` into trace_, tracks_ and on_.
   MergedRank DecodeProto(const std::string& events) {
     const std::string out = (dir_ / "merged.pftrace").string();
-    const MergedRank rank = Merge(events, out);
+    MergedRank rank = Merge(events, out);
     EXPECT_TRUE(trace_.ParseFromString(Read(out)));
     std::map<uint64_t, std::string> names;
     uint64_t process = 0;

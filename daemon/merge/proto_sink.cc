@@ -167,14 +167,13 @@ class ProtoSink : public MergeSink {
   }
 
   // The track of an async event's id (b, e, n: Chrome's nestable async
-  // events, one track per category and id within a rank, as the JSON
-  // importer keeps them), a child of the rank's process track named after
-  // its first event; its descriptor is written before its first event.
-  // 0 for an event without an id, and past kMaxAsyncTracksPerRank.
+  // events, one track per category and id within a rank, the id scoped as
+  // MergedId scopes it, as the JSON importer keeps them), a child of the rank's process track named
+  // after its first event; its descriptor is written before its first event. 0 for an event without
+  // an id, and past kMaxAsyncTracksPerRank.
   absl::StatusOr<uint64_t> AsyncTrack(const RankPlan& rank, const MergeEvent& e) {
-    if (!e.merged_id.has_value()) return uint64_t{0};
-    return IdTrack(rank, *e.merged_id, Text(e.streamed->value.value("name", Json())),
-                   kAsyncTrackBase, kMaxAsyncTracksPerRank, async_tracks_);
+    return IdTrack(rank, e, /*object=*/false, kAsyncTrackBase, kMaxAsyncTracksPerRank,
+                   async_tracks_);
   }
 
   // The track of an object (N, O, D: one per category, name and id within
@@ -183,26 +182,28 @@ class ProtoSink : public MergeSink {
   // first event. 0 for an event without an id, and past
   // kMaxObjectTracksPerRank.
   absl::StatusOr<uint64_t> ObjectTrack(const RankPlan& rank, const MergeEvent& e) {
-    if (!e.merged_id.has_value()) return uint64_t{0};
-    return IdTrack(rank, *e.merged_id,
-                   absl::StrCat(Text(e.streamed->value.value("name", Json())), " ", Text(*e.id)),
-                   kObjectTrackBase, kMaxObjectTracksPerRank, object_tracks_);
+    return IdTrack(rank, e, /*object=*/true, kObjectTrackBase, kMaxObjectTracksPerRank,
+                   object_tracks_);
   }
 
-  // The uuid of the track `tracks` holds for `merged_id`, else a new one
-  // from process_uuid + `base` named `name`, described here; 0 once
-  // `tracks` holds `max`.
-  absl::StatusOr<uint64_t> IdTrack(const RankPlan& rank, uint64_t merged_id,
-                                   const std::string& name, uint64_t base, uint64_t max,
+  // The uuid of the track `tracks` holds for `e`'s merged id, else a new
+  // one from process_uuid + `base`, described here and named after `e`
+  // (and its id as written, for an `object`); 0 for an event without an
+  // id, and once `tracks` holds `max`.
+  absl::StatusOr<uint64_t> IdTrack(const RankPlan& rank, const MergeEvent& e, bool object,
+                                   uint64_t base, uint64_t max,
                                    absl::flat_hash_map<uint64_t, uint64_t>& tracks) {
-    if (auto it = tracks.find(merged_id); it != tracks.end()) return it->second;
+    if (!e.merged_id.has_value()) return uint64_t{0};
+    if (auto it = tracks.find(*e.merged_id); it != tracks.end()) return it->second;
     if (tracks.size() >= max) return uint64_t{0};
     const uint64_t uuid = rank.process_uuid + base + tracks.size();
-    tracks.emplace(merged_id, uuid);
+    tracks.emplace(*e.merged_id, uuid);
     pp::TracePacket packet;
     pp::TrackDescriptor* track = Descriptor(packet, uuid);
     track->set_parent_uuid(rank.process_uuid);
-    track->set_name(name);
+    std::string name = Text(e.streamed->value.value("name", Json()));
+    if (object) absl::StrAppend(&name, " ", Text(*e.id));
+    track->set_name(std::move(name));
     if (absl::Status s = WritePacket(packet); !s.ok()) return s;
     return uuid;
   }
