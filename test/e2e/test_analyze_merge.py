@@ -233,3 +233,56 @@ def test_merge_usage_errors_and_a_bad_rank_leave_nothing_written(build_dir, work
     assert "b.json: malformed JSON at byte" in result.stderr, result.stderr
     assert out.read_bytes() == before
     assert sorted(p.name for p in workdir.iterdir() if p.name.startswith(".gpuctl-merge")) == []
+
+
+def test_merge_keeps_id2_and_object_events(build_dir, workdir):
+    """id2 async slices and an object's N/O/D merged without a daemon: one
+    `id` and no `id2` in JSON; in protobuf, local ids of two processes on two
+    tracks and the object on a track of its own with its snapshot."""
+    trace_dir = workdir / "ids"
+    trace_dir.mkdir()
+    base = 1_700_000_000_000_000_000
+    events = [
+        {"ph": "b", "cat": "io", "name": "load", "id2": {"local": 1}, "pid": 1, "tid": 1, "ts": 1},
+        {"ph": "e", "cat": "io", "name": "load", "id2": {"local": 1}, "pid": 1, "tid": 1, "ts": 2},
+        {"ph": "b", "cat": "io", "name": "load", "id2": {"local": 1}, "pid": 2, "tid": 2, "ts": 3},
+        {"ph": "e", "cat": "io", "name": "load", "id2": {"local": 1}, "pid": 2, "tid": 2, "ts": 4},
+        {"ph": "N", "cat": "cc", "name": "Layer", "id": "0x1", "pid": 1, "tid": 1, "ts": 5},
+        {"ph": "O", "cat": "cc", "name": "Layer", "id": "0x1", "pid": 1, "tid": 1, "ts": 6,
+         "args": {"snapshot": {"w": 2}}},
+        {"ph": "D", "cat": "cc", "name": "Layer", "id": "0x1", "pid": 1, "tid": 1, "ts": 7}]
+    (trace_dir / "r.json").write_text(
+        json.dumps({"traceEvents": events, "baseTimeNanoseconds": base}))
+
+    out_json = workdir / "ids.json"
+    result = gpuctl(build_dir, "analyze", str(trace_dir), "--merge", str(out_json))
+    assert result.returncode == 0, result.stdout + result.stderr
+    kept = [e for e in load(out_json)["traceEvents"] if e["ph"] != "M"]
+    assert len(kept) == len(events)
+    assert all("id2" not in e and isinstance(e["id"], int) for e in kept), kept
+    assert kept[0]["id"] == kept[1]["id"] != kept[2]["id"] == kept[3]["id"]
+    assert kept[4]["id"] == kept[5]["id"] == kept[6]["id"]
+
+    out_proto = workdir / "ids.pftrace"
+    result = gpuctl(build_dir, "analyze", str(trace_dir), "--merge", str(out_proto))
+    assert result.returncode == 0, result.stdout + result.stderr
+    trace = pb.Trace()
+    trace.ParseFromString(out_proto.read_bytes())
+    tracks, on_track, annotation_names = {}, defaultdict(list), {}
+    for packet in trace.packet:
+        for n in packet.interned_data.debug_annotation_names:
+            annotation_names[n.iid] = n.name
+        t = packet.track_descriptor
+        if packet.HasField("track_descriptor") and not (t.HasField("process") or
+                                                        t.HasField("thread")):
+            tracks[t.uuid] = t.name
+        if packet.HasField("track_event") and packet.track_event.track_uuid in tracks:
+            on_track[tracks[packet.track_event.track_uuid]].append(packet.track_event)
+    assert sorted(tracks.values()) == ["Layer 0x1", "load", "load"]
+    T = pb.TrackEvent
+    assert [e.type for e in on_track["load"]] == [T.TYPE_SLICE_BEGIN, T.TYPE_SLICE_END] * 2
+    layer = on_track["Layer 0x1"]
+    assert [e.type for e in layer] == [T.TYPE_SLICE_BEGIN, T.TYPE_INSTANT, T.TYPE_SLICE_END]
+    [snapshot] = layer[1].debug_annotations
+    assert annotation_names[snapshot.name_iid] == "snapshot"
+    assert [(d.name, d.uint_value) for d in snapshot.dict_entries] == [("w", 2)]
