@@ -23,10 +23,11 @@ constexpr char kAlignment[] =
     "the request. Ranks without an offset keep their host's clock.";
 
 // Phases whose events carry an id: flows (s, t, f), nestable async slices
-// (b, e, n) and objects (N, O, D).
+// (b, e, n), the legacy async slices (S start, T and p steps, F finish) and
+// objects (N, O, D).
 bool IdPhase(const std::string& ph) {
-  return ph == "s" || ph == "t" || ph == "f" || ph == "b" || ph == "e" || ph == "n" ||
-         IsObjectPhase(ph);
+  return ph == "s" || ph == "t" || ph == "f" || ph == "b" || ph == "e" || ph == "n" || ph == "S" ||
+         ph == "T" || ph == "p" || ph == "F" || IsObjectPhase(ph);
 }
 
 // An event's id as Chrome's format writes it: `id`, else `id2`'s `global`

@@ -263,6 +263,35 @@ TEST_F(MergeIdsTest, ProtoGivesEachObjectATrackWithItsSnapshots) {
                           std::pair(T::TYPE_SLICE_END, kIdsBase + 18'000)));
 }
 
+// Legacy async slices (S start, T and p steps, F finish) of two ids.
+constexpr char kLegacyAsyncEvents[] = R"(
+{"ph":"S","cat":"net","name":"fetch","id":"0x5","pid":100,"tid":101,"ts":10},
+{"ph":"S","cat":"net","name":"fetch","id":"0x6","pid":100,"tid":101,"ts":11},
+{"ph":"T","cat":"net","name":"fetch","id":"0x5","pid":100,"tid":101,"ts":12,"args":{"step":"sent"}},
+{"ph":"p","cat":"net","name":"fetch","id":"0x6","pid":100,"tid":101,"ts":13,"args":{"step":"sent"}},
+{"ph":"F","cat":"net","name":"fetch","id":"0x5","pid":100,"tid":101,"ts":14},
+{"ph":"F","cat":"net","name":"fetch","id":"0x6","pid":100,"tid":101,"ts":15}
+)";
+
+TEST_F(MergeIdsTest, ProtoPutsLegacyAsyncSlicesOnATrackPerId) {
+  const MergedRank rank = DecodeProto(kLegacyAsyncEvents);
+  EXPECT_EQ(rank.written, 6u);
+  EXPECT_EQ(rank.unsupported, 0u);
+  const std::vector<uint64_t> tracks = TracksNamed("fetch");
+  ASSERT_THAT(tracks, SizeIs(2));
+  auto kinds = [&](uint64_t track) {
+    std::vector<std::pair<T::Type, uint64_t>> kept;
+    for (const IdTrackEvent& e : on_[track]) kept.emplace_back(e.type, e.ts);
+    return kept;
+  };
+  EXPECT_THAT(kinds(tracks[0]), ElementsAre(std::pair(T::TYPE_SLICE_BEGIN, kIdsBase + 10'000),
+                                            std::pair(T::TYPE_INSTANT, kIdsBase + 12'000),
+                                            std::pair(T::TYPE_SLICE_END, kIdsBase + 14'000)));
+  EXPECT_THAT(kinds(tracks[1]), ElementsAre(std::pair(T::TYPE_SLICE_BEGIN, kIdsBase + 11'000),
+                                            std::pair(T::TYPE_INSTANT, kIdsBase + 13'000),
+                                            std::pair(T::TYPE_SLICE_END, kIdsBase + 15'000)));
+}
+
 // The merged id of each event named `name`, in order; fails for an event
 // that also kept an id2.
 std::vector<uint64_t> IdsOf(const std::vector<Json>& events, const std::string& name) {
@@ -297,6 +326,17 @@ TEST_F(MergeIdsTest, JsonWritesOneMergedIdInsteadOfId2) {
   EXPECT_EQ(no_id["name"], "no id");
   EXPECT_FALSE(no_id.contains("id"));
   EXPECT_EQ(no_id["id2"]["other"], 1);
+}
+
+TEST_F(MergeIdsTest, JsonGivesLegacyAsyncSlicesMergedIds) {
+  const std::vector<Json> events = JsonEvents(kLegacyAsyncEvents);
+  const std::vector<uint64_t> ids = IdsOf(events, "fetch");
+  ASSERT_THAT(ids, SizeIs(6));
+  EXPECT_EQ(ids[0], ids[2]);  // 0x5: S, T, F
+  EXPECT_EQ(ids[0], ids[4]);
+  EXPECT_EQ(ids[1], ids[3]);  // 0x6: S, p, F
+  EXPECT_EQ(ids[1], ids[5]);
+  EXPECT_NE(ids[0], ids[1]);
 }
 
 TEST_F(MergeIdsTest, JsonGivesAnObjectOneMergedIdAcrossItsEvents) {

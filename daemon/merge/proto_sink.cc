@@ -118,13 +118,17 @@ class ProtoSink : public MergeSink {
         return WriteOk(Slice(e, pp::TrackEvent::TYPE_INSTANT, e.aligned_ns));
       case 'b':
       case 'e':
-      case 'n': {
+      case 'n':
+      case 'S':  // the legacy async phases: start, step into, step past, finish
+      case 'T':
+      case 'p':
+      case 'F': {
         absl::StatusOr<uint64_t> track = AsyncTrack(rank, e);
         if (!track.ok()) return track.status();
         if (*track == 0) return false;
-        const pp::TrackEvent::Type type = ph == 'b'   ? pp::TrackEvent::TYPE_SLICE_BEGIN
-                                          : ph == 'e' ? pp::TrackEvent::TYPE_SLICE_END
-                                                      : pp::TrackEvent::TYPE_INSTANT;
+        const pp::TrackEvent::Type type = ph == 'b' || ph == 'S' ? pp::TrackEvent::TYPE_SLICE_BEGIN
+                                          : ph == 'e' || ph == 'F' ? pp::TrackEvent::TYPE_SLICE_END
+                                                                   : pp::TrackEvent::TYPE_INSTANT;
         return WriteOk(Slice(e, type, e.aligned_ns, *track));
       }
       case 'N':
@@ -167,10 +171,10 @@ class ProtoSink : public MergeSink {
   }
 
   // The track of an async event's id (b, e, n: Chrome's nestable async
-  // events, one track per category and id within a rank, the id scoped as
-  // MergedId scopes it, as the JSON importer keeps them), a child of the rank's process track named
-  // after its first event; its descriptor is written before its first event. 0 for an event without
-  // an id, and past kMaxAsyncTracksPerRank.
+  // events; S, T, p, F: its legacy ones), one track per category and id within a rank, the id
+  // scoped as MergedId scopes it, as the JSON importer keeps them), a child of the rank's process
+  // track named after its first event; its descriptor is written before its first event. 0 for an
+  // event without an id, and past kMaxAsyncTracksPerRank.
   absl::StatusOr<uint64_t> AsyncTrack(const RankPlan& rank, const MergeEvent& e) {
     return IdTrack(rank, e, /*object=*/false, kAsyncTrackBase, kMaxAsyncTracksPerRank,
                    async_tracks_);
