@@ -31,6 +31,9 @@ constexpr uint64_t kAsyncTrackBase = uint64_t{1} << 30;
 constexpr uint64_t kMaxAsyncTracksPerRank = 1'000'000;
 constexpr uint64_t kObjectTrackBase = uint64_t{1} << 29;
 constexpr uint64_t kMaxObjectTracksPerRank = 1'000'000;
+// A rank's counter tracks (from process_uuid + 2^31), at most this many;
+// values of counters past it are dropped and the event counted unsupported.
+constexpr uint64_t kMaxCounterTracksPerRank = 1'000'000;
 // Trace.packet is field 1, length-delimited: tag (1 << 3) | 2.
 constexpr uint8_t kPacketTag = 0x0a;
 
@@ -298,7 +301,8 @@ class ProtoSink : public MergeSink {
   }
 
   // Each numeric arg of a C event is a counter of its own, "<name> <arg>"
-  // (as Perfetto's JSON importer names them), on the rank's process.
+  // (as Perfetto's JSON importer names them), on the rank's process; at most
+  // kMaxCounterTracksPerRank of them.
   absl::StatusOr<bool> Counters(const RankPlan& rank, const MergeEvent& e) {
     const Json& value = e.streamed->value;
     auto args = value.find("args");
@@ -309,6 +313,9 @@ class ProtoSink : public MergeSink {
     for (const auto& [key, arg] : args->items()) {
       if (!arg.is_number()) continue;
       const std::string track_name = absl::StrCat(prefix, " ", key);
+      if (counters_.size() >= kMaxCounterTracksPerRank && !counters_.contains(track_name)) {
+        continue;
+      }
       auto [it, added] = counters_.try_emplace(
           track_name, rank.process_uuid + (uint64_t{1} << 31) + counters_.size());
       if (added) {
