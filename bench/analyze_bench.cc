@@ -89,7 +89,8 @@ struct Timing {
   std::vector<double> seconds;
   double At(double p) {
     std::sort(seconds.begin(), seconds.end());
-    size_t i = std::min(seconds.size() - 1, static_cast<size_t>(p * seconds.size()));
+    size_t i =
+        std::min(seconds.size() - 1, static_cast<size_t>(p * static_cast<double>(seconds.size())));
     return seconds[i];
   }
 };
@@ -132,9 +133,10 @@ int main(int argc, char** argv) {
   }
   const uint64_t events = model->info.events;
   std::printf("%d steps: %llu events, %.1f MB of JSON (%.0f B/event), %.1f MB gzip in %d members\n",
-              steps, static_cast<unsigned long long>(events), json.size() / 1e6,
-              static_cast<double>(json.size()) / static_cast<double>(events), gz.size() / 1e6,
-              members);
+              steps, static_cast<unsigned long long>(events),
+              static_cast<double>(json.size()) / 1e6,
+              static_cast<double>(json.size()) / static_cast<double>(events),
+              static_cast<double>(gz.size()) / 1e6, members);
   std::printf("model: %.1f bytes per event\n\n",
               static_cast<double>(ModelBytes(*model)) / static_cast<double>(events));
 

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,8 +57,10 @@ constexpr int64_t kLaunchSpacingNs = 5000;
 
 // Mangled names of the length real PyTorch kernels have.
 std::vector<std::string> KernelNames() {
+  constexpr int kNames = 48;
   std::vector<std::string> names;
-  for (int i = 0; i < 48; ++i) {
+  names.reserve(kNames);
+  for (int i = 0; i < kNames; ++i) {
     names.push_back(absl::StrCat(
         "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, "
         "float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(int, ",
@@ -113,7 +116,7 @@ std::string BuildPayload(const Options& o, const std::vector<std::string>& names
       k.correlation_id = correlation;
       k.name = w.InternString(names[i % names.size()]);
       k.start_ns = t + 4000;
-      k.end_ns = t + 4000 + 2000 + (i % 7) * 100;
+      k.end_ns = t + 4000 + 2000 + int64_t{i % 7} * 100;
       k.grid[0] = 264 + i % 100;
       k.grid[1] = k.grid[2] = 1;
       k.block[0] = 256;
@@ -285,8 +288,9 @@ int Run(const Options& o) {
   std::printf(
       "%llu records (%d launches), payload %.1f MB, JSON %.1f MB, gzip level %d %.3f MB "
       "(zlib at level 6: %.3f MB, %+.2f %%); %d runs, one thread\n\n",
-      static_cast<unsigned long long>(records), o.launches, payload.size() / 1e6, json_bytes / 1e6,
-      o.level, gz_bytes / 1e6, zlib_bytes / 1e6,
+      static_cast<unsigned long long>(records), o.launches,
+      static_cast<double>(payload.size()) / 1e6, static_cast<double>(json_bytes) / 1e6, o.level,
+      static_cast<double>(gz_bytes) / 1e6, static_cast<double>(zlib_bytes) / 1e6,
       (static_cast<double>(gz_bytes) / static_cast<double>(zlib_bytes) - 1) * 100, o.runs);
   std::printf(
       "| stage | p50 ms | p90 ms | p99 ms | records/s per core (p50) | MB/s of JSON (p50) |\n");
@@ -315,7 +319,7 @@ int Run(const Options& o) {
 
 bool ParseInt(const char* s, int min, int* out) {
   char* end = nullptr;
-  long v = std::strtol(s, &end, 10);
+  const int64_t v = std::strtoll(s, &end, 10);
   if (end == s || *end != '\0' || v < min || v > 100000000) return false;
   *out = static_cast<int>(v);
   return true;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -76,7 +77,7 @@ absl::Status StoreTrace(daemon::TraceStore& store, const std::string& data, absl
 
 bool ParseBytes(const char* text, uint64_t* out) {
   char* end = nullptr;
-  unsigned long long v = std::strtoull(text, &end, 10);
+  const uint64_t v = std::strtoull(text, &end, 10);
   if (end == text || *end != '\0' || v == 0) return false;
   *out = v;
   return true;
@@ -90,12 +91,13 @@ int Run(int argc, char** argv) {
   config.bucket = EnvOr("S3_BUCKET", "");
   config.path_style = true;
   for (int i = 1; i < argc; ++i) {
-    bool has_value = i + 1 < argc;
-    if (has_value && std::strcmp(argv[i], "--multipart-threshold") == 0 &&
-        ParseBytes(argv[i + 1], &config.multipart_threshold)) {
-      ++i;
-    } else if (has_value && std::strcmp(argv[i], "--part-size") == 0 &&
-               ParseBytes(argv[i + 1], &config.part_size)) {
+    const bool has_value = i + 1 < argc;
+    uint64_t* bytes = !has_value ? nullptr
+                      : std::strcmp(argv[i], "--multipart-threshold") == 0
+                          ? &config.multipart_threshold
+                      : std::strcmp(argv[i], "--part-size") == 0 ? &config.part_size
+                                                                 : nullptr;
+    if (bytes != nullptr && ParseBytes(argv[i + 1], bytes)) {
       ++i;
     } else if (has_value && std::strcmp(argv[i], "--dir") == 0) {
       dir = argv[++i];

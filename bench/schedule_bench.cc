@@ -64,7 +64,7 @@ void Attach(DaemonCore& core, int processes) {
     hello.add_labels("team=ml");
     hello.set_protocol_minor(1);
     absl::Status st =
-        core.OnPeerHello(static_cast<PeerId>(i + 1), {10000 + i, 1000, 1000}, hello, nullptr);
+        core.OnPeerHello(static_cast<PeerId>(i) + 1, {10000 + i, 1000, 1000}, hello, nullptr);
     if (!st.ok()) {
       std::fprintf(stderr, "attach failed: %s\n", st.ToString().c_str());
       std::exit(1);
@@ -100,7 +100,8 @@ int Run(int processes, int minutes) {
   ScheduleDriver driver(
       schedule, {.clock = &clock, .loop = &loop, .core = core.get(), .free_store_bytes = [] {
                    return uint64_t{1} << 40;
-                 }});
+                 },
+                 .on_decision = {}});
   const absl::Duration period = schedule.rules[0].period;
   const double start = ThreadCpuSeconds();
   driver.Start();
@@ -124,9 +125,9 @@ int Run(int processes, int minutes) {
       "decision per slot: mean %.1f us, median %.1f us, max %.1f us\n"
       "simulated %d min: %.3f s CPU in all (%.2f ms per simulated minute)\n",
       processes, (processes + kRanksPerJob - 1) / kRanksPerJob, minutes, Captures(peers),
-      static_cast<unsigned long long>(driver.wakeups()), 1e6 * sum / decisions.size(),
-      1e6 * decisions[decisions.size() / 2], 1e6 * decisions.back(), minutes, total,
-      1e3 * total / minutes);
+      static_cast<unsigned long long>(driver.wakeups()),
+      1e6 * sum / static_cast<double>(decisions.size()), 1e6 * decisions[decisions.size() / 2],
+      1e6 * decisions.back(), minutes, total, 1e3 * total / minutes);
   std::filesystem::remove_all(dir);
   return 0;
 }

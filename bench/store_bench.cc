@@ -123,9 +123,10 @@ void Throughput(const Options& o, absl::BitGen& gen) {
     }
     double raw50 = raw.Percentile(0.5), put50 = put.Percentile(0.5);
     std::printf("| %s | %.0f | %.0f | %.2f | %.1f / %.1f | %.1f / %.1f |\n",
-                absl::StrFormat("%.2f MB", size / 1e6).c_str(), size / raw50 / 1e6,
-                size / put50 / 1e6, raw50 / put50, raw50 * 1e3, raw.Percentile(0.9) * 1e3,
-                put50 * 1e3, put.Percentile(0.9) * 1e3);
+                absl::StrFormat("%.2f MB", static_cast<double>(size) / 1e6).c_str(),
+                static_cast<double>(size) / raw50 / 1e6, static_cast<double>(size) / put50 / 1e6,
+                raw50 / put50, raw50 * 1e3, raw.Percentile(0.9) * 1e3, put50 * 1e3,
+                put.Percentile(0.9) * 1e3);
   }
 }
 
@@ -261,7 +262,7 @@ void Index(const Options& o, absl::BitGen& gen) {
     auto created = daemon::LocalTraceStore::Create(root);
     Check(created.status(), "Create");
     std::printf("| cold page cache | %.2f | %.1f MiB |\n", Seconds(t, Clock::now()),
-                (RssKiB() - before) / 1024.0);
+                static_cast<double>(RssKiB() - before) / 1024.0);
   } else {
     std::printf("| cold page cache | (cannot drop caches here) | |\n");
   }
@@ -274,7 +275,7 @@ void Index(const Options& o, absl::BitGen& gen) {
     double s = Seconds(t, Clock::now());
     store = std::move(*created);
     std::printf("| warm page cache, run %d | %.2f | %.1f MiB |\n", r + 1, s,
-                (RssKiB() - before) / 1024.0);
+                static_cast<double>(RssKiB() - before) / 1024.0);
   }
   if (store->Totals().complete != static_cast<uint64_t>(o.traces)) {
     Check(absl::InternalError("the index misses traces"), "Create");

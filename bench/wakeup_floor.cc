@@ -53,15 +53,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s PROCESSES ROUNDS\n", argv[0]);
     return 2;
   }
-  const long processes = std::strtol(argv[1], nullptr, 10);
-  const long rounds = std::strtol(argv[2], nullptr, 10);
+  const int64_t processes = std::strtoll(argv[1], nullptr, 10);
+  const int64_t rounds = std::strtoll(argv[2], nullptr, 10);
   if (processes < 1 || processes > 4096 || rounds < 1 || rounds > 100000) {
     std::fprintf(stderr, "PROCESSES must be 1..4096 and ROUNDS 1..100000\n");
     return 2;
   }
   std::vector<int> parent_fds;
   std::vector<pid_t> children;
-  for (long i = 0; i < processes; ++i) {
+  for (int64_t i = 0; i < processes; ++i) {
     int fds[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
       std::perror("socketpair");
@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   // Every child asleep in poll() before the first round.
   usleep(200'000);
   int status = 0;
-  for (long r = 0; r < rounds && status == 0; ++r) {
+  for (int64_t r = 0; r < rounds && status == 0; ++r) {
     const int64_t sent_at = RealtimeNs();
     for (int fd : parent_fds) {
       if (send(fd, "x", 1, MSG_NOSIGNAL) != 1) status = 1;

@@ -17,7 +17,7 @@ jobs="${GPUCTL_JOBS:-2}"
 db="$build/compile_commands.json"
 if [ ! -f "$db" ]; then
   CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_UNITY_BUILD=OFF -DGPUCTL_BUILD_BENCH=OFF >/dev/null
+    -DCMAKE_UNITY_BUILD=OFF -DGPUCTL_BUILD_BENCH=ON >/dev/null
 fi
 if grep -q '"file": *"[^"]*unity_[0-9]*_cxx\.cxx"' "$db"; then
   echo "clang_tidy.sh: $build is a unity build; its database names no source file" >&2

@@ -377,7 +377,8 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
     }
   }
   const std::string unix_path = UnixListenPath(options.listen_address);
-  SocketAccess unix_access{.mode = options.listen_mode};
+  SocketAccess unix_access;
+  unix_access.mode = options.listen_mode;
   if (options.listen_gid.has_value()) unix_access.group = *options.listen_gid;
   if (!unix_path.empty()) {
     // gRPC replaces whatever file is at the path: a live daemon's socket

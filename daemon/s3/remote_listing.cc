@@ -33,7 +33,9 @@ absl::Status CheckRequest(const v1::ListTracesRequest& request) {
 absl::StatusOr<std::vector<std::string>> ListBucketDay(S3Client& client, absl::CivilDay day) {
   const std::string prefix = TraceDayPrefix(client.config().prefix, day);
   std::vector<std::string> ids;
-  ListObjectsRequest list{.prefix = prefix, .delimiter = "/"};
+  ListObjectsRequest list;
+  list.prefix = prefix;
+  list.delimiter = "/";
   for (int page = 0; page < kMaxDayPages; ++page) {
     absl::StatusOr<ListObjectsResult> listed = client.ListObjects(list);
     if (!listed.ok()) return listed.status();
