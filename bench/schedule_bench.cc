@@ -97,11 +97,11 @@ int Run(int processes, int minutes) {
   Attach(*core, processes);
   loop.RunUntilIdle();
   const ScheduleOptions schedule = Schedule();
-  ScheduleDriver driver(
-      schedule, {.clock = &clock, .loop = &loop, .core = core.get(), .free_store_bytes = [] {
-                   return uint64_t{1} << 40;
-                 },
-                 .on_decision = {}});
+  ScheduleDriver driver(schedule, {.clock = &clock,
+                                   .loop = &loop,
+                                   .core = core.get(),
+                                   .free_store_bytes = [] { return uint64_t{1} << 40; },
+                                   .on_decision = {}});
   const absl::Duration period = schedule.rules[0].period;
   const double start = ThreadCpuSeconds();
   driver.Start();
