@@ -137,6 +137,49 @@ absl::StatusOr<absl::Time> RequestStart(const v1::TraceRequest& request, absl::T
   return *t;
 }
 
+// The clock offsets the request carries: caller_time's, and the measured
+// midpoint of caller_clock.
+absl::StatusOr<std::optional<v1::ClockOffset>> RequestClock(const v1::TraceRequest& request,
+                                                            absl::Time received_at) {
+  if (!request.has_caller_time()) {
+    if (request.has_caller_clock()) {
+      return absl::InvalidArgumentError("caller_clock needs caller_time");
+    }
+    return std::nullopt;
+  }
+  absl::StatusOr<absl::Time> caller = FromProtoTimestamp(request.caller_time(), "caller_time");
+  if (!caller.ok()) return caller.status();
+  v1::ClockOffset clock;
+  *clock.mutable_offset() = ToProtoDuration(received_at - *caller);
+  *clock.mutable_caller_time() = request.caller_time();
+  *clock.mutable_received_at() = ToProtoTimestamp(received_at);
+  if (!request.has_caller_clock()) return clock;
+  const v1::CallerClock& measured = request.caller_clock();
+  absl::StatusOr<absl::Duration> round_trip = FromProtoDuration(measured.round_trip());
+  if (!round_trip.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("caller_clock.round_trip: ", round_trip.status().message()));
+  }
+  if (*round_trip <= absl::ZeroDuration() || *round_trip > kMaxProbeRoundTrip) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("caller_clock.round_trip ", absl::FormatDuration(*round_trip),
+                     " is not in (0, ", absl::FormatDuration(kMaxProbeRoundTrip), "]"));
+  }
+  absl::StatusOr<absl::Duration> offset = FromProtoDuration(measured.offset());
+  if (!offset.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("caller_clock.offset: ", offset.status().message()));
+  }
+  if (absl::AbsDuration(*offset) > kMaxCallerClockOffset) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "caller_clock.offset ", absl::FormatDuration(*offset), " is more than ",
+        absl::FormatDuration(kMaxCallerClockOffset), " either way (not a clock offset)"));
+  }
+  *clock.mutable_midpoint_offset() = ToProtoDuration(*offset);
+  *clock.mutable_round_trip() = ToProtoDuration(*round_trip);
+  return clock;
+}
+
 }  // namespace
 
 absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time received_at,
@@ -156,16 +199,11 @@ absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time 
   absl::StatusOr<absl::Time> start = RequestStart(request, received_at, limits.start_delay, *skew);
   if (!start.ok()) return start.status();
 
+  absl::StatusOr<std::optional<v1::ClockOffset>> clock = RequestClock(request, received_at);
+  if (!clock.ok()) return clock.status();
+
   TracePlan plan;
-  if (request.has_caller_time()) {
-    absl::StatusOr<absl::Time> caller = FromProtoTimestamp(request.caller_time(), "caller_time");
-    if (!caller.ok()) return caller.status();
-    v1::ClockOffset clock;
-    *clock.mutable_offset() = ToProtoDuration(received_at - *caller);
-    *clock.mutable_caller_time() = request.caller_time();
-    *clock.mutable_received_at() = ToProtoTimestamp(received_at);
-    plan.clock = std::move(clock);
-  }
+  plan.clock = *std::move(clock);
   // An iteration window is watched for from receipt until the bound.
   plan.start = request.iterations() > 0 ? received_at : *start;
   plan.end = plan.start + *duration;

@@ -16,6 +16,10 @@ inline constexpr uint32_t kMaxIterations = 1000000;
 inline constexpr absl::Duration kMaxStartAhead = absl::Hours(1);
 inline constexpr absl::Duration kMaxStartSkew = absl::Hours(1);
 inline constexpr absl::Duration kDefaultMaxStartSkew = absl::Milliseconds(50);
+// TraceRequest.caller_clock: a probe slower than this measured nothing
+// useful, and no two clocks are this far apart.
+inline constexpr absl::Duration kMaxProbeRoundTrip = absl::Minutes(1);
+inline constexpr absl::Duration kMaxCallerClockOffset = absl::Hours(24 * 36525);
 
 // What a valid TraceRequest asks for, in the daemon's terms.
 struct TracePlan {
@@ -29,7 +33,8 @@ struct TracePlan {
   uint32_t iterations = 0;
   // The request's start step, when it names one.
   std::optional<uint64_t> start_step;
-  // Set when the request carries caller_time.
+  // Set when the request carries caller_time; with its caller_clock too,
+  // midpoint_offset and round_trip.
   std::optional<v1::ClockOffset> clock;
 };
 
@@ -45,7 +50,9 @@ struct TraceLimits {
 // iteration window: the max); start_time from max_start_skew in the past
 // (never before 1970) to one hour ahead; max_start_skew in [0, 1h];
 // iterations at most kMaxIterations; start_step only with iterations and at
-// most kMaxPlausibleStep; known activities.
+// most kMaxPlausibleStep; known activities; caller_clock only with
+// caller_time, its round trip in (0, kMaxProbeRoundTrip] and its offset
+// within kMaxCallerClockOffset either way.
 absl::StatusOr<TracePlan> PlanTrace(const v1::TraceRequest& request, absl::Time received_at,
                                     const TraceLimits& limits);
 

@@ -1,6 +1,7 @@
 // The start instant of time windows and the steps of iteration windows, as
 // the core handles them.
 #include "daemon/core/testing/trace_test_fixture.h"
+#include "daemon/core/trace_request.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -58,6 +59,76 @@ TEST_F(TraceTest, UsesTheRequestedStartInstantAndRecordsTheClockOffset) {
   EXPECT_EQ(FromDur(manifest->clock().offset()), absl::Milliseconds(3));
   EXPECT_EQ(manifest->selector(), "job \"42\"");
   EXPECT_EQ(manifest->iterations(), 0u);
+}
+
+// A measured round trip is kept beside the caller_time offset, which
+// keeps its meaning.
+TEST_F(TraceTest, RecordsTheCallersMeasuredMidpointAndRoundTrip) {
+  Attach(1, 100, "42");
+  const absl::Time now = clock_.Now();
+  v1::TraceRequest req = JobRequest("42", absl::Seconds(1));
+  *req.mutable_caller_time() = Ts(now - absl::Milliseconds(3));
+  *req.mutable_caller_clock()->mutable_offset() = Dur(absl::Microseconds(-2500));
+  *req.mutable_caller_clock()->mutable_round_trip() = Dur(absl::Microseconds(400));
+  req.mutable_caller_clock()->set_probes(4);
+  auto obs = std::make_shared<RecordingObserver>();
+  auto id = core_->StartTrace(req, obs);
+  ASSERT_TRUE(id.ok()) << id.status();
+  const v1::TraceStarted& started = Started(*obs);
+  EXPECT_EQ(FromDur(started.clock().offset()), absl::Milliseconds(3));
+  EXPECT_EQ(FromDur(started.clock().midpoint_offset()), absl::Microseconds(-2500));
+  EXPECT_EQ(FromDur(started.clock().round_trip()), absl::Microseconds(400));
+  // Past the window and its grace: the manifest is written.
+  loop_.AdvanceBy(absl::Minutes(1));
+  RunAll();
+  ASSERT_TRUE(obs->done);
+  auto manifest = store_->GetManifest(*id);
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  EXPECT_EQ(FromDur(manifest->clock().offset()), absl::Milliseconds(3));
+  EXPECT_EQ(FromDur(manifest->clock().midpoint_offset()), absl::Microseconds(-2500));
+  EXPECT_EQ(FromDur(manifest->clock().round_trip()), absl::Microseconds(400));
+}
+
+TEST_F(TraceTest, RefusesAnImplausibleCallerClock) {
+  Attach(1, 100, "42");
+  auto refused = [&](const v1::TraceRequest& req) {
+    absl::Status st = core_->StartTrace(req, std::make_shared<RecordingObserver>()).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    return std::string(st.message());
+  };
+  const absl::Time now = clock_.Now();
+  v1::TraceRequest req = JobRequest("42", absl::Seconds(1));
+  v1::CallerClock* measured = req.mutable_caller_clock();
+  *measured->mutable_round_trip() = Dur(absl::Microseconds(300));
+  EXPECT_EQ(refused(req), "caller_clock needs caller_time");
+
+  *req.mutable_caller_time() = Ts(now);
+  *measured->mutable_round_trip() = Dur(absl::Microseconds(-300));
+  EXPECT_EQ(refused(req), "caller_clock.round_trip -300us is not in (0, 1m]");
+  measured->clear_round_trip();
+  EXPECT_EQ(refused(req), "caller_clock.round_trip 0 is not in (0, 1m]");
+  *measured->mutable_round_trip() = Dur(absl::Minutes(1) + absl::Nanoseconds(1));
+  EXPECT_EQ(refused(req), "caller_clock.round_trip 1m0.000000001s is not in (0, 1m]");
+  measured->mutable_round_trip()->set_seconds(1);
+  measured->mutable_round_trip()->set_nanos(-1);
+  EXPECT_THAT(refused(req), HasSubstr("caller_clock.round_trip: malformed duration"));
+
+  *measured->mutable_round_trip() = Dur(absl::Microseconds(300));
+  *measured->mutable_offset() = Dur(-kMaxCallerClockOffset - absl::Seconds(1));
+  EXPECT_THAT(refused(req),
+              HasSubstr("caller_clock.offset -876600h1s is more than 876600h either way"));
+  measured->mutable_offset()->set_seconds(INT64_MAX);
+  EXPECT_THAT(refused(req), HasSubstr("is more than 876600h either way (not a clock offset)"));
+  measured->mutable_offset()->set_seconds(-1);
+  measured->mutable_offset()->set_nanos(5);
+  EXPECT_THAT(refused(req), HasSubstr("caller_clock.offset: malformed duration"));
+  // Nothing went out.
+  EXPECT_TRUE(peers_.sent().empty());
+
+  // The bounds themselves are accepted.
+  *measured->mutable_offset() = Dur(kMaxCallerClockOffset);
+  *measured->mutable_round_trip() = Dur(absl::Minutes(1));
+  EXPECT_TRUE(core_->StartTrace(req, std::make_shared<RecordingObserver>()).ok());
 }
 
 TEST_F(TraceTest, DefaultsWithoutStartTimeSkewOrCallerTime) {

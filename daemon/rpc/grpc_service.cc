@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/log.h"
+#include "daemon/core/proto_time.h"
 #include "daemon/core/token_scope.h"
 #include "daemon/rpc/get_trace_reactor.h"
 #include "daemon/rpc/raw_messages.h"
@@ -148,6 +149,23 @@ grpc::ServerUnaryReactor* GrpcService::GetStatus(grpc::CallbackServerContext* co
     call->response = core_->GetStatus();
     call->Reply(grpc::Status::OK);
   });
+  return call;
+}
+
+grpc::ServerUnaryReactor* GrpcService::ProbeClock(grpc::CallbackServerContext* context,
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
+  // Read before the checks: the receipt, as close to the wire as the
+  // service gets.
+  const absl::Time now = clock_->Now();
+  auto* call = new UnaryCall<v1::ProbeClockRequest, v1::ProbeClockResponse>(response);
+  if (grpc::Status admitted = Admit(*context, "ProbeClock", *request, &call->request);
+      !admitted.ok()) {
+    call->Reply(admitted);
+    return call;
+  }
+  *call->response.mutable_daemon_time() = ToProtoTimestamp(now);
+  call->Reply(grpc::Status::OK);
   return call;
 }
 

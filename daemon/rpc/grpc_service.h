@@ -1,6 +1,7 @@
 #ifndef GPUCTL_DAEMON_RPC_GRPC_SERVICE_H_
 #define GPUCTL_DAEMON_RPC_GRPC_SERVICE_H_
 
+#include "daemon/common/clock.h"
 #include "daemon/common/task_runner.h"
 #include "daemon/core/daemon_core.h"
 #include "daemon/core/schedule_reporter.h"
@@ -15,7 +16,8 @@ namespace gpuctl::daemon {
 using RawGpuctlService = v1::Gpuctl::WithRawCallbackMethod_Trace<
     v1::Gpuctl::WithRawCallbackMethod_ListProcesses<v1::Gpuctl::WithRawCallbackMethod_ListTraces<
         v1::Gpuctl::WithRawCallbackMethod_GetTrace<v1::Gpuctl::WithRawCallbackMethod_GetStatus<
-            v1::Gpuctl::WithRawCallbackMethod_GetSchedule<v1::Gpuctl::Service>>>>>>;
+            v1::Gpuctl::WithRawCallbackMethod_GetSchedule<
+                v1::Gpuctl::WithRawCallbackMethod_ProbeClock<v1::Gpuctl::Service>>>>>>>;
 
 // The gRPC adapter for gpuctl.v1.Gpuctl (callback API). Calls that touch
 // the core hop onto `loop` and complete from there; ListTraces and GetTrace
@@ -41,6 +43,10 @@ class GrpcService final : public RawGpuctlService {
   // The schedule GetSchedule reports; null: none configured. Touched on
   // the loop only.
   void set_schedule(ScheduleReporter* schedule) { schedule_ = schedule; }
+  // The clock ProbeClock answers with: the one the core stamps a trace
+  // request's receipt with. Default: the real clock. Outlives the server;
+  // set before it starts.
+  void set_clock(Clock* clock) { clock_ = clock; }
 
   grpc::ServerWriteReactor<grpc::ByteBuffer>* Trace(grpc::CallbackServerContext* context,
                                                     const grpc::ByteBuffer* request) override;
@@ -58,6 +64,11 @@ class GrpcService final : public RawGpuctlService {
   grpc::ServerUnaryReactor* GetSchedule(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  // Answered on the gRPC thread, at once: the loop's queue would add its
+  // wait to the round trip the caller times.
+  grpc::ServerUnaryReactor* ProbeClock(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
 
  private:
   // The bearer token's check, then the request's parse. `scope`, when
@@ -72,6 +83,8 @@ class GrpcService final : public RawGpuctlService {
   Executor* const io_;
   const BearerTokenAuth* auth_ = nullptr;
   ScheduleReporter* schedule_ = nullptr;
+  RealClock real_clock_;
+  Clock* clock_ = &real_clock_;
 };
 
 }  // namespace gpuctl::daemon

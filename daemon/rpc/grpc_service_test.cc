@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/common/event_loop.h"
+#include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/thread_pool_executor.h"
 #include "daemon/core/testing/mock_daemon_core.h"
 #include "daemon/rpc/get_trace_reactor.h"
@@ -84,6 +85,7 @@ class GrpcServiceTest : public ::testing::Test {
   }
 
   ::testing::StrictMock<MockDaemonCore> core_;
+  gpuctl::testing::FakeClock clock_;  // outlives the service
   testing::InMemoryTraceStore store_;
   ThreadPoolExecutor io_{2};
   std::unique_ptr<EventLoop> loop_;
@@ -281,7 +283,8 @@ TEST_F(GrpcServiceTest, RequestsThatDoNotParseGetInvalidArgumentNamingTheType) {
                                                         {"ListProcesses", "ListProcessesRequest"},
                                                         {"ListTraces", "ListTracesRequest"},
                                                         {"GetTrace", "GetTraceRequest"},
-                                                        {"GetStatus", "GetStatusRequest"}}) {
+                                                        {"GetStatus", "GetStatusRequest"},
+                                                        {"ProbeClock", "ProbeClockRequest"}}) {
     cases.push_back({method, type, garbage, wire_format});
     cases.push_back({method, type, truncated, wire_format});
   }
@@ -305,6 +308,21 @@ TEST_F(GrpcServiceTest, RequestsThatDoNotParseGetInvalidArgumentNamingTheType) {
     EXPECT_THAT(status.error_message(),
                 HasSubstr(absl::StrCat(c.method, " request: not a valid gpuctl.v1.", c.type)));
     EXPECT_THAT(status.error_message(), HasSubstr(c.why)) << c.method;
+  }
+}
+
+// Answered from the service's clock on gRPC's thread: the (strict) core
+// is not asked, and the loop's queue adds nothing to the round trip.
+TEST_F(GrpcServiceTest, ProbeClockAnswersTheServicesClockAtReceipt) {
+  clock_.Set(absl::FromUnixSeconds(1'800'000'000) + absl::Nanoseconds(7));
+  service_->set_clock(&clock_);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    v1::ProbeClockResponse response;
+    ASSERT_TRUE(stub_->ProbeClock(WithDeadline(&ctx), {}, &response).ok());
+    EXPECT_EQ(response.daemon_time().seconds(), 1'800'000'000 + i);
+    EXPECT_EQ(response.daemon_time().nanos(), 7);
+    clock_.Advance(absl::Seconds(1));
   }
 }
 

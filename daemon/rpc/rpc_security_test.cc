@@ -184,6 +184,25 @@ TEST_F(TokenAuthServiceTest, UnaryCallNeedsTheRightToken) {
   EXPECT_EQ(ListWith("right-token").error_code(), grpc::StatusCode::UNAUTHENTICATED);
 }
 
+// Like GetStatus, ProbeClock reads nothing of the traces, but answers only
+// a caller with the token.
+TEST_F(TokenAuthServiceTest, ProbeClockNeedsTheRightToken) {
+  for (const char* authorization : {"Bearer right-token", "Bearer wrong-token", ""}) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (*authorization != '\0') context.AddMetadata("authorization", authorization);
+    v1::ProbeClockResponse response;
+    const grpc::Status status = stub_->ProbeClock(&context, {}, &response);
+    if (std::string(authorization) == "Bearer right-token") {
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      EXPECT_TRUE(response.has_daemon_time());
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << authorization;
+      EXPECT_FALSE(response.has_daemon_time());
+    }
+  }
+}
+
 TEST_F(TokenAuthServiceTest, StreamingCallsAreRefusedWithoutToken) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

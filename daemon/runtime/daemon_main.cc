@@ -358,6 +358,7 @@ absl::Status Daemon::StartGrpc(const DaemonOptions& options) {
   // The core comes later (set_core): the service touches it only from the
   // loop, which starts after the core exists.
   service_ = std::make_unique<GrpcService>(nullptr, loop_.get(), store_.get(), worker_.get());
+  service_->set_clock(&clock_);
   grpc::EnableDefaultHealthCheckService(true);
 #ifdef GPUCTL_HAVE_GRPC_REFLECTION
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
