@@ -34,6 +34,7 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
  public:
   using TraceFn = std::function<grpc::Status(grpc::ServerContext*, const v1::TraceRequest&,
                                              grpc::ServerWriter<v1::TraceEvent>*)>;
+  using ProbeClockFn = std::function<grpc::Status(v1::ProbeClockResponse*)>;
   using GetTraceFn =
       std::function<grpc::Status(const v1::GetTraceRequest&, grpc::ServerWriter<v1::TraceChunk>*)>;
 
@@ -47,6 +48,9 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
   v1::GetStatusResponse status;
   v1::GetScheduleResponse schedule;
   grpc::Status unary_error = grpc::Status::OK;  // returned by the unary calls when set
+  // Unset: UNIMPLEMENTED, as from a gpuctld older than ProbeClock. Not
+  // counted in calls().
+  ProbeClockFn probe_clock;
 
   std::vector<v1::TraceRequest> trace_requests() {
     absl::MutexLock lock(&mu_);
@@ -71,6 +75,10 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
   int calls() {
     absl::MutexLock lock(&mu_);
     return calls_;
+  }
+  int probes() {
+    absl::MutexLock lock(&mu_);
+    return probes_;
   }
   // Trace calls whose client cancelled them (seen by a script polling
   // ServerContext::IsCancelled, or by a write that failed).
@@ -149,6 +157,16 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status ProbeClock(grpc::ServerContext*, const v1::ProbeClockRequest*,
+                          v1::ProbeClockResponse* response) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++probes_;
+    }
+    if (!probe_clock) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no script");
+    return probe_clock(response);
+  }
+
   grpc::Status GetSchedule(grpc::ServerContext*, const v1::GetScheduleRequest* request,
                            v1::GetScheduleResponse* response) override {
     Record(&schedule_requests_, *request);
@@ -168,6 +186,7 @@ class FakeGpuctlService final : public v1::Gpuctl::Service {
   absl::Mutex mu_;
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
   int cancelled_ ABSL_GUARDED_BY(mu_) = 0;
+  int probes_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<v1::TraceRequest> trace_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::GetTraceRequest> get_requests_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::ListTracesRequest> list_traces_requests_ ABSL_GUARDED_BY(mu_);
@@ -311,6 +330,10 @@ inline FakeGpuctlService::TraceFn ScriptedTrace(const std::vector<v1::ProcessInf
       *clock->mutable_caller_time() = request.caller_time();
       clock->mutable_received_at()->set_seconds(999);
       clock->mutable_offset()->set_nanos(120000);
+      if (request.has_caller_clock()) {
+        *clock->mutable_midpoint_offset() = request.caller_clock().offset();
+        *clock->mutable_round_trip() = request.caller_clock().round_trip();
+      }
     }
     started.mutable_started()->set_iterations(request.iterations());
     started.mutable_started()->set_start_step(request.start_step());

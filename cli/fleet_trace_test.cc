@@ -171,6 +171,12 @@ FakeGpuctlService::TraceFn SlowIngest(const v1::ProcessInfo& process,
 }
 
 TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTraces) {
+  // node1 answers clock probes on the test's (and the CLI's) clock; node2
+  // is a gpuctld older than them.
+  node1_.service().probe_clock = [](v1::ProbeClockResponse* response) {
+    ToProtoTime(absl::Now(), response->mutable_daemon_time());
+    return grpc::Status::OK;
+  };
   const std::string dead = DeadTarget();
   const absl::Time begin = absl::Now();
   EXPECT_EQ(Run({"--job", "42", "--duration", "2s", "--json", "--host", node1_.target(), "--host",
@@ -192,6 +198,19 @@ TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTrace
     EXPECT_EQ(r->selector().job_id(), "42");
     EXPECT_EQ(r->duration().seconds(), 2);
   }
+  // One clock on both ends: the daemon read it between the probe's send and
+  // its answer, so the midpoint is within half the round trip of zero.
+  ASSERT_TRUE(r1.has_caller_clock());
+  const absl::Duration round_trip = FromProtoDuration(r1.caller_clock().round_trip());
+  EXPECT_GT(round_trip, absl::ZeroDuration());
+  EXPECT_LT(round_trip, absl::Seconds(1));
+  EXPECT_LE(absl::AbsDuration(FromProtoDuration(r1.caller_clock().offset())), round_trip / 2);
+  // Up to four; fewer when a later one ran far slower than the fastest.
+  EXPECT_GE(r1.caller_clock().probes(), 1u);
+  EXPECT_LE(r1.caller_clock().probes(), 4u);
+  EXPECT_LE(node1_.service().probes(), 4);
+  EXPECT_FALSE(r2.has_caller_clock());
+  EXPECT_EQ(node2_.service().probes(), 1);
 
   nlohmann::json json = Json();
   const std::string id = r1.trace_id();
@@ -213,6 +232,10 @@ TEST_F(CliFleetTraceTest, OneIdOneInstantForEveryHostAndPartialFailureKeepsTrace
   EXPECT_TRUE(json["hosts"][2]["results"].empty());
   // Each daemon's clock against the CLI's, measured on its request.
   EXPECT_EQ(json["hosts"][0]["clock"]["callerTime"].get<std::string>().size() > 0, true);
+  EXPECT_EQ(json["hosts"][0]["clock"]["roundTrip"].get<std::string>().size() > 0, true);
+  EXPECT_EQ(json["hosts"][0]["clock"]["midpointOffset"].get<std::string>().size() > 0, true);
+  EXPECT_TRUE(json["hosts"][1]["clock"]["roundTrip"].is_null());
+  EXPECT_TRUE(json["hosts"][1]["clock"]["midpointOffset"].is_null());
 
   // One directory; a manifest per host.
   const fs::path saved = fs::path(dir_) / id;

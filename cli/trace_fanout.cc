@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/bounded_parallel.h"
 #include "cli/cancel_group.h"
+#include "cli/clock_probe.h"
 #include "cli/connection.h"
 #include "cli/duration.h"
 #include "cli/format.h"
@@ -28,7 +29,10 @@
 // for a free dispatch slot. Connecting on a dispatch thread before sending
 // lets caller_time be read right before the request leaves on an
 // established connection (the clock offset then holds no connection set-up),
-// and it bounds the connection attempts in flight. A thread per host would
+// and it bounds the connection attempts in flight. On that connection a few
+// ProbeClock round trips come first (cli/clock_probe.h): the fastest gives
+// the daemon's clock offset within half its round trip, sent along as
+// caller_clock; a gpuctld without the call gets caller_time alone. A thread per host would
 // do the same with blocking reads, but would hold one thread per open
 // window, which a container's pid limit stops long before a large fleet.
 
@@ -209,6 +213,12 @@ void HostCall::Dispatch() {
   channel_ = *std::move(channel);
   stub_ = v1::Gpuctl::NewStub(channel_);
   request_ = options.request;
+  request_.clear_caller_clock();
+  const std::vector<ClockProbeSample> probes = ProbeDaemonClock(
+      *stub_, *fanout_.clock_, ClockProbeOptions{.deadline = deadline}, &fanout_.cancel_);
+  if (std::optional<v1::CallerClock> measured = EstimateCallerClock(probes)) {
+    *request_.mutable_caller_clock() = *std::move(measured);
+  }
   absl::Time base = fanout_.clock_->Now();
   if (request_.has_start_time()) base = std::max(base, FromProtoTime(request_.start_time()));
   if (options.stream_length != absl::InfiniteDuration()) {

@@ -41,7 +41,9 @@ struct HostTrace {
 
 struct TraceFanoutOptions {
   // Sent to every host as is, but for caller_time, set right before each
-  // host's request is sent.
+  // host's request is sent, and caller_clock, measured on each host's
+  // connection by ProbeClock round trips just before (none when the host
+  // does not answer them).
   v1::TraceRequest request;
   // Hosts in their dispatch phase (connect + until TraceStarted) at once.
   size_t parallel = 64;
@@ -68,9 +70,9 @@ struct TraceFanoutOptions {
 // What the fan-out takes from its surroundings; members left null get the
 // real thing. Not owned; must outlive the call.
 struct TraceFanoutDeps {
-  // Times host_timeout, the result_margin watchdog and caller_time. The
-  // streams' gRPC deadlines (stream_length) are absolute instants on it too,
-  // so with a fake clock leave stream_length infinite.
+  // Times host_timeout, the result_margin watchdog, caller_time and the
+  // clock probes. The streams' gRPC deadlines (stream_length) are absolute
+  // instants on it too, so with a fake clock leave stream_length infinite.
   Clock* clock = nullptr;
   // Where the wake-ups of those waits come due (daemon/common/deadline_wait.h),
   // against `clock`; must also outlive every timer armed on it. Null: the

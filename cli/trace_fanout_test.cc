@@ -10,6 +10,7 @@
 
 #include "cli/duration.h"
 #include "cli/fake_gpuctl_service_test_util.h"
+#include "cli/proto_time.h"
 #include "daemon/common/testing/fake_clock.h"
 #include "daemon/common/testing/observed_task_runner.h"
 #include "gmock/gmock.h"
@@ -107,6 +108,47 @@ TEST_F(TraceFanoutClockTest, AHostThatDoesNotStartIsGivenUpAtHostTimeout) {
   ASSERT_EQ(host_.service().trace_requests().size(), 1u);
   EXPECT_EQ(host_.service().trace_requests()[0].caller_time().seconds(),
             absl::ToUnixSeconds(gpuctl::testing::FakeClock::DefaultStart()));
+  // The fake gpuctld has no ProbeClock, as one older than the call: one
+  // probe, and the request goes with caller_time alone.
+  EXPECT_EQ(host_.service().probes(), 1);
+  EXPECT_FALSE(host_.service().trace_requests()[0].has_caller_clock());
+}
+
+// The probes run on the request's connection right before it, on the
+// injected clock; the fastest one's midpoint goes with the request.
+TEST_F(TraceFanoutClockTest, TheRequestCarriesTheFastestProbesMidpoint) {
+  host_.service().trace = HoldUntilCancelled(host_.service(), /*start=*/true);
+  int answered = 0;
+  // The daemon is 5ms behind; round trips of 900us, 300us, 600us, 1.2ms.
+  const std::vector<std::pair<absl::Duration, absl::Duration>> delays = {
+      {absl::Microseconds(450), absl::Microseconds(450)},
+      {absl::Microseconds(200), absl::Microseconds(100)},
+      {absl::Microseconds(300), absl::Microseconds(300)},
+      {absl::Microseconds(600), absl::Microseconds(600)}};
+  host_.service().probe_clock = [&](v1::ProbeClockResponse* response) {
+    const auto [out, back] = delays[answered++ % delays.size()];
+    clock_.Advance(out);
+    ToProtoTime(clock_.Now() - absl::Milliseconds(5), response->mutable_daemon_time());
+    clock_.Advance(back);
+    return grpc::Status::OK;
+  };
+  options_.host_timeout = absl::Hours(1);
+  const absl::Time watchdog = clock_.Now() + absl::Microseconds(3000) + options_.result_margin;
+  Start();
+  ASSERT_TRUE(timers_.RunUntilTimerArmedAt(watchdog));
+  ASSERT_EQ(host_.service().trace_requests().size(), 1u);
+  const v1::TraceRequest request = host_.service().trace_requests()[0];
+  EXPECT_EQ(host_.service().probes(), 4);
+  ASSERT_TRUE(request.has_caller_clock());
+  EXPECT_EQ(request.caller_clock().round_trip().nanos(), 300'000);
+  // 200us out, 100us back: the midpoint is 50us late, well within 150us.
+  EXPECT_EQ(request.caller_clock().offset().nanos(), -5'000'000 + 50'000);
+  EXPECT_EQ(request.caller_clock().probes(), 4u);
+  // caller_time is read after the probes.
+  EXPECT_EQ(FromProtoTime(request.caller_time()),
+            gpuctl::testing::FakeClock::DefaultStart() + absl::Microseconds(3000));
+  timers_.fake().AdvanceBy(options_.result_margin);
+  EXPECT_EQ(Finish().status, HostStatus::kTimedOut);
 }
 
 TEST_F(TraceFanoutClockTest, AHostSilentAfterItsWindowIsGivenUpAtTheMargin) {

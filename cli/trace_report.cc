@@ -161,6 +161,11 @@ google::protobuf::Value HostJson(const HostTrace& h, const HostDownload& downloa
   f["error"].set_string_value(h.error);
   if (h.started && h.started->has_clock()) {
     SetJsonValue(&f["clock"], h.started->clock());
+    // Every key present: null when the CLI measured no round trip.
+    auto& clock = *f["clock"].mutable_struct_value()->mutable_fields();
+    for (const char* measured : {"midpointOffset", "roundTrip"}) {
+      if (!clock.contains(measured)) clock[measured] = NullValue();
+    }
   } else {
     f["clock"] = NullValue();
   }

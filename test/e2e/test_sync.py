@@ -99,3 +99,9 @@ def test_manifest_records_the_daemon_clock_offset_against_the_caller(cli, start_
     # Same host, same clock: the offset is the request's transit time.
     assert duration_ns(clock.get("offset", "0s")) == received - caller
     assert 0 <= received - caller < 5_000 * MS, clock
+    # The CLI timed ProbeClock round trips right before the request: on one
+    # clock the true offset is 0, so the fastest probe's midpoint is within
+    # half its round trip of 0 (+1 ns: half an odd ns is cut when written).
+    round_trip = duration_ns(clock["round_trip"])
+    assert 0 < round_trip < 5_000 * MS, clock
+    assert abs(duration_ns(clock.get("midpoint_offset", "0s"))) <= round_trip // 2 + 1, clock
