@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <ostream>
 #include <system_error>
 
 #include "absl/strings/match.h"
@@ -25,7 +26,31 @@ std::string FormatName(const merge::MergeResult& r) {
 
 std::string ClockText(const merge::MergedRank& rank) {
   if (!rank.clock.has_value()) return "own clock";
-  return absl::StrFormat("offset %+.3f ms", static_cast<double>(rank.clock->offset_ns) / 1e6);
+  const double offset_ms = static_cast<double>(rank.clock->offset_ns) / 1e6;
+  if (!rank.clock->measured()) return absl::StrFormat("offset %+.3f ms", offset_ms);
+  return absl::StrFormat("offset %+.3f ms +/-%.3f", offset_ms,
+                         static_cast<double>(rank.clock->bound_ns()) / 1e6);
+}
+
+// How good the alignment is, for the ranks moved by a measured midpoint and
+// for those moved by a receipt offset.
+void PrintAlignment(std::ostream& out, const std::vector<merge::MergedRank>& ranks) {
+  bool measured = false, unmeasured = false;
+  for (const merge::MergedRank& rank : ranks) {
+    if (!rank.clock.has_value()) continue;
+    (rank.clock->measured() ? measured : unmeasured) = true;
+  }
+  unmeasured = unmeasured || !measured;
+  out << "Times are on the clock of the caller that requested the trace";
+  if (measured) {
+    out << ": a host with a +/- bound is\nwithin it (half the round trip the caller measured "
+           "right before the request),\nplus the clocks' drift since";
+  }
+  if (unmeasured) {
+    out << (measured ? ";\nthe others are early by their" : ": each host's are early by its")
+        << "\nrequest's one-way transit (not measured; typically tens to hundreds of us on a LAN)";
+  }
+  out << ".\n";
 }
 
 }  // namespace
@@ -108,9 +133,7 @@ int MergePaths(const std::vector<std::string>& paths, const AnalyzeCommandOption
     }
     *env.out << "   " << shown(rank.path) << "\n";
   }
-  *env.out << "Times are on the clock of the caller that requested the trace: each host's are "
-              "early by its\nrequest's one-way transit (not measured; typically tens to hundreds "
-              "of us on a LAN).\n";
+  PrintAlignment(*env.out, result->ranks);
   return kExitOk;
 }
 

@@ -16,11 +16,15 @@ namespace {
 
 constexpr char kAlignment[] =
     "Each rank's times are moved onto the clock of the caller that requested the trace with its "
-    "host's manifest clock offset (daemon clock at receipt minus caller clock at sending). That "
-    "offset includes the request's one-way transit, so each host's times are early by its "
-    "transit (typically tens to hundreds of microseconds on a LAN; not measured), and two hosts "
-    "are off from each other by the difference of their transits plus their clocks' drift since "
-    "the request. Ranks without an offset keep their host's clock.";
+    "host's manifest clock offset. Where the caller timed clock probes right before the request "
+    "(clock_round_trip_ns set), that is the midpoint offset of the fastest probe: the host's "
+    "times are within half that round trip (clock_bound_ns) of the caller's clock, plus the "
+    "clocks' drift since the request. Otherwise it is the receipt offset (daemon clock at receipt "
+    "minus caller clock at sending), which includes the request's one-way transit: that host's "
+    "times are early by its transit (typically tens to hundreds of microseconds on a LAN; not "
+    "measured), and two such hosts are off from each other by the difference of their transits "
+    "plus their clocks' drift since the request. Ranks without an offset keep their host's "
+    "clock.";
 
 // Phases whose events carry an id: flows (s, t, f), nestable async slices
 // (b, e, n), the legacy async slices (S start, T and p steps, F finish) and
@@ -150,6 +154,7 @@ Json Metadata(const MergeResult& result, const std::vector<RankPlan>& plans) {
   for (size_t i = 0; i < plans.size(); ++i) {
     const RankPlan& p = plans[i];
     const MergedRank& r = result.ranks[i];
+    const bool measured = p.clock.has_value() && p.clock->measured();
     ranks.push_back(Json{
         {"file", p.path},
         {"format", p.format},
@@ -161,6 +166,10 @@ Json Metadata(const MergeResult& result, const std::vector<RankPlan>& plans) {
         {"process_name", p.process_name},
         {"base_time_ns", p.base_time_ns},
         {"clock_offset_ns", p.clock.has_value() ? Json(p.clock->offset_ns) : Json(nullptr)},
+        {"clock_receipt_offset_ns",
+         p.clock.has_value() ? Json(p.clock->receipt_offset_ns) : Json(nullptr)},
+        {"clock_round_trip_ns", measured ? Json(*p.clock->round_trip_ns) : Json(nullptr)},
+        {"clock_bound_ns", measured ? Json(p.clock->bound_ns()) : Json(nullptr)},
         {"clock_manifest", p.clock.has_value() ? p.clock->manifest : ""},
         {"events", r.events},
         {"written", r.written},

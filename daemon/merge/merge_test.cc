@@ -276,6 +276,99 @@ TEST_F(MergeTest, ProtoPutsAsyncEventsOnATrackPerIdUnderTheirRank) {
                                             std::pair(T::TYPE_SLICE_END, base + 30'000)));
 }
 
+// node1's manifest carries the caller's measured midpoint and round trip:
+// its times move by the midpoint, not the receipt offset, and each output
+// states the bound; node2's, from an older caller, aligns as before.
+TEST_F(MergeTest, AMeasuredRoundTripAlignsByTheMidpointAndStatesTheBound) {
+  constexpr int64_t kMidpoint1 = 1'850'000;  // 150 us of transit in kOffset1
+  constexpr int64_t kRoundTrip1 = 302'000;
+  Write("node1-rank0-pid100.json", Rank("node1", 0, kBase1));
+  Write("node2-rank1-pid100.json.gz", analysis::testing::GzipMembers(Rank("node2", 1, kBase2), 1));
+  Write(
+      "_gpuctl/node1.json",
+      absl::StrCat(R"({"traceId":"t1","host":"node1","results":[{"file":"node1-rank0-pid100.json",)"
+                   R"("host":"node1"}],"clock":{"offset":"0.002s","midpointOffset":"0.00185s",)"
+                   R"("roundTrip":"0.000302s"}})"));
+  Write("_gpuctl/node2.json", Manifest("node2", "node2-rank1-pid100.json.gz", kOffset2));
+
+  const std::string json_out = (dir_ / "merged.json").string();
+  absl::StatusOr<MergeResult> result = MergeTraces(Files(), json_out, MergeOptions{});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->ranks.size(), 2u);
+  ASSERT_TRUE(result->ranks[0].clock.has_value());
+  EXPECT_EQ(result->ranks[0].clock->offset_ns, kMidpoint1);
+  EXPECT_EQ(result->ranks[0].clock->receipt_offset_ns, kOffset1);
+  EXPECT_EQ(result->ranks[0].clock->round_trip_ns, kRoundTrip1);
+  EXPECT_EQ(result->ranks[0].clock->bound_ns(), 151'000);
+  ASSERT_TRUE(result->ranks[1].clock.has_value());
+  EXPECT_FALSE(result->ranks[1].clock->measured());
+  EXPECT_EQ(result->ranks[1].clock->offset_ns, kOffset2);
+
+  const Json merged = Json::parse(Read(json_out));
+  const int64_t base = merged["baseTimeNanoseconds"].get<int64_t>();
+  std::map<int64_t, std::string> process_names;
+  for (const Json& e : merged["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") process_names[e["pid"]] = e["args"]["name"];
+  }
+  std::map<std::string, double> launch_ts;
+  for (const Json& e : merged["traceEvents"]) {
+    if (e["name"] == "cudaLaunchKernel") launch_ts[process_names.at(e["pid"])] = e["ts"];
+  }
+  EXPECT_NEAR(launch_ts.at("node1 rank 0 pid 100"),
+              static_cast<double>(kBase1 + 10'250 - kMidpoint1 - base) / 1000, 1e-3);
+  EXPECT_NEAR(launch_ts.at("node2 rank 1 pid 100"),
+              static_cast<double>(kBase2 + 10'250 - kOffset2 - base) / 1000, 1e-3);
+  const Json& ranks = merged["gpuctlMerge"]["ranks"];
+  EXPECT_EQ(ranks[0]["clock_offset_ns"], kMidpoint1);
+  EXPECT_EQ(ranks[0]["clock_receipt_offset_ns"], kOffset1);
+  EXPECT_EQ(ranks[0]["clock_round_trip_ns"], kRoundTrip1);
+  EXPECT_EQ(ranks[0]["clock_bound_ns"], 151'000);
+  EXPECT_EQ(ranks[1]["clock_offset_ns"], kOffset2);
+  EXPECT_TRUE(ranks[1]["clock_round_trip_ns"].is_null());
+  EXPECT_TRUE(ranks[1]["clock_bound_ns"].is_null());
+  EXPECT_THAT(merged["gpuctlMerge"]["alignment"].get<std::string>(), HasSubstr("midpoint"));
+
+  const std::string proto_out = (dir_ / "merged.pftrace").string();
+  ASSERT_TRUE(MergeTraces(Files(), proto_out, MergeOptions{}).ok());
+  pp::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(Read(proto_out)));
+  std::map<std::string, std::string> descriptions;
+  for (const pp::TracePacket& p : trace.packet()) {
+    if (p.has_track_descriptor() && p.track_descriptor().has_process()) {
+      descriptions[p.track_descriptor().process().process_name()] =
+          p.track_descriptor().description();
+    }
+  }
+  EXPECT_THAT(descriptions["node1 rank 0 pid 100"],
+              HasSubstr("clock offset 1.850 ms +/-0.151 ms ("));
+  EXPECT_THAT(descriptions["node1 rank 0 pid 100"],
+              HasSubstr("times moved onto the caller's clock, within +/-0.151 ms (half the "
+                        "measured round trip of 0.302 ms) plus the clocks' drift since the "
+                        "trace request"));
+  EXPECT_THAT(descriptions["node2 rank 1 pid 100"],
+              HasSubstr("early by at most the trace request's one-way transit to this host"));
+}
+
+// A round trip without its midpoint, or one past what gpuctld accepts,
+// measured nothing: the receipt offset is used.
+TEST_F(MergeTest, AnImplausibleRoundTripFallsBackToTheReceiptOffset) {
+  Write("node1-rank0-pid100.json", Rank("node1", 0, kBase1));
+  for (const char* clock :
+       {R"("roundTrip":"0.000301s")", R"("midpointOffset":"0.00185s","roundTrip":"61s")",
+        R"("midpointOffset":"0.00185s","roundTrip":"-0.000301s")"}) {
+    Write("_gpuctl/node1.json",
+          absl::StrCat(R"({"traceId":"t1","host":"node1","results":[{"file":)"
+                       R"("node1-rank0-pid100.json","host":"node1"}],"clock":{"offset":"0.002s",)",
+                       clock, "}}"));
+    absl::StatusOr<MergeResult> result = MergeTraces({(dir_ / "node1-rank0-pid100.json").string()},
+                                                     (dir_ / "m.json").string(), MergeOptions{});
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_TRUE(result->ranks[0].clock.has_value()) << clock;
+    EXPECT_FALSE(result->ranks[0].clock->measured()) << clock;
+    EXPECT_EQ(result->ranks[0].clock->offset_ns, kOffset1) << clock;
+  }
+}
+
 TEST_F(MergeTest, WithoutManifestRanksKeepTheirOwnClock) {
   Write("a.json", Rank("node1", 0, kBase1));
   absl::StatusOr<MergeResult> result =

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/merge/callstack_interner.h"
+#include "daemon/merge/clock_offsets.h"
 #include "daemon/merge/merge_output.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "protos/perfetto/trace/perfetto_trace.pb.h"
@@ -74,9 +75,9 @@ class ProtoSink : public MergeSink {
     process->mutable_process()->add_process_labels(rank.labels);
     process->set_description(absl::StrCat(
         "file ", rank.path, "; ", rank.labels,
-        rank.clock.has_value() ? "; times moved onto the caller's clock, early by at most the "
-                                 "trace request's one-way transit to this host"
-                               : ""));
+        rank.clock.has_value()
+            ? absl::StrCat("; times moved onto the caller's clock, ", AlignmentBound(*rank.clock))
+            : ""));
     if (absl::Status s = WritePacket(packet); !s.ok()) return s;
     for (const RankRow& row : rank.rows) {
       packet.Clear();

@@ -190,11 +190,7 @@ absl::Status AssignMergedIds(std::vector<RankPlan>& ranks) {
     plan.process_name = plan.rank >= 0
                             ? absl::StrFormat("%s rank %d pid %d", host, plan.rank, plan.pid)
                             : absl::StrFormat("%s pid %d", host, plan.pid);
-    plan.labels = plan.clock.has_value()
-                      ? absl::StrFormat("clock offset %.3f ms (%s)",
-                                        static_cast<double>(plan.clock->offset_ns) / 1e6,
-                                        plan.clock->manifest)
-                      : "own clock (no manifest clock offset)";
+    plan.labels = ClockLabel(plan.clock);
     if (!plan.trace_id.empty())
       plan.labels = absl::StrCat("trace ", plan.trace_id, ", ", plan.labels);
   }

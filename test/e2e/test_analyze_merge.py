@@ -14,7 +14,7 @@ from pathlib import Path
 
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
-from e2e_util import manifest_paths, snake_keys
+from e2e_util import duration_ns, manifest_paths, snake_keys
 
 FAKE_SCENARIO = "multi_device"
 SHIFT_NS = 2_500_000_000  # added to one host's manifest offset
@@ -40,12 +40,19 @@ def load(path):
     return json.loads(text, parse_float=Decimal)
 
 
-def offset_ns(manifest):
-    """A manifest's clock offset ("0.000123s") in ns."""
-    text = snake_keys(json.loads(manifest.read_text()))["clock"]["offset"].rstrip("s")
-    whole, _, frac = text.partition(".")
-    sign = -1 if whole.startswith("-") else 1
-    return sign * (abs(int(whole)) * 1_000_000_000 + int((frac + "000000000")[:9]))
+def offset_ns(manifest, key="offset"):
+    """A manifest's clock offset ("0.000123s") in ns: `offset` (at receipt)
+    or `midpoint_offset` (the caller's probe)."""
+    return duration_ns(snake_keys(json.loads(manifest.read_text()))["clock"][key])
+
+
+def merge_offset_ns(manifest):
+    """The offset the merge moves the host's times by: the measured midpoint
+    when the manifest has a round trip, else the receipt offset."""
+    clock = snake_keys(json.loads(manifest.read_text()))["clock"]
+    if "round_trip" in clock:
+        return duration_ns(clock["midpoint_offset"])
+    return duration_ns(clock["offset"])
 
 
 def expected_ranks(trace_dir):
@@ -55,7 +62,7 @@ def expected_ranks(trace_dir):
     for manifest in manifest_paths(trace_dir):
         doc = snake_keys(json.loads(manifest.read_text()))
         for result in doc["results"]:
-            offsets[result["file"]] = (offset_ns(manifest), doc["host"])
+            offsets[result["file"]] = (merge_offset_ns(manifest), doc["host"])
     ranks = {}
     for path in sorted(trace_dir.glob("*.json.gz")):
         doc = load(path)
@@ -130,10 +137,19 @@ def test_merge_writes_every_rank_on_one_clock_as_json_and_protobuf(
     assert traced.returncode == 0, traced.stdout + traced.stderr
     trace_dir = next(out.iterdir())
     assert len(manifest_paths(trace_dir)) == 2
+    # Both daemons timed the CLI's clock probes: one clock on this machine,
+    # so each midpoint is within half its round trip of zero.
+    for manifest in manifest_paths(trace_dir):
+        clock = snake_keys(json.loads(manifest.read_text()))["clock"]
+        round_trip = duration_ns(clock["round_trip"])
+        assert 0 < round_trip < 1_000_000_000, clock
+        assert abs(duration_ns(clock["midpoint_offset"])) <= round_trip // 2 + 1, clock
     # One host's clock 2.5 s ahead: its ranks must come back by that much.
     manifest = next(m for m in manifest_paths(trace_dir) if "node-b" in m.name)
     doc = json.loads(manifest.read_text())
     doc["clock"]["offset"] = f"{(offset_ns(manifest) + SHIFT_NS) / 1e9:.9f}s"
+    doc["clock"]["midpointOffset"] = \
+        f"{(offset_ns(manifest, 'midpoint_offset') + SHIFT_NS) / 1e9:.9f}s"
     manifest.write_text(json.dumps(doc))
     expected = expected_ranks(trace_dir)
     assert sorted(expected) == sorted(
@@ -164,6 +180,12 @@ def test_merge_writes_every_rank_on_one_clock_as_json_and_protobuf(
             assert sorted(got[name][ph]) == sorted(items), (name, ph)
     ranks = {r["process_name"]: r for r in merged["gpuctlMerge"]["ranks"]}
     assert ranks["e2e-node-b rank 1 pid %d" % workloads[1].pid]["clock_offset_ns"] >= SHIFT_NS - 10**9
+    for rank in ranks.values():
+        assert rank["clock_round_trip_ns"] > 0, rank
+        assert rank["clock_bound_ns"] * 2 >= rank["clock_round_trip_ns"], rank
+    # Each rank's line states its bound, and the note says what it means.
+    assert result.stdout.count(" ms +/-") == 2, result.stdout
+    assert "plus the clocks' drift since" in result.stdout, result.stdout
 
     # Protobuf, fetched from both daemons by trace id.
     merged_proto = workdir / "merged.pftrace"
