@@ -9,8 +9,11 @@ preloaded, so every trace is empty), then `runs` traces of the whole fleet
 with --no-download. Reported per fleet size:
 
   dispatch  the latest receipt of the request by a daemon minus the CLI's
-            send time (TraceStarted clock, one host, one clock): what the
-            start delay must cover.
+            send time (TraceStarted clock, one host, one clock).
+  span      the latest receipt of the request by a daemon minus the start
+            instant (--start-delay 0s: the CLI's clock before the first
+            connection): what the start delay must cover, the clock probes
+            before each request included.
   added     the CLI's wall time minus the window, with --start-delay 0 so
             only fan-out, collection and completion are counted, and its
             ratio to the one-daemon case of the same run.
@@ -57,7 +60,7 @@ def main():
             hosts = []
             for i in range(count):
                 hosts += ["--host", fleet.address(i)]
-            added, dispatch = [], []
+            added, dispatch, span = [], [], []
             for _ in range(args.runs):
                 result, wall = fleet.gpuctl("trace", "--job", "bench", "--duration", args.window,
                                             "--start-delay", "0s", "--max-start-skew", "1s",
@@ -70,22 +73,26 @@ def main():
                 if len(doc["hosts"]) != count:
                     raise SystemExit(f"expected {count} hosts, got {len(doc['hosts'])}")
                 latest = 0
+                last_receipt = 0
                 for host in doc["hosts"]:
                     clock = host["clock"]
                     latest = max(latest, timestamp_ns(clock["received_at"])
                                  - timestamp_ns(clock["caller_time"]))
+                    last_receipt = max(last_receipt, timestamp_ns(clock["received_at"]))
                 dispatch.append(latest / 1e6)
+                span.append((last_receipt - timestamp_ns(doc["start_time"])) / 1e6)
                 added.append(wall * 1000 - window_ms)
-            rows.append((count, summary(dispatch), summary(added)))
+            rows.append((count, summary(dispatch), summary(span), summary(added)))
             print(f"{count} daemons done", file=sys.stderr)
 
-    base = rows[0][2]["p50"]
-    print("| daemons | dispatch p50 | p99 | added beyond the window p50 | p99 | max | "
-          "p50 ratio to 1 daemon |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for count, disp, add in rows:
-        print(f"| {count} | {disp['p50']:.1f} | {disp['p99']:.1f} | {add['p50']:.1f} | "
-              f"{add['p99']:.1f} | {add['max']:.1f} | {add['p50'] / base:.2f} |")
+    base = rows[0][3]["p50"]
+    print("| daemons | dispatch p50 | p99 | span p50 | p99 | added beyond the window p50 | p99 "
+          "| max | p50 ratio to 1 daemon |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for count, disp, spn, add in rows:
+        print(f"| {count} | {disp['p50']:.1f} | {disp['p99']:.1f} | {spn['p50']:.1f} | "
+              f"{spn['p99']:.1f} | {add['p50']:.1f} | {add['p99']:.1f} | {add['max']:.1f} | "
+              f"{add['p50'] / base:.2f} |")
     print(f"\n{args.runs} traces per row, window {args.window}; milliseconds.")
 
 
