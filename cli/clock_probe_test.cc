@@ -79,7 +79,7 @@ class ProbeDaemonClockTest : public ::testing::Test {
  protected:
   // The fake daemon, 7ms ahead of the caller, answers each probe after
   // `out` and its answer takes `back`, both on the fake clock.
-  void AnswerAfter(std::vector<std::pair<absl::Duration, absl::Duration>> delays) {
+  void AnswerAfter(const std::vector<std::pair<absl::Duration, absl::Duration>>& delays) {
     host_.service().probe_clock = [this, delays](v1::ProbeClockResponse* response) {
       const auto [out, back] = delays[answered_++ % delays.size()];
       clock_.Advance(out);
