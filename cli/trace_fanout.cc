@@ -32,9 +32,10 @@
 // and it bounds the connection attempts in flight. On that connection a few
 // ProbeClock round trips come first (cli/clock_probe.h): the fastest gives
 // the daemon's clock offset within half its round trip, sent along as
-// caller_clock; a gpuctld without the call gets caller_time alone. A thread per host would
-// do the same with blocking reads, but would hold one thread per open
-// window, which a container's pid limit stops long before a large fleet.
+// caller_clock; a gpuctld without the call gets caller_time alone. A
+// thread per host would do the same with blocking reads, but would hold
+// one thread per open window, which a container's pid limit stops long
+// before a large fleet.
 
 namespace gpuctl::cli {
 namespace {
