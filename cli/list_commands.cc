@@ -17,6 +17,7 @@
 #include "cli/duration.h"
 #include "cli/exit_codes.h"
 #include "cli/format.h"
+#include "cli/proto_time.h"
 #include "daemon/analysis/units.h"
 #include "google/protobuf/util/time_util.h"
 #include "grpcpp/client_context.h"
@@ -29,10 +30,6 @@ constexpr int kMaxPageSize = 1000;
 
 void SetDeadline(grpc::ClientContext& context, absl::Duration timeout) {
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
-
-std::string DurationText(const google::protobuf::Duration& d) {
-  return FormatUserDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
 }
 
 // The STATE column of `gpuctl traces`.
@@ -349,7 +346,8 @@ int RunStatus(const std::string& target, bool json, const CliEnv& env) {
   row("attached processes", absl::StrCat(s.attached_processes()));
   row("active traces", absl::StrCat(s.active_traces()));
   row("ipc protocol", absl::StrCat(s.ipc_protocol_major(), ".", s.ipc_protocol_minor()));
-  row("max duration", s.has_max_duration() ? DurationText(s.max_duration()) : "");
+  row("max duration",
+      s.has_max_duration() ? FormatUserDuration(FromProtoDuration(s.max_duration())) : "");
   if (s.has_kineto()) row("kineto bridge", KinetoText(s.kineto()));
   // A key/value listing reads better without the header row.
   std::ostringstream rendered;

@@ -13,6 +13,7 @@
 #include "cli/exit_codes.h"
 #include "cli/format.h"
 #include "cli/host_status.h"
+#include "cli/proto_time.h"
 #include "gpuctl/v1/service.grpc.pb.h"
 #include "grpcpp/client_context.h"
 
@@ -80,10 +81,6 @@ std::vector<HostSchedule> GetSchedules(const std::vector<HostEntry>& hosts,
   return answers;
 }
 
-std::string DurationText(const google::protobuf::Duration& d) {
-  return FormatUserDuration(absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos()));
-}
-
 std::string Percent(double fraction) { return absl::StrCat(absl::SixDigits(fraction * 100), "%"); }
 
 std::string ShortFingerprint(const std::string& fingerprint) {
@@ -99,11 +96,13 @@ void PrintRules(const v1::GetScheduleResponse& s, absl::TimeZone zone, std::ostr
     const bool anomaly = !r.anomaly().empty();
     std::vector<std::string> next;
     for (const auto& t : r.next_slots()) next.push_back(TimestampText(t, zone));
-    std::string period = steps ? absl::StrCat(r.step_period(), " steps") : DurationText(r.period());
+    std::string period = steps ? absl::StrCat(r.step_period(), " steps")
+                               : FormatUserDuration(FromProtoDuration(r.period()));
     if (anomaly) period = "anomaly";
     table.AddRow({Printable(r.name()), Printable(r.selector()), absl::StrCat(r.probability()),
                   period,
-                  steps ? absl::StrCat(r.window_steps(), " steps") : DurationText(r.window()),
+                  steps ? absl::StrCat(r.window_steps(), " steps")
+                        : FormatUserDuration(FromProtoDuration(r.window())),
                   Percent(r.duty_cycle()), r.daily_cap() == 0 ? "-" : absl::StrCat(r.daily_cap()),
                   r.blackouts().empty() ? "-" : Printable(absl::StrJoin(r.blackouts(), "; ")),
                   anomaly       ? Printable(r.anomaly())
@@ -116,9 +115,9 @@ void PrintRules(const v1::GetScheduleResponse& s, absl::TimeZone zone, std::ostr
 
 void PrintBudget(const v1::GetScheduleResponse& s, std::ostream& out) {
   out << "today (UTC): " << s.captures_today() << " captures, " << s.skips_today()
-      << " skips; capture time " << DurationText(s.capture_time_today());
+      << " skips; capture time " << FormatUserDuration(FromProtoDuration(s.capture_time_today()));
   if (s.capture_time_per_day().seconds() > 0 || s.capture_time_per_day().nanos() > 0) {
-    out << " of " << DurationText(s.capture_time_per_day()) << " per day";
+    out << " of " << FormatUserDuration(FromProtoDuration(s.capture_time_per_day())) << " per day";
   }
   if (s.min_free_store_bytes() > 0) {
     out << "; captures stop below " << HumanBytes(s.min_free_store_bytes()) << " free";
@@ -219,7 +218,8 @@ void PrintPreview(const HostSchedule& h, const ScheduleCommandOptions& options, 
               {false, false, true, true, false, false});
   for (const v1::PreviewSlot& p : s.preview()) {
     table.AddRow({TimestampText(p.start_time(), zone), Printable(p.rule()), absl::StrCat(p.slot()),
-                  DurationText(p.window()), Printable(p.outcome()), Printable(p.trace_id())});
+                  FormatUserDuration(FromProtoDuration(p.window())), Printable(p.outcome()),
+                  Printable(p.trace_id())});
   }
   table.Render(out);
   if (s.preview_truncated()) out << "(more slots follow: ask for fewer --hours)\n";
