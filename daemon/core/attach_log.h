@@ -40,7 +40,7 @@ class AttachLog {
     std::string program;  // the executable's base name
     int labels = 0;
     bool step_counter = false;
-    std::string library_version;
+    std::string library_version{};
   };
 
   AttachLog(TaskRunner* loop, Clock* clock, Options options);

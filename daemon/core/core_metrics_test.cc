@@ -49,7 +49,9 @@ class CoreMetricsTest : public DaemonCoreTest {
     uint64_t workers = 0;
     for (const CoreSnapshot::AttachedGroup& group : core_->Snapshot().attached) {
       // These tests attach library processes only: the kineto groups stay 0.
-      if (group.kind == "kineto") EXPECT_EQ(group.count, 0u);
+      if (group.kind == "kineto") {
+        EXPECT_EQ(group.count, 0u);
+      }
       if (group.kind == "library" && group.role == v1::PROCESS_ROLE_WORKER) workers = group.count;
     }
     return workers;

@@ -30,9 +30,9 @@ inline constexpr size_t kMaxScopeEntries = 64;
 // another team's namespace opts itself into that team's tracing.
 struct TokenScope {
   std::string name;
-  std::vector<std::string> jobs;
-  std::vector<std::string> namespaces;
-  std::vector<std::pair<std::string, std::string>> labels;
+  std::vector<std::string> jobs{};
+  std::vector<std::string> namespaces{};
+  std::vector<std::pair<std::string, std::string>> labels{};
 };
 
 // Checks a scope as configured: a name of 1-64 bytes of [A-Za-z0-9._-], at

@@ -130,7 +130,7 @@ class ScheduleDriver final : public ScheduleReporter {
     absl::AnyInvocable<uint64_t()> free_store_bytes;
     // Told of every decision for a job (a capture, a skip, or a slot the
     // hash did not draw), for the daemon's metrics; may be empty.
-    absl::AnyInvocable<void(absl::string_view rule, SlotOutcome outcome)> on_decision;
+    absl::AnyInvocable<void(absl::string_view rule, SlotOutcome outcome)> on_decision{};
   };
 
   // What happened to a job's slot (captures and skips alike).

@@ -188,7 +188,9 @@ TEST_F(KubernetesManifestsTest, TheTlsAndTokenFilesAreProjectedFromSecrets) {
     ASSERT_EQ(value.rfind("/etc/gpuctl/", 0), 0u) << flag << value;
     const int mode = ProjectedMode(volume, value.substr(std::string("/etc/gpuctl/").size()));
     EXPECT_NE(mode, -1) << flag << value << " is not projected";
-    if (std::string(flag) == "--auth-token-file=") EXPECT_EQ(mode & 077, 0) << value;
+    if (std::string(flag) == "--auth-token-file=") {
+      EXPECT_EQ(mode & 077, 0) << value;
+    }
   }
   for (const YAML::Node& source : volume["projected"]["sources"]) {
     if (!source["secret"]) continue;
