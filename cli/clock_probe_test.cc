@@ -89,6 +89,15 @@ class ProbeDaemonClockTest : public ::testing::Test {
     };
   }
 
+  // An answer 50 µs out and 50 µs back on the fake clock, the daemon's
+  // clock the caller's.
+  grpc::Status AnswerIn100us(v1::ProbeClockResponse* response) {
+    clock_.Advance(absl::Microseconds(50));
+    ToProtoTime(clock_.Now(), response->mutable_daemon_time());
+    clock_.Advance(absl::Microseconds(50));
+    return grpc::Status::OK;
+  }
+
   gpuctl::testing::FakeClock clock_{kT0};
   FakeServer host_;
   std::unique_ptr<v1::Gpuctl::Stub> stub_ =
@@ -139,10 +148,7 @@ TEST_F(ProbeDaemonClockTest, AnOlderDaemonOrAFailureEndsTheProbing) {
   // A failure after a sample keeps the sample.
   host_.service().probe_clock = [this](v1::ProbeClockResponse* response) {
     if (answered_++ > 0) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "going away");
-    clock_.Advance(absl::Microseconds(50));
-    ToProtoTime(clock_.Now(), response->mutable_daemon_time());
-    clock_.Advance(absl::Microseconds(50));
-    return grpc::Status::OK;
+    return AnswerIn100us(response);
   };
   const std::vector<ClockProbeSample> samples =
       ProbeDaemonClock(*stub_, clock_, ClockProbeOptions{}, nullptr);
@@ -157,10 +163,7 @@ TEST_F(ProbeDaemonClockTest, ALaterProbeFarSlowerThanTheFastestIsGivenUp) {
   host_.service().probe_clock = [this](v1::ProbeClockResponse* response) {
     // On gRPC's clock, which times the calls: the second answer is late.
     if (answered_++ == 1) absl::SleepFor(absl::Milliseconds(300));
-    clock_.Advance(absl::Microseconds(50));
-    ToProtoTime(clock_.Now(), response->mutable_daemon_time());
-    clock_.Advance(absl::Microseconds(50));
-    return grpc::Status::OK;
+    return AnswerIn100us(response);
   };
   const std::vector<ClockProbeSample> samples =
       ProbeDaemonClock(*stub_, clock_, ClockProbeOptions{}, nullptr);

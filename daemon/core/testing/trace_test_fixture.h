@@ -30,6 +30,13 @@ class TraceTest : public DaemonCoreTest {
     *req.mutable_duration() = Dur(d);
     return req;
   }
+  // The message of StartTrace's refusal of `req`, which must be
+  // INVALID_ARGUMENT.
+  std::string Refused(const v1::TraceRequest& req) {
+    absl::Status st = core_->StartTrace(req, std::make_shared<RecordingObserver>()).status();
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+    return std::string(st.message());
+  }
   const v1::TraceStarted& Started(const RecordingObserver& obs) {
     EXPECT_FALSE(obs.events.empty());
     EXPECT_TRUE(obs.events[0].has_started());
